@@ -1,0 +1,3 @@
+from dsh.cli import main
+
+raise SystemExit(main())

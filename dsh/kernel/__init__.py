@@ -1,0 +1,66 @@
+"""The plugin kernel: contexts, services, events, scoped disposal and plugin loading.
+
+This module is public API: plugins import from ``dsh.kernel`` and nothing below it.
+"""
+
+from __future__ import annotations
+
+from dsh.kernel.context import (
+    ERROR_EVENT,
+    Context,
+    ContextBound,
+    Disposer,
+    ReportedError,
+    ServiceKey,
+)
+from dsh.kernel.errors import (
+    ContextDisposedError,
+    DependencyCycleError,
+    KernelError,
+    PluginDefinitionError,
+    RegistrationConflictError,
+    ServiceConflictError,
+    ServiceNotFoundError,
+)
+from dsh.kernel.loader import (
+    ENTRY_POINT_GROUP,
+    Candidate,
+    PluginHost,
+    PluginRecord,
+    PluginStatus,
+    discover,
+    discover_bundled,
+    discover_entry_points,
+    order_plugins,
+)
+from dsh.kernel.plugin import NoConfig, Plugin
+from dsh.kernel.registry import RegistryView, ScopedRegistry
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ERROR_EVENT",
+    "Candidate",
+    "Context",
+    "ContextBound",
+    "ContextDisposedError",
+    "DependencyCycleError",
+    "Disposer",
+    "KernelError",
+    "NoConfig",
+    "Plugin",
+    "PluginDefinitionError",
+    "PluginHost",
+    "PluginRecord",
+    "PluginStatus",
+    "RegistrationConflictError",
+    "RegistryView",
+    "ReportedError",
+    "ScopedRegistry",
+    "ServiceConflictError",
+    "ServiceKey",
+    "ServiceNotFoundError",
+    "discover",
+    "discover_bundled",
+    "discover_entry_points",
+    "order_plugins",
+]

@@ -1,0 +1,69 @@
+"""What a plugin is: a name, the services it needs and provides, a config model, and ``apply``.
+
+A plugin module (in the bundled ``plugins`` package, or any package named by a
+``dsh.plugins`` entry point) exposes one as ``plugin``::
+
+    from dsh.kernel import Context, Plugin
+
+    class Config(BaseModel):
+        greeting: str = "hello"
+
+    def apply(ctx: Context, config: Config) -> None:
+        ctx.provide("greeter", Greeter(config.greeting))
+
+    plugin = Plugin(name="greeter", provides=("greeter",), config=Config, apply=apply)
+
+``apply`` runs on a context of the plugin's own; everything it registers there is
+undone, newest first, when the plugin unloads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from dsh.kernel.errors import PluginDefinitionError
+
+PLUGIN_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+class NoConfig(BaseModel):
+    """The config model of a plugin that takes no settings; unknown keys are refused."""
+
+    model_config = {"extra": "forbid"}
+
+
+@dataclass(frozen=True)
+class Plugin:
+    name: str
+    apply: Callable[[Any, Any], Awaitable[None] | None]
+    inject: tuple[str, ...] = ()
+    """Services the plugin needs; it is skipped when one is unavailable."""
+    optional: tuple[str, ...] = ()
+    """Services it uses when present: they only order loading."""
+    provides: tuple[str, ...] = ()
+    """Services it provides; loading checks that it really does."""
+    config: type[BaseModel] = field(default=NoConfig)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not PLUGIN_NAME.match(self.name):
+            raise PluginDefinitionError(
+                f"plugin name {self.name!r} must match {PLUGIN_NAME.pattern}"
+            )
+        if not callable(self.apply):
+            raise PluginDefinitionError(f"plugin {self.name!r}: apply is not callable")
+        if not (isinstance(self.config, type) and issubclass(self.config, BaseModel)):
+            raise PluginDefinitionError(
+                f"plugin {self.name!r}: config must be a pydantic model class"
+            )
+        for group in ("inject", "optional", "provides"):
+            value = getattr(self, group)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise PluginDefinitionError(
+                    f"plugin {self.name!r}: {group} must be a tuple of service names"
+                )

@@ -1,0 +1,6 @@
+"""The plugins bundled with dsh.
+
+Each module (or subpackage) here exposes ``plugin``, a :class:`dsh.kernel.Plugin`, and
+imports only dsh's public API modules (listed in docs/architecture.md). The core never
+imports this package; the kernel discovers it by name.
+"""

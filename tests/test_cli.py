@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import dsh
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def dsh_cmd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dsh", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_version() -> None:
+    result = dsh_cmd("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"dsh {dsh.__version__}"
+
+
+def test_help_names_every_command() -> None:
+    result = dsh_cmd("--help")
+    assert result.returncode == 0
+    assert "plugins" in result.stdout
+    assert "--version" in result.stdout
+
+
+def test_unknown_command_is_a_clear_error() -> None:
+    result = dsh_cmd("frobnicate")
+    assert result.returncode == 2
+    assert "invalid choice: 'frobnicate'" in result.stderr
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "dsh"
+    assert script.exists(), "run the README's setup command: pip install -e '.[test]'"
+    result = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert result.stdout.startswith("dsh ")
+
+
+def test_cli_parsing_imports_nothing_heavy() -> None:
+    probe = (
+        "import sys, dsh.cli; print(sorted(m for m in ('pydantic', 'asyncio') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.*?)\n```", quick, re.S)
+
+
+def test_readme_quick_start_has_two_commands_and_ci_runs_the_test_one() -> None:
+    commands = readme_commands()
+    assert len(commands) == 2, commands
+    start, test = commands
+    assert start.rstrip().endswith("dsh")
+    assert "pytest" in test
+    assert test in (ROOT / ".ci" / "run").read_text()
