@@ -21,7 +21,15 @@ def build_parser() -> argparse.ArgumentParser:
         "plugins", help="list the plugins found, where from, and which failed to load"
     )
     plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _add_sessions(commands)
     return parser
+
+
+def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    # The sessions parser lives beside its command; importing it costs nothing heavy.
+    from dsh.cli.sessions_parser import add_parser
+
+    add_parser(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,6 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from dsh.cli.plugins import run_plugins
 
             return run_plugins(as_json=args.json)
+        case "sessions":
+            from dsh.cli.sessions import run_sessions
+
+            return run_sessions(args)
         case _:
             parser.print_help()
             return 0

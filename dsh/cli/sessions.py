@@ -1,0 +1,172 @@
+"""``dsh sessions``: list, show, search, export, import, remove and reindex sessions."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import sys
+from pathlib import Path
+
+from dsh.paths import dsh_home
+from dsh.session import LoadedSession, SessionStore
+from dsh.session.catalog import CatalogEntry
+from dsh.session.jsonl import JsonlPersistence, export_jsonl, parse_jsonl
+from dsh.session.markdown import to_markdown
+from dsh.session.persistence import PersistenceError
+from dsh.session.sqlite import SqlitePersistence
+from dsh.session.store import AmbiguousSessionError, make_persistence, session_backend
+
+
+def _short_time(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
+
+
+def _row(entry: CatalogEntry) -> str:
+    tokens = entry.input_tokens + entry.cache_read_tokens + entry.output_tokens
+    cost = f"${entry.cost:.4f}" if entry.cost is not None else "-"
+    return (
+        f"{entry.id[:8]}  {_short_time(entry.updated_at)}  {entry.turns:>4} turns  "
+        f"{tokens:>9,} tok  {cost:>9}  {entry.display_title}"
+    )
+
+
+class _Cli:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.home = dsh_home()
+        self.store = SessionStore.at(self.home, session_backend())
+
+    async def read(self, id_or_prefix: str) -> LoadedSession:
+        """A stored session, from whichever backend holds it, without writing anything."""
+        session_id = await self.store.resolve(id_or_prefix)
+        entry = await self.store.catalog.get(session_id) if self.store.catalog else None
+        if entry is not None and entry.backend != self.store.persistence.name:
+            other = make_persistence(entry.backend, self.home)  # type: ignore[arg-type]
+            try:
+                return await other.inspect(session_id)
+            finally:
+                await other.close()
+        return await self.store.persistence.inspect(session_id)
+
+    async def run(self) -> int:
+        try:
+            match self.args.action:
+                case "list":
+                    return await self.list()
+                case "show":
+                    loaded = await self.read(self.args.id)
+                    for issue in loaded.issues:
+                        print(f"note: {issue}", file=sys.stderr)
+                    sys.stdout.write(to_markdown(loaded.header, loaded.events))
+                    return 0
+                case "search":
+                    return await self.search()
+                case "export":
+                    return await self.export()
+                case "import":
+                    return await self.import_file()
+                case "rm":
+                    return await self.remove()
+                case "reindex":
+                    return await self.reindex()
+            return 2
+        except (LookupError, AmbiguousSessionError, PersistenceError) as error:
+            print(f"dsh: {error}", file=sys.stderr)
+            return 1
+        finally:
+            await self.store.aclose()
+
+    async def list(self) -> int:
+        assert self.store.catalog is not None
+        cwd = None if self.args.all else os.getcwd()
+        entries = await self.store.catalog.list(cwd=cwd, limit=self.args.limit)
+        if self.args.json:
+            print(json.dumps([entry.__dict__ for entry in entries], indent=2))
+        elif not entries:
+            where = "" if self.args.all else " in this directory (try --all)"
+            print(f"No sessions{where}.")
+        else:
+            for entry in entries:
+                print(_row(entry) + (f"  [{entry.cwd}]" if self.args.all else ""))
+        return 0
+
+    async def search(self) -> int:
+        assert self.store.catalog is not None
+        text = " ".join(self.args.text)
+        cwd = os.getcwd() if self.args.here else None
+        hits = await self.store.catalog.search(text, cwd=cwd, limit=self.args.limit)
+        if not hits:
+            print(f"Nothing found for {text!r}.")
+        for hit in hits:
+            snippet = " ".join(hit.snippet.split())
+            print(f"{hit.session_id[:8]}  seq {hit.seq:<5} {hit.type:<17} {snippet}")
+        return 0
+
+    async def export(self) -> int:
+        loaded = await self.read(self.args.id)
+        if self.args.format == "markdown":
+            text = to_markdown(loaded.header, loaded.events)
+        else:
+            text = export_jsonl(loaded.header, loaded.events)
+        if self.args.output:
+            await asyncio.to_thread(Path(self.args.output).write_text, text)
+        else:
+            sys.stdout.write(text)
+        return 0
+
+    async def import_file(self) -> int:
+        path = Path(self.args.file)
+        loaded, _ = parse_jsonl(await asyncio.to_thread(path.read_bytes), str(path))
+        for issue in loaded.issues:
+            print(f"note: {issue}", file=sys.stderr)
+        persistence = self.store.persistence
+        if await persistence.exists(loaded.header.id):
+            print(f"dsh: session {loaded.header.id} is already stored", file=sys.stderr)
+            return 1
+        await persistence.create(loaded.header)
+        await persistence.append(loaded.header.id, loaded.events)
+        if self.store.catalog is not None:
+            await self.store.catalog.record(
+                loaded.header,
+                loaded.events,
+                backend=persistence.name,
+                location=persistence.location(loaded.header.id),
+            )
+        print(f"Imported session {loaded.header.id} ({len(loaded.events)} events).")
+        return 0
+
+    async def remove(self) -> int:
+        session_id = await self.store.resolve(self.args.id)
+        if not self.args.yes:
+            if not sys.stdin.isatty():
+                print("dsh: pass --yes to delete without a terminal to confirm", file=sys.stderr)
+                return 1
+            question = f"Delete session {session_id}? This cannot be undone. [y/N] "
+            answer = await asyncio.to_thread(input, question)
+            if answer.strip().lower() not in ("y", "yes"):
+                print("Kept.")
+                return 0
+        await self.store.delete(session_id)
+        print(f"Deleted session {session_id}.")
+        return 0
+
+    async def reindex(self) -> int:
+        assert self.store.catalog is not None
+        backends = [JsonlPersistence(self.home)]
+        sqlite = SqlitePersistence(self.home)
+        if sqlite.path.exists():
+            backends.append(sqlite)  # type: ignore[arg-type]
+        try:
+            count = await self.store.catalog.rebuild(backends)
+        finally:
+            for backend in backends:
+                await backend.close()
+        print(f"Indexed {count} session(s).")
+        return 0
+
+
+def run_sessions(args: argparse.Namespace) -> int:
+    return asyncio.run(_Cli(args).run())

@@ -1,0 +1,37 @@
+"""The arguments of ``dsh sessions``, kept apart from the command so ``--help`` stays light."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sessions = commands.add_parser("sessions", help="list, search, show and export past sessions")
+    sub = sessions.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    listing = sub.add_parser("list", help="sessions of this directory, newest first")
+    listing.add_argument("--all", action="store_true", help="sessions of every directory")
+    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--json", action="store_true")
+
+    show = sub.add_parser("show", help="a session's transcript")
+    show.add_argument("id", help="session id or a unique prefix of one")
+
+    search = sub.add_parser("search", help="find sessions by what was said in them")
+    search.add_argument("text", nargs="+")
+    search.add_argument("--here", action="store_true", help="only this directory's sessions")
+    search.add_argument("--limit", type=int, default=20)
+
+    export = sub.add_parser("export", help="write a session out as JSONL or Markdown")
+    export.add_argument("id")
+    export.add_argument("--format", choices=["jsonl", "markdown"], default="jsonl")
+    export.add_argument("-o", "--output", help="file to write (default: standard output)")
+
+    importing = sub.add_parser("import", help="store a session exported as JSONL")
+    importing.add_argument("file")
+
+    remove = sub.add_parser("rm", help="delete a session")
+    remove.add_argument("id")
+    remove.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+
+    sub.add_parser("reindex", help="rebuild the session index from the stored sessions")

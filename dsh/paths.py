@@ -1,0 +1,58 @@
+"""Where dsh keeps its files: ``$DSH_HOME`` (default ``~/.dsh``), private to the user."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def dsh_home() -> Path:
+    configured = os.environ.get("DSH_HOME")
+    return Path(configured).expanduser() if configured else Path.home() / ".dsh"
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` and any missing parents, each readable by the user alone.
+    (``mkdir(parents=True)`` would give the parents the umask's mode instead.)"""
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR)
+            folder.chmod(PRIVATE_DIR)  # whatever the umask took away
+        except FileExistsError:
+            pass  # made concurrently; the final folder's mode is checked below
+    if path.stat().st_mode & 0o777 != PRIVATE_DIR:
+        path.chmod(PRIVATE_DIR)
+    return path
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_SEPARATORS = re.compile(r"[\\/]+")
+MAX_SEGMENT = 251
+
+
+def escape_segment(text: str) -> str:
+    """A file-name segment that maps back to ``text`` one to one: every character but
+    ASCII letters, digits, ``_`` and ``-`` becomes ``~`` and six hex digits, so no
+    segment can be ``.``, ``..`` or hold a separator."""
+    return _UNSAFE.sub(lambda m: f"~{ord(m.group()):06x}", text)
+
+
+def project_key(cwd: str | None) -> str:
+    """The directory name grouping one working directory's sessions."""
+    if not cwd:
+        return "_no-cwd"
+    key = escape_segment(_SEPARATORS.sub("-", cwd).replace("~", "-"))
+    if len(key) > MAX_SEGMENT - 4:
+        digest = hashlib.sha256(cwd.encode()).hexdigest()[:16]
+        key = key[: MAX_SEGMENT - 4 - 17] + "_" + digest
+    return f"--{key}--"

@@ -1,0 +1,596 @@
+"""The session event catalog: every kind of fact a session log can hold.
+
+A :class:`SessionEvent` is an envelope (``type``, ``seq``, ``time``, surface metadata)
+around a payload model chosen by ``type``. Types are registered with
+:func:`register_event`; a plugin registers its own the same way. An event of a type
+this process does not know loads with an :class:`OpaqueData` payload and is written
+back unchanged, so logs from newer versions or absent plugins survive.
+
+Surface events (``user/message``, ``steering/message``, ``assistant/message``,
+``tool/result``) are the ones that can become model history; only they carry
+``surface_op`` and ``source_event_seqs``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeAlias, TypeGuard
+
+from pydantic import BaseModel, NonNegativeInt, PositiveInt, ValidationError
+
+from dsh.llm import (
+    AssistantMessage,
+    CallId,
+    LlmCallConfig,
+    LlmFailure,
+    StreamChunk,
+    TokenUsage,
+    ToolResultMessage,
+    ToolSchema,
+    UserMessage,
+)
+from dsh.wire import Frozen, Opaque, TaggedUnion
+
+
+class EventFormatError(ValueError):
+    """An event or its payload is malformed; the message says which field and why."""
+
+
+# ---------------------------------------------------------------------- reasons
+
+
+class CancelCause(Frozen):
+    kind: str
+
+
+class UnknownCancelCause(CancelCause, Opaque):
+    pass
+
+
+cancel_causes: TaggedUnion[CancelCause] = TaggedUnion(
+    "cancel cause", CancelCause, "kind", UnknownCancelCause
+)
+AnyCancelCause: TypeAlias = Annotated[
+    CancelCause, cancel_causes.validator, cancel_causes.serializer
+]
+
+
+@cancel_causes.member
+class CancelByUser(CancelCause):
+    kind: Literal["user"] = "user"
+
+
+@cancel_causes.member
+class CancelByParent(CancelCause):
+    kind: Literal["parent"] = "parent"
+
+
+@cancel_causes.member
+class CancelByHook(CancelCause):
+    kind: Literal["hook"] = "hook"
+    reason: str
+
+
+@cancel_causes.member
+class CancelByDisposal(CancelCause):
+    kind: Literal["disposed"] = "disposed"
+
+
+class TurnTrigger(Frozen):
+    """What opened a turn."""
+
+    kind: str
+
+
+class UnknownTurnTrigger(TurnTrigger, Opaque):
+    pass
+
+
+turn_triggers: TaggedUnion[TurnTrigger] = TaggedUnion(
+    "turn trigger", TurnTrigger, "kind", UnknownTurnTrigger
+)
+AnyTurnTrigger: TypeAlias = Annotated[
+    TurnTrigger, turn_triggers.validator, turn_triggers.serializer
+]
+
+
+@turn_triggers.member
+class PromptTrigger(TurnTrigger):
+    """A prompt the person typed (or a follow-up queued while the agent ran)."""
+
+    kind: Literal["prompt"] = "prompt"
+
+
+@turn_triggers.member
+class SteeringTrigger(TurnTrigger):
+    """Steering that arrived after the previous turn had already ended."""
+
+    kind: Literal["steering"] = "steering"
+
+
+@turn_triggers.member
+class InjectTrigger(TurnTrigger):
+    kind: Literal["inject"] = "inject"
+
+
+@turn_triggers.member
+class ResumeTrigger(TurnTrigger):
+    kind: Literal["resume"] = "resume"
+
+
+@turn_triggers.member
+class JobTrigger(TurnTrigger):
+    """A background job finished and its notice woke the agent."""
+
+    kind: Literal["job"] = "job"
+    job_id: str | None = None
+
+
+class TurnEndReason(Frozen):
+    kind: str
+
+
+class UnknownTurnEndReason(TurnEndReason, Opaque):
+    pass
+
+
+turn_end_reasons: TaggedUnion[TurnEndReason] = TaggedUnion(
+    "turn end reason", TurnEndReason, "kind", UnknownTurnEndReason
+)
+AnyTurnEndReason: TypeAlias = Annotated[
+    TurnEndReason, turn_end_reasons.validator, turn_end_reasons.serializer
+]
+
+
+@turn_end_reasons.member
+class TurnCompleted(TurnEndReason):
+    kind: Literal["completed"] = "completed"
+
+
+@turn_end_reasons.member
+class TurnAborted(TurnEndReason):
+    kind: Literal["aborted"] = "aborted"
+    reason: AnyCancelCause
+
+
+@turn_end_reasons.member
+class TurnBlocked(TurnEndReason):
+    kind: Literal["blocked"] = "blocked"
+
+
+@turn_end_reasons.member
+class TurnFailed(TurnEndReason):
+    kind: Literal["error"] = "error"
+    error: LlmFailure
+
+
+@turn_end_reasons.member
+class TurnMaxTokens(TurnEndReason):
+    kind: Literal["max-tokens"] = "max-tokens"
+
+
+@turn_end_reasons.member
+class TurnInterrupted(TurnEndReason):
+    """Written only by crash repair: the process died while this turn was open."""
+
+    kind: Literal["interrupted"] = "interrupted"
+
+
+# ---------------------------------------------------------------------- payloads
+
+
+class TurnStart(Frozen):
+    turn: PositiveInt
+    trigger: AnyTurnTrigger | None = None
+
+
+class TurnEnd(Frozen):
+    turn: PositiveInt
+    reason: AnyTurnEndReason
+
+
+class StepStart(Frozen):
+    turn: PositiveInt
+    step: PositiveInt
+
+
+class StepEnd(Frozen):
+    turn: PositiveInt
+    step: PositiveInt
+
+
+class AssistantChunk(Frozen):
+    turn: PositiveInt
+    step: PositiveInt
+    chunk: StreamChunk
+
+
+class AssistantMessageData(Frozen):
+    turn: PositiveInt
+    step: PositiveInt
+    message: AssistantMessage
+    usage: TokenUsage | None = None
+    interrupted: Literal[True] | None = None
+
+
+class ToolCall(Frozen):
+    turn: PositiveInt
+    step: PositiveInt
+    call_id: CallId
+    name: str
+    arguments: str
+
+
+class ToolErrorIdentity(Frozen):
+    name: str
+    code: str
+
+
+class ToolResult(Frozen):
+    turn: PositiveInt
+    step: PositiveInt
+    message: ToolResultMessage
+    error: ToolErrorIdentity | None = None
+    meta: Any = None
+
+
+class TodoItem(Frozen):
+    content: str
+    status: Literal["pending", "in_progress", "completed"]
+
+
+class TodoWrite(Frozen):
+    todos: tuple[TodoItem, ...]
+
+
+class EpochHeader(Frozen):
+    """Everything about a request that is not history: config, prompt and tools."""
+
+    config: LlmCallConfig
+    adapter_defaults: dict[str, Literal[True]] | None = None
+    system: str | None = None
+    tools: tuple[ToolSchema, ...] | None = None
+
+
+class RequestHeader(Frozen):
+    header: EpochHeader
+    reason: Literal["initial", "resume", "change"]
+
+
+class RequestContext(Frozen):
+    provider: str
+    model: str
+    context_window: PositiveInt | None = None
+
+
+class EndSeed(Frozen):
+    pass
+
+
+class Corrupt(Frozen):
+    """Stands in for a stored line that could not be read, keeping seq numbers whole."""
+
+    line: PositiveInt
+    error: str
+
+
+class CompactionStart(Frozen):
+    compaction_id: str
+    turn: PositiveInt | None = None
+
+
+class CompactionSummary(Frozen):
+    compaction_id: str
+    summary: str
+    shadowed_range: tuple[NonNegativeInt, NonNegativeInt]
+    shadowed_seqs: tuple[NonNegativeInt, ...]
+    shadowed_token_count: NonNegativeInt
+    provider: str
+    model: str
+    usage: TokenUsage | None = None
+
+
+class CompactionEnd(Frozen):
+    compaction_id: str
+    turn: PositiveInt | None = None
+    error: str | None = None
+
+
+class SessionTitle(Frozen):
+    title: str
+    message_seqs: tuple[NonNegativeInt, ...] = ()
+    source: Literal["fallback", "provider", "user"]
+
+
+class SessionTitleRequest(Frozen):
+    provider: str
+    model: str
+    message_seqs: tuple[NonNegativeInt, ...] = ()
+
+
+class LlmRetry(Frozen):
+    retry_id: str
+    turn: PositiveInt
+    step: PositiveInt
+    provider: str
+    retry: PositiveInt
+    max_retries: PositiveInt
+    delay_ms: NonNegativeInt
+    failure: LlmFailure
+
+
+class LlmRetryStarted(Frozen):
+    retry_id: str
+
+
+class ApprovalRequested(Frozen):
+    request_id: str
+    tool: str
+    summary: str
+    call_id: CallId | None = None
+    details: str | None = None
+
+
+class ApprovalResolved(Frozen):
+    request_id: str
+    outcome: Literal["allow-once", "allow-session", "deny"]
+    reason: str | None = None
+    pattern: str | None = None
+    by: Literal["user", "rule", "mode", "headless"] = "user"
+
+
+class CommandRun(Frozen):
+    command_id: str
+    name: str
+    args: str | None = None
+    source: Literal["user", "plugin"] = "user"
+
+
+class CommandDone(Frozen):
+    command_id: str
+    kind: Literal["success", "error"]
+    text: str | None = None
+    source_event_seq: NonNegativeInt | None = None
+
+
+class InboxEnqueued(Frozen):
+    """A prompt or steering accepted while it could not run yet: durable until claimed."""
+
+    item_id: str
+    message: UserMessage
+    placement: Literal["queued", "steering"]
+
+
+class InboxUpdated(Frozen):
+    item_id: str
+    message: UserMessage
+
+
+class InboxClaimed(Frozen):
+    item_ids: tuple[str, ...]
+
+
+class InboxDiscarded(Frozen):
+    item_ids: tuple[str, ...]
+    reason: Literal["removed", "cancelled", "disposed"]
+
+
+class OpaqueData(Opaque):
+    """The payload of an event of a type this process does not know."""
+
+
+# ---------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class EventType:
+    name: str
+    model: type[BaseModel]
+    surface: bool = False
+
+
+_types: dict[str, EventType] = {}
+_core: set[str] = set()
+
+
+def register_event(
+    name: str, model: type[BaseModel], *, surface: bool = False
+) -> Callable[[], None]:
+    """Register an event type; returns the function that unregisters it.
+
+    Plugin event types are log-only (``surface=False``) unless they know what they
+    are doing: surface events become model history.
+    """
+    if "/" not in name:
+        raise ValueError(f"event type {name!r} must be namespaced, as 'plugin/event'")
+    if name in _types:
+        raise ValueError(f"event type {name!r} is already registered")
+    _types[name] = EventType(name, model, surface)
+
+    def unregister() -> None:
+        if name not in _core and _types.get(name) is not None:
+            del _types[name]
+
+    return unregister
+
+
+def event_type(name: str) -> EventType | None:
+    return _types.get(name)
+
+
+def is_surface_type(name: str) -> bool:
+    spec = _types.get(name)
+    return spec is not None and spec.surface
+
+
+def registered_event_types() -> tuple[str, ...]:
+    return tuple(_types)
+
+
+def _core_event(name: str, model: type[BaseModel], *, surface: bool = False) -> None:
+    register_event(name, model, surface=surface)
+    _core.add(name)
+
+
+_core_event("turn/start", TurnStart)
+_core_event("turn/end", TurnEnd)
+_core_event("step/start", StepStart)
+_core_event("step/end", StepEnd)
+_core_event("user/message", UserMessage, surface=True)
+_core_event("steering/message", UserMessage, surface=True)
+_core_event("assistant/chunk", AssistantChunk)
+_core_event("assistant/message", AssistantMessageData, surface=True)
+_core_event("tool/call", ToolCall)
+_core_event("tool/result", ToolResult, surface=True)
+_core_event("todo/write", TodoWrite)
+_core_event("request/header", RequestHeader)
+_core_event("request/context", RequestContext)
+_core_event("session/end-seed", EndSeed)
+_core_event("session/corrupt", Corrupt)
+_core_event("compaction/start", CompactionStart)
+_core_event("compaction/summary", CompactionSummary)
+_core_event("compaction/end", CompactionEnd)
+_core_event("session/title", SessionTitle)
+_core_event("session/title-llm-request", SessionTitleRequest)
+_core_event("llm/retry", LlmRetry)
+_core_event("llm/retry-started", LlmRetryStarted)
+_core_event("approval/requested", ApprovalRequested)
+_core_event("approval/resolved", ApprovalResolved)
+_core_event("command/run", CommandRun)
+_core_event("command/done", CommandDone)
+_core_event("inbox/enqueued", InboxEnqueued)
+_core_event("inbox/updated", InboxUpdated)
+_core_event("inbox/claimed", InboxClaimed)
+_core_event("inbox/discarded", InboxDiscarded)
+
+
+# ---------------------------------------------------------------------- the envelope
+
+
+class ReplaceOp(Frozen):
+    """Put a new surface node in place of the nodes from ``start`` to ``end`` (seqs)."""
+
+    op: Literal["replace"] = "replace"
+    start: NonNegativeInt
+    end: NonNegativeInt
+
+
+SurfaceOp: TypeAlias = Literal["append"] | ReplaceOp
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One immutable entry of a session log. ``seq`` is its index in the log."""
+
+    type: str
+    seq: int
+    time: int  # epoch milliseconds
+    data: Any  # the registered payload model for ``type``; OpaqueData when unknown
+    ignorable: Literal[True] | None = None
+    surface_op: SurfaceOp | None = None
+    source_event_seqs: tuple[int, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form, as stored: camelCase, absent fields left out."""
+        out: dict[str, Any] = {
+            "type": self.type,
+            "seq": self.seq,
+            "time": self.time,
+            "data": self.data.model_dump(mode="json", exclude_none=True, by_alias=True),
+        }
+        if self.ignorable:
+            out["ignorable"] = True
+        if self.surface_op is not None:
+            out["surfaceOp"] = (
+                "append" if self.surface_op == "append" else self.surface_op.to_dict()
+            )
+        if self.source_event_seqs is not None:
+            out["sourceEventSeqs"] = list(self.source_event_seqs)
+        return out
+
+
+def parse_payload(type_name: str, data: Any) -> BaseModel:
+    """Validate ``data`` (a dict, or already a model) as the payload of ``type_name``."""
+    spec = _types.get(type_name)
+    model = spec.model if spec is not None else OpaqueData
+    if isinstance(data, model):
+        return data
+    if isinstance(data, BaseModel):
+        raise EventFormatError(
+            f"{type_name} needs a {model.__name__} payload, not {type(data).__name__}"
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise EventFormatError(f"bad {type_name} payload: {_brief(error)}") from None
+
+
+def parse_event(raw: Any) -> SessionEvent:
+    """Validate one stored event (a dict decoded from JSON)."""
+    if not isinstance(raw, dict):
+        raise EventFormatError(f"an event must be an object, not {type(raw).__name__}")
+    type_name = raw.get("type")
+    seq = raw.get("seq")
+    time = raw.get("time")
+    if not isinstance(type_name, str) or not type_name:
+        raise EventFormatError("an event needs a string 'type'")
+    if not _is_int(seq) or seq < 0:
+        raise EventFormatError(f"{type_name}: 'seq' must be a non-negative integer")
+    if not _is_int(time):
+        raise EventFormatError(f"{type_name}: 'time' must be an integer (epoch ms)")
+    surface_op: SurfaceOp | None = None
+    raw_op = raw.get("surfaceOp")
+    if raw_op == "append":
+        surface_op = "append"
+    elif raw_op is not None:
+        try:
+            surface_op = ReplaceOp.model_validate(raw_op)
+        except ValidationError as error:
+            raise EventFormatError(f"{type_name}: bad surfaceOp: {_brief(error)}") from None
+    sources = raw.get("sourceEventSeqs")
+    if sources is not None and (
+        not isinstance(sources, list) or not all(_is_int(s) and s >= 0 for s in sources)
+    ):
+        raise EventFormatError(f"{type_name}: 'sourceEventSeqs' must be a list of seqs")
+    ignorable = raw.get("ignorable")
+    if ignorable not in (None, True):
+        raise EventFormatError(f"{type_name}: 'ignorable' can only be true")
+    return SessionEvent(
+        type=type_name,
+        seq=seq,
+        time=time,
+        data=parse_payload(type_name, raw.get("data", {})),
+        ignorable=ignorable,
+        surface_op=surface_op,
+        source_event_seqs=tuple(sources) if sources is not None else None,
+    )
+
+
+def check_json_value(value: Any, where: str = "data") -> None:
+    """Refuse what JSON cannot carry exactly: NaN, infinities, non-string keys."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise EventFormatError(f"{where} holds {value}, which JSON cannot represent")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise EventFormatError(f"{where} has a non-string key {key!r}")
+            check_json_value(item, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_json_value(item, f"{where}[{index}]")
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _brief(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:3]:
+        where = ".".join(str(p) for p in item["loc"]) or "value"
+        parts.append(f"{where}: {item['msg']}")
+    more = error.error_count() - 3
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")

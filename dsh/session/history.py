@@ -1,0 +1,113 @@
+"""Model history, derived from the log's surface.
+
+The surface is the ordered list of surface-event seqs that currently make up the
+conversation. ``append`` adds a node; ``replace`` (compaction) swaps a run of nodes
+for one summary node. History is each node's message, in surface order, with one
+repair: a tool call that never got a result (the process died, a cancel raced it)
+gets a synthetic error result, so every request is one a provider accepts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from dsh.llm import (
+    AssistantMessage,
+    CallId,
+    Message,
+    MessageId,
+    ToolResultMessage,
+    tool_result,
+)
+from dsh.session.events import AssistantMessageData, ReplaceOp, SessionEvent, ToolResult
+
+UNANSWERED_CALL_TEXT = (
+    "This tool call was interrupted before it returned a result, so its outcome is "
+    "unknown. Re-run it only if it is read-only or idempotent; otherwise check its "
+    "effects first."
+)
+
+
+class SurfaceError(ValueError):
+    """A surface operation names nodes that are not current, or not in order."""
+
+
+def event_message(event: SessionEvent) -> Message | None:
+    """The message a surface event contributes to history, if any."""
+    match event.type:
+        case "user/message" | "steering/message":
+            return event.data if isinstance(event.data, Message) else None
+        case "assistant/message":
+            data = event.data
+            if isinstance(data, AssistantMessageData) and data.message.content:
+                return data.message
+            return None  # a usage-only record of an empty answer
+        case "tool/result":
+            return event.data.message if isinstance(event.data, ToolResult) else None
+        case _:
+            return None
+
+
+class Surface:
+    """The current surface nodes, and a generation bumped by every replace."""
+
+    def __init__(self) -> None:
+        self.nodes: list[int] = []
+        self.generation = 0
+
+    def positions(self, op: ReplaceOp) -> tuple[int, int]:
+        """Where ``op``'s start and end nodes stand; raises if either is gone or misordered."""
+        try:
+            first = self.nodes.index(op.start)
+            last = self.nodes.index(op.end)
+        except ValueError:
+            raise SurfaceError(
+                f"replace {op.start}..{op.end} names a node not on the surface"
+            ) from None
+        if first > last:
+            raise SurfaceError(f"replace {op.start}..{op.end}: start comes after end")
+        return first, last
+
+    def apply(self, event: SessionEvent) -> None:
+        match event.surface_op:
+            case None:
+                return
+            case "append":
+                self.nodes.append(event.seq)
+            case ReplaceOp() as op:
+                first, last = self.positions(op)
+                self.nodes[first : last + 1] = [event.seq]
+                self.generation += 1
+
+
+def synthetic_result(call_id: CallId) -> ToolResultMessage:
+    """The stand-in result for a call that never got one. Its id is derived from the
+    call id, so deriving history twice gives identical messages."""
+    message = tool_result(call_id, UNANSWERED_CALL_TEXT, is_error=True)
+    stable = MessageId(str(uuid.uuid5(uuid.NAMESPACE_URL, f"dsh:unanswered-call:{call_id}")))
+    return message.model_copy(update={"id": stable})
+
+
+def derive_history(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with a synthetic result after each tool call left unanswered."""
+    out: list[Message] = []
+    pending: list[CallId] = []
+
+    def settle() -> None:
+        out.extend(synthetic_result(call_id) for call_id in pending)
+        pending.clear()
+
+    for message in messages:
+        if isinstance(message, ToolResultMessage):
+            call_id = message.result.tool_call_id
+            if call_id in pending:
+                pending.remove(call_id)
+            out.append(message)
+            continue
+        settle()
+        out.append(message)
+        if isinstance(message, AssistantMessage):
+            pending.extend(call.id for call in message.tool_calls)
+    settle()
+    return out

@@ -1,0 +1,260 @@
+"""The JSONL backend (the default): one append-only file per session.
+
+``$DSH_HOME/sessions/--<project-key>--/<id>/session.jsonl`` holds the header on its
+first line, then one stored record per line. A file is born whole: header and first
+events are written to a temporary file, synced, then linked into place, so a reader
+never sees a half-made file. Appends are synced before ``append`` returns. Files are
+0600 inside 0700 directories. All file work runs off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from dsh.llm import SessionId
+from dsh.paths import PRIVATE_FILE, escape_segment, private_dir, project_key
+from dsh.session.events import EventFormatError, SessionEvent
+from dsh.session.header import FORMAT_VERSION, SessionHeader
+from dsh.session.persistence import (
+    CorruptSessionError,
+    FormatUnsupportedError,
+    LoadedSession,
+    PersistenceError,
+    Reader,
+    SeqMismatchError,
+    SessionNotFoundError,
+)
+from dsh.session.records import decode, dumps, encode
+
+FILE_NAME = "session.jsonl"
+
+
+def header_record(header: SessionHeader) -> dict[str, Any]:
+    return {"type": "session", **header.to_dict()}
+
+
+def parse_header(line: bytes, location: str) -> SessionHeader:
+    try:
+        raw = json.loads(line)
+    except ValueError as error:
+        raise CorruptSessionError(f"{location}:1: unreadable header: {error}") from None
+    if not isinstance(raw, dict) or raw.get("type") != "session":
+        raise CorruptSessionError(f"{location}:1: the first line is not a session header")
+    version = raw.get("version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise FormatUnsupportedError(
+            f"{location}: session format version {version!r} is not supported "
+            f"(this dsh reads version {FORMAT_VERSION}); upgrade dsh to open it"
+        )
+    try:
+        return SessionHeader.model_validate({k: v for k, v in raw.items() if k != "type"})
+    except ValidationError as error:
+        raise CorruptSessionError(f"{location}:1: bad header: {error}") from None
+
+
+def parse_jsonl(data: bytes, location: str) -> tuple[LoadedSession, int]:
+    """Read a stored (or exported) session: the repaired view, and how many leading
+    bytes are sound (a torn last line lies beyond them)."""
+    lines = data.split(b"\n")
+    if len(lines) < 2 or not lines[0]:
+        raise CorruptSessionError(f"{location}: no complete header line")
+    header = parse_header(lines[0], location)
+    reader = Reader(location)
+    offset = len(lines[0]) + 1
+    good_size = offset
+    body = lines[1:]
+    # The piece after the final newline is unterminated: empty in a clean file.
+    last_content = max((i for i, line in enumerate(body) if line), default=-1)
+    for index, line in enumerate(body):
+        number = index + 2  # line numbers as an editor shows them
+        terminated = index < len(body) - 1
+        if not line and not terminated:
+            break
+        last = index >= last_content
+        try:
+            if not terminated:
+                raise EventFormatError("the line has no end (the write was cut short)")
+            records = decode(json.loads(line))
+        except (ValueError, ValidationError) as error:
+            if last:
+                reader.torn(number, str(error).splitlines()[0])
+                break
+            reader.unreadable(number, str(error).splitlines()[0])
+        else:
+            for event in records:
+                reader.add(event, number)
+        offset += len(line) + 1
+        good_size = offset
+    return reader.finish(header), good_size
+
+
+def export_jsonl(header: SessionHeader, events: Sequence[SessionEvent]) -> str:
+    """A session in the stored JSONL format, as ``dsh sessions export`` writes it."""
+    lines = [dumps(header_record(header))]
+    lines.extend(dumps(record) for record in encode(events))
+    return "\n".join(lines) + "\n"
+
+
+class _File:
+    """What this process knows about one session's file."""
+
+    def __init__(self, path: Path, header: SessionHeader, next_seq: int, size: int) -> None:
+        self.path = path
+        self.header = header
+        self.next_seq = next_seq
+        self.size = size  # bytes known good; anything beyond is a torn tail to cut
+        self.lock = asyncio.Lock()
+
+
+class JsonlPersistence:
+    name = "jsonl"
+
+    def __init__(self, home: Path) -> None:
+        self.root = home / "sessions"
+        self._files: dict[SessionId, _File] = {}
+
+    def path_for(self, header: SessionHeader) -> Path:
+        return self.root / project_key(header.cwd) / escape_segment(header.id) / FILE_NAME
+
+    def _find(self, session_id: SessionId) -> Path | None:
+        known = self._files.get(session_id)
+        if known is not None:
+            return known.path
+        matches = list(self.root.glob(f"*/{escape_segment(session_id)}/{FILE_NAME}"))
+        return matches[0] if matches else None
+
+    def location(self, session_id: SessionId) -> str | None:
+        path = self._find(session_id)
+        return str(path) if path is not None else None
+
+    async def create(self, header: SessionHeader) -> None:
+        if header.id in self._files or self._find(header.id) is not None:
+            raise PersistenceError(f"session {header.id} already exists")
+        self._files[header.id] = _File(self.path_for(header), header, 0, 0)
+
+    async def append(self, session_id: SessionId, events: Sequence[SessionEvent]) -> None:
+        if not events:
+            return
+        known = self._files.get(session_id)
+        if known is None:
+            raise PersistenceError(f"session {session_id} was neither created nor loaded here")
+        async with known.lock:
+            if events[0].seq != known.next_seq:
+                raise SeqMismatchError(
+                    f"session {session_id}: append starts at seq {events[0].seq}, "
+                    f"the stored log continues at {known.next_seq}"
+                )
+            text = "".join(dumps(record) + "\n" for record in encode(events))
+            known.size = await asyncio.to_thread(self._write, known, text.encode())
+            known.next_seq = events[-1].seq + 1
+
+    def _write(self, known: _File, data: bytes) -> int:
+        if known.size == 0:
+            return self._write_new(known, data)
+        with open(known.path, "r+b") as handle:
+            handle.truncate(known.size)  # drop a torn tail a crash may have left
+            handle.seek(known.size)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return known.size + len(data)
+
+    def _write_new(self, known: _File, data: bytes) -> int:
+        folder = private_dir(known.path.parent)
+        private_dir(self.root)
+        content = (dumps(header_record(known.header)) + "\n").encode() + data
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=".new-", suffix=".jsonl")
+        try:
+            os.fchmod(fd, PRIVATE_FILE)
+            os.write(fd, content)
+            os.fsync(fd)
+            os.close(fd)
+            fd = -1
+            os.link(temp, known.path)  # fails rather than overwrite an existing session
+        finally:
+            if fd != -1:
+                os.close(fd)
+            os.unlink(temp)
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        return len(content)
+
+    async def load(self, session_id: SessionId) -> LoadedSession:
+        return await self._read(session_id, repair=True)
+
+    async def inspect(self, session_id: SessionId) -> LoadedSession:
+        return await self._read(session_id, repair=False)
+
+    async def _read(self, session_id: SessionId, *, repair: bool) -> LoadedSession:
+        path = self._find(session_id)
+        if path is None:
+            raise SessionNotFoundError(session_id)
+        known = self._files.get(session_id)
+        if known is not None:
+            async with known.lock:  # never read a file mid-append
+                loaded, good_size = await asyncio.to_thread(self._parse, path)
+        else:
+            loaded, good_size = await asyncio.to_thread(self._parse, path)
+        if not repair:
+            return loaded
+        if known is None:
+            known = _File(path, loaded.header, 0, good_size)
+            self._files[session_id] = known
+        known.header, known.size = loaded.header, good_size
+        known.next_seq = len(loaded.events) - len(loaded.repaired)
+        if loaded.repaired:
+            await self.append(session_id, loaded.repaired)
+        return loaded
+
+    def _parse(self, path: Path) -> tuple[LoadedSession, int]:
+        return parse_jsonl(path.read_bytes(), str(path))
+
+    async def exists(self, session_id: SessionId) -> bool:
+        return (
+            session_id in self._files or await asyncio.to_thread(self._find, session_id) is not None
+        )
+
+    async def list(self) -> builtins.list[SessionHeader]:
+        return await asyncio.to_thread(self._list)
+
+    def _list(self) -> builtins.list[SessionHeader]:
+        headers = []
+        for path in sorted(self.root.glob(f"*/*/{FILE_NAME}")):
+            try:
+                with open(path, "rb") as handle:
+                    headers.append(parse_header(handle.readline(), str(path)))
+            except (OSError, PersistenceError):
+                continue
+        return headers
+
+    async def delete(self, session_id: SessionId) -> bool:
+        path = self._find(session_id)
+        self._files.pop(session_id, None)
+        if path is None:
+            return False
+
+        def remove() -> None:
+            path.unlink(missing_ok=True)
+            try:
+                path.parent.rmdir()
+                path.parent.parent.rmdir()
+            except OSError:
+                pass  # other files live there (or other sessions of that project)
+
+        await asyncio.to_thread(remove)
+        return True
+
+    async def close(self) -> None:
+        self._files.clear()

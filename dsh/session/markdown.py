@@ -1,0 +1,87 @@
+"""A session as a Markdown transcript, for reading and sharing (``dsh sessions export``)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Sequence
+
+from dsh.llm import PluginSource, ReasoningBlock, TextBlock, ToolCallBlock
+from dsh.session.events import (
+    AssistantMessageData,
+    SessionEvent,
+    SessionTitle,
+    ToolResult,
+    TurnEnd,
+)
+from dsh.session.header import SessionHeader
+
+
+def _when(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime(
+        "%Y-%m-%d %H:%M UTC"
+    )
+
+
+def _fence(text: str, lang: str = "") -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def _quote(text: str) -> str:
+    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
+
+
+def to_markdown(header: SessionHeader, events: Sequence[SessionEvent]) -> str:
+    title = next((e.data.title for e in reversed(events) if isinstance(e.data, SessionTitle)), None)
+    out = [f"# {title or 'dsh session'}", ""]
+    out.append(f"- Session: `{header.id}`")
+    if header.cwd:
+        out.append(f"- Directory: `{header.cwd}`")
+    out.append(f"- Started: {_when(header.created_at)}")
+    if header.parent_session:
+        out.append(f"- Forked from: `{header.parent_session}` (first {header.seed_length} events)")
+    out.append("")
+
+    for event in events:
+        match event.type:
+            case "user/message" | "steering/message":
+                message = event.data
+                if isinstance(message.source, PluginSource):
+                    heading = f"Context from {message.source.plugin}"
+                else:
+                    heading = "Steering" if event.type == "steering/message" else "User"
+                out += [f"## {heading}", "", message.text(), ""]
+            case "assistant/message":
+                data = event.data
+                assert isinstance(data, AssistantMessageData)
+                if not data.message.content:
+                    continue
+                suffix = " (interrupted)" if data.interrupted else ""
+                out += [f"## Assistant{suffix}", ""]
+                for block in data.message.content:
+                    match block:
+                        case ReasoningBlock(text=text) if text.strip():
+                            out += [_quote(text), ""]
+                        case TextBlock(text=text):
+                            out += [text, ""]
+                        case ToolCallBlock(name=name, arguments=arguments):
+                            try:
+                                pretty = json.dumps(json.loads(arguments), indent=2)
+                            except ValueError:
+                                pretty = arguments
+                            out += [f"**Tool call** `{name}`", "", _fence(pretty, "json"), ""]
+            case "tool/result":
+                data = event.data
+                assert isinstance(data, ToolResult)
+                result = data.message.result
+                label = "Tool error" if result.is_error else "Tool result"
+                text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
+                out += [f"**{label}**", "", _fence(text or "(no output)"), ""]
+            case "turn/end":
+                reason = event.data.reason.kind if isinstance(event.data, TurnEnd) else "?"
+                if reason not in ("completed",):
+                    out += [f"*Turn ended: {reason}*", ""]
+    return "\n".join(out).rstrip() + "\n"

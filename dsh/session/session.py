@@ -1,0 +1,252 @@
+"""The live session: an append-only, seq-numbered event log and what derives from it.
+
+``append`` validates, stamps and stores one event, then tells every subscriber,
+synchronously and in order; a subscriber's failure is contained and logged. A
+subscriber may start from any seq and first receives the events it missed, so it
+sees each event exactly once. Appending from inside a subscriber raises: listeners
+react to the log, they do not rewrite it mid-dispatch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dsh.llm import Message, SessionId
+from dsh.session.events import (
+    EndSeed,
+    EpochHeader,
+    EventFormatError,
+    ReplaceOp,
+    RequestContext,
+    RequestHeader,
+    SessionEvent,
+    StepEnd,
+    StepStart,
+    SurfaceOp,
+    TurnEnd,
+    TurnStart,
+    check_json_value,
+    is_surface_type,
+    parse_payload,
+)
+from dsh.session.header import SessionHeader
+from dsh.session.history import Surface, SurfaceError, derive_history, event_message
+
+if TYPE_CHECKING:
+    from dsh.session.persistence import LoadIssue
+
+_log = logging.getLogger("dsh.session")
+
+Subscriber = Callable[[SessionEvent], Any]
+
+
+class ReentrantAppendError(RuntimeError):
+    """``append`` was called from inside a subscriber of the same session."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Session:
+    def __init__(
+        self,
+        header: SessionHeader,
+        seed: Sequence[SessionEvent] = (),
+        *,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.header = header
+        self._clock = clock
+        self._events: list[SessionEvent] = []
+        self._subscribers: list[Subscriber] = []
+        self._dispatching = False
+        self._surface = Surface()
+        self._messages: dict[int, Message | None] = {}
+        self._derived: list[Message] | None = None
+        self._header_seq: int | None = None
+        self._context_seq: int | None = None
+        self.open_turn: int | None = None
+        self.open_step: int | None = None
+        self.last_turn = 0
+        self.load_issues: tuple[LoadIssue, ...] = ()
+        """What loading this session from storage repaired or could not read."""
+        for index, event in enumerate(seed):
+            if event.seq != index:
+                raise EventFormatError(f"seed event {index} has seq {event.seq}")
+            self._store(event)
+        self.first_live_seq = len(self._events)
+        if self._events and self._events[-1].type != "session/end-seed":
+            self.append("session/end-seed", EndSeed())
+
+    @property
+    def id(self) -> SessionId:
+        return self.header.id
+
+    @property
+    def events(self) -> Sequence[SessionEvent]:
+        return self._events
+
+    @property
+    def next_seq(self) -> int:
+        return len(self._events)
+
+    @property
+    def surface_nodes(self) -> tuple[int, ...]:
+        return tuple(self._surface.nodes)
+
+    @property
+    def replace_generation(self) -> int:
+        return self._surface.generation
+
+    # ------------------------------------------------------------------ appending
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> SessionEvent:
+        """Validate, stamp and store one event; a refused append changes nothing."""
+        if self._dispatching:
+            raise ReentrantAppendError(
+                f"cannot append {type} while subscribers handle event {len(self._events) - 1}"
+            )
+        seq = len(self._events)
+        payload = parse_payload(type, data)
+        surface = is_surface_type(type)
+        if surface and surface_op is None:
+            surface_op = "append"
+        sources = tuple(source_event_seqs) if source_event_seqs is not None else None
+        self._check_surface(type, seq, surface, surface_op, sources)
+        event = SessionEvent(
+            type=type,
+            seq=seq,
+            time=self._clock(),
+            data=payload,
+            ignorable=True if ignorable else None,
+            surface_op=surface_op,
+            source_event_seqs=sources,
+        )
+        check_json_value(event.to_dict()["data"], f"{type} data")
+        self._store(event)
+        self._dispatch(event)
+        return event
+
+    def _check_surface(
+        self,
+        type: str,
+        seq: int,
+        surface: bool,
+        op: SurfaceOp | None,
+        sources: tuple[int, ...] | None,
+    ) -> None:
+        if not surface:
+            if op is not None or sources is not None:
+                raise EventFormatError(f"{type} is not a surface event: no surface_op or sources")
+            return
+        if sources is not None:
+            if len(set(sources)) != len(sources) or any(s >= seq or s < 0 for s in sources):
+                raise EventFormatError(f"{type}: sources must be unique earlier seqs")
+            if not sources and type != "assistant/message":
+                raise EventFormatError(
+                    f"{type}: an empty source list is only for assistant/message"
+                )
+        if isinstance(op, ReplaceOp):
+            try:
+                first, last = self._surface.positions(op)
+            except SurfaceError as error:
+                raise EventFormatError(str(error)) from None
+            shadowed = self._surface.nodes[first : last + 1]
+            if sources is None or not set(shadowed) <= set(sources):
+                raise EventFormatError(
+                    f"{type}: a replace must cite every node it shadows {shadowed}"
+                )
+
+    def _store(self, event: SessionEvent) -> None:
+        self._events.append(event)
+        match event.data:
+            case TurnStart(turn=turn):
+                self.open_turn, self.open_step, self.last_turn = turn, None, turn
+            case TurnEnd():
+                self.open_turn = self.open_step = None
+            case StepStart(step=step):
+                self.open_step = step
+            case StepEnd():
+                self.open_step = None
+            case RequestHeader():
+                self._header_seq = event.seq
+            case RequestContext():
+                self._context_seq = event.seq
+        if event.surface_op is not None:
+            try:
+                self._surface.apply(event)
+            except SurfaceError as error:
+                # Only a stored seed can get here (append checks first): a replace whose
+                # nodes were lost to a corrupt line. Keep the new node rather than fail.
+                _log.warning("session %s seq %d: %s; appending it", self.id, event.seq, error)
+                self._surface.nodes.append(event.seq)
+            self._derived = None
+
+    def _dispatch(self, event: SessionEvent) -> None:
+        self._dispatching = True
+        try:
+            for subscriber in list(self._subscribers):
+                try:
+                    subscriber(event)
+                except Exception:
+                    _log.exception("session %s: subscriber failed on seq %d", self.id, event.seq)
+        finally:
+            self._dispatching = False
+
+    # ------------------------------------------------------------------ reading
+
+    def subscribe(
+        self, subscriber: Subscriber, *, from_seq: int | None = None
+    ) -> Callable[[], None]:
+        """Call ``subscriber`` for every later event; with ``from_seq``, first for every
+        stored event from that seq on. Returns the function that unsubscribes."""
+        if from_seq is not None:
+            for event in self._events[from_seq:]:
+                subscriber(event)
+        self._subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            if subscriber in self._subscribers:
+                self._subscribers.remove(subscriber)
+
+        return unsubscribe
+
+    def derive_messages(self) -> list[Message]:
+        """Model history: each surface node's message in surface order, unanswered
+        tool calls given a synthetic error result."""
+        if self._derived is None:
+            found: list[Message] = []
+            for seq in self._surface.nodes:
+                if seq not in self._messages:
+                    self._messages[seq] = event_message(self._events[seq])
+                message = self._messages[seq]
+                if message is not None:
+                    found.append(message)
+            self._derived = derive_history(found)
+        return list(self._derived)
+
+    def request_header(self) -> EpochHeader | None:
+        if self._header_seq is None:
+            return None
+        data = self._events[self._header_seq].data
+        assert isinstance(data, RequestHeader)
+        return data.header
+
+    def request_context(self) -> RequestContext | None:
+        if self._context_seq is None:
+            return None
+        data = self._events[self._context_seq].data
+        assert isinstance(data, RequestContext)
+        return data

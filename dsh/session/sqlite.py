@@ -1,0 +1,231 @@
+"""The SQLite backend: every session in one WAL-mode database, ``$DSH_HOME/sessions.sqlite``.
+
+Rows hold the same stored records as the JSONL backend (delta runs packed), one
+record a row, so both backends share one encoding and one reader. Each append is one
+transaction, synced before it returns (``synchronous=FULL``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from pydantic import ValidationError
+
+from dsh.llm import SessionId
+from dsh.paths import PRIVATE_FILE, private_dir
+from dsh.session.events import SessionEvent
+from dsh.session.header import FORMAT_VERSION, SessionHeader
+from dsh.session.persistence import (
+    CorruptSessionError,
+    FormatUnsupportedError,
+    LoadedSession,
+    PersistenceError,
+    Reader,
+    SeqMismatchError,
+    SessionNotFoundError,
+)
+from dsh.session.records import decode, dumps, encode
+
+FILE_NAME = "sessions.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    header TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    cwd TEXT
+);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    time INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    source_event_seqs TEXT,
+    surface_op TEXT,
+    ignorable INTEGER,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+"""
+
+
+def _row(session_id: str, record: dict[str, Any]) -> tuple[Any, ...]:
+    packed = "seq0" in record
+    surface = record.get("surfaceOp")
+    sources = record.get("sourceEventSeqs")
+    return (
+        session_id,
+        record["seq0"] if packed else record["seq"],
+        record["type"],
+        record["time0"] if packed else record["time"],
+        dumps(record["data"]),
+        dumps(sources) if sources is not None else None,
+        dumps(surface) if surface is not None else None,
+        1 if record.get("ignorable") else None,
+    )
+
+
+def _record(row: Sequence[Any]) -> dict[str, Any]:
+    seq, type_, time, data, sources, surface, ignorable = row
+    if type_ in ("text-chunks", "reasoning-chunks", "tool-call-chunks"):
+        return {"type": type_, "seq0": seq, "time0": time, "data": json.loads(data)}
+    record: dict[str, Any] = {"type": type_, "seq": seq, "time": time, "data": json.loads(data)}
+    if sources is not None:
+        record["sourceEventSeqs"] = json.loads(sources)
+    if surface is not None:
+        record["surfaceOp"] = json.loads(surface)
+    if ignorable:
+        record["ignorable"] = True
+    return record
+
+
+class SqlitePersistence:
+    name = "sqlite"
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / FILE_NAME
+        self._db: aiosqlite.Connection | None = None
+        self._opening = asyncio.Lock()
+        self._pending: dict[SessionId, SessionHeader] = {}
+        self._next_seq: dict[SessionId, int] = {}
+
+    async def _connect(self) -> aiosqlite.Connection:
+        async with self._opening:
+            if self._db is None:
+                private_dir(self.path.parent)
+                if not self.path.exists():
+                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))
+                db = await aiosqlite.connect(self.path)
+                await db.execute("PRAGMA journal_mode=WAL")
+                await db.execute("PRAGMA synchronous=FULL")
+                await db.executescript(SCHEMA)
+                await db.commit()
+                self._db = db
+            return self._db
+
+    def location(self, session_id: SessionId) -> str | None:
+        return f"{self.path}#{session_id}"
+
+    async def _header(self, session_id: SessionId) -> SessionHeader | None:
+        db = await self._connect()
+        async with db.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)) as rows:
+            row = await rows.fetchone()
+        if row is None:
+            return None
+        return self._parse_header(row[0], session_id)
+
+    def _parse_header(self, text: str, session_id: str) -> SessionHeader:
+        where = self.location(SessionId(session_id))
+        try:
+            raw = json.loads(text)
+        except ValueError as error:
+            raise CorruptSessionError(f"{where}: unreadable header: {error}") from None
+        if raw.get("version", FORMAT_VERSION) != FORMAT_VERSION:
+            raise FormatUnsupportedError(
+                f"{where}: session format version {raw.get('version')!r} is not supported"
+            )
+        try:
+            return SessionHeader.model_validate(raw)
+        except ValidationError as error:
+            raise CorruptSessionError(f"{where}: bad header: {error}") from None
+
+    async def create(self, header: SessionHeader) -> None:
+        if header.id in self._pending or await self._header(header.id) is not None:
+            raise PersistenceError(f"session {header.id} already exists")
+        self._pending[header.id] = header
+        self._next_seq[header.id] = 0
+
+    async def append(self, session_id: SessionId, events: Sequence[SessionEvent]) -> None:
+        if not events:
+            return
+        expected = self._next_seq.get(session_id)
+        if expected is None:
+            raise PersistenceError(f"session {session_id} was neither created nor loaded here")
+        if events[0].seq != expected:
+            raise SeqMismatchError(
+                f"session {session_id}: append starts at seq {events[0].seq}, "
+                f"the stored log continues at {expected}"
+            )
+        db = await self._connect()
+        rows = [_row(session_id, record) for record in encode(events)]
+        header = self._pending.get(session_id)
+        try:
+            if header is not None:
+                await db.execute(
+                    "INSERT INTO sessions (id, header, created_at, cwd) VALUES (?, ?, ?, ?)",
+                    (header.id, header.to_json(), header.created_at, header.cwd),
+                )
+            await db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+        self._pending.pop(session_id, None)
+        self._next_seq[session_id] = events[-1].seq + 1
+
+    async def load(self, session_id: SessionId) -> LoadedSession:
+        loaded = await self.inspect(session_id)
+        self._next_seq[session_id] = len(loaded.events) - len(loaded.repaired)
+        if loaded.repaired:
+            await self.append(session_id, loaded.repaired)
+        return loaded
+
+    async def inspect(self, session_id: SessionId) -> LoadedSession:
+        header = await self._header(session_id)
+        if header is None:
+            raise SessionNotFoundError(session_id)
+        db = await self._connect()
+        reader = Reader(str(self.location(session_id)))
+        query = (
+            "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable "
+            "FROM events WHERE session_id = ? ORDER BY seq"
+        )
+        async with db.execute(query, (session_id,)) as cursor:
+            async for row in cursor:
+                try:
+                    records = decode(_record(tuple(row)))
+                except (ValueError, ValidationError) as error:
+                    reader.unreadable(row[0], str(error).splitlines()[0])
+                    continue
+                for event in records:
+                    reader.add(event, row[0])
+        return reader.finish(header)
+
+    async def exists(self, session_id: SessionId) -> bool:
+        if session_id in self._pending:
+            return True
+        db = await self._connect()
+        async with db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) as rows:
+            return await rows.fetchone() is not None
+
+    async def list(self) -> builtins.list[SessionHeader]:
+        db = await self._connect()
+        headers = []
+        async with db.execute("SELECT id, header FROM sessions ORDER BY created_at") as rows:
+            async for session_id, text in rows:
+                try:
+                    headers.append(self._parse_header(text, session_id))
+                except PersistenceError:
+                    continue
+        return headers
+
+    async def delete(self, session_id: SessionId) -> bool:
+        db = await self._connect()
+        self._pending.pop(session_id, None)
+        self._next_seq.pop(session_id, None)
+        cursor = await db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        await db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+        await db.commit()
+        return cursor.rowcount > 0
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None

@@ -1,0 +1,216 @@
+"""The ``sessions`` service: live sessions backed by storage and indexed in the catalog.
+
+Creating a session writes nothing until its first event; every event then reaches
+storage through the session's writer, and the catalog after that. Opening a stored
+session repairs crash damage first (reporting it on ``session.load_issues``), and
+brings the catalog up to date if it fell behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from dsh.llm import SessionId, new_session_id
+from dsh.session.catalog import Catalog, CatalogEntry, Pricing
+from dsh.session.events import SessionEvent
+from dsh.session.header import SessionHeader
+from dsh.session.jsonl import JsonlPersistence
+from dsh.session.persistence import SessionNotFoundError, SessionPersistence
+from dsh.session.repair import closing_events
+from dsh.session.session import Session, now_ms
+from dsh.session.sqlite import SqlitePersistence
+from dsh.session.writer import SessionWriter
+
+_log = logging.getLogger("dsh.session")
+
+Backend = Literal["jsonl", "sqlite"]
+
+
+class AmbiguousSessionError(LookupError):
+    def __init__(self, prefix: str, matches: Sequence[str]) -> None:
+        shown = ", ".join(matches[:5]) + (" …" if len(matches) > 5 else "")
+        super().__init__(f"{prefix!r} matches {len(matches)} sessions: {shown}")
+        self.prefix = prefix
+        self.matches = list(matches)
+
+
+class ForkError(ValueError):
+    """The fork point is not a place a session can continue from."""
+
+
+def session_backend() -> Backend:
+    """The storage backend chosen by ``DSH_PERSISTENCE_BACKEND`` (default: jsonl)."""
+    chosen = os.environ.get("DSH_PERSISTENCE_BACKEND", "jsonl").strip().lower() or "jsonl"
+    if chosen not in ("jsonl", "sqlite"):
+        raise ValueError(f"DSH_PERSISTENCE_BACKEND must be jsonl or sqlite, not {chosen!r}")
+    return "sqlite" if chosen == "sqlite" else "jsonl"
+
+
+def make_persistence(backend: Backend, home: Path) -> SessionPersistence:
+    match backend:
+        case "jsonl":
+            return JsonlPersistence(home)
+        case "sqlite":
+            return SqlitePersistence(home)
+
+
+class SessionStore:
+    def __init__(
+        self,
+        persistence: SessionPersistence,
+        catalog: Catalog | None = None,
+        *,
+        window: float = 0.2,
+    ) -> None:
+        self.persistence = persistence
+        self.catalog = catalog
+        self._window = window
+        self._writers: dict[SessionId, SessionWriter] = {}
+
+    @classmethod
+    def at(
+        cls, home: Path, backend: Backend = "jsonl", *, pricing: Pricing | None = None
+    ) -> SessionStore:
+        return cls(make_persistence(backend, home), Catalog(home, pricing=pricing))
+
+    # ------------------------------------------------------------------ live sessions
+
+    async def create(
+        self,
+        cwd: str | None,
+        *,
+        model: str | None = None,
+        seed: Sequence[SessionEvent] = (),
+        parent: SessionId | None = None,
+        origin: Literal["fork", "subagent"] | None = None,
+        session_id: SessionId | None = None,
+    ) -> Session:
+        header = SessionHeader(
+            id=session_id or new_session_id(),
+            created_at=now_ms(),
+            cwd=cwd,
+            model=model,
+            parent_session=parent,
+            seed_length=len(seed) if parent is not None else None,
+            origin=origin,
+        )
+        await self.persistence.create(header)
+        session = Session(header, seed)
+        self._attach(session, stored=0)
+        return session
+
+    async def open(self, session_id: str) -> Session:
+        """Open a stored session (by id or unique id prefix) to continue it."""
+        resolved = await self.resolve(session_id)
+        loaded = await self.persistence.load(resolved)
+        for issue in loaded.issues:
+            _log.warning("%s", issue)
+        session = Session(loaded.header, loaded.events)
+        session.load_issues = tuple(loaded.issues)
+        self._attach(session, stored=len(loaded.events))
+        await self._catch_up(loaded.header, loaded.events)
+        return session
+
+    async def fork(self, source_id: str, at_seq: int | None = None) -> Session:
+        """A new session continuing from ``source_id``'s events up to ``at_seq``."""
+        resolved = await self.resolve(source_id)
+        loaded = await self.persistence.inspect(resolved)
+        events = loaded.events
+        boundary = len(events) - 1 if at_seq is None else at_seq
+        if not 0 <= boundary < len(events):
+            raise ForkError(f"seq {boundary} is not in session {resolved} (0..{len(events) - 1})")
+        seed = events[: boundary + 1]
+        if closing_events(seed):
+            raise ForkError(
+                f"seq {boundary} is inside an unfinished turn; fork at or after its turn/end"
+            )
+        return await self.create(
+            loaded.header.cwd, model=loaded.header.model, seed=seed, parent=resolved, origin="fork"
+        )
+
+    def _attach(self, session: Session, *, stored: int) -> None:
+        self._writers[session.id] = SessionWriter(
+            session,
+            self.persistence,
+            stored=stored,
+            window=self._window,
+            on_written=self._written,
+        )
+
+    async def _written(self, session: Session, events: Sequence[SessionEvent]) -> None:
+        if self.catalog is not None:
+            await self.catalog.record(
+                session.header,
+                events,
+                backend=self.persistence.name,
+                location=self.persistence.location(session.id),
+            )
+
+    async def _catch_up(self, header: SessionHeader, events: Sequence[SessionEvent]) -> None:
+        if self.catalog is None or not events:
+            return
+        entry = await self.catalog.get(header.id)
+        if entry is None or entry.last_seq < events[-1].seq:
+            await self.catalog.record(
+                header,
+                events,
+                backend=self.persistence.name,
+                location=self.persistence.location(header.id),
+            )
+
+    async def flush(self, session: Session) -> bool:
+        """Make every event appended so far durable. False if the write failed (it is
+        kept and retried at the next flush)."""
+        writer = self._writers.get(session.id)
+        return await writer.flush() if writer is not None else True
+
+    async def close(self, session: Session) -> bool:
+        writer = self._writers.pop(session.id, None)
+        return await writer.close() if writer is not None else True
+
+    async def aclose(self) -> None:
+        for session_id in list(self._writers):
+            writer = self._writers.pop(session_id)
+            await writer.close()
+        await self.persistence.close()
+        if self.catalog is not None:
+            await self.catalog.close()
+
+    # ------------------------------------------------------------------ stored sessions
+
+    async def resolve(self, id_or_prefix: str) -> SessionId:
+        """The one stored session whose id is, or starts with, ``id_or_prefix``."""
+        if not id_or_prefix:
+            raise SessionNotFoundError(id_or_prefix)
+        if await self.persistence.exists(SessionId(id_or_prefix)):
+            return SessionId(id_or_prefix)
+        if self.catalog is not None:
+            matches = await self.catalog.ids_starting_with(id_or_prefix)
+        else:
+            matches = [h.id for h in await self.persistence.list() if h.id.startswith(id_or_prefix)]
+        if not matches:
+            raise SessionNotFoundError(id_or_prefix)
+        if len(matches) > 1:
+            raise AmbiguousSessionError(id_or_prefix, matches)
+        return SessionId(matches[0])
+
+    async def latest(self, cwd: str) -> CatalogEntry | None:
+        """The most recently updated session of ``cwd``."""
+        if self.catalog is None:
+            return None
+        found = await self.catalog.list(cwd=cwd, limit=1)
+        return found[0] if found else None
+
+    async def delete(self, id_or_prefix: str) -> SessionId:
+        resolved = await self.resolve(id_or_prefix)
+        writer = self._writers.pop(resolved, None)
+        if writer is not None:
+            await writer.close()
+        await self.persistence.delete(resolved)
+        if self.catalog is not None:
+            await self.catalog.forget(resolved)
+        return resolved
