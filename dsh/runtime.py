@@ -4,34 +4,46 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from dsh.kernel import Candidate, Context, PluginHost, discover
+from dsh.kernel import Candidate, Context, PluginHost, ServiceKey, discover
+from dsh.paths import dsh_home
+from dsh.session import SessionStore
+from dsh.session.store import session_backend
+
+SESSIONS: ServiceKey[SessionStore] = ServiceKey("sessions")
 
 
 @dataclass
 class Runtime:
     root: Context
     plugins: PluginHost
+    sessions: SessionStore
 
     async def aclose(self) -> None:
-        """Unload plugins (last loaded first), then dispose the core."""
+        """Unload plugins (last loaded first), then close storage and the core."""
         await self.plugins.unload_all()
         await self.root.dispose()
 
 
 async def start_runtime(
     *,
+    home: Path | None = None,
     candidates: Iterable[Candidate] | None = None,
     plugin_configs: Mapping[str, Mapping[str, Any]] | None = None,
     disabled_plugins: Iterable[str] = (),
 ) -> Runtime:
-    """Build the root context and load plugins (discovered unless ``candidates`` is given)."""
+    """Build the root context with the core services and load plugins (discovered
+    unless ``candidates`` is given). Storage is touched only when first used."""
     root = Context(name="core")
+    sessions = SessionStore.at(home or dsh_home(), session_backend())
+    root.provide(SESSIONS, sessions)
+    root.effect(lambda: sessions.aclose)
     host = PluginHost(root)
     await host.load(
         discover() if candidates is None else candidates,
         configs=plugin_configs,
         disabled=disabled_plugins,
     )
-    return Runtime(root, host)
+    return Runtime(root, host, sessions)

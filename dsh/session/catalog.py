@@ -126,6 +126,8 @@ class Catalog:
         self._pricing = pricing
         self._db: aiosqlite.Connection | None = None
         self._opening = asyncio.Lock()
+        # One record at a time: each reads last_seq, then writes past it.
+        self._recording = asyncio.Lock()
 
     async def _connect(self) -> aiosqlite.Connection:
         async with self._opening:
@@ -157,26 +159,34 @@ class Catalog:
     ) -> None:
         """Fold newly stored ``events`` into the index. Events already indexed (by seq)
         are skipped, so recording a batch twice is harmless."""
+        async with self._recording:
+            await self._record(header, events, backend=backend, location=location)
+
+    async def _record(
+        self,
+        header: SessionHeader,
+        events: Sequence[SessionEvent],
+        *,
+        backend: str,
+        location: str | None,
+    ) -> None:
         db = await self._connect()
+        await db.execute(
+            "INSERT INTO sessions (id, cwd, created_at, updated_at, parent_session, backend,"
+            " location) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (
+                header.id,
+                header.cwd,
+                header.created_at,
+                header.created_at,
+                header.parent_session,
+                backend,
+                location,
+            ),
+        )
         async with db.execute("SELECT last_seq FROM sessions WHERE id = ?", (header.id,)) as rows:
             row = await rows.fetchone()
-        if row is None:
-            await db.execute(
-                "INSERT INTO sessions (id, cwd, created_at, updated_at, parent_session, backend,"
-                " location) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    header.id,
-                    header.cwd,
-                    header.created_at,
-                    header.created_at,
-                    header.parent_session,
-                    backend,
-                    location,
-                ),
-            )
-            last_seq = -1
-        else:
-            last_seq = row[0]
+        last_seq = row[0] if row is not None else -1
         fresh = [event for event in events if event.seq > last_seq]
         if not fresh:
             await db.commit()

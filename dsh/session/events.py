@@ -22,13 +22,18 @@ from pydantic import BaseModel, NonNegativeInt, PositiveInt, ValidationError
 
 from dsh.llm import (
     AssistantMessage,
+    BlockStart,
     CallId,
     LlmCallConfig,
     LlmFailure,
+    ReasoningDelta,
     StreamChunk,
+    TextDelta,
     TokenUsage,
+    ToolCallDelta,
     ToolResultMessage,
     ToolSchema,
+    UsageChunk,
     UserMessage,
 )
 from dsh.wire import Frozen, Opaque, TaggedUnion
@@ -566,6 +571,21 @@ def parse_event(raw: Any) -> SessionEvent:
         surface_op=surface_op,
         source_event_seqs=tuple(sources) if sources is not None else None,
     )
+
+
+def needs_json_check(payload: BaseModel) -> bool:
+    """Whether a validated payload could hold what JSON cannot carry (NaN, infinities,
+    non-string keys): only free-form fields (``meta``, opaque extras, ``replay_state``)
+    and floats can. The hot path, streamed deltas and step markers, cannot."""
+    match payload:
+        case AssistantChunk(
+            chunk=TextDelta() | ReasoningDelta() | ToolCallDelta() | BlockStart() | UsageChunk()
+        ):
+            return False
+        case StepStart() | StepEnd():
+            return False
+        case _:
+            return True
 
 
 def check_json_value(value: Any, where: str = "data") -> None:

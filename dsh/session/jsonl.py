@@ -97,6 +97,13 @@ def parse_jsonl(data: bytes, location: str) -> tuple[LoadedSession, int]:
     return reader.finish(header), good_size
 
 
+def _cut(path: Path, size: int) -> None:
+    """Drop everything past ``size`` bytes, durably."""
+    with open(path, "r+b") as handle:
+        handle.truncate(size)
+        os.fsync(handle.fileno())
+
+
 def export_jsonl(header: SessionHeader, events: Sequence[SessionEvent]) -> str:
     """A session in the stored JSONL format, as ``dsh sessions export`` writes it."""
     lines = [dumps(header_record(header))]
@@ -161,7 +168,7 @@ class JsonlPersistence:
         if known.size == 0:
             return self._write_new(known, data)
         with open(known.path, "r+b") as handle:
-            handle.truncate(known.size)  # drop a torn tail a crash may have left
+            handle.truncate(known.size)  # a torn tail left since the last load goes
             handle.seek(known.size)
             handle.write(data)
             handle.flush()
@@ -214,6 +221,9 @@ class JsonlPersistence:
             self._files[session_id] = known
         known.header, known.size = loaded.header, good_size
         known.next_seq = len(loaded.events) - len(loaded.repaired)
+        if any(issue.kind == "torn-tail" for issue in loaded.issues):
+            async with known.lock:
+                await asyncio.to_thread(_cut, path, good_size)
         if loaded.repaired:
             await self.append(session_id, loaded.repaired)
         return loaded

@@ -30,6 +30,7 @@ from dsh.session.events import (
     TurnStart,
     check_json_value,
     is_surface_type,
+    needs_json_check,
     parse_payload,
 )
 from dsh.session.header import SessionHeader
@@ -134,7 +135,10 @@ class Session:
             surface_op=surface_op,
             source_event_seqs=sources,
         )
-        check_json_value(event.to_dict()["data"], f"{type} data")
+        if needs_json_check(payload):
+            # Python mode: JSON mode would already have turned NaN into None and int
+            # keys into strings, hiding exactly what must be refused.
+            check_json_value(payload.model_dump(), f"{type} data")
         self._store(event)
         self._dispatch(event)
         return event

@@ -109,10 +109,11 @@ class SessionStore:
         loaded = await self.persistence.load(resolved)
         for issue in loaded.issues:
             _log.warning("%s", issue)
+        # Index what storage holds before the session's writer can index anything newer.
+        await self._catch_up(loaded.header, loaded.events)
         session = Session(loaded.header, loaded.events)
         session.load_issues = tuple(loaded.issues)
         self._attach(session, stored=len(loaded.events))
-        await self._catch_up(loaded.header, loaded.events)
         return session
 
     async def fork(self, source_id: str, at_seq: int | None = None) -> Session:

@@ -91,11 +91,12 @@ class SessionWriter:
                 if self._on_error is not None:
                     self._on_error(self.session, error)
                 return False
-        if self._on_written is not None:
-            try:
-                await self._on_written(self.session, batch)
-            except Exception:
-                _log.exception("session %s: after-write hook failed", self.session.id)
+            # Still under the lock, so the hook sees batches in order, one at a time.
+            if self._on_written is not None:
+                try:
+                    await self._on_written(self.session, batch)
+                except Exception:
+                    _log.exception("session %s: after-write hook failed", self.session.id)
         return True
 
     async def close(self) -> bool:
