@@ -7,12 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsh.credentials import CredentialStore
 from dsh.kernel import Candidate, Context, PluginHost, ServiceKey, discover
+from dsh.llm import LlmService
 from dsh.paths import dsh_home
 from dsh.session import SessionStore
 from dsh.session.store import session_backend
 
 SESSIONS: ServiceKey[SessionStore] = ServiceKey("sessions")
+LLM: ServiceKey[LlmService] = ServiceKey("llm")
+CREDENTIALS: ServiceKey[CredentialStore] = ServiceKey("credentials")
 
 
 @dataclass
@@ -20,6 +24,7 @@ class Runtime:
     root: Context
     plugins: PluginHost
     sessions: SessionStore
+    llm: LlmService
 
     async def aclose(self) -> None:
         """Unload plugins (last loaded first), then close storage and the core."""
@@ -37,7 +42,11 @@ async def start_runtime(
     """Build the root context with the core services and load plugins (discovered
     unless ``candidates`` is given). Storage is touched only when first used."""
     root = Context(name="core")
-    sessions = SessionStore.at(home or dsh_home(), session_backend())
+    data = home or dsh_home()
+    root.provide(CREDENTIALS, CredentialStore(data, Path.cwd()))
+    llm = LlmService(root)
+    root.provide(LLM, llm)
+    sessions = SessionStore.at(data, session_backend(), pricing=llm.cost)
     root.provide(SESSIONS, sessions)
     root.effect(lambda: sessions.aclose)
     host = PluginHost(root)
@@ -46,4 +55,4 @@ async def start_runtime(
         configs=plugin_configs,
         disabled=disabled_plugins,
     )
-    return Runtime(root, host, sessions)
+    return Runtime(root, host, sessions, llm)

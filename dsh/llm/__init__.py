@@ -5,6 +5,7 @@ This module is public API: plugins import from ``dsh.llm``.
 
 from __future__ import annotations
 
+from dsh.llm.adapter import LlmAdapter, Price, RetryPolicy
 from dsh.llm.assembler import BlockAssembler, StreamProtocolError, Violation, assemble
 from dsh.llm.blocks import (
     Block,
@@ -47,6 +48,13 @@ from dsh.llm.request import (
     ResolvedModel,
     ToolSchema,
 )
+from dsh.llm.service import (
+    AdapterRegistration,
+    LlmService,
+    PreparedCall,
+    RetryNotice,
+    RouteConflictError,
+)
 from dsh.llm.stream import (
     BlockEnd,
     BlockStart,
@@ -73,6 +81,7 @@ from dsh.llm.stream import (
 
 __all__ = [
     "AdapterDefaults",
+    "AdapterRegistration",
     "AssistantMessage",
     "Block",
     "BlockAssembler",
@@ -90,9 +99,11 @@ __all__ = [
     "FinishToolCalls",
     "Finished",
     "GenerateOptions",
+    "LlmAdapter",
     "LlmCallConfig",
     "LlmError",
     "LlmFailure",
+    "LlmService",
     "Message",
     "MessageId",
     "MessageSource",
@@ -100,12 +111,17 @@ __all__ = [
     "ModelReasoning",
     "ModelSource",
     "PluginSource",
+    "PreparedCall",
+    "Price",
     "Purpose",
     "ReasoningBlock",
     "ReasoningDelta",
     "ReasoningEffortInfo",
     "ResolvedModel",
+    "RetryNotice",
+    "RetryPolicy",
     "Role",
+    "RouteConflictError",
     "SessionId",
     "Source",
     "StreamChunk",

@@ -66,6 +66,9 @@ class LlmFailure(Frozen):
     code: str
     status: int | None = None
     provider_retry_after_ms: NonNegativeInt | None = None
+    """How long the provider asked us to wait before retrying (``Retry-After``)."""
+    reset_at_ms: NonNegativeInt | None = None
+    """When the provider says its rate limit resets (epoch ms), if it says."""
     request_id: str | None = None
 
 

@@ -1,0 +1,99 @@
+"""The adapter seam: what a model-provider plugin implements, and the policies it owns.
+
+An adapter serves one or more provider routes. It streams one attempt per call
+(:meth:`LlmAdapter.stream`), resolves exact models (context window, default output
+cap, reasoning efforts), and says how its failures are retried and what its models
+cost. It fails by raising :class:`~dsh.llm.stream.LlmError` or by finishing with an
+error; the LLM service turns the first into the second.
+"""
+
+from __future__ import annotations
+
+import datetime
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+
+from pydantic import NonNegativeFloat, NonNegativeInt, PositiveInt
+
+from dsh.llm.request import GenerateOptions, ModelInfo, ResolvedModel
+from dsh.llm.stream import StreamChunk, TokenUsage
+from dsh.wire import Frozen
+
+RETRYABLE_CODES = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"})
+
+
+class RetryPolicy(Frozen):
+    """How failed attempts are retried: exponential backoff with jitter, bounded."""
+
+    max_retries: NonNegativeInt = 5
+    base_delay_ms: PositiveInt = 500
+    max_delay_ms: PositiveInt = 10_000
+    max_retry_after_ms: PositiveInt = 60_000
+    """A provider's ``Retry-After`` is honoured up to this long."""
+    jitter: NonNegativeFloat = 0.1
+    retryable_codes: frozenset[str] = RETRYABLE_CODES
+
+    def delay_ms(self, retry: int, provider_retry_after_ms: int | None, unit: float) -> int:
+        """The wait before retry number ``retry`` (1-based). ``unit`` is a random number
+        in [0, 1) spreading the jitter."""
+        if provider_retry_after_ms is not None:
+            return min(provider_retry_after_ms, self.max_retry_after_ms)
+        backoff: int = min(self.base_delay_ms * 2 ** (retry - 1), self.max_delay_ms)
+        return max(0, round(backoff * (1 + self.jitter * (2 * unit - 1))))
+
+
+class Price(Frozen):
+    """US dollars per million tokens, with an optional off-peak discount."""
+
+    cache_hit: NonNegativeFloat
+    cache_miss: NonNegativeFloat
+    output: NonNegativeFloat
+    cache_write: NonNegativeFloat = 0.0
+    off_peak_factor: NonNegativeFloat | None = None
+    """Prices are multiplied by this outside ``peak_hours_utc`` (DeepSeek: 0.5)."""
+    peak_hours_utc: tuple[tuple[int, int], ...] = ()
+    """Half-open ``[start, end)`` hours, UTC."""
+    peak_weekdays_only: bool = True
+
+    def factor_at(self, moment: datetime.datetime) -> float:
+        if self.off_peak_factor is None:
+            return 1.0
+        utc = moment.astimezone(datetime.UTC)
+        peak = any(start <= utc.hour < end for start, end in self.peak_hours_utc) and not (
+            self.peak_weekdays_only and utc.weekday() >= 5
+        )
+        return 1.0 if peak else self.off_peak_factor
+
+    def cost(self, usage: TokenUsage, moment: datetime.datetime | None = None) -> float:
+        """What ``usage`` costs, in US dollars, at ``moment`` (default: now)."""
+        base = (
+            usage.input_tokens * self.cache_miss
+            + (usage.cache_read_tokens or 0) * self.cache_hit
+            + (usage.cache_write_tokens or 0) * self.cache_write
+            + usage.output_tokens * self.output
+        ) / 1_000_000
+        return base * self.factor_at(moment or datetime.datetime.now(datetime.UTC))
+
+
+class LlmAdapter(ABC):
+    """One provider implementation. Subclasses implement :meth:`stream` at least."""
+
+    retry_policy: RetryPolicy = RetryPolicy()
+
+    async def list_models(self, provider: str) -> list[ModelInfo]:
+        """The provider's model catalog: advisory, never used to refuse a model id."""
+        return []
+
+    def resolve_model(self, provider: str, model: str) -> ResolvedModel:
+        """What this adapter knows about one exact model; unknown ids pass through."""
+        return ResolvedModel(provider=provider, id=model, name=model)
+
+    def price(self, provider: str, model: str) -> Price | None:
+        return None
+
+    @abstractmethod
+    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """One attempt at ``options``: chunks ending in exactly one ``finish``."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional: adapters without connections have nothing to release
+        """Release connections; called when the adapter's registration goes."""

@@ -1,0 +1,660 @@
+"""The OpenAI-style chat-completions protocol, as DeepSeek and compatible servers speak it.
+
+Three pieces, each usable alone: :func:`request_body` turns a :class:`GenerateOptions`
+into the JSON body; :class:`ChatStreamTranslator` turns the streamed JSON events into
+:data:`StreamChunk` values; :func:`http_failure` turns an HTTP error into an
+:class:`LlmFailure`. :class:`ChatCompletionsAdapter` joins them over one shared
+``httpx.AsyncClient``; the DeepSeek and OpenAI-compatible plugins configure it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import httpx
+from pydantic import PositiveInt
+
+from dsh import __version__
+from dsh.llm.adapter import LlmAdapter, Price, RetryPolicy
+from dsh.llm.blocks import ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from dsh.llm.ids import CallId
+from dsh.llm.messages import Message
+from dsh.llm.request import (
+    GenerateOptions,
+    ModelInfo,
+    ModelReasoning,
+    ReasoningEffortInfo,
+    ResolvedModel,
+)
+from dsh.llm.sse import SseParser
+from dsh.llm.stream import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishError,
+    FinishMaxTokens,
+    FinishStop,
+    FinishToolCalls,
+    LlmError,
+    LlmFailure,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    TokenUsage,
+    ToolCallDelta,
+    UsageChunk,
+)
+from dsh.wire import Frozen
+
+USER_AGENT = f"dsh/{__version__}"
+EFFORT_NAMES = {"off": "Off", "low": "Low", "medium": "Medium", "high": "High", "max": "Max"}
+
+
+class ChatModel(Frozen):
+    """What a provider plugin knows (or is told in settings) about one model."""
+
+    name: str | None = None
+    context_window: PositiveInt | None = None
+    max_output_tokens: PositiveInt | None = None
+    """The output cap sent when a request sets none."""
+    thinking: bool = False
+    """The server takes DeepSeek's ``thinking: {type: enabled|disabled}`` switch."""
+    efforts: tuple[str, ...] = ()
+    """Reasoning efforts accepted; ``off`` turns thinking off."""
+    default_effort: str | None = None
+    replay_reasoning: bool = False
+    """Send earlier reasoning back as ``reasoning_content`` (DeepSeek thinking mode
+    requires it on every message that made tool calls)."""
+    price: Price | None = None
+
+    def merged(self, override: ChatModel) -> ChatModel:
+        """This model with every field ``override`` sets explicitly replaced."""
+        return self.model_copy(update=override.model_dump(exclude_unset=True, by_alias=False))
+
+    def resolved(self, provider: str, model: str) -> ResolvedModel:
+        reasoning = None
+        if self.efforts:
+            reasoning = ModelReasoning(
+                efforts=tuple(
+                    ReasoningEffortInfo(id=e, name=EFFORT_NAMES.get(e, e.title()))
+                    for e in self.efforts
+                ),
+                default_effort=self.default_effort,
+            )
+        return ResolvedModel(
+            provider=provider,
+            id=model,
+            name=self.name or model,
+            context_window=self.context_window,
+            default_max_tokens=self.max_output_tokens,
+            reasoning=reasoning,
+        )
+
+
+# ---------------------------------------------------------------------- request
+
+
+def _text(blocks: tuple[Any, ...]) -> str:
+    return "".join(block.text for block in blocks if isinstance(block, TextBlock))
+
+
+def serialize_messages(options: GenerateOptions, *, replay_reasoning: bool) -> list[dict[str, Any]]:
+    """The ``messages`` array: the system prompt first, then the history.
+
+    A tool result becomes a ``tool`` message; blocks of unknown types are skipped.
+    """
+    out: list[dict[str, Any]] = []
+    if options.system:
+        out.append({"role": "system", "content": options.system})
+    for message in options.messages:
+        out.extend(_serialize(message, replay_reasoning))
+    return out
+
+
+def _serialize(message: Message, replay_reasoning: bool) -> list[dict[str, Any]]:
+    if message.role == "assistant":
+        calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
+        reasoning = "".join(b.text for b in message.content if isinstance(b, ReasoningBlock))
+        entry: dict[str, Any] = {"role": "assistant", "content": _text(message.content)}
+        # DeepSeek's thinking mode answers 400 unless every message that made tool calls
+        # carries its reasoning back, even an empty one.
+        if replay_reasoning and (reasoning or calls):
+            entry["reasoning_content"] = reasoning
+        if calls:
+            entry["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in calls
+            ]
+        return [entry]
+    results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+    text = _text(message.content)
+    out = [
+        {
+            "role": "tool",
+            "tool_call_id": result.tool_call_id,
+            "content": _text(result.content) or "(no output)",
+        }
+        for result in results
+    ]
+    # Tool messages must follow the assistant message that called them, so any text
+    # sent with results goes after them.
+    if text or not results:
+        out.append({"role": message.role, "content": text})
+    return out
+
+
+def request_body(options: GenerateOptions, model: ChatModel) -> dict[str, Any]:
+    """The JSON body for ``options``. Absent fields are left out, never sent as null."""
+    body: dict[str, Any] = {
+        "model": options.model,
+        "messages": serialize_messages(options, replay_reasoning=model.replay_reasoning),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if options.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                },
+            }
+            for tool in options.tools
+        ]
+    effort = options.reasoning_effort
+    if options.purpose == "session-title":
+        effort = "off" if model.thinking else None  # titles never need thinking
+    if model.thinking:
+        if effort == "off":
+            body["thinking"] = {"type": "disabled"}
+        elif effort is not None:
+            body["thinking"] = {"type": "enabled"}
+            body["reasoning_effort"] = effort
+    elif effort is not None and effort != "off":
+        body["reasoning_effort"] = effort
+    if options.temperature is not None:
+        body["temperature"] = options.temperature
+    if options.max_tokens is not None:
+        body["max_tokens"] = options.max_tokens
+    if options.stop:
+        body["stop"] = list(options.stop)
+    return body
+
+
+# ---------------------------------------------------------------------- stream
+
+
+def map_usage(usage: Mapping[str, Any]) -> TokenUsage:
+    """Provider usage to ours. ``prompt_tokens`` includes cache hits; ours does not."""
+    prompt = int(usage.get("prompt_tokens") or 0)
+    details = usage.get("prompt_tokens_details") or {}
+    hit = details.get("cached_tokens") if isinstance(details, dict) else None
+    if hit is None:
+        hit = usage.get("prompt_cache_hit_tokens")
+    completion_details = usage.get("completion_tokens_details") or {}
+    reasoning = (
+        completion_details.get("reasoning_tokens") if isinstance(completion_details, dict) else None
+    )
+    return TokenUsage(
+        input_tokens=max(0, prompt - int(hit or 0)),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        cache_read_tokens=int(hit) if hit is not None else None,
+        reasoning_tokens=int(reasoning) if reasoning is not None else None,
+    )
+
+
+class _Block:
+    __slots__ = ("call_id", "index", "kind", "name", "parts")
+
+    def __init__(self, index: int, kind: str) -> None:
+        self.index = index
+        self.kind = kind
+        self.parts: list[str] = []
+        self.call_id: CallId = CallId("")
+        self.name = ""
+
+    def block(self) -> Any:
+        text = "".join(self.parts)
+        if self.kind == "text":
+            return TextBlock(text=text)
+        if self.kind == "reasoning":
+            return ReasoningBlock(text=text)
+        return ToolCallBlock(id=self.call_id, name=self.name, arguments=text)
+
+
+class ChatStreamTranslator:
+    """Streamed chat-completion events to chunks.
+
+    One reasoning block, one text block and one block per tool-call ``index``, each
+    numbered in the order it opens. ``finish_reason`` and usage wait for ``[DONE]``,
+    which closes every block, then reports usage and the finish.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: list[_Block] = []
+        self._reasoning: _Block | None = None
+        self._text: _Block | None = None
+        self._calls: dict[int, _Block] = {}
+        self._finish_reason: str | None = None
+        self._usage: TokenUsage | None = None
+        self.events = 0
+
+    def _open(self, kind: str) -> tuple[_Block, BlockStart]:
+        block = _Block(len(self._blocks), kind)
+        self._blocks.append(block)
+        return block, BlockStart(index=block.index, block_type=kind)
+
+    def event(self, data: Any) -> list[StreamChunk]:
+        """Chunks for one decoded event. Raises :class:`LlmError` for an error event or
+        a shape that is not a chat-completion chunk."""
+        self.events += 1
+        if not isinstance(data, dict):
+            raise LlmError(_malformed(f"an event that is not a JSON object: {str(data)[:200]}"))
+        if "error" in data:
+            error = data["error"] if isinstance(data["error"], dict) else {"message": data["error"]}
+            raise LlmError(
+                LlmFailure(
+                    message=str(error.get("message") or error)[:2000],
+                    code=_provider_code(error) or "SERVER",
+                )
+            )
+        out: list[StreamChunk] = []
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            self._usage = map_usage(usage)
+        choices = data.get("choices") or []
+        if not isinstance(choices, list):
+            raise LlmError(_malformed("'choices' is not a list"))
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise LlmError(_malformed("'delta' is not an object"))
+            thought = delta.get("reasoning_content")
+            if thought is None:
+                thought = delta.get("reasoning")  # vLLM and others
+            if isinstance(thought, str) and thought:
+                if self._reasoning is None:
+                    self._reasoning, start = self._open("reasoning")
+                    out.append(start)
+                self._reasoning.parts.append(thought)
+                out.append(ReasoningDelta(index=self._reasoning.index, text=thought))
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                if self._text is None:
+                    self._text, start = self._open("text")
+                    out.append(start)
+                self._text.parts.append(content)
+                out.append(TextDelta(index=self._text.index, text=content))
+            for call in delta.get("tool_calls") or ():
+                out.extend(self._tool_call(call))
+            if choice.get("finish_reason"):
+                self._finish_reason = str(choice["finish_reason"])
+        return out
+
+    def _tool_call(self, call: Any) -> list[StreamChunk]:
+        if not isinstance(call, dict) or not isinstance(call.get("index", 0), int):
+            raise LlmError(_malformed("a tool call delta without an integer index"))
+        function = call.get("function") or {}
+        arguments = function.get("arguments") or ""
+        out: list[StreamChunk] = []
+        block = self._calls.get(call.get("index", 0))
+        name = None
+        if block is None:
+            block, start = self._open("tool-call")
+            self._calls[call.get("index", 0)] = block
+            block.call_id = CallId(str(call.get("id") or f"call_{block.index}"))
+            block.name = name = str(function.get("name") or "")
+            out.append(start)
+        block.parts.append(arguments)
+        out.append(
+            ToolCallDelta(index=block.index, id=block.call_id, name=name, arguments_delta=arguments)
+        )
+        return out
+
+    def done(self) -> list[StreamChunk]:
+        """The closing chunks, at ``[DONE]``."""
+        out: list[StreamChunk] = [BlockEnd(index=b.index, block=b.block()) for b in self._blocks]
+        if self._usage is not None:
+            out.append(UsageChunk(usage=self._usage))
+        match self._finish_reason:
+            case "stop" | None if not self._blocks:
+                reason: Any = FinishError(
+                    failure=LlmFailure(message="the model returned nothing", code="EMPTY_RESPONSE")
+                )
+            case "stop" | None:
+                reason = FinishStop()
+            case "tool_calls" | "function_call":
+                reason = FinishToolCalls()
+            case "length":
+                reason = FinishMaxTokens()
+            case other:
+                reason = FinishError(
+                    failure=LlmFailure(
+                        message=f"the model stopped: {other}", code=str(other).upper()
+                    )
+                )
+        out.append(Finish(reason=reason))
+        return out
+
+    def failed(self, failure: LlmFailure) -> list[StreamChunk]:
+        """The usage seen so far and an error finish; open blocks stay open, so what
+        was streamed is kept as an interrupted answer."""
+        out: list[StreamChunk] = []
+        if self._usage is not None:
+            out.append(UsageChunk(usage=self._usage))
+        out.append(Finish(reason=FinishError(failure=failure)))
+        return out
+
+
+def _malformed(what: str) -> LlmFailure:
+    return LlmFailure(
+        message=f"malformed response from the model server: {what}", code="MALFORMED_RESPONSE"
+    )
+
+
+def _provider_code(error: Mapping[str, Any]) -> str | None:
+    code = error.get("code") or error.get("type")
+    return str(code).upper() if code else None
+
+
+# ---------------------------------------------------------------------- HTTP errors
+
+_OVERFLOW = re.compile(r"context (length|window)|maximum context|too many tokens|too long", re.I)
+_QUOTA = re.compile(r"insufficient (balance|quota)|quota|billing|credit", re.I)
+_DURATION = re.compile(
+    r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?$"
+)
+
+
+def _seconds(value: str) -> float | None:
+    """A header duration: ``12``, ``1.5``, ``6m0s``, ``250ms``; None if unreadable."""
+    value = value.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    match = _DURATION.match(value)
+    if not match or not any(match.groups()):
+        return None
+    hours, minutes, secs, millis = (float(g) if g else 0.0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + secs + millis / 1000
+
+
+def retry_after_ms(headers: Mapping[str, str], now: float | None = None) -> int | None:
+    """``Retry-After`` as milliseconds: seconds, or an HTTP date."""
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    seconds = _seconds(value)
+    if seconds is None:
+        try:
+            moment = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        seconds = moment.timestamp() - (now if now is not None else time.time())
+    return max(0, round(seconds * 1000))
+
+
+def reset_at_ms(headers: Mapping[str, str], now: float | None = None) -> int | None:
+    """When the provider says its rate limit resets, from the usual headers."""
+    for name in (
+        "x-ratelimit-reset-requests",
+        "x-ratelimit-reset-tokens",
+        "x-ratelimit-reset",
+        "ratelimit-reset",
+    ):
+        value = headers.get(name)
+        if not value:
+            continue
+        seconds = _seconds(value)
+        if seconds is None:
+            continue
+        base = now if now is not None else time.time()
+        # Some servers send an epoch second instead of a duration.
+        return round(seconds * 1000) if seconds > 1_000_000_000 else round((base + seconds) * 1000)
+    return None
+
+
+def http_failure(
+    status: int,
+    headers: Mapping[str, str],
+    body: str,
+    *,
+    provider: str,
+    credential: str | None,
+) -> LlmFailure:
+    """What an HTTP error from a model server means, in the provider's own words."""
+    detail = body.strip()
+    try:
+        parsed = json.loads(body)
+        error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+        if isinstance(error, dict) and error.get("message"):
+            detail = str(error["message"])
+        elif isinstance(error, str):
+            detail = error
+    except ValueError:
+        pass
+    detail = detail[:2000] or f"HTTP {status}"
+    if status in (401, 403):
+        fix = f"; check {credential}" if credential else ""
+        message, code = f"{provider} rejected the credentials ({status}): {detail}{fix}", "AUTH"
+    elif status == 402 or (status in (400, 403, 429) and _QUOTA.search(detail)):
+        message, code = f"{provider} account: {detail}", "QUOTA"
+    elif status == 429:
+        message, code = f"{provider} is rate limiting requests: {detail}", "RATE_LIMIT"
+    elif status == 400 and _OVERFLOW.search(detail):
+        message, code = (
+            f"the conversation is too long for the model: {detail}",
+            "CONTEXT_WINDOW_EXCEEDED",
+        )
+    elif status in (400, 404, 413, 422):
+        message, code = f"{provider} refused the request ({status}): {detail}", "INVALID_REQUEST"
+    elif status >= 500:
+        message, code = f"{provider} server error ({status}): {detail}", "SERVER"
+    else:
+        message, code = f"{provider} answered HTTP {status}: {detail}", f"HTTP_{status}"
+    return LlmFailure(
+        message=message,
+        code=code,
+        status=status,
+        provider_retry_after_ms=retry_after_ms(headers),
+        reset_at_ms=reset_at_ms(headers),
+        request_id=headers.get("x-request-id") or headers.get("request-id"),
+    )
+
+
+# ---------------------------------------------------------------------- the adapter
+
+ApiKey = Callable[[], str | None]
+
+
+class ChatCompletionsAdapter(LlmAdapter):
+    """An adapter for any server speaking chat completions over SSE.
+
+    ``api_key`` is asked at every request (keys can change while dsh runs) and never
+    stored; every message that leaves the adapter has it redacted.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        models: Mapping[str, ChatModel],
+        fallback: ChatModel | None = None,
+        api_key: ApiKey | None = None,
+        credential: str | None = None,
+        key_required: bool = True,
+        headers: Mapping[str, str] | None = None,
+        read_timeout: float = 300.0,
+        connect_timeout: float = 30.0,
+        retry_policy: RetryPolicy | None = None,
+        list_models_path: str | None = "/models",
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.models = dict(models)
+        self.fallback = fallback or ChatModel()
+        self._api_key = api_key or (lambda: None)
+        self.credential = credential
+        self.key_required = key_required
+        self._headers = dict(headers or {})
+        self._list_models_path = list_models_path
+        if retry_policy is not None:
+            self.retry_policy = retry_policy
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._client = client or httpx.AsyncClient(timeout=self._timeout)
+        self._owns_client = client is None
+
+    def model(self, model: str) -> ChatModel:
+        return self.models.get(model, self.fallback)
+
+    def resolve_model(self, provider: str, model: str) -> ResolvedModel:
+        return self.model(model).resolved(provider, model)
+
+    def price(self, provider: str, model: str) -> Price | None:
+        return self.model(model).price
+
+    def _request_headers(self, provider: str) -> tuple[dict[str, str], str | None]:
+        key = self._api_key()
+        if not key and self.key_required:
+            where = f"set {self.credential}" if self.credential else "configure an API key"
+            raise LlmError(
+                LlmFailure(
+                    message=(
+                        f"no API key for {provider}: {where} in the environment or in "
+                        "$DSH_HOME/credentials.json"
+                    ),
+                    code="MISSING_CREDENTIAL",
+                )
+            )
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "User-Agent": USER_AGENT,
+            **self._headers,
+        }
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers, key
+
+    async def list_models(self, provider: str) -> list[ModelInfo]:
+        listed: list[ModelInfo] = []
+        if self._list_models_path is not None:
+            try:
+                headers, _ = self._request_headers(provider)
+                response = await self._client.get(
+                    self.base_url + self._list_models_path, headers=headers, timeout=10.0
+                )
+                if response.status_code == 200:
+                    for entry in response.json().get("data", []):
+                        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                            listed.append(
+                                ModelInfo(provider=provider, id=entry["id"], name=entry["id"])
+                            )
+            except (httpx.HTTPError, LlmError, ValueError, AttributeError):
+                listed = []
+        known = {info.id for info in listed}
+        listed.extend(
+            ModelInfo(provider=provider, id=model, name=settings.name or model)
+            for model, settings in self.models.items()
+            if model not in known
+        )
+        return listed
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        headers, key = self._request_headers(options.provider)
+        body = request_body(options, self.model(options.model))
+        translator = ChatStreamTranslator()
+
+        def hide(text: str) -> str:
+            return text.replace(key, "***") if key and len(key) >= 4 else text
+
+        def failure(message: str, code: str) -> LlmFailure:
+            return LlmFailure(message=hide(message), code=code)
+
+        try:
+            async with self._client.stream(
+                "POST", self.base_url + "/chat/completions", json=body, headers=headers
+            ) as response:
+                if response.status_code != 200:
+                    text = (await response.aread()).decode("utf-8", errors="replace")
+                    problem = http_failure(
+                        response.status_code,
+                        response.headers,
+                        hide(text),
+                        provider=options.provider,
+                        credential=self.credential,
+                    )
+                    raise LlmError(problem)
+                parser = SseParser()
+                async for line in response.aiter_lines():
+                    data = parser.feed(line)
+                    if data is None:
+                        continue
+                    if data == "[DONE]":
+                        for chunk in translator.done():
+                            yield chunk
+                        return
+                    try:
+                        decoded = json.loads(data)
+                    except ValueError:
+                        for chunk in translator.failed(
+                            _malformed(f"an event that is not JSON: {data[:200]!r}")
+                        ):
+                            yield chunk
+                        return
+                    try:
+                        chunks = translator.event(decoded)
+                    except LlmError as error:
+                        for chunk in translator.failed(error.failure):
+                            yield chunk
+                        return
+                    for chunk in chunks:
+                        yield chunk
+                if parser.end() == "[DONE]":
+                    for chunk in translator.done():
+                        yield chunk
+                    return
+                message = "the model server closed the stream before it finished"
+                for chunk in translator.failed(failure(message, "STREAM_CLOSED")):
+                    yield chunk
+        except httpx.TimeoutException as error:
+            for chunk in translator.failed(
+                failure(
+                    f"no data from {options.provider} for too long ({type(error).__name__})",
+                    "TIMEOUT",
+                )
+            ):
+                yield chunk
+        except httpx.TransportError as error:
+            if translator.events:
+                for chunk in translator.failed(
+                    failure(f"the connection to {options.provider} broke: {error}", "STREAM_CLOSED")
+                ):
+                    yield chunk
+            else:
+                raise LlmError(
+                    failure(
+                        f"cannot reach {options.provider} at {self.base_url}: {error}", "TRANSPORT"
+                    )
+                ) from None
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()

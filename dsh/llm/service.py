@@ -1,0 +1,380 @@
+"""The ``llm`` service: provider routes to adapters, call preparation, and streaming.
+
+Adapters register the provider routes they serve and get back a registration that
+releases them (and closes the adapter) or swaps them atomically. ``prepare_call``
+turns a call config into what a request needs: adapter defaults filled in and marked,
+an unsupported reasoning effort refused rather than clamped. ``stream`` runs an
+attempt through the ``llm/stream`` waterfall, turns any raise into an error finish,
+honours a cancellation signal, and retries a retryable failure with backoff, but
+only while nothing has reached the caller yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dsh.llm.adapter import LlmAdapter, RetryPolicy
+from dsh.llm.request import (
+    AdapterDefaults,
+    GenerateOptions,
+    LlmCallConfig,
+    ModelInfo,
+    ResolvedModel,
+)
+from dsh.llm.stream import (
+    Finish,
+    FinishAborted,
+    FinishError,
+    LlmError,
+    LlmFailure,
+    StreamChunk,
+    TokenUsage,
+)
+from dsh.wire import Frozen
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
+
+RETRY_EVENT = "llm/retry"
+STREAM_WATERFALL = "llm/stream"
+
+
+class RouteConflictError(ValueError):
+    """A provider route is already served by another adapter."""
+
+
+class RetryNotice(Frozen):
+    """A failed attempt about to be retried: what the UI shows while it waits."""
+
+    provider: str
+    model: str
+    retry: int
+    max_retries: int
+    delay_ms: int
+    failure: LlmFailure
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    config: LlmCallConfig
+    adapter_defaults: AdapterDefaults
+    model: ResolvedModel
+    retry_policy: RetryPolicy
+
+    @property
+    def context_window(self) -> int | None:
+        return self.model.context_window
+
+
+def failure_of(finish: Finish | None) -> LlmFailure | None:
+    match finish:
+        case Finish(reason=FinishError(failure=failure) | FinishAborted(failure=failure)):
+            return failure
+    return None
+
+
+def _error(message: str, code: str) -> Finish:
+    return Finish(reason=FinishError(failure=LlmFailure(message=message, code=code)))
+
+
+ABORTED = Finish(
+    reason=FinishAborted(failure=LlmFailure(message="the request was cancelled", code="ABORTED"))
+)
+
+
+class AdapterRegistration:
+    """Holds routes for one adapter. Call it to release them; ``replace`` swaps them."""
+
+    def __init__(self, service: LlmService, adapter: LlmAdapter) -> None:
+        self._service = service
+        self.adapter = adapter
+        self.providers: tuple[str, ...] = ()
+        self.disposed = False
+
+    def replace(self, providers: Iterable[str]) -> None:
+        """Serve exactly ``providers`` from now on; all or nothing."""
+        if self.disposed:
+            raise LlmError(
+                LlmFailure(
+                    message="the adapter registration was released", code="REGISTRATION_DISPOSED"
+                )
+            )
+        self._service._swap(self, tuple(providers))
+
+    def __call__(self) -> Awaitable[None]:
+        return self.dispose()
+
+    async def dispose(self) -> None:
+        if self.disposed:
+            return
+        self.disposed = True
+        self._service._swap(self, ())
+        await self.adapter.aclose()
+
+
+class LlmService:
+    def __init__(
+        self,
+        ctx: Context | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self._ctx = ctx
+        self._routes: dict[str, AdapterRegistration] = {}
+        self._sleep = sleep
+        self._jitter = jitter
+
+    def bind_context(self, ctx: Context) -> BoundLlmService:
+        return BoundLlmService(self, ctx)
+
+    # ------------------------------------------------------------------ routes
+
+    def register_adapter(
+        self, providers: Iterable[str], adapter: LlmAdapter
+    ) -> AdapterRegistration:
+        routes = tuple(providers)
+        if not routes:
+            raise ValueError("an adapter must serve at least one provider route")
+        registration = AdapterRegistration(self, adapter)
+        self._swap(registration, routes)
+        return registration
+
+    def _swap(self, registration: AdapterRegistration, routes: tuple[str, ...]) -> None:
+        for route in routes:
+            if not route or not route.replace("-", "").replace("_", "").isalnum():
+                raise ValueError(f"invalid provider route name {route!r}")
+            holder = self._routes.get(route)
+            if holder is not None and holder is not registration:
+                raise RouteConflictError(f"provider {route!r} is already served")
+        for route in registration.providers:
+            self._routes.pop(route, None)
+        for route in routes:
+            self._routes[route] = registration
+        registration.providers = routes
+
+    def providers(self) -> list[str]:
+        return sorted(self._routes)
+
+    def adapter(self, provider: str) -> LlmAdapter:
+        registration = self._routes.get(provider)
+        if registration is None:
+            known = ", ".join(self.providers()) or "none"
+            raise LlmError(
+                LlmFailure(
+                    message=f"no adapter serves provider {provider!r} (configured: {known})",
+                    code="NO_ADAPTER",
+                )
+            )
+        return registration.adapter
+
+    async def list_models(self, provider: str | None = None) -> list[ModelInfo]:
+        """Every route's advisory catalog (or one route's); a failing catalog is empty."""
+        routes = [provider] if provider is not None else self.providers()
+        found: list[ModelInfo] = []
+        for route in routes:
+            try:
+                found.extend(await self.adapter(route).list_models(route))
+            except Exception:
+                continue
+        return found
+
+    def resolve(self, provider: str, model: str) -> ResolvedModel:
+        return self.adapter(provider).resolve_model(provider, model)
+
+    def cost(self, provider: str, model: str, usage: TokenUsage) -> float | None:
+        """What one call cost in US dollars, if the adapter knows the model's price."""
+        registration = self._routes.get(provider)
+        if registration is None:
+            return None
+        price = registration.adapter.price(provider, model)
+        return price.cost(usage) if price is not None else None
+
+    # ------------------------------------------------------------------ calls
+
+    def prepare_call(self, config: LlmCallConfig) -> PreparedCall:
+        """Fill in the exact model's defaults, marking them, and check the effort."""
+        adapter = self.adapter(config.provider)
+        model = adapter.resolve_model(config.provider, config.model)
+        updates: dict[str, Any] = {}
+        defaults: dict[str, bool] = {}
+        if config.reasoning_effort is not None:
+            if model.reasoning is None or not model.reasoning.accepts(config.reasoning_effort):
+                offered = (
+                    ", ".join(e.id for e in model.reasoning.efforts) if model.reasoning else "none"
+                )
+                raise LlmError(
+                    LlmFailure(
+                        message=(
+                            f"{config.provider}/{config.model} does not accept reasoning effort "
+                            f"{config.reasoning_effort!r} (it accepts: {offered})"
+                        ),
+                        code="UNSUPPORTED_REASONING_EFFORT",
+                    )
+                )
+        elif model.reasoning is not None and model.reasoning.default_effort is not None:
+            updates["reasoning_effort"] = model.reasoning.default_effort
+            defaults["reasoning_effort"] = True
+        if config.max_tokens is None and model.default_max_tokens is not None:
+            updates["max_tokens"] = model.default_max_tokens
+            defaults["max_tokens"] = True
+        return PreparedCall(
+            config=config.model_copy(update=updates),
+            adapter_defaults=AdapterDefaults(**defaults),
+            model=model,
+            retry_policy=adapter.retry_policy,
+        )
+
+    async def attempt(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """One attempt: the adapter's chunks, always ending in exactly one ``finish``."""
+        try:
+            adapter = self.adapter(options.provider)
+        except LlmError as error:
+            yield Finish(reason=FinishError(failure=error.failure))
+            return
+        source: AsyncIterator[StreamChunk]
+        if self._ctx is not None:
+            source = await self._ctx.waterfall(STREAM_WATERFALL, options, default=adapter.stream)
+        else:
+            source = adapter.stream(options)
+        finished = False
+        guarded = _until_cancelled(source, options.signal)
+        try:
+            async for chunk in guarded:
+                yield chunk
+                if isinstance(chunk, Finish):
+                    finished = True
+                    return
+        except LlmError as error:
+            finished = True
+            yield Finish(reason=FinishError(failure=error.failure))
+        except Exception as error:
+            finished = True
+            yield _error(f"the {options.provider} adapter failed: {error!r}", "ADAPTER_FAILURE")
+        finally:
+            await guarded.aclose()
+            close = getattr(source, "aclose", None)
+            if close is not None:
+                await close()
+        if not finished:
+            yield _error("the stream ended without a finish", "STREAM_CLOSED")
+
+    async def stream(
+        self,
+        options: GenerateOptions,
+        *,
+        on_retry: Callable[[RetryNotice], Any] | None = None,
+    ) -> AsyncIterator[StreamChunk]:
+        """Attempts until one succeeds, fails for good, or has delivered anything."""
+        retry = 0
+        while True:
+            delivered = False
+            finish: Finish | None = None
+            async for chunk in self.attempt(options):
+                if isinstance(chunk, Finish):
+                    finish = chunk
+                    break
+                delivered = True
+                yield chunk
+            assert finish is not None  # attempt() always ends with one
+            failure = failure_of(finish)
+            policy = self._policy(options.provider)
+            if (
+                failure is None
+                or delivered
+                or isinstance(finish.reason, FinishAborted)
+                or failure.code not in policy.retryable_codes
+                or retry >= policy.max_retries
+            ):
+                yield finish
+                return
+            retry += 1
+            delay = policy.delay_ms(retry, failure.provider_retry_after_ms, self._jitter())
+            notice = RetryNotice(
+                provider=options.provider,
+                model=options.model,
+                retry=retry,
+                max_retries=policy.max_retries,
+                delay_ms=delay,
+                failure=failure,
+            )
+            if on_retry is not None:
+                on_retry(notice)
+            if self._ctx is not None:
+                self._ctx.emit(RETRY_EVENT, notice)
+            if await _wait_or_cancel(self._sleep(delay / 1000), options.signal):
+                yield ABORTED
+                return
+
+    def _policy(self, provider: str) -> RetryPolicy:
+        registration = self._routes.get(provider)
+        return registration.adapter.retry_policy if registration else RetryPolicy(max_retries=0)
+
+
+class BoundLlmService:
+    """The service as one context sees it: adapters it registers go when it goes."""
+
+    def __init__(self, service: LlmService, ctx: Context) -> None:
+        self._service = service
+        self._ctx = ctx
+
+    def register_adapter(
+        self, providers: Iterable[str], adapter: LlmAdapter
+    ) -> AdapterRegistration:
+        registration = self._service.register_adapter(providers, adapter)
+        self._ctx.effect(lambda: registration.dispose)
+        return registration
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)
+
+
+async def _until_cancelled(
+    source: AsyncIterator[StreamChunk], signal: Any
+) -> AsyncGenerator[StreamChunk, None]:
+    """``source``'s chunks until ``signal`` (an ``asyncio.Event``) is set; then an
+    aborted finish, with the pending read cancelled so the connection closes at once."""
+    if signal is None:
+        async for chunk in source:
+            yield chunk
+        return
+    if signal.is_set():
+        yield ABORTED
+        return
+    waiter = asyncio.ensure_future(signal.wait())
+    try:
+        while True:
+            pending = asyncio.ensure_future(anext(source))
+            await asyncio.wait({pending, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if not pending.done():
+                pending.cancel()
+                await asyncio.gather(pending, return_exceptions=True)
+                yield ABORTED
+                return
+            try:
+                chunk = pending.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        waiter.cancel()
+
+
+async def _wait_or_cancel(sleeping: Awaitable[Any], signal: Any) -> bool:
+    """Sleep unless ``signal`` is set first; True if it was."""
+    if signal is None:
+        await sleeping
+        return False
+    sleeper = asyncio.ensure_future(sleeping)
+    waiter = asyncio.ensure_future(signal.wait())
+    try:
+        await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        return bool(signal.is_set())
+    finally:
+        sleeper.cancel()
+        waiter.cancel()
+        await asyncio.gather(sleeper, waiter, return_exceptions=True)

@@ -1,0 +1,94 @@
+"""DeepSeek models over DeepSeek's chat-completions API, with thinking mode.
+
+Serves the provider route ``deepseek``. The endpoint is, first found: the ``base_url``
+setting, ``$DEEPSEEK_BASE_URL``, ``https://api.deepseek.com``; so any DeepSeek-
+compatible server or proxy can stand in. The key is read from the credential named
+by ``api_key_env`` (``DEEPSEEK_API_KEY``) at each request. Known models carry their
+context window, output cap, reasoning efforts and prices; settings may override any
+of it per model, and other model ids (``deepseek-chat``, ``deepseek-reasoner``...)
+pass through unchanged, with no thinking switch and no output cap sent.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, Field, PositiveFloat
+
+from dsh.credentials import key_reader
+from dsh.kernel import Context, Plugin
+from dsh.llm import Price, RetryPolicy
+from dsh.llm.chat_completions import ChatCompletionsAdapter, ChatModel
+
+DEFAULT_BASE_URL = "https://api.deepseek.com"
+PROVIDER = "deepseek"
+
+# DeepSeek bills by the million tokens, at half price outside its peak hours
+# (01:00-04:00 and 06:00-10:00 UTC on weekdays). Peak prices as of 2026-10.
+PEAK_HOURS = ((1, 4), (6, 10))
+FLASH_PRICE = Price(
+    cache_hit=0.006, cache_miss=0.30, output=1.20, off_peak_factor=0.5, peak_hours_utc=PEAK_HOURS
+)
+PRO_PRICE = Price(
+    cache_hit=0.044, cache_miss=1.32, output=3.96, off_peak_factor=0.5, peak_hours_utc=PEAK_HOURS
+)
+
+
+def _thinking_model(name: str, price: Price) -> ChatModel:
+    return ChatModel(
+        name=name,
+        context_window=1_000_000,
+        max_output_tokens=256_000,
+        thinking=True,
+        efforts=("off", "low", "high", "max"),
+        default_effort="high",
+        replay_reasoning=True,
+        price=price,
+    )
+
+
+DEFAULT_MODELS: dict[str, ChatModel] = {
+    "deepseek-v4-flash": _thinking_model("DeepSeek V4 Flash", FLASH_PRICE),
+    "deepseek-flash": _thinking_model("DeepSeek Flash", FLASH_PRICE),
+    "deepseek-v4-pro": _thinking_model("DeepSeek V4 Pro", PRO_PRICE),
+}
+
+
+class Config(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    base_url: str | None = None
+    api_key_env: str = "DEEPSEEK_API_KEY"
+    models: dict[str, ChatModel] = Field(default_factory=dict)
+    """Per-model overrides (context window, output cap, prices...) and extra models."""
+    read_timeout: PositiveFloat = 300.0
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+
+
+def models_with(overrides: dict[str, ChatModel]) -> dict[str, ChatModel]:
+    models = dict(DEFAULT_MODELS)
+    for name, override in overrides.items():
+        models[name] = models[name].merged(override) if name in models else override
+    return models
+
+
+def apply(ctx: Context, config: Config) -> None:
+    adapter = ChatCompletionsAdapter(
+        base_url=config.base_url or os.environ.get("DEEPSEEK_BASE_URL") or DEFAULT_BASE_URL,
+        models=models_with(config.models),
+        api_key=key_reader(ctx.get("credentials", None), config.api_key_env),
+        credential=config.api_key_env,
+        read_timeout=config.read_timeout,
+        retry_policy=config.retry,
+    )
+    ctx.llm.register_adapter([PROVIDER], adapter)
+
+
+plugin = Plugin(
+    name="llm-deepseek",
+    description="DeepSeek models (V4 Flash, V4 Pro) with thinking mode",
+    inject=("llm",),
+    optional=("credentials",),
+    config=Config,
+    apply=apply,
+)
