@@ -13,6 +13,7 @@ from dsh.llm import LlmService
 from dsh.paths import dsh_home
 from dsh.session import SessionStore
 from dsh.session.store import session_backend
+from dsh.settings import load_settings
 
 SESSIONS: ServiceKey[SessionStore] = ServiceKey("sessions")
 LLM: ServiceKey[LlmService] = ServiceKey("llm")
@@ -35,15 +36,27 @@ class Runtime:
 async def start_runtime(
     *,
     home: Path | None = None,
+    cwd: Path | None = None,
     candidates: Iterable[Candidate] | None = None,
     plugin_configs: Mapping[str, Mapping[str, Any]] | None = None,
     disabled_plugins: Iterable[str] = (),
 ) -> Runtime:
     """Build the root context with the core services and load plugins (discovered
-    unless ``candidates`` is given). Storage is touched only when first used."""
-    root = Context(name="core")
+    unless ``candidates`` is given), configured from the settings documents unless
+    ``plugin_configs`` is given. Storage is touched only when first used.
+
+    Raises :class:`~dsh.settings.SettingsError` for a settings file it cannot use.
+    """
     data = home or dsh_home()
-    root.provide(CREDENTIALS, CredentialStore(data, Path.cwd()))
+    where = cwd or Path.cwd()
+    settings = load_settings(data, where)
+    origins: dict[str, str] = {}
+    if plugin_configs is None:
+        plugin_configs = settings.plugin_configs()
+        origins = {name: settings.origin("plugins", name) for name in plugin_configs}
+        disabled_plugins = [*disabled_plugins, *settings.disabled_plugins()]
+    root = Context(name="core")
+    root.provide(CREDENTIALS, CredentialStore(data, where))
     llm = LlmService(root)
     root.provide(LLM, llm)
     sessions = SessionStore.at(data, session_backend(), pricing=llm.cost)
@@ -54,5 +67,6 @@ async def start_runtime(
         discover() if candidates is None else candidates,
         configs=plugin_configs,
         disabled=disabled_plugins,
+        config_origins=origins,
     )
     return Runtime(root, host, sessions, llm)

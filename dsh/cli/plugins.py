@@ -9,6 +9,7 @@ import sys
 
 from dsh.kernel import PluginRecord, PluginStatus
 from dsh.runtime import start_runtime
+from dsh.settings import SettingsError
 
 
 async def _collect() -> list[PluginRecord]:
@@ -34,7 +35,11 @@ def format_table(records: list[PluginRecord]) -> str:
 
 
 def run_plugins(*, as_json: bool) -> int:
-    records = asyncio.run(_collect())
+    try:
+        records = asyncio.run(_collect())
+    except SettingsError as error:
+        print(f"dsh: {error}", file=sys.stderr)
+        return 1
     if as_json:
         print(json.dumps([record.describe() for record in records], indent=2))
     else:

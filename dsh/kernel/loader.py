@@ -195,9 +195,15 @@ class PluginHost:
         candidates: Iterable[Candidate],
         configs: Mapping[str, Mapping[str, Any]] | None = None,
         disabled: Iterable[str] = (),
+        config_origins: Mapping[str, str] | None = None,
     ) -> list[PluginRecord]:
-        """Load every usable candidate; returns the records of this call, in load order."""
+        """Load every usable candidate; returns the records of this call, in load order.
+
+        ``config_origins`` says where each plugin's config came from (a settings file),
+        so that an invalid config is reported with its file.
+        """
         configs = configs or {}
+        origins_of_config = config_origins or {}
         disabled_names = set(disabled)
         records: list[PluginRecord] = []
         usable: list[Plugin] = []
@@ -267,7 +273,11 @@ class PluginHost:
 
         for plugin in ordered:
             record = await self._load_one(
-                plugin, origins[plugin.name], configs.get(plugin.name, {}), why_missing
+                plugin,
+                origins[plugin.name],
+                configs.get(plugin.name, {}),
+                why_missing,
+                origins_of_config.get(plugin.name),
             )
             records.append(record)
             if record.status is not PluginStatus.LOADED:
@@ -288,6 +298,7 @@ class PluginHost:
         origin: str,
         raw_config: Mapping[str, Any],
         why_missing: dict[str, str],
+        config_origin: str | None,
     ) -> PluginRecord:
         for service in plugin.inject:
             if not self.root.has(service):
@@ -302,8 +313,13 @@ class PluginHost:
         try:
             config = plugin.config.model_validate(dict(raw_config))
         except ValidationError as error:
+            where = f" in {config_origin}" if config_origin else ""
             return PluginRecord(
-                plugin.name, origin, PluginStatus.FAILED, plugin, error=f"invalid config: {error}"
+                plugin.name,
+                origin,
+                PluginStatus.FAILED,
+                plugin,
+                error=f"invalid config{where} [plugins.{plugin.name}]: {error}",
             )
 
         ctx = self.root.child(scope=None, name=plugin.name)

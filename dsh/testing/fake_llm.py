@@ -7,6 +7,9 @@ with a fault: an HTTP error, a slow first byte, a stream cut short or a malforme
 Every request is recorded in :attr:`FakeLLM.requests`, together with when its client
 went away if it did so before the response was complete.
 
+The script format is in :mod:`dsh.testing.script`, the HTTP/1.1 framing in
+:mod:`dsh.testing.http11`.
+
 Run it by hand with ``python -m dsh.testing.fake_llm --script FILE [--port N]``.
 """
 
@@ -15,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import http
 import json
 import logging
 import secrets
@@ -24,21 +26,32 @@ import sys
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeAlias
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveInt,
-    ValidationError,
-    field_validator,
-    model_validator,
+from dsh.testing.http11 import (
+    MAX_HEAD_BYTES,
+    BadRequest,
+    Connection,
+    chunk,
+    error_body,
+    merge_headers,
+    parse_head,
+    read_body,
+    response_head,
+    retry_after_text,
+)
+from dsh.testing.script import (
+    DEFAULT_MODELS,
+    Fault,
+    JsonObject,
+    Reply,
+    Script,
+    ScriptError,
+    ToolCallSpec,
+    Usage,
+    load_script,
 )
 
 __all__ = [
@@ -57,194 +70,14 @@ __all__ = [
 
 _log = logging.getLogger("dsh.testing")
 
-JsonObject: TypeAlias = dict[str, Any]
-
 HOST = "127.0.0.1"
-DEFAULT_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
 MALFORMED_LINE = b"data: {this is not json\n\n"
 KEEPALIVE_COMMENT = b": keep-alive\n\n"
 
-_MAX_HEAD_BYTES = 64 * 1024
-_MAX_BODY_BYTES = 64 * 1024 * 1024
 # Like nginx's keepalive_requests: a client reconnects after this many, which keeps the
 # per-connection loop bounded.
 _MAX_REQUESTS_PER_CONNECTION = 1000
-_MAX_TRAILER_LINES = 100
 _CLOSE_TIMEOUT = 5.0
-
-
-# --- the script ---------------------------------------------------------------------
-
-
-class _ScriptModel(BaseModel):
-    # Scripts mirror the OpenAI wire, so they keep its snake_case names rather than
-    # dsh's camelCase; unknown fields fail, so a typo is an error instead of a default.
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ToolCallSpec(_ScriptModel):
-    """One tool call of a reply. A dict ``arguments`` is sent as its JSON; a string is
-    sent verbatim, so a test can send arguments that are not valid JSON."""
-
-    name: str
-    arguments: dict[str, Any] | str = Field(default_factory=dict)
-    id: str | None = None
-    """Default: ``call_<index>_<random hex>``, shaped like DeepSeek's ``call_00_...``."""
-
-    @property
-    def arguments_text(self) -> str:
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False)
-
-
-class Usage(_ScriptModel):
-    """Token counts reported for a reply, mapped onto DeepSeek's usage fields."""
-
-    prompt_tokens: NonNegativeInt
-    completion_tokens: NonNegativeInt
-    cache_hit_tokens: NonNegativeInt = 0
-    """Sent as ``prompt_cache_hit_tokens`` and ``prompt_tokens_details.cached_tokens``."""
-    reasoning_tokens: NonNegativeInt | None = None
-    """Sent as ``completion_tokens_details.reasoning_tokens``; left out when None."""
-
-    @model_validator(mode="after")
-    def _parts_fit_their_totals(self) -> Usage:
-        if self.cache_hit_tokens > self.prompt_tokens:
-            raise ValueError("cache_hit_tokens cannot exceed prompt_tokens")
-        if self.reasoning_tokens is not None and self.reasoning_tokens > self.completion_tokens:
-            raise ValueError("reasoning_tokens cannot exceed completion_tokens")
-        return self
-
-    def to_wire(self) -> JsonObject:
-        """DeepSeek's usage object, in its field order."""
-        wire: JsonObject = {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.prompt_tokens + self.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.cache_hit_tokens},
-        }
-        if self.reasoning_tokens is not None:
-            wire["completion_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens}
-        wire["prompt_cache_hit_tokens"] = self.cache_hit_tokens
-        wire["prompt_cache_miss_tokens"] = self.prompt_tokens - self.cache_hit_tokens
-        return wire
-
-
-class Fault(_ScriptModel):
-    """An HTTP error answered instead of a completion."""
-
-    status: int = Field(ge=200, le=599)
-    body: dict[str, Any] | str | None = None
-    """A dict is sent as JSON, a string verbatim (as ``text/plain`` unless ``headers``
-    say otherwise); None sends DeepSeek's error object for ``status``."""
-    retry_after: NonNegativeFloat | None = None
-    """Sent as a ``Retry-After`` header, in seconds."""
-    headers: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("headers")
-    @classmethod
-    def _headers_fit_http(cls, headers: dict[str, str]) -> dict[str, str]:
-        for name, value in headers.items():
-            _check_header(name, value)
-        return headers
-
-
-class Reply(_ScriptModel):
-    """The answer to one chat request.
-
-    Events are the ``data:`` lines of the stream, counted from 0, including the
-    malformed line and ``[DONE]``. ``keepalive`` comments are not events.
-    """
-
-    reasoning: str = ""
-    text: str = ""
-    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
-    finish_reason: str | None = None
-    """Default: ``tool_calls`` when there are tool calls, else ``stop``."""
-    usage: Usage | None = None
-    """Default: estimated from the sizes of the request and the reply."""
-    chunk_size: PositiveInt = 4
-    """Characters per delta."""
-    chunk_delay_ms: NonNegativeFloat = 0
-    """Pause between stream writes."""
-    first_byte_delay_ms: NonNegativeFloat = 0
-    """Pause before the response headers."""
-    fault: Fault | None = None
-    """Answer with this error instead; the options below are then unused."""
-    cut_after: NonNegativeInt | None = None
-    """Close the connection after this many events, without the terminating chunk (a
-    non-streaming answer is cut halfway through its body instead)."""
-    malformed_at: NonNegativeInt | None = None
-    """Insert ``data: {this is not json`` as event number N (at most just before
-    ``[DONE]``). A non-streaming answer becomes that text."""
-    keepalive: bool = False
-    """Send a ``: keep-alive`` comment before the first event."""
-    model: str | None = None
-    """The model named in the answer. Default: the one the request asked for."""
-
-    @property
-    def resolved_finish_reason(self) -> str:
-        if self.finish_reason is not None:
-            return self.finish_reason
-        return "tool_calls" if self.tool_calls else "stop"
-
-
-class Script(_ScriptModel):
-    """What a :class:`FakeLLM` answers. A JSON list validates as just the replies."""
-
-    replies: list[Reply] = Field(default_factory=list)
-    models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS))
-    """Listed by ``GET /models``."""
-    require_key: str | None = None
-    """When set, requests must carry ``Authorization: Bearer <key>`` or get a 401."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _a_list_is_the_replies(cls, value: Any) -> Any:
-        return {"replies": value} if isinstance(value, list) else value
-
-
-class ScriptError(ValueError):
-    """A script file that cannot be read or does not have the script shape."""
-
-
-ScriptLike: TypeAlias = Script | Mapping[str, Any] | Sequence[Reply | Mapping[str, Any]]
-
-
-def load_script(path: str | Path) -> Script:
-    """Read a script file: JSON in the :class:`Script` shape, or a list of replies."""
-    try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ScriptError(f"{path}: cannot read the script: {error}") from error
-    except ValueError as error:
-        raise ScriptError(f"{path}: not JSON: {error}") from error
-    try:
-        return Script.model_validate(value)
-    except ValidationError as error:
-        raise ScriptError(f"{path}: not a valid script: {error}") from error
-
-
-def _as_script(script: ScriptLike | None) -> Script:
-    if script is None:
-        return Script()
-    if isinstance(script, Script):
-        return script
-    if isinstance(script, Mapping):
-        return Script.model_validate(dict(script))
-    return Script.model_validate(list(script))
-
-
-def _check_header(name: str, value: str) -> None:
-    if not name or any(c in name for c in ' \t\r\n:"(),/;<=>?@[\\]{}'):
-        raise ValueError(f"header name {name!r} is not an HTTP token")
-    if "\r" in value or "\n" in value:
-        raise ValueError(f"header {name} has a line break in its value")
-    try:
-        (name + value).encode("latin-1")
-    except UnicodeEncodeError:
-        raise ValueError(f"header {name} must be latin-1") from None
 
 
 # --- recording ----------------------------------------------------------------------
@@ -281,228 +114,12 @@ class RecordedRequest:
     ``asyncio.wait_for(record.done.wait(), timeout)`` before checking the fields above."""
 
 
-# --- HTTP -----------------------------------------------------------------------------
-
-
-class _BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-class _Connection:
-    """The reading side of one TCP connection, with its own buffer.
-
-    While a response is being written the server keeps reading, to notice at once when
-    the client goes away; whatever a pipelining client sends meanwhile waits here.
-    """
-
-    def __init__(self, number: int, reader: asyncio.StreamReader) -> None:
-        self.number = number
-        self._reader = reader
-        self.buffer = bytearray()
-        self.eof = False
-
-    async def fill(self) -> bool:
-        """Read what arrives next into the buffer; False once the peer has closed."""
-        if self.eof:
-            return False
-        data = await self._reader.read(65536)
-        if not data:
-            self.eof = True
-            return False
-        self.buffer += data
-        return True
-
-    async def read_ahead(self) -> None:
-        """Read until the peer closes (returning) or has sent more than any request."""
-        while len(self.buffer) <= _MAX_HEAD_BYTES + _MAX_BODY_BYTES:
-            if not await self.fill():
-                return
-        # Too much pipelined: stop reading and wait to be cancelled when the sender ends.
-        await asyncio.Event().wait()
-
-    async def read_until(self, separator: bytes, limit: int) -> bytes | None:
-        """Bytes up to and including ``separator``; None if the peer closed first. More
-        than ``limit`` bytes without it is a 431."""
-        while len(self.buffer) <= limit + len(separator):
-            index = self.buffer.find(separator)
-            if index >= 0:
-                end = index + len(separator)
-                data = bytes(self.buffer[:end])
-                del self.buffer[:end]
-                return data
-            if not await self.fill():
-                return None
-        raise _BadRequest(431, "request head too large")
-
-    async def read_exactly(self, size: int) -> bytes | None:
-        while len(self.buffer) < size:
-            if not await self.fill():
-                return None
-        data = bytes(self.buffer[:size])
-        del self.buffer[:size]
-        return data
-
-
-@dataclass
-class _Head:
-    method: str
-    target: str
-    version: str
-    headers: dict[str, str]
-
-    @property
-    def keep_alive(self) -> bool:
-        tokens = {t.strip().lower() for t in self.headers.get("connection", "").split(",")}
-        if self.version == "HTTP/1.0":
-            return "keep-alive" in tokens
-        return "close" not in tokens
-
-
-def _parse_head(data: bytes) -> _Head:
-    lines = data.decode("latin-1").split("\r\n")
-    while lines and not lines[0]:
-        lines.pop(0)  # stray line breaks before a request line are allowed (RFC 9112)
-    parts = lines[0].split(" ") if lines else []
-    if len(parts) != 3 or not parts[0] or parts[2] not in ("HTTP/1.0", "HTTP/1.1"):
-        raise _BadRequest(400, "malformed request line")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, colon, value = line.partition(":")
-        name = name.strip().lower()
-        if not colon or not name:
-            raise _BadRequest(400, f"malformed header line {line!r}")
-        value = value.strip()
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    return _Head(parts[0].upper(), parts[1], parts[2], headers)
-
-
-async def _read_body(connection: _Connection, head: _Head) -> bytes:
-    encoding = head.headers.get("transfer-encoding", "").strip().lower()
-    if encoding:
-        if encoding != "chunked":
-            raise _BadRequest(501, f"unsupported transfer encoding {encoding!r}")
-        return await _read_chunked(connection)
-    text = head.headers.get("content-length", "0").strip()
-    if not text.isdigit():
-        raise _BadRequest(400, f"bad Content-Length {text!r}")
-    size = int(text)
-    if size > _MAX_BODY_BYTES:
-        raise _BadRequest(413, "request body too large")
-    body = await connection.read_exactly(size)
-    if body is None:
-        raise ConnectionResetError("the client closed the connection mid-request")
-    return body
-
-
-async def _read_chunked(connection: _Connection) -> bytes:
-    body = bytearray()
-    while len(body) <= _MAX_BODY_BYTES:
-        line = await connection.read_until(b"\r\n", 1024)
-        if line is None:
-            raise ConnectionResetError("the client closed the connection mid-request")
-        try:
-            size = int(line.split(b";", 1)[0].strip(), 16)
-        except ValueError:
-            raise _BadRequest(400, "malformed chunk size") from None
-        if size == 0:
-            await _skip_trailers(connection)
-            return bytes(body)
-        chunk = await connection.read_exactly(size + 2)
-        if chunk is None:
-            raise ConnectionResetError("the client closed the connection mid-request")
-        body += chunk[:-2]
-    raise _BadRequest(413, "request body too large")
-
-
-async def _skip_trailers(connection: _Connection) -> None:
-    for _ in range(_MAX_TRAILER_LINES):
-        line = await connection.read_until(b"\r\n", _MAX_HEAD_BYTES)
-        if line in (b"\r\n", None):
-            return
-    raise _BadRequest(431, "too many trailer lines")
-
-
-def _response_head(status: int, headers: Iterable[tuple[str, str]]) -> bytes:
-    lines = [
-        f"HTTP/1.1 {status} {_phrase(status)}",
-        *(f"{name}: {value}" for name, value in headers),
-    ]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def _merge_headers(
-    defaults: Sequence[tuple[str, str]], overrides: Mapping[str, str]
-) -> list[tuple[str, str]]:
-    replaced = {name.lower() for name in overrides}
-    merged = [(name, value) for name, value in defaults if name.lower() not in replaced]
-    merged.extend(overrides.items())
-    return merged
-
-
-def _chunk(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+# --- rendering replies ----------------------------------------------------------------
 
 
 def _json_bytes(value: Any) -> bytes:
     # DeepSeek sends compact JSON with non-ASCII text as UTF-8.
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _retry_after_text(seconds: float) -> str:
-    return str(int(seconds)) if seconds.is_integer() else repr(seconds)
-
-
-# DeepSeek's documented error statuses and messages. The type and code strings of 401
-# and 402 are the ones DeepSeek sends; the others are plausible stand-ins.
-_ERRORS: dict[int, tuple[str, str, str]] = {
-    400: ("Invalid request format", "invalid_request_error", "invalid_request_error"),
-    401: (
-        "Authentication Fails, Your api key is invalid",
-        "authentication_error",
-        "invalid_request_error",
-    ),
-    402: ("Insufficient Balance", "unknown_error", "invalid_request_error"),
-    404: ("Not Found", "invalid_request_error", "not_found"),
-    422: ("Invalid Parameters", "invalid_request_error", "invalid_request_error"),
-    429: ("Rate Limit Reached", "rate_limit_error", "rate_limit_exceeded"),
-    500: ("Server Error", "server_error", "server_error"),
-    503: ("Server Overloaded", "server_error", "server_overloaded"),
-}
-
-
-def error_body(status: int, message: str | None = None, code: str | None = None) -> JsonObject:
-    """DeepSeek's error object for ``status``, optionally with another message or code."""
-    default_message, kind, default_code = _ERRORS.get(
-        status,
-        (
-            _phrase(status),
-            "invalid_request_error" if status < 500 else "server_error",
-            "invalid_request_error" if status < 500 else "server_error",
-        ),
-    )
-    return {
-        "error": {
-            "message": message or default_message,
-            "type": kind,
-            "param": None,
-            "code": code or default_code,
-        }
-    }
-
-
-def _phrase(status: int) -> str:
-    try:
-        return http.HTTPStatus(status).phrase
-    except ValueError:
-        return "Error"
-
-
-# --- rendering replies ----------------------------------------------------------------
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -621,6 +238,8 @@ class _Rendering:
 _Send: TypeAlias = Callable[[asyncio.StreamWriter], Coroutine[Any, Any, bool]]
 """Writes one response; returns whether it was written whole (False: cut short)."""
 
+ScriptLike: TypeAlias = Script | Mapping[str, Any] | Sequence[Reply | Mapping[str, Any]]
+
 
 class FakeLLM:
     """A scripted chat-completions server on 127.0.0.1.
@@ -707,16 +326,16 @@ class FakeLLM:
             writer.close()  # accepted while closing: no task would own it
             return
         self._connection_count += 1
-        task = asyncio.create_task(self._serve(_Connection(self._connection_count, reader), writer))
+        task = asyncio.create_task(self._serve(Connection(self._connection_count, reader), writer))
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
 
-    async def _serve(self, connection: _Connection, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, connection: Connection, writer: asyncio.StreamWriter) -> None:
         try:
             for _ in range(_MAX_REQUESTS_PER_CONNECTION):
                 if not await self._serve_one(connection, writer):
                     break
-        except _BadRequest as error:
+        except BadRequest as error:
             with contextlib.suppress(ConnectionError):
                 await self._send_plain(
                     writer, None, error.status, error_body(error.status, error.message), keep=False
@@ -730,18 +349,18 @@ class FakeLLM:
             with contextlib.suppress(OSError, TimeoutError):
                 await asyncio.wait_for(writer.wait_closed(), _CLOSE_TIMEOUT)
 
-    async def _serve_one(self, connection: _Connection, writer: asyncio.StreamWriter) -> bool:
+    async def _serve_one(self, connection: Connection, writer: asyncio.StreamWriter) -> bool:
         """Read and answer one request; False when the connection should close."""
-        data = await connection.read_until(b"\r\n\r\n", _MAX_HEAD_BYTES)
+        data = await connection.read_until(b"\r\n\r\n", MAX_HEAD_BYTES)
         if data is None:
             if connection.buffer.strip():
                 raise ConnectionResetError("the client closed the connection mid-request")
             return False
-        head = _parse_head(data)
+        head = parse_head(data)
         if head.headers.get("expect", "").lower() == "100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             await writer.drain()
-        raw = await _read_body(connection, head)
+        raw = await read_body(connection, head)
         record = RecordedRequest(
             method=head.method,
             path=head.target,
@@ -763,7 +382,7 @@ class FakeLLM:
 
     async def _send_watched(
         self,
-        connection: _Connection,
+        connection: Connection,
         writer: asyncio.StreamWriter,
         record: RecordedRequest,
         send: _Send,
@@ -876,7 +495,7 @@ class FakeLLM:
         ]
         if record is not None:
             record.status = status
-        writer.write(_response_head(status, _merge_headers(defaults, headers or {})) + payload)
+        writer.write(response_head(status, merge_headers(defaults, headers or {})) + payload)
         await writer.drain()
         return True
 
@@ -923,7 +542,7 @@ class FakeLLM:
     ) -> bool:
         headers: dict[str, str] = {}
         if fault.retry_after is not None:
-            headers["Retry-After"] = _retry_after_text(fault.retry_after)
+            headers["Retry-After"] = retry_after_text(fault.retry_after)
         headers.update(fault.headers)
         body = fault.body if fault.body is not None else error_body(fault.status)
         return await self._send_plain(
@@ -950,10 +569,10 @@ class FakeLLM:
         ]
         record.status = 200
         if reply.cut_after is not None:
-            writer.write(_response_head(200, headers) + payload[: len(payload) // 2])
+            writer.write(response_head(200, headers) + payload[: len(payload) // 2])
             await writer.drain()
             return False
-        writer.write(_response_head(200, headers) + payload)
+        writer.write(response_head(200, headers) + payload)
         await writer.drain()
         return True
 
@@ -973,7 +592,7 @@ class FakeLLM:
             ("Connection", "keep-alive" if keep else "close"),
         ]
         record.status = 200
-        writer.write(_response_head(200, headers))
+        writer.write(response_head(200, headers))
         await writer.drain()
         writes = ([KEEPALIVE_COMMENT] if reply.keepalive else []) + events
         delay = reply.chunk_delay_ms / 1000
@@ -983,7 +602,7 @@ class FakeLLM:
                 break
             if position and delay:
                 await asyncio.sleep(delay)
-            writer.write(_chunk(data))
+            writer.write(chunk(data))
             await writer.drain()
             if data is not KEEPALIVE_COMMENT:
                 sent_events += 1
@@ -1008,6 +627,16 @@ def _parse_json(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError:
         return None
+
+
+def _as_script(script: ScriptLike | None) -> Script:
+    if script is None:
+        return Script()
+    if isinstance(script, Script):
+        return script
+    if isinstance(script, Mapping):
+        return Script.model_validate(dict(script))
+    return Script.model_validate(list(script))
 
 
 # --- command line ---------------------------------------------------------------------
