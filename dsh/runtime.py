@@ -7,17 +7,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsh.agent import AgentOptions, AgentService
 from dsh.credentials import CredentialStore
 from dsh.kernel import Candidate, Context, PluginHost, ServiceKey, discover
 from dsh.llm import LlmService
 from dsh.paths import dsh_home
+from dsh.prompt import PROMPT, PromptService, register_core_sections
 from dsh.session import SessionStore
 from dsh.session.store import session_backend
-from dsh.settings import load_settings
+from dsh.settings import SettingsError, load_settings
+from dsh.tools import ToolService
 
 SESSIONS: ServiceKey[SessionStore] = ServiceKey("sessions")
 LLM: ServiceKey[LlmService] = ServiceKey("llm")
 CREDENTIALS: ServiceKey[CredentialStore] = ServiceKey("credentials")
+TOOLS: ServiceKey[ToolService] = ServiceKey("tools")
+AGENTS: ServiceKey[AgentService] = ServiceKey("agents")
 
 
 @dataclass
@@ -26,9 +31,11 @@ class Runtime:
     plugins: PluginHost
     sessions: SessionStore
     llm: LlmService
+    agents: AgentService
 
     async def aclose(self) -> None:
-        """Unload plugins (last loaded first), then close storage and the core."""
+        """Stop agents, unload plugins (last loaded first), then close storage and the core."""
+        await self.agents.aclose()
         await self.plugins.unload_all()
         await self.root.dispose()
 
@@ -62,11 +69,25 @@ async def start_runtime(
     sessions = SessionStore.at(data, session_backend(), pricing=llm.cost)
     root.provide(SESSIONS, sessions)
     root.effect(lambda: sessions.aclose)
+    tools = ToolService()
+    root.provide(TOOLS, tools)
+    prompt = PromptService(root, tools=tools.schemas)
+    root.provide(PROMPT.name, prompt)  # each caller gets its own PromptView (see PROMPT)
+    register_core_sections(prompt.bind_context(root))
+    agent_settings = settings.section("agent")
+    try:
+        defaults = AgentOptions.model_validate(agent_settings)
+    except ValueError as error:
+        raise SettingsError(f"{settings.origin('agent')} [agent]: {error}") from None
+    agents = AgentService(
+        root, llm=llm, tools=tools, prompt=prompt, sessions=sessions, defaults=defaults
+    )
+    root.provide(AGENTS, agents)
     host = PluginHost(root)
     await host.load(
-        discover() if candidates is None else candidates,
+        discover(settings.plugin_modules()) if candidates is None else candidates,
         configs=plugin_configs,
         disabled=disabled_plugins,
         config_origins=origins,
     )
-    return Runtime(root, host, sessions, llm)
+    return Runtime(root, host, sessions, llm, agents)

@@ -3,7 +3,8 @@
 ``$DSH_HOME/settings.toml`` is the user document; ``.dsh/settings.toml`` in the project
 (the nearest one from the working directory up) is the project document, which wins
 where both set a key. Plugins are configured by ``[plugins.<plugin-name>]`` tables and
-switched off by ``[plugins] disabled = ["name", ...]``::
+switched off by ``[plugins] disabled = ["name", ...]``; ``[plugins] modules`` names
+modules to load plugins from, beyond the bundled and installed ones::
 
     [plugins.llm-deepseek]
     base_url = "https://proxy.example.com"
@@ -62,6 +63,14 @@ class Settings:
     def plugin_configs(self) -> dict[str, dict[str, Any]]:
         plugins = self.section("plugins")
         return {name: value for name, value in plugins.items() if isinstance(value, dict)}
+
+    def plugin_modules(self) -> list[str]:
+        modules = self.section("plugins").get("modules", [])
+        if not isinstance(modules, list) or not all(isinstance(n, str) for n in modules):
+            raise SettingsError(
+                f"{self.origin('plugins')}: plugins.modules must be a list of module names"
+            )
+        return modules
 
     def disabled_plugins(self) -> list[str]:
         disabled = self.section("plugins").get("disabled", [])

@@ -29,10 +29,13 @@ def test_help_names_every_command() -> None:
     assert "--version" in result.stdout
 
 
-def test_unknown_command_is_a_clear_error() -> None:
-    result = dsh_cmd("frobnicate")
+def test_unknown_options_are_a_clear_error() -> None:
+    result = dsh_cmd("--frobnicate")
     assert result.returncode == 2
-    assert "invalid choice: 'frobnicate'" in result.stderr
+    assert "unrecognized arguments: --frobnicate" in result.stderr
+    bad = dsh_cmd("sessions", "frobnicate")
+    assert bad.returncode == 2
+    assert "invalid choice: 'frobnicate'" in bad.stderr
 
 
 def test_console_script_is_installed() -> None:

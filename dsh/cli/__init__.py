@@ -9,32 +9,96 @@ from collections.abc import Sequence
 
 from dsh import __version__
 
+SUBCOMMANDS = ("plugins", "sessions")
+
+EPILOG = """commands:
+  dsh plugins [--json]      the plugins found, where from, and which failed to load
+  dsh sessions ACTION       list, show, search, export, import, rm, reindex sessions
+
+examples:
+  dsh -p "why does the build fail?"
+  git diff | dsh -p "review this change" --output-format json
+  dsh -p "and now the tests" --continue
+"""
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dsh",
         description="An interactive terminal coding agent with durable sessions.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"dsh {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument(
+        "prompt", nargs="?", help="what to ask (read from stdin when omitted with -p)"
+    )
+    parser.add_argument(
+        "-p",
+        "--print",
+        dest="headless",
+        action="store_true",
+        help="headless: run the prompt to the end of its turn, print the answer, exit",
+    )
+    parser.add_argument("--output-format", choices=["text", "json", "stream-json"], default="text")
+    parser.add_argument(
+        "--input-format",
+        choices=["text", "stream-json"],
+        default="text",
+        help="stream-json: read prompt, followup, steer, inject and cancel commands from stdin",
+    )
+    parser.add_argument("--model", help="model id, e.g. deepseek-v4-pro")
+    parser.add_argument("--provider", help="provider route, e.g. deepseek")
+    parser.add_argument("--effort", help="reasoning effort: off, low, high, max")
+    parser.add_argument(
+        "--resume", metavar="ID", help="continue the session with this id (or prefix)"
+    )
+    parser.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_last",
+        action="store_true",
+        help="continue the latest session of this directory",
+    )
+    parser.add_argument("--max-steps", type=int, metavar="N", help="end a turn after N steps")
+    parser.add_argument("--cwd", metavar="DIR", help="work in DIR instead of the current directory")
+    return parser
+
+
+def build_command_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dsh")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     plugins = commands.add_parser(
         "plugins", help="list the plugins found, where from, and which failed to load"
     )
     plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    _add_sessions(commands)
-    return parser
-
-
-def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    # The sessions parser lives beside its command; importing it costs nothing heavy.
     from dsh.cli.sessions_parser import add_parser
 
     add_parser(commands)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] in SUBCOMMANDS:
+        return _command(build_command_parser().parse_args(args_list))
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_list)
+    if args.max_steps is not None and args.max_steps < 1:
+        parser.error("--max-steps must be at least 1")
+    if not args.headless:
+        if args.prompt is None and args.input_format == "text" and sys.stdin.isatty():
+            parser.print_help()
+            return 0
+        print(
+            "dsh: the interactive UI is not built yet; run with -p for headless mode",
+            file=sys.stderr,
+        )
+        return 2
+    return _headless(args)
+
+
+def _command(args: argparse.Namespace) -> int:
     match args.command:
         case "plugins":
             from dsh.cli.plugins import run_plugins
@@ -44,9 +108,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             from dsh.cli.sessions import run_sessions
 
             return run_sessions(args)
-        case _:
-            parser.print_help()
-            return 0
+    return 2
+
+
+def _headless(args: argparse.Namespace) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from dsh.ui.headless import HeadlessRequest, run
+
+    prompt = args.prompt
+    if prompt is None and args.input_format == "text":
+        prompt = sys.stdin.read().strip() or None
+    request = HeadlessRequest(
+        prompt=prompt,
+        output_format=args.output_format,
+        input_format=args.input_format,
+        model=args.model,
+        provider=args.provider,
+        effort=args.effort,
+        resume=args.resume,
+        continue_last=args.continue_last,
+        max_steps=args.max_steps,
+        cwd=Path(args.cwd) if args.cwd else None,
+    )
+    return asyncio.run(run(request))
 
 
 if __name__ == "__main__":  # pragma: no cover

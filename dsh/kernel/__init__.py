@@ -31,6 +31,7 @@ from dsh.kernel.loader import (
     discover,
     discover_bundled,
     discover_entry_points,
+    discover_modules,
     order_plugins,
 )
 from dsh.kernel.plugin import NoConfig, Plugin
@@ -62,5 +63,6 @@ __all__ = [
     "discover",
     "discover_bundled",
     "discover_entry_points",
+    "discover_modules",
     "order_plugins",
 ]

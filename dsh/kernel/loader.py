@@ -126,8 +126,23 @@ def discover_entry_points(group: str = ENTRY_POINT_GROUP) -> list[Candidate]:
     return found
 
 
-def discover() -> list[Candidate]:
-    return discover_bundled() + discover_entry_points()
+def discover_modules(names: Iterable[str]) -> list[Candidate]:
+    """Plugins from modules named in settings (``[plugins] modules``): a local plugin
+    needs no packaging, only to be importable."""
+    found: list[Candidate] = []
+    for module_name in names:
+        origin = f"module {module_name} (settings)"
+        try:
+            plugin = _as_plugin(importlib.import_module(module_name), module_name)
+        except Exception as error:
+            found.append(Candidate(module_name, origin, error=_describe_error(error)))
+            continue
+        found.append(Candidate(plugin.name, origin, plugin=plugin))
+    return found
+
+
+def discover(modules: Iterable[str] = ()) -> list[Candidate]:
+    return discover_bundled() + discover_entry_points() + discover_modules(modules)
 
 
 # ---------------------------------------------------------------------- ordering

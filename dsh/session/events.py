@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias, TypeGuard
 
-from pydantic import BaseModel, NonNegativeInt, PositiveInt, ValidationError
+from pydantic import BaseModel, NonNegativeInt, PositiveInt, ValidationError, model_validator
 
 from dsh.llm import (
     AssistantMessage,
@@ -177,6 +177,14 @@ class TurnMaxTokens(TurnEndReason):
 
 
 @turn_end_reasons.member
+class TurnMaxSteps(TurnEndReason):
+    """The turn reached the steps-per-turn limit while the model still wanted more."""
+
+    kind: Literal["max-steps"] = "max-steps"
+    limit: PositiveInt
+
+
+@turn_end_reasons.member
 class TurnInterrupted(TurnEndReason):
     """Written only by crash repair: the process died while this turn was open."""
 
@@ -260,8 +268,20 @@ class EpochHeader(Frozen):
 
 
 class RequestHeader(Frozen):
-    header: EpochHeader
-    reason: Literal["initial", "resume", "change"]
+    """Logged before every model request. The full header is written when it is new
+    or changed; a request that repeats the latest one cites it by seq instead."""
+
+    header: EpochHeader | None = None
+    reason: Literal["initial", "resume", "change", "repeat"]
+    same_as: NonNegativeInt | None = None
+
+    @model_validator(mode="after")
+    def _header_or_reference(self) -> RequestHeader:
+        if (self.header is None) == (self.same_as is None):
+            raise ValueError("a request header holds either the header or same_as, not both")
+        if (self.reason == "repeat") != (self.same_as is not None):
+            raise ValueError("same_as goes with reason 'repeat' and only with it")
+        return self
 
 
 class RequestContext(Frozen):
@@ -379,7 +399,9 @@ class InboxClaimed(Frozen):
 
 class InboxDiscarded(Frozen):
     item_ids: tuple[str, ...]
-    reason: Literal["removed", "cancelled", "disposed"]
+    reason: Literal["removed", "cancelled", "disposed", "blocked"]
+    detail: str | None = None
+    """Why, in words: a prompt-submit hook's reason for blocking, say."""
 
 
 class OpaqueData(Opaque):

@@ -184,7 +184,7 @@ class Session:
                 self.open_step = step
             case StepEnd():
                 self.open_step = None
-            case RequestHeader():
+            case RequestHeader(header=header) if header is not None:
                 self._header_seq = event.seq
             case RequestContext():
                 self._context_seq = event.seq
@@ -240,6 +240,11 @@ class Session:
                     found.append(message)
             self._derived = derive_history(found)
         return list(self._derived)
+
+    @property
+    def request_header_seq(self) -> int | None:
+        """The seq of the latest full ``request/header``."""
+        return self._header_seq
 
     def request_header(self) -> EpochHeader | None:
         if self._header_seq is None:

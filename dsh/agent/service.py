@@ -1,0 +1,103 @@
+"""The ``agents`` service: creating, resuming and disposing agents."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from dsh.agent.agent import Agent, AgentOptions
+from dsh.agent.interception import CREATED, DISPOSED, SESSION_START
+from dsh.kernel import Context
+from dsh.llm import LlmService
+from dsh.prompt import PromptService
+from dsh.session import SessionStore
+from dsh.tools import ToolService
+
+Setup = Callable[[Context], Awaitable[None] | None]
+
+
+class AgentService:
+    def __init__(
+        self,
+        root: Context,
+        *,
+        llm: LlmService,
+        tools: ToolService,
+        prompt: PromptService,
+        sessions: SessionStore,
+        defaults: AgentOptions | None = None,
+    ) -> None:
+        self._root = root
+        self._llm = llm
+        self._tools = tools
+        self._prompt = prompt
+        self._sessions = sessions
+        self.defaults = defaults or AgentOptions()
+        self._agents: dict[str, Agent] = {}
+
+    async def create(
+        self, cwd: Path, options: AgentOptions | None = None, *, setup: Setup | None = None
+    ) -> Agent:
+        """An agent on a new session in ``cwd``."""
+        options = options or self.defaults
+        session = await self._sessions.create(str(cwd), model=options.model)
+        return await self._start(session, options, cwd, "startup", setup)
+
+    async def resume(
+        self, session_id: str, options: AgentOptions | None = None, *, setup: Setup | None = None
+    ) -> Agent:
+        """An agent continuing a stored session (by id or unique prefix). Its provider
+        and model are the session's last ones unless ``options`` says otherwise."""
+        session = await self._sessions.open(session_id)
+        if options is None:
+            header = session.request_header()
+            options = self.defaults
+            if header is not None:
+                options = options.model_copy(
+                    update={"provider": header.config.provider, "model": header.config.model}
+                )
+        cwd = Path(session.header.cwd) if session.header.cwd else Path.cwd()
+        agent = await self._start(session, options, cwd, "resume", setup)
+        agent.inbox.restore(session.events)
+        return agent
+
+    async def _start(
+        self, session: Any, options: AgentOptions, cwd: Path, source: str, setup: Setup | None
+    ) -> Agent:
+        store = self._sessions
+        agent = Agent(
+            root=self._root,
+            session=session,
+            options=options,
+            llm=self._llm,
+            tools=self._tools,
+            prompt=self._prompt,
+            flush=lambda: store.flush(session),
+            cwd=cwd,
+        )
+        if setup is not None:
+            result = setup(agent.ctx)
+            if result is not None:
+                await result
+        self._agents[agent.id] = agent
+        self._root.emit(CREATED, agent, subject=agent)
+        await self._root.parallel(SESSION_START, agent, source, subject=agent)
+        return agent
+
+    def get(self, agent_id: str) -> Agent | None:
+        return self._agents.get(agent_id)
+
+    def list(self) -> list[Agent]:
+        return list(self._agents.values())
+
+    async def dispose(self, agent: Agent) -> None:
+        """Stop the agent, undo its scope, and make its session durable."""
+        await agent.dispose()
+        self._agents.pop(agent.id, None)
+        await self._sessions.close(agent.session)
+        self._root.emit(DISPOSED, agent, subject=agent)
+
+    async def aclose(self) -> None:
+        for agent in list(self._agents.values()):
+            await self.dispose(agent)

@@ -1,0 +1,337 @@
+"""The system prompt: ordered sections, strict ``{{variables}}``, tool schemas, and the
+dynamic context entries kept out of the cacheable prompt.
+
+Provide a :class:`PromptService` as ``"prompt"``; each context that reaches it gets a
+:class:`PromptView` bound to itself, so the sections, variables and context entries it
+registers go when it does, and those registered from an agent scope shadow the global
+ones of the same name for that agent only. The loop calls ``assemble`` once per step::
+
+    prompt = ctx.get(PROMPT)
+    prompt.section("persona", 0, "You answer in {{language}}.")
+    prompt.variable("language", lambda pc: "English")
+    prompt.context("clock", 90, lambda pc: f"Time: {now()}")
+
+The system text and the tool list should stay byte-identical from step to step, since
+DeepSeek bills a cached prompt prefix at a fraction of the price; facts that change
+(the date, git status, instruction files) belong in context entries, which the loop
+enters as user messages only when their text changes.
+
+This module is public API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dsh.kernel import Context, Disposer, ScopedRegistry, ServiceKey
+from dsh.llm import ToolSchema
+
+# Re-exported because dsh.paths is not public API and user-level prompt files
+# ($DSH_HOME/AGENTS.md) live there.
+
+__all__ = [
+    "ASSEMBLE_EVENT",
+    "IDENTITY",
+    "PROMPT",
+    "Assembly",
+    "ContextEntry",
+    "PromptContext",
+    "PromptError",
+    "PromptService",
+    "PromptView",
+    "Render",
+    "Section",
+    "VariableFn",
+    "register_core_sections",
+]
+
+T = TypeVar("T")
+
+ASSEMBLE_EVENT = "system-prompt/assemble"
+"""Waterfall run on every assembly: ``fn(assembly, prompt_context, next) -> Assembly``."""
+
+PROMPT: ServiceKey[PromptView] = ServiceKey("prompt")
+"""The prompt service; ``ctx.get(PROMPT)`` is the view bound to ``ctx``."""
+
+IDENTITY = (
+    "You are dsh, a coding agent working in the user's terminal and repository, with "
+    "tools to read and edit files and run commands; be concise, and verify your work."
+)
+
+_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Any {{...}} on one line is a reference; what it names must be a known variable.
+_REFERENCE = re.compile(r"\{\{(.*?)\}\}")
+
+
+class PromptError(Exception):
+    """A section could not be rendered: an unknown variable, or a renderer that failed.
+
+    ``section`` names the section (or context entry), ``variable`` the variable involved.
+    """
+
+    def __init__(self, message: str, *, section: str, variable: str | None = None) -> None:
+        super().__init__(message)
+        self.section = section
+        self.variable = variable
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """What a renderer may know about the request being assembled."""
+
+    agent: Any
+    """The agent handle; opaque to this module."""
+    scope: object | None
+    """The scope whose sections are visible (the agent), or None for globals only."""
+    cwd: Path
+    provider: str
+    model: str
+
+
+Render = Callable[[PromptContext], "str | Awaitable[str | None] | None"]
+"""Renders a section or context entry; None or blank text leaves it out."""
+
+VariableFn = Callable[[PromptContext], str]
+
+
+@dataclass(frozen=True)
+class Section:
+    """Part of the system prompt. Its text, given or rendered, is interpolated, so a
+    renderer passing on outside text that may hold ``{{`` (a file) fails the assembly:
+    such text belongs in a context entry, which is never interpolated."""
+
+    name: str
+    order: int
+    text: str | Render
+    complete: bool = False
+    """A visible complete section is the whole prompt: every other section is left out."""
+
+
+@dataclass(frozen=True)
+class ContextEntry:
+    """A dynamic fact the loop enters as a user message whenever its text changes."""
+
+    name: str
+    order: int
+    text: Render
+    form: str = "snapshot"
+    """The ``PluginSource.form`` of the message, a hint for how a UI shows it."""
+
+
+@dataclass(frozen=True)
+class Assembly:
+    system: str
+    tools: tuple[ToolSchema, ...]
+    context: tuple[tuple[str, str, str], ...]
+    """(name, form, text) of each context entry with text, in (order, name) order."""
+
+
+_BUILTIN_VARIABLES: dict[str, VariableFn] = {
+    "model": lambda pc: pc.model,
+    "provider": lambda pc: pc.provider,
+    "cwd": lambda pc: str(pc.cwd),
+}
+
+
+class PromptService:
+    """Holds the sections, variables and context entries; see the module docstring.
+
+    ``tools`` lists the schemas visible to a scope. They are sorted by name, or, when
+    ``tool_order`` is given, its names first in its order and the rest by name: the
+    order must not depend on registration order, or a plugin reload would break the
+    provider's prompt cache.
+    """
+
+    def __init__(
+        self,
+        ctx: Context,
+        tools: Callable[[object | None], Sequence[ToolSchema]] | None = None,
+        tool_order: Sequence[str] | None = None,
+    ) -> None:
+        self._ctx = ctx
+        self.tools = tools
+        self.tool_order: tuple[str, ...] | None = (
+            tuple(tool_order) if tool_order is not None else None
+        )
+        self.sections: ScopedRegistry[Section] = ScopedRegistry("prompt section")
+        self.variables: ScopedRegistry[VariableFn] = ScopedRegistry("prompt variable")
+        self.contexts: ScopedRegistry[ContextEntry] = ScopedRegistry("prompt context entry")
+
+    def bind_context(self, ctx: Context) -> PromptView:
+        return PromptView(self, ctx)
+
+    async def assemble(self, pc: PromptContext) -> Assembly:
+        sections = sorted(self.sections.visible(pc.scope).values(), key=lambda s: (s.order, s.name))
+        entries = sorted(self.contexts.visible(pc.scope).values(), key=lambda e: (e.order, e.name))
+        variables: dict[str, str] = {}  # each variable computed once per assembly
+
+        # Renderers run concurrently: a context entry may wait on a subprocess or a file.
+        rendered = await _gather_or_cancel(
+            [self._render_section(s, pc, variables) for s in sections]
+            + [_render(e.name, "context entry", e.text, pc) for e in entries]
+        )
+        shown = [
+            (section, text)
+            for section, text in zip(sections, rendered[: len(sections)], strict=True)
+            if text is not None
+        ]
+        complete = next((text for section, text in shown if section.complete), None)
+        system = complete if complete is not None else "\n\n".join(text for _, text in shown)
+        context = tuple(
+            (entry.name, entry.form, text)
+            for entry, text in zip(entries, rendered[len(sections) :], strict=True)
+            if text is not None
+        )
+        assembly = Assembly(system=system, tools=self._ordered_tools(pc.scope), context=context)
+
+        result = await self._ctx.waterfall(
+            ASSEMBLE_EVENT, assembly, pc, default=lambda a, _pc: a, subject=pc.scope
+        )
+        if not isinstance(result, Assembly):
+            raise TypeError(
+                f"a {ASSEMBLE_EVENT} listener returned {type(result).__name__}, not an Assembly"
+            )
+        return result
+
+    def _ordered_tools(self, scope: object | None) -> tuple[ToolSchema, ...]:
+        if self.tools is None:
+            return ()
+        by_name = sorted(self.tools(scope), key=lambda tool: tool.name)
+        if self.tool_order is None:
+            return tuple(by_name)
+        rank = {name: index for index, name in enumerate(self.tool_order)}
+        listed = sorted((t for t in by_name if t.name in rank), key=lambda t: rank[t.name])
+        return (*listed, *(t for t in by_name if t.name not in rank))
+
+    async def _render_section(
+        self, section: Section, pc: PromptContext, variables: dict[str, str]
+    ) -> str | None:
+        if isinstance(section.text, str):
+            raw: str | None = section.text
+        else:
+            raw = await _render(section.name, "section", section.text, pc)
+        if raw is None:
+            return None
+        text = self._interpolate(section.name, raw, pc, variables)
+        return text.strip() or None
+
+    def _interpolate(
+        self, section: str, text: str, pc: PromptContext, variables: dict[str, str]
+    ) -> str:
+        if "{{" not in text:
+            return text
+
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1).strip()
+            if name not in variables:
+                fn = self.variables.get(name, pc.scope) or _BUILTIN_VARIABLES.get(name)
+                if fn is None:
+                    raise PromptError(
+                        f"section {section!r} uses unknown variable {name!r}",
+                        section=section,
+                        variable=name,
+                    )
+                try:
+                    result = fn(pc)
+                except Exception as error:
+                    raise PromptError(
+                        f"variable {name!r} (used by section {section!r}) failed: {error}",
+                        section=section,
+                        variable=name,
+                    ) from error
+                if not isinstance(result, str):
+                    raise PromptError(
+                        f"variable {name!r} (used by section {section!r}) gave "
+                        f"{type(result).__name__}, not str",
+                        section=section,
+                        variable=name,
+                    )
+                variables[name] = result
+            return variables[name]
+
+        # One pass: a value that itself contains {{...}} is inserted literally.
+        return _REFERENCE.sub(value, text)
+
+
+class PromptView:
+    """The prompt service as one context sees it and registers into it."""
+
+    __slots__ = ("_ctx", "_service")
+
+    def __init__(self, service: PromptService, ctx: Context) -> None:
+        self._service = service
+        self._ctx = ctx
+
+    @property
+    def service(self) -> PromptService:
+        return self._service
+
+    def section(
+        self, name: str, order: int, text: str | Render, *, complete: bool = False
+    ) -> Disposer:
+        """Add a section, owned by this view's context; returns its disposer."""
+        return self.add_section(Section(name, order, text, complete))
+
+    def add_section(self, section: Section) -> Disposer:
+        return self._service.sections.add(self._ctx, section.name, section)
+
+    def variable(self, name: str, fn: VariableFn) -> Disposer:
+        """Add a variable for ``{{name}}``; it may shadow a built-in (model, provider, cwd)."""
+        if not _VARIABLE_NAME.match(name):
+            raise ValueError(f"prompt variable name {name!r} must match {_VARIABLE_NAME.pattern}")
+        return self._service.variables.add(self._ctx, name, fn)
+
+    def context(self, name: str, order: int, text: Render, *, form: str = "snapshot") -> Disposer:
+        """Add a context entry, owned by this view's context; returns its disposer."""
+        return self.add_context(ContextEntry(name, order, text, form))
+
+    def add_context(self, entry: ContextEntry) -> Disposer:
+        return self._service.contexts.add(self._ctx, entry.name, entry)
+
+    def visible_sections(self) -> dict[str, Section]:
+        return self._service.sections.visible(self._ctx.scope)
+
+    async def assemble(self, pc: PromptContext) -> Assembly:
+        return await self._service.assemble(pc)
+
+
+def register_core_sections(view: PromptView) -> Disposer:
+    """Register the built-in sections (the one-line identity) through ``view``."""
+    return view.section("identity", -100, IDENTITY)
+
+
+async def _render(name: str, kind: str, fn: Render, pc: PromptContext) -> str | None:
+    try:
+        result = fn(pc)
+        if inspect.isawaitable(result):
+            result = await result
+    except PromptError:
+        raise
+    except Exception as error:
+        raise PromptError(f"{kind} {name!r} failed: {error!r}", section=name) from error
+    if result is None:
+        return None
+    if not isinstance(result, str):
+        raise PromptError(
+            f"{kind} {name!r} rendered {type(result).__name__}, not str or None", section=name
+        )
+    return result.strip() or None
+
+
+async def _gather_or_cancel(works: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """``asyncio.gather``, but the first failure cancels the rest instead of leaving
+    them running unowned."""
+    tasks = [asyncio.ensure_future(work) for work in works]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -1,0 +1,288 @@
+"""Headless mode, ``dsh -p``: run a prompt to the end of its turn and print the outcome.
+
+Output formats: ``text`` streams the assistant's text to stdout as it arrives (tool
+activity goes to stderr); ``json`` prints one result object at the end, with usage and
+cost; ``stream-json`` prints every session event as one JSON line as it happens.
+
+With ``--input-format stream-json``, stdin carries commands, one JSON object a line:
+``{"type": "prompt" | "followup" | "steer" | "inject", "text": "..."}`` or
+``{"type": "cancel"}``; dsh runs until stdin closes and the agent is idle.
+
+Exit status: 0 when the turn completed (or stopped at the output limit), 1 with a
+one-line reason on stderr when it failed, 130 when it was cancelled (SIGINT).
+Cancelling writes the turn's closing events, so the session can be resumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from dsh.llm import TextDelta, TokenUsage, user_text
+from dsh.session import (
+    AssistantChunk,
+    AssistantMessageData,
+    SessionEvent,
+    ToolCall,
+    ToolResult,
+    TurnAborted,
+    TurnBlocked,
+    TurnCompleted,
+    TurnEnd,
+    TurnFailed,
+    TurnMaxSteps,
+    TurnMaxTokens,
+)
+from dsh.session.events import CancelByUser, InboxDiscarded
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+@dataclass(frozen=True)
+class HeadlessRequest:
+    prompt: str | None
+    output_format: str = "text"
+    input_format: str = "text"
+    model: str | None = None
+    provider: str | None = None
+    effort: str | None = None
+    resume: str | None = None
+    continue_last: bool = False
+    max_steps: int | None = None
+    cwd: Path | None = None
+
+
+class Printer:
+    """Writes what the session does in the chosen format, as it happens."""
+
+    def __init__(self, output_format: str, out: TextIO, err: TextIO) -> None:
+        self.format = output_format
+        self.out = out
+        self.err = err
+        self._text_open = False
+
+    def __call__(self, event: SessionEvent) -> None:
+        if self.format == "stream-json":
+            self.out.write(json.dumps(event.to_dict(), ensure_ascii=False) + "\n")
+            self.out.flush()
+        elif self.format == "text":
+            self._text(event)
+
+    def _text(self, event: SessionEvent) -> None:
+        match event.data:
+            case AssistantChunk(chunk=TextDelta(text=text)):
+                self.out.write(text)
+                self.out.flush()
+                self._text_open = True
+            case AssistantMessageData():
+                self._end_line()
+            case ToolCall(name=name, arguments=arguments):
+                self._end_line()
+                brief = arguments if len(arguments) <= 120 else arguments[:117] + "..."
+                self.err.write(f"[tool] {name} {brief}\n")
+                self.err.flush()
+            case ToolResult(message=message, error=error) if error is not None:
+                texts = [b.text for b in message.result.content if hasattr(b, "text")]
+                first = (texts[0].splitlines() or [""])[0] if texts else ""
+                self.err.write(f"[tool] {error.name} failed ({error.code}): {first[:200]}\n")
+                self.err.flush()
+
+    def _end_line(self) -> None:
+        if self._text_open:
+            self.out.write("\n")
+            self.out.flush()
+            self._text_open = False
+
+
+def final_text(events: list[SessionEvent]) -> str:
+    """The text of the last assistant message that made no tool call."""
+    for event in reversed(events):
+        data = event.data
+        if isinstance(data, AssistantMessageData) and not data.message.tool_calls:
+            return data.message.text()
+        if isinstance(data, AssistantMessageData):
+            return ""
+    return ""
+
+
+def outcome(reason: Any, blocked: str | None) -> tuple[int, str | None]:
+    """Exit status and the one-line reason for a turn's end."""
+    if blocked is not None:
+        return EXIT_FAILED, f"the prompt was blocked: {blocked}"
+    match reason:
+        case TurnCompleted() | None:
+            return EXIT_OK, None
+        case TurnMaxTokens():
+            return EXIT_OK, "note: the answer stopped at the output token limit"
+        case TurnFailed(error=failure):
+            return EXIT_FAILED, failure.message
+        case TurnMaxSteps(limit=limit):
+            return EXIT_FAILED, f"stopped after {limit} steps (the --max-steps limit)"
+        case TurnAborted():
+            return EXIT_CANCELLED, "cancelled"
+        case TurnBlocked():
+            return EXIT_FAILED, "the turn was blocked by a hook"
+        case _:
+            return EXIT_FAILED, f"the turn ended: {getattr(reason, 'kind', reason)}"
+
+
+async def run(
+    request: HeadlessRequest, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
+    from dsh.runtime import start_runtime
+    from dsh.settings import SettingsError
+
+    started = time.monotonic()
+    cwd = (request.cwd or Path.cwd()).resolve()
+    try:
+        runtime = await start_runtime(cwd=cwd)
+    except SettingsError as error:
+        err.write(f"dsh: {error}\n")
+        return EXIT_FAILED
+    try:
+        return await _run(runtime, request, cwd, started, out, err)
+    finally:
+        await runtime.aclose()
+
+
+async def _run(
+    runtime: Any, request: HeadlessRequest, cwd: Path, started: float, out: TextIO, err: TextIO
+) -> int:
+    agents = runtime.agents
+    changes = {
+        key: value
+        for key, value in (
+            ("provider", request.provider),
+            ("model", request.model),
+            ("reasoning_effort", request.effort),
+            ("max_steps", request.max_steps),
+        )
+        if value is not None
+    }
+    try:
+        if request.resume or request.continue_last:
+            target = request.resume
+            if target is None:
+                latest = await runtime.sessions.latest(str(cwd))
+                if latest is None:
+                    err.write(f"dsh: no earlier session in {cwd} to continue\n")
+                    return EXIT_FAILED
+                target = latest.id
+            agent = await agents.resume(target)
+            agent.set_options(**changes)
+        else:
+            agent = await agents.create(cwd, agents.defaults.model_copy(update=changes))
+    except (LookupError, ValueError) as error:
+        err.write(f"dsh: {error}\n")
+        return EXIT_FAILED
+
+    first_live = len(agent.session.events)
+    printer = Printer(request.output_format, out, err)
+    agent.session.subscribe(printer, from_seq=first_live)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, agent.cancel, CancelByUser())
+    try:
+        if request.input_format == "stream-json":
+            await _commands(agent, err)
+        else:
+            if not request.prompt:
+                err.write("dsh: no prompt given (pass one, or pipe it on stdin)\n")
+                return EXIT_USAGE
+            agent.followup(user_text(request.prompt))
+        await agent.when_idle()
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        await runtime.sessions.flush(agent.session)
+
+    events = list(agent.session.events[first_live:])
+    ends = [e.data for e in events if isinstance(e.data, TurnEnd)]
+    blocked = next(
+        (
+            e.data.detail or "no reason given"
+            for e in events
+            if isinstance(e.data, InboxDiscarded) and e.data.reason == "blocked"
+        ),
+        None,
+    )
+    code, reason = outcome(ends[-1].reason if ends else None, blocked if not ends else None)
+    printer._end_line()
+    if request.output_format == "json":
+        out.write(
+            json.dumps(
+                _result(runtime, agent, events, code, reason, started, len(ends)),
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
+    if reason is not None:
+        err.write(f"dsh: {reason}\n" if not reason.startswith("note:") else f"dsh {reason}\n")
+    return code
+
+
+def _result(
+    runtime: Any,
+    agent: Any,
+    events: list[SessionEvent],
+    code: int,
+    reason: str | None,
+    started: float,
+    turns: int,
+) -> dict[str, Any]:
+    usage: TokenUsage | None = None
+    cost: float | None = None
+    for event in events:
+        data = event.data
+        if isinstance(data, AssistantMessageData) and data.usage is not None:
+            usage = data.usage if usage is None else usage + data.usage
+            source = data.message.source
+            price = runtime.llm.cost(source.provider, source.model, data.usage)
+            if price is not None:
+                cost = (cost or 0.0) + price
+    return {
+        "type": "result",
+        "subtype": "success" if code == EXIT_OK else "error",
+        "is_error": code != EXIT_OK,
+        "result": final_text(events),
+        "error": None if code == EXIT_OK else reason,
+        "session_id": agent.id,
+        "num_turns": turns,
+        "duration_ms": round((time.monotonic() - started) * 1000),
+        "usage": usage.to_dict() if usage is not None else None,
+        "cost_usd": cost,
+    }
+
+
+async def _commands(agent: Any, err: TextIO) -> None:
+    """Follow stdin commands until it closes."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    number = 0
+    while line := await reader.readline():
+        number += 1
+        text = line.decode("utf-8", errors="replace").strip()
+        if not text:
+            continue
+        try:
+            command = json.loads(text)
+            kind = command["type"]
+        except (ValueError, KeyError, TypeError):
+            err.write(f"dsh: stdin line {number} is not a command object; skipped\n")
+            continue
+        match kind:
+            case "prompt" | "followup":
+                agent.followup(user_text(str(command.get("text", ""))))
+            case "steer":
+                agent.steer(user_text(str(command.get("text", ""))))
+            case "inject":
+                agent.inject(user_text(str(command.get("text", ""))))
+            case "cancel":
+                agent.cancel(CancelByUser(), keep_inbox=bool(command.get("keep_inbox", False)))
+            case _:
+                err.write(f"dsh: stdin line {number}: unknown command {kind!r}; skipped\n")

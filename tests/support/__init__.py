@@ -1,0 +1,1 @@
+"""Helpers for this project's own tests."""
