@@ -15,13 +15,19 @@ from dsh.paths import dsh_home
 from dsh.prompt import PROMPT, PromptService, register_core_sections
 from dsh.session import SessionStore
 from dsh.session.store import session_backend
-from dsh.settings import SettingsError, load_settings
+from dsh.settings import Settings, SettingsError, load_settings
 from dsh.tools import ToolService
+from dsh.tools.approval import ApprovalService
+from dsh.tools.permissions import PermissionMode, Rule, RuleError
+from dsh.tools.questions import QuestionService
+from dsh.tools.spill import SpillStore
 
 SESSIONS: ServiceKey[SessionStore] = ServiceKey("sessions")
 LLM: ServiceKey[LlmService] = ServiceKey("llm")
 CREDENTIALS: ServiceKey[CredentialStore] = ServiceKey("credentials")
 TOOLS: ServiceKey[ToolService] = ServiceKey("tools")
+APPROVALS: ServiceKey[ApprovalService] = ServiceKey("approvals")
+QUESTIONS: ServiceKey[QuestionService] = ServiceKey("questions")
 AGENTS: ServiceKey[AgentService] = ServiceKey("agents")
 
 
@@ -47,6 +53,7 @@ async def start_runtime(
     candidates: Iterable[Candidate] | None = None,
     plugin_configs: Mapping[str, Mapping[str, Any]] | None = None,
     disabled_plugins: Iterable[str] = (),
+    permission_mode: PermissionMode | None = None,
 ) -> Runtime:
     """Build the root context with the core services and load plugins (discovered
     unless ``candidates`` is given), configured from the settings documents unless
@@ -69,8 +76,11 @@ async def start_runtime(
     sessions = SessionStore.at(data, session_backend(), pricing=llm.cost)
     root.provide(SESSIONS, sessions)
     root.effect(lambda: sessions.aclose)
-    tools = ToolService()
-    root.provide(TOOLS, tools)
+    approvals = _approvals(settings, permission_mode)
+    root.provide(APPROVALS.name, approvals)
+    root.provide(QUESTIONS.name, QuestionService())
+    tools = ToolService(approvals, SpillStore(data))
+    root.provide(TOOLS.name, tools)
     prompt = PromptService(root, tools=tools.schemas)
     root.provide(PROMPT.name, prompt)  # each caller gets its own PromptView (see PROMPT)
     register_core_sections(prompt.bind_context(root))
@@ -91,3 +101,15 @@ async def start_runtime(
         config_origins=origins,
     )
     return Runtime(root, host, sessions, llm, agents)
+
+
+def _approvals(settings: Settings, mode: PermissionMode | None) -> ApprovalService:
+    """The permission mode and rules: ``[permissions]`` in settings, the flag over it."""
+    section = settings.section("permissions")
+    where = settings.origin("permissions")
+    try:
+        allow = [Rule.parse(text) for text in section.get("allow", [])]
+        deny = [Rule.parse(text) for text in section.get("deny", [])]
+        return ApprovalService(mode or section.get("mode", "default"), allow=allow, deny=deny)
+    except (RuleError, ValueError, TypeError) as error:
+        raise SettingsError(f"{where} [permissions]: {error}") from None

@@ -34,11 +34,19 @@ from dsh.agent.interception import (
 )
 from dsh.agent.signal import TurnSignal
 from dsh.kernel import Context
-from dsh.llm import Block, LlmCallConfig, LlmService, PluginSource, SessionId, UserMessage
+from dsh.llm import (
+    Block,
+    CallId,
+    LlmCallConfig,
+    LlmService,
+    PluginSource,
+    SessionId,
+    UserMessage,
+)
 from dsh.prompt import Assembly, PromptContext, PromptService
 from dsh.session import CancelCause, Session, TurnAborted
 from dsh.session.events import CancelByDisposal, PromptTrigger
-from dsh.tools import ToolService
+from dsh.tools import ToolContext, ToolService
 from dsh.wire import Frozen
 
 _log = logging.getLogger("dsh.agent")
@@ -323,6 +331,19 @@ class Agent:
             if fields["temperature"] is None:
                 fields["temperature"] = logged.temperature
         return LlmCallConfig(**fields)
+
+    def tool_context(self, call_id: CallId, signal: asyncio.Event) -> ToolContext:
+        spill = self.tools.spill
+        session_id = self.session.id
+        return ToolContext(
+            call_id=call_id,
+            agent=self,
+            cwd=self.cwd,
+            signal=signal,
+            session_id=session_id,
+            services=self.ctx,
+            spill=(lambda text, label: spill.save(session_id, label, text)) if spill else None,
+        )
 
     def report_error(self, error: BaseException) -> None:
         self.root.emit(ERROR, self, error, subject=self)

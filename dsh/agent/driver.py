@@ -11,6 +11,7 @@ Reading order: :func:`run_turn`, then :func:`run_step`, then :func:`run_tools`.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import uuid
@@ -73,7 +74,6 @@ from dsh.session import (
     TurnTrigger,
 )
 from dsh.session.events import CancelByUser, LlmRetry
-from dsh.tools import ToolContext
 
 if TYPE_CHECKING:
     from dsh.agent.agent import Agent
@@ -339,58 +339,78 @@ def log_request(
         session.append("request/context", context)
 
 
+MAX_PARALLEL_CALLS = 10
+
+
 async def run_tools(
     agent: Agent, turn: int, step: int, calls: tuple[ToolCallBlock, ...], signal: TurnSignal
 ) -> bool:
-    """Run the calls in the model's order. True when a tool concluded the turn."""
+    """Run the calls: consecutive read-only ones side by side (up to 10), any other
+    alone, in the model's order; results are logged in that order. True when a tool
+    concluded the turn."""
     session = agent.session
     concluded = False
-    for index, call in enumerate(calls):
-        started = session.append(
-            "tool/call",
-            ToolCall(
-                turn=turn, step=step, call_id=call.id, name=call.name, arguments=call.arguments
-            ),
-        )
+    index = 0
+    while index < len(calls):
+        batch = [calls[index]]
+        if agent.tools.concurrency_safe(calls[index], agent):
+            while (
+                index + len(batch) < len(calls)
+                and len(batch) < MAX_PARALLEL_CALLS
+                and agent.tools.concurrency_safe(calls[index + len(batch)], agent)
+            ):
+                batch.append(calls[index + len(batch)])
+        started = [
+            session.append(
+                "tool/call",
+                ToolCall(turn=turn, step=step, call_id=c.id, name=c.name, arguments=c.arguments),
+            )
+            for c in batch
+        ]
         if signal.aborted:
-            _answer_unstarted(agent, turn, step, calls[index:], first_seq=started.seq)
+            _answer_unstarted(agent, turn, step, calls[index:], started=[e.seq for e in started])
             raise TurnCancelled
-        await agent.flush()  # the call is durable before its body runs
-        context = ToolContext(call_id=call.id, agent=agent, cwd=agent.cwd, signal=signal)
-        outcome = await agent.tools.run(call, context, agent)
-        error = (
-            ToolErrorIdentity(name=call.name, code=outcome.error_code)
-            if outcome.error_code
-            else None
+        await agent.flush()  # the calls are durable before their bodies run
+        outcomes = await asyncio.gather(
+            *(agent.tools.run(c, agent.tool_context(c.id, signal), agent) for c in batch)
         )
-        session.append(
-            "tool/result",
-            ToolResult(
-                turn=turn,
-                step=step,
-                message=outcome.message,
-                error=error,
-                meta=outcome.output.meta if outcome.output else None,
-            ),
-            source_event_seqs=[started.seq],
-        )
-        if outcome.output is not None:
-            agent.inbox.injected.extend(outcome.output.additional_contexts)
-            tool = agent.tools.get(call.name, agent)
-            concluded |= bool(tool and tool.concludes_turn and outcome.error_code is None)
+        for call, event, outcome in zip(batch, started, outcomes, strict=True):
+            error = (
+                ToolErrorIdentity(name=call.name, code=outcome.error_code)
+                if outcome.error_code
+                else None
+            )
+            session.append(
+                "tool/result",
+                ToolResult(
+                    turn=turn,
+                    step=step,
+                    message=outcome.message,
+                    error=error,
+                    meta=outcome.output.meta if outcome.output else None,
+                ),
+                source_event_seqs=[event.seq],
+            )
+            if outcome.output is not None:
+                agent.inbox.injected.extend(outcome.output.additional_contexts)
+                tool = agent.tools.get(call.name, agent)
+                concluded |= bool(tool and tool.concludes_turn and outcome.error_code is None)
+        index += len(batch)
     if signal.aborted:
         raise TurnCancelled
     return concluded
 
 
 def _answer_unstarted(
-    agent: Agent, turn: int, step: int, calls: tuple[ToolCallBlock, ...], *, first_seq: int
+    agent: Agent, turn: int, step: int, calls: tuple[ToolCallBlock, ...], *, started: list[int]
 ) -> None:
-    """Calls the cancel reached before they ran: each gets a call and an error result."""
+    """Calls the cancel reached before they ran: each gets a call (``started`` holds the
+    seqs of those already logged) and an error result."""
     session = agent.session
     for offset, call in enumerate(calls):
-        seq = first_seq
-        if offset:
+        if offset < len(started):
+            seq = started[offset]
+        else:
             seq = session.append(
                 "tool/call",
                 ToolCall(
@@ -402,7 +422,7 @@ def _answer_unstarted(
             ToolResult(
                 turn=turn,
                 step=step,
-                message=tool_result(call.id, "Cancelled before it ran.", is_error=True),
+                message=tool_result(call.id, "Error: cancelled before it ran.", is_error=True),
                 error=ToolErrorIdentity(name=call.name, code="ABORTED_BEFORE_DISPATCH"),
             ),
             source_event_seqs=[seq],

@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-steps", type=int, metavar="N", help="end a turn after N steps")
     parser.add_argument("--cwd", metavar="DIR", help="work in DIR instead of the current directory")
+    parser.add_argument(
+        "--permission-mode",
+        choices=["read-only", "default", "accept-edits", "bypass"],
+        help="what may run without asking (headless: what is not allowed is denied)",
+    )
     return parser
 
 
@@ -131,6 +136,7 @@ def _headless(args: argparse.Namespace) -> int:
         continue_last=args.continue_last,
         max_steps=args.max_steps,
         cwd=Path(args.cwd) if args.cwd else None,
+        permission_mode=args.permission_mode,
     )
     return asyncio.run(run(request))
 

@@ -356,6 +356,9 @@ class ApprovalRequested(Frozen):
     summary: str
     call_id: CallId | None = None
     details: str | None = None
+    risk: str | None = None
+    reason: str | None = None
+    """Why it needs approval (or why a rule decided)."""
 
 
 class ApprovalResolved(Frozen):

@@ -5,13 +5,25 @@ This module is public API: plugins import from ``dsh.tools``.
 
 from __future__ import annotations
 
-from dsh.tools.definition import ToolContext, ToolDefinition, ToolOutput
+from dsh.tools.definition import (
+    Action,
+    Risk,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolKind,
+    ToolOutput,
+)
 from dsh.tools.service import CallOutcome, ToolService, parse_arguments
 
 __all__ = [
+    "Action",
     "CallOutcome",
+    "Risk",
     "ToolContext",
     "ToolDefinition",
+    "ToolError",
+    "ToolKind",
     "ToolOutput",
     "ToolService",
     "parse_arguments",

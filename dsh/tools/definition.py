@@ -1,5 +1,11 @@
 """What a tool is: a name, a description, a pydantic model of its arguments, and an
-``execute`` coroutine. The arguments model's JSON Schema is what the model sees."""
+``execute`` coroutine. The arguments model's JSON Schema is what the model sees.
+
+A tool that changes anything says what a call would do with ``describe``: an
+:class:`Action` (its risk, a one-line summary, the command or a diff, the paths it
+writes). Permission rules and the approval dialog work from that, never from the raw
+arguments.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,40 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from dsh.llm import Block, CallId, ToolSchema, UserMessage
+from dsh.llm import Block, CallId, SessionId, ToolSchema, UserMessage
 
 TOOL_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
+
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "fetch", "other"]
+Risk = Literal["read", "write", "exec", "network", "external"]
+
+
+class ToolError(Exception):
+    """Raised by a tool for a failure the model should read: ``code`` routes it."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Action:
+    """What one call would do, for permission rules and the approval dialog."""
+
+    risk: Risk
+    summary: str
+    """One line: the command, or ``edit src/app.py (+3 -1)``."""
+    details: str | None = None
+    """The whole command, or a unified diff."""
+    paths: tuple[Path, ...] = ()
+    """Files the call would write, resolved (symlinks followed)."""
+    command: str | None = None
+    """The shell command, for ``bash(...)`` rules."""
 
 
 @dataclass
@@ -26,6 +59,11 @@ class ToolContext:
     cwd: Path
     signal: asyncio.Event
     """Set when the turn is cancelled: long-running tools stop and return."""
+    session_id: SessionId = field(default_factory=lambda: SessionId(""))
+    services: Any = None
+    """The calling agent's context: ``services.get("jobs")`` and the like."""
+    spill: Callable[[str, str], Path] | None = None
+    """Save a large text whole (``spill(text, label)``) and get its path."""
     progress: Callable[[str], None] = field(default=lambda _: None)
 
 
@@ -39,9 +77,12 @@ class ToolOutput:
     """Tool-private, JSON-safe data for UIs (a diff, a file list); never sent to the model."""
     additional_contexts: tuple[UserMessage, ...] = ()
     """Context that earns the turn one more step, entered before it."""
+    spilled: bool = False
+    """The tool spilled its own output already; the pipeline will not spill it again."""
 
 
 Execute = Callable[[Any, ToolContext], Awaitable["ToolOutput | str"]]
+Describe = Callable[[Any, ToolContext], "Awaitable[Action] | Action"]
 
 
 @dataclass(frozen=True)
@@ -51,9 +92,17 @@ class ToolDefinition:
     arguments: type[BaseModel]
     execute: Execute
     read_only: bool = False
-    """True when the tool changes nothing: such calls may run side by side."""
+    """True when the tool changes nothing: such calls may run side by side, unasked."""
+    kind: ToolKind = "other"
+    describe: Describe | None = None
+    """What a call would do; without it a tool that is not read-only counts as ``exec``."""
+    timeout_s: float | None = None
     concludes_turn: bool = False
     """A successful call ends the turn after its step (no further model request)."""
+    spill_output: bool = True
+    """Large text results are saved to a file and previewed (not for ``read``)."""
+    present_call: Callable[[dict[str, Any]], Any] | None = None
+    present_result: Callable[[dict[str, Any], Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if not TOOL_NAME.match(self.name):
@@ -63,4 +112,15 @@ class ToolDefinition:
     def schema(self) -> ToolSchema:
         parameters = self.arguments.model_json_schema()
         parameters.pop("title", None)
+        for prop in parameters.get("properties", {}).values():
+            if isinstance(prop, dict):
+                prop.pop("title", None)
         return ToolSchema(name=self.name, description=self.description, parameters=parameters)
+
+    async def action(self, arguments: Any, context: ToolContext) -> Action:
+        if self.describe is None:
+            if self.read_only:
+                return Action(risk="read", summary=self.name)
+            return Action(risk="exec", summary=f"{self.name} {arguments.model_dump_json()}")
+        described = self.describe(arguments, context)
+        return await described if asyncio.iscoroutine(described) else described  # type: ignore[return-value]

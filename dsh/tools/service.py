@@ -1,22 +1,32 @@
-"""The ``tools`` service: registered tools, and running one call from a model.
+"""The ``tools`` service: registered tools, and the guarded pipeline one call goes through.
 
-A call never raises into the loop: unknown tools, arguments that are not JSON or do
-not fit the tool's model, a tool that fails and a tool that is cancelled all come
-back as error results the model can read and correct.
+1. parse the model's argument text and validate it against the tool's model;
+2. describe what the call would do (:class:`~dsh.tools.definition.Action`);
+3. pre-execute hooks: any may deny (the first denial wins) or ask for approval;
+4. permission: the mode, the rules and the person (:mod:`dsh.tools.approval`);
+5. execute, within the tool's timeout, stopped at once by a cancel;
+6. post-execute hooks: any may turn the result into an error with feedback;
+7. a large text result is saved to a spill file and the model gets a preview.
+
+A call never raises into the loop: every failure becomes an error result, ``Error: …``,
+with a code the loop logs on ``tool/result``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from dsh.kernel import ScopedRegistry
+from dsh.kernel import Context, Disposer, RegistryView, ScopedRegistry
 from dsh.llm import ToolCallBlock, ToolResultMessage, ToolSchema, tool_result
-from dsh.tools.definition import ToolContext, ToolDefinition, ToolOutput
+from dsh.tools.approval import ApprovalService
+from dsh.tools.definition import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools.spill import MAX_INLINE_BYTES, SpillStore, preview
 
 
 @dataclass(frozen=True)
@@ -26,17 +36,63 @@ class CallOutcome:
     output: ToolOutput | None = None
 
 
+@dataclass(frozen=True)
+class Deny:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Ask:
+    reason: str
+
+
+@dataclass(frozen=True)
+class BlockResult:
+    feedback: str
+
+
+PreHook = Callable[[ToolDefinition, Any, Action, ToolContext], Awaitable[Deny | Ask | None]]
+PostHook = Callable[
+    [ToolDefinition, Any, "CallOutcome", ToolContext], Awaitable[BlockResult | None]
+]
+
+
 def parse_arguments(raw: str) -> Any:
     """The model's argument text as JSON: empty means ``{}``."""
     return json.loads(raw) if raw.strip() else {}
 
 
 class ToolService(ScopedRegistry[ToolDefinition]):
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        approvals: ApprovalService | None = None,
+        spill: SpillStore | None = None,
+        *,
+        max_inline_bytes: int = MAX_INLINE_BYTES,
+    ) -> None:
         super().__init__("tool")
+        self.approvals = approvals
+        self.spill = spill
+        self.max_inline_bytes = max_inline_bytes
+        self.pre_hooks: list[PreHook] = []
+        self.post_hooks: list[PostHook] = []
+
+    def bind_context(self, ctx: Context) -> ToolView:
+        return ToolView(self, ctx)
 
     def schemas(self, scope: object | None) -> list[ToolSchema]:
         return [tool.schema for tool in self.visible(scope).values()]
+
+    def concurrency_safe(self, call: ToolCallBlock, scope: object | None) -> bool:
+        """Whether the call may run beside others: a read-only tool with parseable arguments."""
+        tool = self.get(call.name, scope)
+        if tool is None or not tool.read_only:
+            return False
+        try:
+            parse_arguments(call.arguments)
+        except ValueError:
+            return False
+        return True
 
     async def run(
         self, call: ToolCallBlock, context: ToolContext, scope: object | None
@@ -45,14 +101,14 @@ class ToolService(ScopedRegistry[ToolDefinition]):
         if tool is None:
             known = ", ".join(sorted(self.visible(scope))) or "none"
             return _failure(
-                call, f"Unknown tool {call.name!r}. Available tools: {known}.", "UNKNOWN_TOOL"
+                call, f"unknown tool {call.name!r}. Available tools: {known}.", "UNKNOWN_TOOL"
             )
         try:
             raw = parse_arguments(call.arguments)
         except ValueError as error:
             return _failure(
                 call,
-                f"The arguments are not valid JSON ({error}); send a JSON object.",
+                f"the arguments are not valid JSON ({error}); send a JSON object.",
                 "INVALID_ARGUMENTS",
             )
         try:
@@ -63,9 +119,52 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                 for item in error.errors()
             )
             return _failure(
-                call, f"The arguments do not fit {call.name}: {problems}.", "INVALID_ARGUMENTS"
+                call, f"the arguments do not fit {call.name}: {problems}.", "INVALID_ARGUMENTS"
             )
-        runner = asyncio.ensure_future(tool.execute(arguments, context))
+
+        try:
+            action = await tool.action(arguments, context)
+        except ToolError as error:
+            return _failure(call, error.message, error.code)
+        except Exception as error:
+            return _failure(
+                call, f"{call.name} could not prepare the call: {error}", type(error).__name__
+            )
+
+        ask: str | None = None
+        for hook in list(self.pre_hooks):
+            decision = await hook(tool, arguments, action, context)
+            if isinstance(decision, Deny):
+                return _failure(call, f"{call.name} was blocked: {decision.reason}", "DENIED")
+            if isinstance(decision, Ask) and ask is None:
+                ask = decision.reason
+        session = getattr(context.agent, "session", None)
+        if self.approvals is not None and session is not None:
+            gate = await self.approvals.check(
+                tool, action, session=session, call_id=call.id, cwd=context.cwd, force_ask=ask
+            )
+            if not gate.allowed:
+                return _failure(
+                    call, gate.message or f"{call.name} was not allowed", gate.code or "DENIED"
+                )
+
+        outcome = await self._execute(tool, call, arguments, context)
+        for post in list(self.post_hooks):
+            blocked = await post(tool, arguments, outcome, context)
+            if isinstance(blocked, BlockResult):
+                return _failure(call, blocked.feedback, "BLOCKED")
+        return self._maybe_spill(tool, call, outcome, context)
+
+    async def _execute(
+        self, tool: ToolDefinition, call: ToolCallBlock, arguments: Any, context: ToolContext
+    ) -> CallOutcome:
+        async def body() -> ToolOutput | str:
+            if tool.timeout_s is None:
+                return await tool.execute(arguments, context)
+            async with asyncio.timeout(tool.timeout_s):
+                return await tool.execute(arguments, context)
+
+        runner = asyncio.ensure_future(body())
         stopper = asyncio.ensure_future(context.signal.wait())
         try:
             await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -74,15 +173,84 @@ class ToolService(ScopedRegistry[ToolDefinition]):
         if not runner.done():
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
-            return _failure(call, "The tool was cancelled before it finished.", "TOOL_CANCELLED")
+            return _failure(call, "the call was cancelled before it finished.", "TOOL_CANCELLED")
         try:
             result = runner.result()
+        except ToolError as error:
+            return _failure(call, error.message, error.code)
+        except TimeoutError:
+            return _failure(
+                call,
+                f"{call.name} took longer than {tool.timeout_s:g} s and was stopped.",
+                "TOOL_TIMEOUT",
+            )
         except Exception as error:
-            return _failure(call, f"{call.name} failed: {error}", "TOOL_RUNTIME_FAILURE")
+            return _failure(call, f"{call.name} failed: {error}", type(error).__name__)
         output = ToolOutput(content=result) if isinstance(result, str) else result
         message = tool_result(call.id, output.content, is_error=True if output.is_error else None)
         return CallOutcome(message, "TOOL_ERROR" if output.is_error else None, output)
 
+    def _maybe_spill(
+        self, tool: ToolDefinition, call: ToolCallBlock, outcome: CallOutcome, context: ToolContext
+    ) -> CallOutcome:
+        output = outcome.output
+        if (
+            output is None
+            or self.spill is None
+            or output.spilled
+            or not tool.spill_output
+            or not isinstance(output.content, str)
+            or len(output.content.encode("utf-8", errors="replace")) <= self.max_inline_bytes
+        ):
+            return outcome
+        try:
+            path = self.spill.save(context.session_id or "no-session", tool.name, output.content)
+        except OSError:
+            return outcome  # keep the whole result rather than lose it
+        shown = preview(output.content, path, self.max_inline_bytes)
+        spilled = ToolOutput(
+            content=shown,
+            is_error=output.is_error,
+            meta=output.meta,
+            additional_contexts=output.additional_contexts,
+            spilled=True,
+        )
+        message = tool_result(call.id, shown, is_error=True if output.is_error else None)
+        return CallOutcome(message, outcome.error_code, spilled)
+
+
+class ToolView(RegistryView[ToolDefinition]):
+    """The tools service as one context sees it: tools and hooks it adds go with it."""
+
+    __slots__ = ()
+
+    @property
+    def service(self) -> ToolService:
+        registry = self._registry
+        assert isinstance(registry, ToolService)
+        return registry
+
+    def add_pre_hook(self, hook: PreHook) -> Disposer:
+        hooks = self.service.pre_hooks
+        return self._ctx.effect(lambda: _adding(hooks, hook))
+
+    def add_post_hook(self, hook: PostHook) -> Disposer:
+        hooks = self.service.post_hooks
+        return self._ctx.effect(lambda: _adding(hooks, hook))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.service, name)
+
+
+def _adding(items: list[Any], item: Any) -> Callable[[], None]:
+    items.append(item)
+
+    def remove() -> None:
+        if item in items:
+            items.remove(item)
+
+    return remove
+
 
 def _failure(call: ToolCallBlock, text: str, code: str) -> CallOutcome:
-    return CallOutcome(tool_result(call.id, text, is_error=True), code)
+    return CallOutcome(tool_result(call.id, f"Error: {text}", is_error=True), code)

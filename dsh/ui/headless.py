@@ -5,8 +5,14 @@ activity goes to stderr); ``json`` prints one result object at the end, with usa
 cost; ``stream-json`` prints every session event as one JSON line as it happens.
 
 With ``--input-format stream-json``, stdin carries commands, one JSON object a line:
-``{"type": "prompt" | "followup" | "steer" | "inject", "text": "..."}`` or
-``{"type": "cancel"}``; dsh runs until stdin closes and the agent is idle.
+``{"type": "prompt" | "followup" | "steer" | "inject", "text": "..."}``,
+``{"type": "cancel"}``, and the answers to what dsh asks on stdout (as
+``{"type": "approval-request", ...}`` and ``{"type": "question-request", ...}`` lines):
+``{"type": "approval", "request_id": ..., "outcome": "allow_once" | "allow_session" |
+"deny", "feedback": ...}`` and ``{"type": "answer", "request_id": ..., "answers":
+[{"id": ..., "selected": [...], "custom": ...}]}``. dsh runs until stdin closes and
+the agent is idle. Without stdin commands nobody can approve: what needs approval is
+denied unless ``--permission-mode`` allows it, and the model is told why.
 
 Exit status: 0 when the turn completed (or stopped at the output limit), 1 with a
 one-line reason on stderr when it failed, 130 when it was cancelled (SIGINT).
@@ -20,6 +26,7 @@ import json
 import signal
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -40,6 +47,9 @@ from dsh.session import (
     TurnMaxTokens,
 )
 from dsh.session.events import CancelByUser, InboxDiscarded
+from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.permissions import PermissionMode
+from dsh.tools.questions import Answer
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
@@ -56,6 +66,7 @@ class HeadlessRequest:
     continue_last: bool = False
     max_steps: int | None = None
     cwd: Path | None = None
+    permission_mode: PermissionMode | None = None
 
 
 class Printer:
@@ -141,7 +152,7 @@ async def run(
     started = time.monotonic()
     cwd = (request.cwd or Path.cwd()).resolve()
     try:
-        runtime = await start_runtime(cwd=cwd)
+        runtime = await start_runtime(cwd=cwd, permission_mode=request.permission_mode)
     except SettingsError as error:
         err.write(f"dsh: {error}\n")
         return EXIT_FAILED
@@ -189,7 +200,11 @@ async def _run(
     loop.add_signal_handler(signal.SIGINT, agent.cancel, CancelByUser())
     try:
         if request.input_format == "stream-json":
-            await _commands(agent, err)
+            control = Control(out)
+            runtime.root.approvals.add_approver(control.approve)
+            runtime.root.questions.set_answerer(control.answer)
+            await _commands(agent, err, control)
+            control.close()
         else:
             if not request.prompt:
                 err.write("dsh: no prompt given (pass one, or pipe it on stdin)\n")
@@ -258,7 +273,53 @@ def _result(
     }
 
 
-async def _commands(agent: Any, err: TextIO) -> None:
+class Control:
+    """Approvals and questions answered by the program driving dsh over stdin."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
+
+    def _ask(self, kind: str, request_id: str, body: dict[str, Any]) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = (kind, future)
+        self.out.write(
+            json.dumps({"type": kind, "request_id": request_id, **body}, ensure_ascii=False) + "\n"
+        )
+        self.out.flush()
+        return future
+
+    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
+        body = request.to_dict()
+        body.pop("id")
+        return await self._ask("approval-request", request.id, body)  # type: ignore[no-any-return]
+
+    async def answer(self, questions: Any, agent: Any) -> Any:
+        request_id = uuid.uuid4().hex
+        body = {"questions": [q.to_dict() for q in questions]}
+        return await self._ask("question-request", request_id, body)
+
+    def resolve(self, request_id: str, kind: str, value: Any) -> bool:
+        waiting = self.pending.get(request_id)
+        if waiting is None or waiting[0] != kind or waiting[1].done():
+            return False
+        del self.pending[request_id]
+        waiting[1].set_result(value)
+        return True
+
+    def close(self) -> None:
+        """Stdin closed: nothing pending can be answered any more. An approval is then
+        unavailable (a denial); a question counts as dismissed."""
+        for kind, future in self.pending.values():
+            if not future.done():
+                unanswered = (
+                    ApprovalDecision(outcome="unavailable") if kind == "approval-request" else None
+                )
+                future.set_result(unanswered)
+        self.pending.clear()
+
+
+async def _commands(agent: Any, err: TextIO, control: Control) -> None:
     """Follow stdin commands until it closes."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
@@ -284,5 +345,25 @@ async def _commands(agent: Any, err: TextIO) -> None:
                 agent.inject(user_text(str(command.get("text", ""))))
             case "cancel":
                 agent.cancel(CancelByUser(), keep_inbox=bool(command.get("keep_inbox", False)))
+            case "approval":
+                try:
+                    decision = ApprovalDecision.model_validate(
+                        {k: v for k, v in command.items() if k in ("outcome", "feedback", "rule")}
+                    )
+                except ValueError as error:
+                    err.write(f"dsh: stdin line {number}: bad approval: {error}\n")
+                    continue
+                if not control.resolve(
+                    str(command.get("request_id")), "approval-request", decision
+                ):
+                    err.write(f"dsh: stdin line {number}: no pending approval with that id\n")
+            case "answer":
+                try:
+                    answers = [Answer.model_validate(a) for a in command.get("answers", [])]
+                except ValueError as error:
+                    err.write(f"dsh: stdin line {number}: bad answer: {error}\n")
+                    continue
+                if not control.resolve(str(command.get("request_id")), "question-request", answers):
+                    err.write(f"dsh: stdin line {number}: no pending question with that id\n")
             case _:
                 err.write(f"dsh: stdin line {number}: unknown command {kind!r}; skipped\n")

@@ -50,7 +50,13 @@ async def runtime(
     )
     started.root.tools.register(
         "echo",
-        ToolDefinition(name="echo", description="Say it back.", arguments=EchoArgs, execute=echo),
+        ToolDefinition(
+            name="echo",
+            description="Say it back.",
+            arguments=EchoArgs,
+            execute=echo,
+            read_only=True,
+        ),
     )
     yield started
     await started.aclose()
@@ -139,7 +145,8 @@ async def test_cancel_during_a_tool_aborts_cleanly(
         Reply(
             tool_calls=[
                 ToolCallSpec(name="echo", arguments={"text": "slow", "delay": 5}),
-                ToolCallSpec(name="echo", arguments={"text": "never"}),
+                # Not read-only (unknown), so it waits for the first: the cancel comes first.
+                ToolCallSpec(name="exclusive", arguments={"text": "never"}),
             ]
         )
     )
@@ -189,6 +196,29 @@ async def test_max_steps_ends_a_runaway_turn(
     reconstructable(agent, fake_llm)
 
 
+async def test_read_only_calls_run_side_by_side(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    fake_llm.add(
+        Reply(
+            tool_calls=[
+                ToolCallSpec(name="echo", arguments={"text": str(n), "delay": 0.3})
+                for n in range(4)
+            ]
+        )
+    )
+    fake_llm.add(Reply(text="all back"))
+    agent = await new_agent(runtime, tmp_path)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    agent.followup(user_text("four at once"))
+    await agent.when_idle()
+    assert loop.time() - started < 1.0  # four 0.3 s calls, not one after the other
+    results = [e.data.message.result.content[0].text for e in of(agent, "tool/result")]
+    assert results == [f"echo: {n}" for n in range(4)]  # logged in the model's order
+    reconstructable(agent, fake_llm)
+
+
 async def test_tool_errors_reach_the_model_and_the_turn_goes_on(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
@@ -211,7 +241,9 @@ async def test_tool_errors_reach_the_model_and_the_turn_goes_on(
         "INVALID_ARGUMENTS",
     ]
     tool_messages = [m for m in fake_llm.chat_requests[1].body["messages"] if m["role"] == "tool"]
-    assert "Available tools: echo" in tool_messages[0]["content"]
+    unknown = tool_messages[0]["content"]
+    assert unknown.startswith("Error: unknown tool 'nope'. Available tools: ")
+    assert "echo" in unknown.split("Available tools: ")[1]
     assert "not valid JSON" in tool_messages[1]["content"]
     assert "text: Field required" in tool_messages[2]["content"]
     assert of(agent, "turn/end")[0].data.reason.kind == "completed"
@@ -494,6 +526,7 @@ async def test_tool_context_and_concluding_tools(
             name="submit",
             description="Submit.",
             arguments=Nothing,
+            read_only=True,
             execute=finish,
             concludes_turn=True,
         ),

