@@ -75,7 +75,8 @@ class Rule:
         if self.pattern is None:
             return True
         try:
-            shown = path.relative_to(cwd).as_posix()
+            # Action paths are real paths, so compare them with the real cwd.
+            shown = path.relative_to(cwd.resolve()).as_posix()
         except ValueError:
             shown = path.as_posix()
         pattern = self.pattern

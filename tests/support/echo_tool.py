@@ -7,7 +7,7 @@ import asyncio
 from pydantic import BaseModel, Field
 
 from dsh.kernel import Context, Plugin
-from dsh.tools import ToolContext, ToolDefinition
+from dsh.tools import Action, ToolContext, ToolDefinition
 
 
 class EchoArguments(BaseModel):
@@ -21,6 +21,15 @@ async def echo(arguments: EchoArguments, context: ToolContext) -> str:
     return f"echo: {arguments.text}"
 
 
+async def shout(arguments: EchoArguments, context: ToolContext) -> str:
+    return arguments.text.upper()
+
+
+def describe_shout(arguments: EchoArguments, context: ToolContext) -> Action:
+    # Counts as running a command, so it needs approval unless a mode or rule allows it.
+    return Action(risk="exec", summary=f"shout {arguments.text}", command=f"shout {arguments.text}")
+
+
 def apply(ctx: Context, config: object) -> None:
     ctx.tools.register(
         "echo",
@@ -30,6 +39,17 @@ def apply(ctx: Context, config: object) -> None:
             arguments=EchoArguments,
             execute=echo,
             read_only=True,
+        ),
+    )
+
+    ctx.tools.register(
+        "shout",
+        ToolDefinition(
+            name="shout",
+            description="Say the text back, loudly. Needs approval.",
+            arguments=EchoArguments,
+            execute=shout,
+            describe=describe_shout,
         ),
     )
 

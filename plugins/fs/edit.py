@@ -1,0 +1,249 @@
+"""The tools that change files: ``write``, ``edit`` and ``multi_edit``.
+
+Each call is planned in memory first, checks included, so ``describe`` can show the
+exact diff for approval without touching the disk; ``execute`` plans again under the
+file's lock (the file may have changed while the user looked) and only then writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from dsh.tools import Action, ToolContext, ToolDefinition, ToolOutput
+from plugins.fs.arguments import EditArguments, EditItem, MultiEditArguments, WriteArguments
+from plugins.fs.changes import (
+    Diff,
+    apply_edits,
+    decode_for_edit,
+    too_large,
+    unified_diff,
+)
+from plugins.fs.files import (
+    MAX_EDIT_BYTES,
+    Current,
+    Target,
+    format_size,
+    load,
+    resolve,
+    sniff,
+    write_atomic,
+)
+from plugins.fs.observed import FsState
+
+WRITE_DESCRIPTION = """\
+Create a file, or replace a file's whole content; missing parent directories are \
+created. An existing file must have been read in this session first and must not \
+have changed since (if it has, read it again). To change part of a file prefer edit: \
+it sends less and cannot drop content by accident."""
+
+EDIT_DESCRIPTION = """\
+Replace an exact string in a text file. old_string must match the file exactly \
+(whitespace and indentation included, without the `n: ` prefixes that read adds) and \
+occur exactly once, unless replace_all is true. Line endings are compared as LF and \
+the file keeps its own. Read the file in this session first; if it changed since, \
+read it again. For several changes to one file use multi_edit."""
+
+MULTI_EDIT_DESCRIPTION = """\
+Make several edits to one text file in one call: applied in order, each to the result \
+of the ones before, and all or nothing: if any edit fails, the file is left unchanged. \
+Each edit follows edit's rules (exact match, unique unless replace_all). Read the file \
+in this session first."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change to one file, ready to write."""
+
+    target: Target
+    data: bytes
+    mode: int | None
+    """The mode to keep; None for a new file."""
+    created: bool
+    diff: Diff
+    version: str | None
+    """The version the plan was made from (None: no file)."""
+    replaced: int = 0
+    """Occurrences replaced by edits."""
+    over: str | None = None
+    """What a write replaces when it could not be diffed (``"a binary file"``)."""
+
+    @property
+    def unchanged(self) -> bool:
+        return not self.created and not self.diff.text and self.over is None
+
+
+def _write_plan(target: Target, current: Current | None, content: str) -> Change:
+    before: str | None = None
+    over: str | None = None
+    if current is not None:
+        # What cannot be shown as lines diffs as if empty, and the summary says so.
+        before = ""
+        if current.data is None:
+            over = f"a file of {format_size(current.size)}"
+        elif (kind := sniff(current.data)) is not None:
+            over = kind
+        else:
+            before = current.data.decode("utf-8", errors="replace")
+    return Change(
+        target=target,
+        data=content.encode("utf-8"),
+        mode=current.mode if current is not None else None,
+        created=current is None,
+        diff=unified_diff(before, content, target.display),
+        version=current.version if current is not None else None,
+        over=over,
+    )
+
+
+def _edit_plan(target: Target, current: Current, edits: list[EditItem]) -> Change:
+    if current.data is None:
+        raise too_large(target, current.size, MAX_EDIT_BYTES)
+    text = decode_for_edit(current.data, target)
+    body, replaced = apply_edits(text.body, edits, target)
+    return Change(
+        target=target,
+        data=text.encode(body),
+        mode=current.mode,
+        created=False,
+        diff=unified_diff(text.body, body, target.display),
+        version=current.version,
+        replaced=replaced,
+    )
+
+
+async def plan_write(state: FsState, target: Target, content: str, session: str) -> Change:
+    current = await asyncio.to_thread(load, target)
+    state.observations.check_write(session, target, current.version if current else None)
+    return await asyncio.to_thread(_write_plan, target, current, content)
+
+
+async def plan_edit(state: FsState, target: Target, edits: list[EditItem], session: str) -> Change:
+    current = await asyncio.to_thread(load, target)
+    state.observations.check_edit(session, target, current.version if current else None)
+    assert current is not None  # check_edit refuses a missing file
+    return await asyncio.to_thread(_edit_plan, target, current, edits)
+
+
+def action(verb: str, change: Change) -> Action:
+    target = change.target
+    where = target.display
+    if target.redirected:
+        where += f" -> {target.real}"
+    stats = f"+{change.diff.added}" if change.created else change.diff.stats
+    if change.over is not None:
+        stats += f", replacing {change.over}"
+    return Action(
+        risk="write",
+        summary=f"{'create' if change.created else verb} {where} ({stats})",
+        details=change.diff.text or None,
+        paths=(target.real,),
+    )
+
+
+async def commit(state: FsState, change: Change, session: str) -> None:
+    version = change.version
+    if not change.unchanged:
+        version = await asyncio.to_thread(write_atomic, change.target, change.data, change.mode)
+    state.observations.record(session, change.target, version)
+
+
+def meta(change: Change) -> dict[str, Any]:
+    return {
+        "path": change.target.display,
+        "file": str(change.target.real),
+        "diff": change.diff.text,
+        "added": change.diff.added,
+        "removed": change.diff.removed,
+        "created": change.created,
+    }
+
+
+def _edits(arguments: EditArguments | MultiEditArguments) -> list[EditItem]:
+    if isinstance(arguments, MultiEditArguments):
+        return arguments.edits
+    return [
+        EditItem(
+            old_string=arguments.old_string,
+            new_string=arguments.new_string,
+            replace_all=arguments.replace_all,
+        )
+    ]
+
+
+def write_tool(state: FsState) -> ToolDefinition:
+    async def plan(arguments: WriteArguments, context: ToolContext) -> Change:
+        target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
+        return await plan_write(state, target, arguments.content, context.session_id)
+
+    async def describe(arguments: WriteArguments, context: ToolContext) -> Action:
+        return action("write", await plan(arguments, context))
+
+    async def execute(arguments: WriteArguments, context: ToolContext) -> ToolOutput:
+        target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
+        async with state.locks(target):
+            change = await plan_write(state, target, arguments.content, context.session_id)
+            await commit(state, change, context.session_id)
+        if change.created:
+            lines = arguments.content.count("\n") + (not arguments.content.endswith("\n"))
+            said = f"Created file ({lines if arguments.content else 0} lines)."
+        elif change.unchanged:
+            said = "File unchanged: the content was already the same."
+        else:
+            said = f"Updated file ({change.diff.stats})."
+        content = f"<path>{target.display}</path>\n<type>file</type>\n<content>\n{said}\n</content>"
+        return ToolOutput(content=content, meta=meta(change))
+
+    return ToolDefinition(
+        name="write",
+        description=WRITE_DESCRIPTION,
+        arguments=WriteArguments,
+        execute=execute,
+        kind="edit",
+        describe=describe,
+    )
+
+
+def _edit_tool(
+    state: FsState, name: str, description: str, arguments_model: type[Any]
+) -> ToolDefinition:
+    async def describe(
+        arguments: EditArguments | MultiEditArguments, context: ToolContext
+    ) -> Action:
+        target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
+        change = await plan_edit(state, target, _edits(arguments), context.session_id)
+        return action("edit", change)
+
+    async def execute(
+        arguments: EditArguments | MultiEditArguments, context: ToolContext
+    ) -> ToolOutput:
+        target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
+        edits = _edits(arguments)
+        async with state.locks(target):
+            change = await plan_edit(state, target, edits, context.session_id)
+            await commit(state, change, context.session_id)
+        occurrences = f"{change.replaced} occurrence{'s' if change.replaced != 1 else ''}"
+        if len(edits) > 1:
+            done = f"applied {len(edits)} edits, replacing {occurrences}"
+        else:
+            done = f"replaced {occurrences}"
+        said = f"Edited {target.display} ({change.diff.stats}): {done}."
+        return ToolOutput(content=said, meta=meta(change))
+
+    return ToolDefinition(
+        name=name,
+        description=description,
+        arguments=arguments_model,
+        execute=execute,
+        kind="edit",
+        describe=describe,
+    )
+
+
+def edit_tool(state: FsState) -> ToolDefinition:
+    return _edit_tool(state, "edit", EDIT_DESCRIPTION, EditArguments)
+
+
+def multi_edit_tool(state: FsState) -> ToolDefinition:
+    return _edit_tool(state, "multi_edit", MULTI_EDIT_DESCRIPTION, MultiEditArguments)
