@@ -22,11 +22,14 @@ Cancelling writes the turn's closing events, so the session can be resumed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -52,6 +55,7 @@ from dsh.tools.permissions import PermissionMode
 from dsh.tools.questions import Answer
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
 
 
 @dataclass(frozen=True)
@@ -70,44 +74,71 @@ class HeadlessRequest:
 
 
 class Printer:
-    """Writes what the session does in the chosen format, as it happens."""
+    """Writes what the session does in the chosen format, as it happens.
 
-    def __init__(self, output_format: str, out: TextIO, err: TextIO) -> None:
+    When stdout's reader goes away (``dsh -p … | head``), it stops writing, points
+    stdout at /dev/null (so no flush fails later) and calls ``on_closed``: the run is
+    cancelled, as a Unix tool stops on SIGPIPE, and the session stays resumable.
+    """
+
+    def __init__(
+        self,
+        output_format: str,
+        out: TextIO,
+        err: TextIO,
+        on_closed: Callable[[], None] = lambda: None,
+    ) -> None:
         self.format = output_format
         self.out = out
         self.err = err
+        self.on_closed = on_closed
+        self.closed = False
         self._text_open = False
 
     def __call__(self, event: SessionEvent) -> None:
         if self.format == "stream-json":
-            self.out.write(json.dumps(event.to_dict(), ensure_ascii=False) + "\n")
-            self.out.flush()
+            self.write(json.dumps(event.to_dict(), ensure_ascii=False) + "\n")
         elif self.format == "text":
             self._text(event)
+
+    def write(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:
+            self.closed = True
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self.out.fileno())
+                os.close(devnull)
+            self.on_closed()
+
+    def note(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.err.write(text)
+            self.err.flush()
 
     def _text(self, event: SessionEvent) -> None:
         match event.data:
             case AssistantChunk(chunk=TextDelta(text=text)):
-                self.out.write(text)
-                self.out.flush()
+                self.write(text)
                 self._text_open = True
             case AssistantMessageData():
-                self._end_line()
+                self.end_line()
             case ToolCall(name=name, arguments=arguments):
-                self._end_line()
+                self.end_line()
                 brief = arguments if len(arguments) <= 120 else arguments[:117] + "..."
-                self.err.write(f"[tool] {name} {brief}\n")
-                self.err.flush()
+                self.note(f"[tool] {name} {brief}\n")
             case ToolResult(message=message, error=error) if error is not None:
                 texts = [b.text for b in message.result.content if hasattr(b, "text")]
                 first = (texts[0].splitlines() or [""])[0] if texts else ""
-                self.err.write(f"[tool] {error.name} failed ({error.code}): {first[:200]}\n")
-                self.err.flush()
+                self.note(f"[tool] {error.name} failed ({error.code}): {first[:200]}\n")
 
-    def _end_line(self) -> None:
+    def end_line(self) -> None:
         if self._text_open:
-            self.out.write("\n")
-            self.out.flush()
+            self.write("\n")
             self._text_open = False
 
 
@@ -194,13 +225,15 @@ async def _run(
         return EXIT_FAILED
 
     first_live = len(agent.session.events)
-    printer = Printer(request.output_format, out, err)
+    printer = Printer(
+        request.output_format, out, err, on_closed=lambda: agent.cancel(CancelByUser())
+    )
     agent.session.subscribe(printer, from_seq=first_live)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, agent.cancel, CancelByUser())
     try:
         if request.input_format == "stream-json":
-            control = Control(out)
+            control = Control(printer.write)
             runtime.root.approvals.add_approver(control.approve)
             runtime.root.questions.set_answerer(control.answer)
             await _commands(agent, err, control)
@@ -226,17 +259,14 @@ async def _run(
         None,
     )
     code, reason = outcome(ends[-1].reason if ends else None, blocked if not ends else None)
-    printer._end_line()
+    printer.end_line()
+    if printer.closed:
+        return EXIT_CLOSED_OUTPUT  # the reader left: say nothing more, as `yes | head` does
     if request.output_format == "json":
-        out.write(
-            json.dumps(
-                _result(runtime, agent, events, code, reason, started, len(ends)),
-                ensure_ascii=False,
-            )
-            + "\n"
-        )
+        result = _result(runtime, agent, events, code, reason, started, len(ends))
+        printer.write(json.dumps(result, ensure_ascii=False) + "\n")
     if reason is not None:
-        err.write(f"dsh: {reason}\n" if not reason.startswith("note:") else f"dsh {reason}\n")
+        printer.note(f"dsh: {reason}\n" if not reason.startswith("note:") else f"dsh {reason}\n")
     return code
 
 
@@ -276,17 +306,15 @@ def _result(
 class Control:
     """Approvals and questions answered by the program driving dsh over stdin."""
 
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
         self.pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
 
     def _ask(self, kind: str, request_id: str, body: dict[str, Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[request_id] = (kind, future)
-        self.out.write(
-            json.dumps({"type": kind, "request_id": request_id, **body}, ensure_ascii=False) + "\n"
-        )
-        self.out.flush()
+        line = json.dumps({"type": kind, "request_id": request_id, **body}, ensure_ascii=False)
+        self.write(line + "\n")
         return future
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
@@ -321,11 +349,10 @@ class Control:
 
 async def _commands(agent: Any, err: TextIO, control: Control) -> None:
     """Follow stdin commands until it closes."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    # A thread reads stdin, since it may be a file (``< commands.jsonl``), which the
+    # event loop's pipe transports refuse, as well as a pipe or a terminal.
     number = 0
-    while line := await reader.readline():
+    while line := await asyncio.to_thread(sys.stdin.buffer.readline):
         number += 1
         text = line.decode("utf-8", errors="replace").strip()
         if not text:

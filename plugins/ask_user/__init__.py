@@ -60,7 +60,9 @@ async def ask_user_question(arguments: AskArguments, context: ToolContext) -> st
             id=q.id,
             question=q.question,
             header=q.header,
-            options=tuple(QuestionOption(label=o.label, description=o.description) for o in q.options),
+            options=tuple(
+                QuestionOption(label=o.label, description=o.description) for o in q.options
+            ),
             multi_select=q.multi_select,
         )
         for q in arguments.questions
@@ -95,4 +97,6 @@ def apply(ctx: Context, config: object) -> None:
     )
 
 
-plugin = Plugin(name="ask-user", inject=("tools",), apply=apply, description="the ask_user_question tool")
+plugin = Plugin(
+    name="ask-user", inject=("tools",), apply=apply, description="the ask_user_question tool"
+)

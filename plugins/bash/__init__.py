@@ -1,0 +1,67 @@
+"""Shell commands and background jobs: the ``bash``, ``job_output``, ``job_list`` and
+``job_kill`` tools, and the ``jobs`` service.
+
+Every call is a fresh ``bash -c`` in a process group of its own (``process``), with a
+scrubbed environment (``environment``); each output stream keeps its tail in memory and
+spills whole to a file (``capture``), and the result is rendered with the markers of
+``render``. ``run_in_background`` hands the process to the ``jobs`` service (``jobs``,
+``background``), which tells the agent when a job it started has ended.
+
+Settings (``[plugins.bash]``): ``default_timeout_ms`` and ``env_passthrough``, names
+of environment variables passed on even though they look like credentials.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from dsh.kernel import Context, Plugin
+from dsh.llm import UserSource
+from plugins.bash.job_tools import job_tools
+from plugins.bash.jobs import JobService
+from plugins.bash.tool import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, BashSettings, bash_tool
+
+JOBS = "jobs"
+
+
+class Config(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    default_timeout_ms: int = Field(default=DEFAULT_TIMEOUT_MS, ge=1, le=MAX_TIMEOUT_MS)
+    env_passthrough: tuple[str, ...] = ()
+    """Variables passed to commands although their names look like credentials."""
+
+
+def apply(ctx: Context, config: Config) -> None:
+    # Job tasks live in a child context, created before the closing effect below: the
+    # effects run newest first, so every job is stopped at once (concurrently, each
+    # with its grace period) before the tasks that remain are cancelled one by one.
+    jobs = JobService(ctx.child(name="bash:jobs"))
+    ctx.effect(lambda: jobs.aclose)
+    ctx.provide(JOBS, jobs)
+
+    settings = BashSettings(config.default_timeout_ms, tuple(config.env_passthrough))
+    for tool in (bash_tool(jobs, settings), *job_tools(jobs)):
+        ctx.tools.register(tool.name, tool)
+
+    async def on_prompt(agent: Any, message: Any, next_: Any) -> Any:
+        # A prompt from the user ends a run of turns started by job notices.
+        if isinstance(getattr(message, "source", None), UserSource):
+            jobs.user_prompted(agent)
+        return await next_()
+
+    ctx.on("agent/prompt-submit", on_prompt)
+    # The session is going away: its jobs end with it, without notices.
+    ctx.on("agent/disposed", lambda agent: jobs.close_owner(str(agent.id)))
+
+
+plugin = Plugin(
+    name="bash",
+    description="Shell commands (bash -c) and background jobs",
+    inject=("tools",),
+    provides=(JOBS,),
+    config=Config,
+    apply=apply,
+)

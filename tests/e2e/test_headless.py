@@ -1,0 +1,364 @@
+"""``dsh -p`` end to end: a real child process, the scripted server, the stored log.
+
+Each test runs ``python -m dsh`` against the ``fake_llm`` server of the test, with a
+fresh ``$DSH_HOME`` that loads the ``echo`` test tool. After each run the stored
+session must be sound (``check_log``), and every request the server received must be
+rebuildable from the log alone (``check_requests``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from dsh.session import AssistantMessageData, SessionEvent, TurnEnd, check_log
+from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec, Usage
+from plugins.llm_deepseek import FLASH_PRICE
+from tests.e2e.harness import (
+    TIMEOUT,
+    Dsh,
+    close_stdin,
+    finish,
+    interrupt,
+    of_type,
+    read_until,
+    send,
+    stream_events,
+    text_of,
+    user_texts,
+)
+
+
+@pytest_asyncio.fixture
+async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
+    installation = Dsh(tmp_path, fake_llm)
+    try:
+        yield installation
+    finally:
+        await installation.kill_leftovers()
+
+
+def echo(text: str, delay: float = 0.0) -> ToolCallSpec:
+    arguments: dict[str, Any] = {"text": text}
+    if delay:
+        arguments["delay"] = delay
+    return ToolCallSpec(name="echo", arguments=arguments)
+
+
+def turn_ends(events: list[SessionEvent]) -> list[TurnEnd]:
+    return [e.data for e in events if isinstance(e.data, TurnEnd)]
+
+
+def bodies(server: FakeLLM) -> list[dict[str, Any]]:
+    return [r.body for r in server.chat_requests]
+
+
+def tool_outputs(body: dict[str, Any]) -> list[str]:
+    return [text_of(m) for m in body["messages"] if m["role"] == "tool"]
+
+
+async def test_a_tool_conversation_runs_to_its_answer(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(
+        Reply(reasoning="Echo first.", tool_calls=[echo("one")]),
+        Reply(reasoning="Echo again.", tool_calls=[echo("two")]),
+        Reply(text="Both echoes came back."),
+    )
+
+    done = await dsh.run("-p", "echo twice, then tell me")
+
+    assert done.code == 0, done.stderr
+    assert done.stdout == "Both echoes came back.\n"
+    assert '[tool] echo {"text": "one"}' in done.stderr
+    assert '[tool] echo {"text": "two"}' in done.stderr
+    events = await dsh.checked_events()
+    assert [e.data.trigger.kind for e in of_type(events, "turn/start")] == ["prompt"]
+    assert [end.reason.kind for end in turn_ends(events)] == ["completed"]
+    assert len(of_type(events, "step/start")) == 3
+    sent = bodies(fake_llm)
+    assert len(sent) == 3
+    assert tool_outputs(sent[1]) == ["echo: one"]
+    assert tool_outputs(sent[2]) == ["echo: one", "echo: two"]
+
+
+async def test_steering_joins_the_running_turn(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(
+        Reply(tool_calls=[echo("slowly", delay=1.0)]),
+        Reply(text="Echoed, and X."),
+    )
+    child = await dsh.start("-p", "--input-format", "stream-json", "--output-format", "stream-json")
+    await send(child, {"type": "prompt", "text": "echo slowly"})
+    seen = []
+    async for event in stream_events(child):
+        seen.append(event)
+        if event["type"] == "tool/call":
+            # The tool sleeps for a second: this arrives while it runs.
+            await send(child, {"type": "steer", "text": "also mention X"})
+            await close_stdin(child)
+            break
+    done = await finish(child, stdin=None)
+
+    assert done.code == 0, done.stderr
+    events = await dsh.checked_events()
+    assert len(turn_ends(events)) == 1
+    [steering] = of_type(events, "steering/message")
+    assert steering.data.text() == "also mention X"
+    [tool_result] = of_type(events, "tool/result")
+    [_, second_step] = of_type(events, "step/start")
+    assert tool_result.seq < second_step.seq < steering.seq  # entered at the next step
+    [end] = of_type(events, "turn/end")
+    assert steering.seq < end.seq  # the same turn
+    first, second = bodies(fake_llm)
+    assert "also mention X" not in user_texts(first)
+    assert user_texts(second)[-1] == "also mention X"
+    assert tool_outputs(second) == ["echo: slowly"]
+
+
+async def test_a_followup_queued_while_running_gets_the_next_turn(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(
+        Reply(text="First answer.", chunk_delay_ms=5),
+        Reply(text="Second answer."),
+    )
+    child = await dsh.start("-p", "--input-format", "stream-json")
+    await send(
+        child,
+        {"type": "prompt", "text": "first question"},
+        {"type": "followup", "text": "second question"},
+    )
+    await close_stdin(child)
+    done = await finish(child, stdin=None)
+
+    assert done.code == 0, done.stderr
+    assert done.stdout == "First answer.\nSecond answer.\n"
+    events = await dsh.checked_events()
+    assert [end.reason.kind for end in turn_ends(events)] == ["completed", "completed"]
+    prompts = [(e.data.text(), e.seq) for e in of_type(events, "user/message")]
+    turn_starts = [e.seq for e in of_type(events, "turn/start")]
+    assert [text for text, _ in prompts if "question" in text] == [
+        "first question",
+        "second question",
+    ]
+    second_prompt_seq = next(seq for text, seq in prompts if text == "second question")
+    assert second_prompt_seq > turn_starts[1]
+    first, second = bodies(fake_llm)
+    assert user_texts(first)[-1] == "first question"
+    assert "second question" not in user_texts(first)
+    assert user_texts(second)[-1] == "second question"
+
+
+async def test_cancel_mid_stream_keeps_what_was_shown_and_resumes(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    story = " ".join(f"word{i}" for i in range(120))  # 150 chunks at 10 ms: 1.5 s whole
+    fake_llm.add(Reply(text=story, chunk_size=4, chunk_delay_ms=10))
+    child = await dsh.start("-p", "tell me a long story")
+    shown = await read_until(child, 12)  # the text has reached the user
+    interrupt(child)
+    done = await finish(child)
+
+    assert done.code == 130, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "dsh: cancelled"
+    [session_id] = await dsh.session_ids()
+    events = await dsh.checked_events()
+    assert turn_ends(events)[-1].reason.kind == "aborted"
+    [message] = of_type(events, "assistant/message")
+    assert isinstance(message.data, AssistantMessageData)
+    assert message.data.interrupted
+    partial = message.data.message.text()
+    assert 12 <= len(partial) < len(story)
+    assert story.startswith(partial)
+    assert (shown.decode() + done.stdout).rstrip("\n") == partial  # exactly what was shown
+
+    fake_llm.add(Reply(text="Going on."))
+    again = await dsh.run("-p", "go on", "--resume", session_id)
+
+    assert again.code == 0, again.stderr
+    assert again.stdout == "Going on.\n"
+    events = await dsh.checked_events(session_id)
+    assert [end.reason.kind for end in turn_ends(events)] == ["aborted", "completed"]
+    resumed = bodies(fake_llm)[-1]
+    assistant = [text_of(m) for m in resumed["messages"] if m["role"] == "assistant"]
+    assert assistant == [partial]
+    assert user_texts(resumed)[-1] == "go on"
+
+
+async def test_a_request_error_is_retried_with_the_same_body(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(fault=Fault(status=503, retry_after=0.05)), Reply(text="Made it."))
+
+    done = await dsh.run("-p", "hello")
+
+    assert done.code == 0, done.stderr
+    assert done.stdout == "Made it.\n"
+    events = await dsh.checked_events()
+    [retry] = of_type(events, "llm/retry")
+    assert retry.data.retry == 1
+    assert len(of_type(events, "request/header")) == 1
+    first, second = bodies(fake_llm)
+    assert first == second
+    assert [r.status for r in fake_llm.chat_requests] == [503, 200]
+
+
+async def test_max_steps_ends_the_turn(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(*(Reply(tool_calls=[echo(f"call {n}")]) for n in range(3)))
+
+    done = await dsh.run("-p", "keep calling", "--max-steps", "2")
+
+    assert done.code == 1
+    assert "stopped after 2 steps" in done.stderr
+    events = await dsh.checked_events()
+    [end] = turn_ends(events)
+    assert end.reason.kind == "max-steps"
+    assert len(of_type(events, "step/start")) == 2
+    assert len(of_type(events, "tool/result")) == 2
+    assert len(fake_llm.chat_requests) == 2
+    assert fake_llm.remaining == 1
+
+
+async def test_json_output_is_one_result_object(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    usage = Usage(prompt_tokens=1_000, completion_tokens=50, cache_hit_tokens=400)
+    fake_llm.add(Reply(text="The answer.", usage=usage))
+
+    done = await dsh.run("-p", "a question", "--output-format", "json")
+
+    assert done.code == 0, done.stderr
+    [result] = done.json_lines()
+    [session_id] = await dsh.session_ids()
+    assert result["type"] == "result"
+    assert result["is_error"] is False
+    assert result["result"] == "The answer."
+    assert result["session_id"] == session_id
+    assert result["num_turns"] == 1
+    assert result["usage"] == {"inputTokens": 600, "outputTokens": 50, "cacheReadTokens": 400}
+    peak = 600 * FLASH_PRICE.cache_miss + 400 * FLASH_PRICE.cache_hit + 50 * FLASH_PRICE.output
+    peak /= 1_000_000
+    assert result["cost_usd"] in (pytest.approx(peak), pytest.approx(peak / 2))
+    await dsh.checked_events()
+
+
+async def test_stream_json_output_is_every_event_in_order(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(tool_calls=[echo("hi")]), Reply(text="Said hi."))
+
+    done = await dsh.run("-p", "say hi", "--output-format", "stream-json")
+
+    assert done.code == 0, done.stderr
+    lines = done.json_lines()
+    assert len(lines) == len(done.stdout.splitlines())  # nothing but JSON lines
+    seqs = [line["seq"] for line in lines]
+    assert seqs == sorted(set(seqs))
+    types = [line["type"] for line in lines]
+    for wanted in ("turn/start", "tool/call", "tool/result", "assistant/chunk", "turn/end"):
+        assert wanted in types
+    stored = {e.seq: e.to_dict() for e in await dsh.checked_events()}
+    assert lines == [stored[seq] for seq in seqs]
+
+
+async def test_the_prompt_can_come_on_stdin(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(text="Read it."))
+
+    done = await dsh.run("-p", stdin="what does stdin say?\n")
+
+    assert done.code == 0, done.stderr
+    assert done.stdout == "Read it.\n"
+    [body] = bodies(fake_llm)
+    assert user_texts(body)[-1] == "what does stdin say?"
+    await dsh.checked_events()
+
+
+async def test_continue_picks_the_latest_session_of_the_cwd(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    elsewhere = dsh.root / "elsewhere"
+    elsewhere.mkdir()
+    fake_llm.add(*(Reply(text=f"Answer {n}.") for n in range(4)))
+    runs = [
+        await dsh.run("-p", "older here", "--output-format", "json"),
+        await dsh.run("-p", "newer here", "--output-format", "json"),
+        await dsh.run("-p", "somewhere else", "--output-format", "json", cwd=elsewhere),
+        await dsh.run("-p", "and now?", "--continue", "--output-format", "json"),
+    ]
+
+    assert [r.code for r in runs] == [0, 0, 0, 0], [r.stderr for r in runs]
+    ids = [r.json_lines()[0]["session_id"] for r in runs]
+    assert len(set(ids[:3])) == 3
+    assert ids[3] == ids[1]
+    continued = bodies(fake_llm)[-1]
+    texts = user_texts(continued)
+    assert "newer here" in texts
+    assert texts[-1] == "and now?"
+    assert "older here" not in texts
+    assert "somewhere else" not in texts
+    events = await dsh.events(ids[1])
+    assert len(turn_ends(events)) == 2
+
+
+async def test_a_rejected_key_exits_with_one_line_naming_it(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(fault=Fault(status=401)))
+
+    done = await dsh.run("-p", "hello")
+
+    assert done.code == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith("dsh: ")
+    assert "DEEPSEEK_API_KEY" in line
+    assert done.stdout == ""
+    events = await dsh.checked_events()
+    assert turn_ends(events)[-1].reason.kind == "error"
+
+
+async def test_a_missing_key_exits_with_one_line_naming_it(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    dsh.key = None
+
+    done = await dsh.run("-p", "hello")
+
+    assert done.code == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith("dsh: ")
+    assert "DEEPSEEK_API_KEY" in line
+    assert fake_llm.requests == []
+    events = await dsh.events()
+    assert turn_ends(events)[-1].reason.kind == "error"
+    # No request went out, so there is nothing to compare with the log's requests.
+    assert check_log(events) == []
+
+
+async def test_stream_json_commands_can_come_from_a_file(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    # `dsh -p --input-format stream-json < commands.jsonl`: stdin is a regular file,
+    # not a pipe.
+    fake_llm.add(Reply(text="From a file."))
+    commands = dsh.root / "commands.jsonl"
+    commands.write_text(json.dumps({"type": "prompt", "text": "read from a file"}) + "\n")
+
+    with commands.open("rb") as stdin:
+        child = await dsh.start("-p", "--input-format", "stream-json", stdin=stdin)
+    done = await finish(child, stdin=None)
+
+    assert done.code == 0, done.stderr
+    assert done.stdout == "From a file.\n"
+    await dsh.checked_events()
+
+
+async def test_a_reader_that_goes_away_cancels_the_run_quietly(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    # `dsh -p ... | head -c 8`: stdout's reader leaves while the answer streams.
+    fake_llm.add(Reply(text="x" * 400, chunk_size=4, chunk_delay_ms=5))
+    read_end, write_end = os.pipe()
+    try:
+        child = await dsh.start("-p", "stream a lot", stdout=write_end)
+    finally:
+        os.close(write_end)
+    try:
+        first = await asyncio.wait_for(asyncio.to_thread(os.read, read_end, 8), TIMEOUT)
+    finally:
+        os.close(read_end)
+    done = await finish(child)
+
+    assert first.startswith(b"x")
+    assert done.stderr == "", done.stderr[-2000:]  # says nothing more, as `yes | head` does
+    assert done.code == 141  # what a shell reports for a closed pipe
+    events = await dsh.checked_events()
+    assert turn_ends(events)[-1].reason.kind == "aborted"  # stopped, not streamed to the end
