@@ -12,6 +12,7 @@ only while nothing has reached the caller yet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -229,7 +230,7 @@ class LlmService:
             retry_policy=adapter.retry_policy,
         )
 
-    async def attempt(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+    async def attempt(self, options: GenerateOptions) -> AsyncGenerator[StreamChunk, None]:
         """One attempt: the adapter's chunks, always ending in exactly one ``finish``."""
         try:
             adapter = self.adapter(options.provider)
@@ -274,12 +275,13 @@ class LlmService:
         while True:
             delivered = False
             finish: Finish | None = None
-            async for chunk in self.attempt(options):
-                if isinstance(chunk, Finish):
-                    finish = chunk
-                    break
-                delivered = True
-                yield chunk
+            async with contextlib.aclosing(self.attempt(options)) as attempt:
+                async for chunk in attempt:
+                    if isinstance(chunk, Finish):
+                        finish = chunk
+                        break
+                    delivered = True
+                    yield chunk
             assert finish is not None  # attempt() always ends with one
             failure = failure_of(finish)
             policy = self._policy(options.provider)
@@ -333,11 +335,16 @@ class BoundLlmService:
         return getattr(self._service, name)
 
 
+_END = object()
+
+
 async def _until_cancelled(
     source: AsyncIterator[StreamChunk], signal: Any
 ) -> AsyncGenerator[StreamChunk, None]:
     """``source``'s chunks until ``signal`` (an ``asyncio.Event``) is set; then an
-    aborted finish, with the pending read cancelled so the connection closes at once."""
+    aborted finish, with the source's pending read cancelled so the connection closes
+    at once. One task reads the source into a queue, so streaming costs no task per
+    chunk."""
     if signal is None:
         async for chunk in source:
             yield chunk
@@ -345,23 +352,42 @@ async def _until_cancelled(
     if signal.is_set():
         yield ABORTED
         return
-    waiter = asyncio.ensure_future(signal.wait())
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for chunk in source:
+                queue.put_nowait(chunk)
+        except Exception as error:  # handed to the consumer, who raises it
+            queue.put_nowait(error)
+        else:
+            queue.put_nowait(_END)
+
+    async def watch() -> None:
+        await signal.wait()
+        queue.put_nowait(_END)
+
+    pumper = asyncio.ensure_future(pump())
+    watcher = asyncio.ensure_future(watch())
     try:
         while True:
-            pending = asyncio.ensure_future(anext(source))
-            await asyncio.wait({pending, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if not pending.done():
-                pending.cancel()
-                await asyncio.gather(pending, return_exceptions=True)
+            item = await queue.get()
+            if signal.is_set():
+                # Close the source (and its connection) now, not when this generator is
+                # eventually closed: the consumer may just stop iterating.
+                pumper.cancel()
+                await asyncio.gather(pumper, return_exceptions=True)
                 yield ABORTED
                 return
-            try:
-                chunk = pending.result()
-            except StopAsyncIteration:
+            if item is _END:
                 return
-            yield chunk
+            if isinstance(item, Exception):
+                raise item
+            yield item
     finally:
-        waiter.cancel()
+        pumper.cancel()
+        watcher.cancel()
+        await asyncio.gather(pumper, watcher, return_exceptions=True)
 
 
 async def _wait_or_cancel(sleeping: Awaitable[Any], signal: Any) -> bool:

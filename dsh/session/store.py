@@ -8,6 +8,7 @@ brings the catalog up to date if it fell behind.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Sequence
@@ -70,6 +71,10 @@ class SessionStore:
         self.catalog = catalog
         self._window = window
         self._writers: dict[SessionId, SessionWriter] = {}
+        # Stored batches reach the catalog through one ordered queue, off the path of
+        # flush(): a flush waits for the disk, not for the index.
+        self._index_queue: asyncio.Queue[tuple[SessionHeader, list[SessionEvent]]] = asyncio.Queue()
+        self._indexer: asyncio.Task[None] | None = None
 
     @classmethod
     def at(
@@ -110,6 +115,7 @@ class SessionStore:
         for issue in loaded.issues:
             _log.warning("%s", issue)
         # Index what storage holds before the session's writer can index anything newer.
+        await self.indexed()
         await self._catch_up(loaded.header, loaded.events)
         session = Session(loaded.header, loaded.events)
         session.load_issues = tuple(loaded.issues)
@@ -143,13 +149,33 @@ class SessionStore:
         )
 
     async def _written(self, session: Session, events: Sequence[SessionEvent]) -> None:
-        if self.catalog is not None:
-            await self.catalog.record(
-                session.header,
-                events,
-                backend=self.persistence.name,
-                location=self.persistence.location(session.id),
-            )
+        if self.catalog is None:
+            return
+        self._index_queue.put_nowait((session.header, list(events)))
+        if self._indexer is None or self._indexer.done():
+            self._indexer = asyncio.get_running_loop().create_task(self._index_loop())
+
+    async def _index_loop(self) -> None:
+        assert self.catalog is not None
+        while True:
+            header, events = await self._index_queue.get()
+            try:
+                await self.catalog.record(
+                    header,
+                    events,
+                    backend=self.persistence.name,
+                    location=self.persistence.location(header.id),
+                )
+            except Exception:
+                _log.exception(
+                    "session %s: indexing failed (dsh sessions reindex repairs it)", header.id
+                )
+            finally:
+                self._index_queue.task_done()
+
+    async def indexed(self) -> None:
+        """Return once every stored batch so far is in the catalog."""
+        await self._index_queue.join()
 
     async def _catch_up(self, header: SessionHeader, events: Sequence[SessionEvent]) -> None:
         if self.catalog is None or not events:
@@ -170,13 +196,20 @@ class SessionStore:
         return await writer.flush() if writer is not None else True
 
     async def close(self, session: Session) -> bool:
+        """Write what is queued, stop following the session, and index it."""
         writer = self._writers.pop(session.id, None)
-        return await writer.close() if writer is not None else True
+        written = await writer.close() if writer is not None else True
+        await self.indexed()
+        return written
 
     async def aclose(self) -> None:
         for session_id in list(self._writers):
             writer = self._writers.pop(session_id)
             await writer.close()
+        await self.indexed()
+        if self._indexer is not None:
+            self._indexer.cancel()
+            await asyncio.gather(self._indexer, return_exceptions=True)
         await self.persistence.close()
         if self.catalog is not None:
             await self.catalog.close()
@@ -211,6 +244,7 @@ class SessionStore:
         writer = self._writers.pop(resolved, None)
         if writer is not None:
             await writer.close()
+        await self.indexed()
         await self.persistence.delete(resolved)
         if self.catalog is not None:
             await self.catalog.forget(resolved)

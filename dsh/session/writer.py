@@ -2,8 +2,8 @@
 
 The writer subscribes to a session and queues its events. The first queued event
 opens a short window (200 ms by default, never extended) after which the batch is
-written; turn and step boundaries write at once; ``flush()`` writes everything queued
-and returns when it is durable. A failed write keeps its batch for the next attempt
+written; the end of a turn writes at once; ``flush()`` writes everything queued and
+returns when it is durable. A failed write keeps its batch for the next attempt
 and is reported, so nothing is dropped.
 """
 
@@ -19,7 +19,9 @@ from dsh.session.session import Session
 
 _log = logging.getLogger("dsh.session")
 
-BOUNDARY_TYPES = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
+# The loop flushes before every model request and every tool body, which covers the
+# start of each step; the end of a turn is the one boundary nothing else follows.
+BOUNDARY_TYPES = frozenset({"turn/end"})
 
 Written = Callable[[Session, Sequence[SessionEvent]], Awaitable[None]]
 Failed = Callable[[Session, BaseException], None]

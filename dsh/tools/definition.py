@@ -10,6 +10,7 @@ arguments.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -108,8 +109,8 @@ class ToolDefinition:
         if not TOOL_NAME.match(self.name):
             raise ValueError(f"tool name {self.name!r} must match {TOOL_NAME.pattern}")
 
-    @property
-    def schema(self) -> ToolSchema:
+    @functools.cached_property
+    def schema(self) -> ToolSchema:  # built once: every request sends it
         parameters = self.arguments.model_json_schema()
         parameters.pop("title", None)
         for prop in parameters.get("properties", {}).values():
