@@ -172,10 +172,17 @@ class PromptService:
         variables: dict[str, str] = {}  # each variable computed once per assembly
 
         # Renderers run concurrently: a context entry may wait on a subprocess or a file.
-        rendered = await _gather_or_cancel(
-            [self._render_section(s, pc, variables) for s in sections]
+        # Plain-text sections need no task of their own.
+        dynamic = [s for s in sections if not isinstance(s.text, str)]
+        results = await _gather_or_cancel(
+            [self._render_section(s, pc, variables) for s in dynamic]
             + [_render(e.name, "context entry", e.text, pc) for e in entries]
         )
+        by_section = dict(zip((s.name for s in dynamic), results[: len(dynamic)], strict=True))
+        rendered = [
+            by_section[s.name] if s.name in by_section else self._plain(s, pc, variables)
+            for s in sections
+        ] + results[len(dynamic) :]
         shown = [
             (section, text)
             for section, text in zip(sections, rendered[: len(sections)], strict=True)
@@ -208,6 +215,10 @@ class PromptService:
         rank = {name: index for index, name in enumerate(self.tool_order)}
         listed = sorted((t for t in by_name if t.name in rank), key=lambda t: rank[t.name])
         return (*listed, *(t for t in by_name if t.name not in rank))
+
+    def _plain(self, section: Section, pc: PromptContext, variables: dict[str, str]) -> str | None:
+        assert isinstance(section.text, str)
+        return self._interpolate(section.name, section.text, pc, variables).strip() or None
 
     async def _render_section(
         self, section: Section, pc: PromptContext, variables: dict[str, str]

@@ -370,7 +370,10 @@ async def run_tools(
         if signal.aborted:
             _answer_unstarted(agent, turn, step, calls[index:], started=[e.seq for e in started])
             raise TurnCancelled
-        await agent.flush()  # the calls are durable before their bodies run
+        if not agent.tools.concurrency_safe(batch[0], agent):
+            # A call with effects is durable before its body runs; read-only calls
+            # leave nothing a crash could make ambiguous, so they skip the fsync.
+            await agent.flush()
         outcomes = await asyncio.gather(
             *(agent.tools.run(c, agent.tool_context(c.id, signal), agent) for c in batch)
         )

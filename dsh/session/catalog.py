@@ -23,6 +23,7 @@ from dsh.paths import PRIVATE_FILE, private_dir
 from dsh.session.events import AssistantMessageData, SessionEvent, SessionTitle, TurnStart
 from dsh.session.header import SessionHeader
 from dsh.session.persistence import SessionPersistence
+from dsh.session.sqlite import open_database
 
 FILE_NAME = "index.sqlite"
 
@@ -126,16 +127,21 @@ class Catalog:
         self._pricing = pricing
         self._db: aiosqlite.Connection | None = None
         self._opening = asyncio.Lock()
+        self._closed = False
         # One record at a time: each reads last_seq, then writes past it.
         self._recording = asyncio.Lock()
 
     async def _connect(self) -> aiosqlite.Connection:
         async with self._opening:
+            if self._closed:
+                # Reopening would start a worker thread nobody closes (and that keeps
+                # the process from exiting): using a closed catalog is a bug.
+                raise RuntimeError("the catalog is closed")
             if self._db is None:
                 private_dir(self.path.parent)
                 if not self.path.exists():
                     os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))
-                db = await aiosqlite.connect(self.path)
+                db = await open_database(self.path)
                 await db.execute("PRAGMA journal_mode=WAL")
                 await db.executescript(SCHEMA)
                 await db.commit()
@@ -143,9 +149,11 @@ class Catalog:
             return self._db
 
     async def close(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+        self._closed = True
+        async with self._opening:
+            if self._db is not None:
+                await self._db.close()
+                self._db = None
 
     # ------------------------------------------------------------------ writing
 

@@ -89,25 +89,34 @@ def synthetic_result(call_id: CallId) -> ToolResultMessage:
     return message.model_copy(update={"id": stable})
 
 
-def derive_history(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` with a synthetic result after each tool call left unanswered."""
-    out: list[Message] = []
-    pending: list[CallId] = []
+class HistoryFold:
+    """The derivation below, one message at a time, so that a growing surface extends
+    the history it derived before instead of deriving it all again."""
 
-    def settle() -> None:
-        out.extend(synthetic_result(call_id) for call_id in pending)
-        pending.clear()
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.pending: list[CallId] = []  # calls of the latest tool-calling message, unanswered
 
-    for message in messages:
+    def add(self, message: Message) -> None:
         if isinstance(message, ToolResultMessage):
             call_id = message.result.tool_call_id
-            if call_id in pending:
-                pending.remove(call_id)
-            out.append(message)
-            continue
-        settle()
-        out.append(message)
+            if call_id in self.pending:
+                self.pending.remove(call_id)
+            self.messages.append(message)
+            return
+        self.messages.extend(synthetic_result(call_id) for call_id in self.pending)
+        self.pending.clear()
+        self.messages.append(message)
         if isinstance(message, AssistantMessage):
-            pending.extend(call.id for call in message.tool_calls)
-    settle()
-    return out
+            self.pending.extend(call.id for call in message.tool_calls)
+
+    def result(self) -> list[Message]:
+        return self.messages + [synthetic_result(call_id) for call_id in self.pending]
+
+
+def derive_history(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with a synthetic result after each tool call left unanswered."""
+    fold = HistoryFold()
+    for message in messages:
+        fold.add(message)
+    return fold.result()

@@ -34,7 +34,7 @@ from dsh.session.events import (
     parse_payload,
 )
 from dsh.session.header import SessionHeader
-from dsh.session.history import Surface, SurfaceError, derive_history, event_message
+from dsh.session.history import HistoryFold, Surface, SurfaceError, event_message
 
 if TYPE_CHECKING:
     from dsh.session.persistence import LoadIssue
@@ -66,7 +66,9 @@ class Session:
         self._subscribers: list[Subscriber] = []
         self._dispatching = False
         self._surface = Surface()
-        self._messages: dict[int, Message | None] = {}
+        self._fold = HistoryFold()
+        self._folded = 0  # surface nodes already in the fold
+        self._fold_generation = 0
         self._derived: list[Message] | None = None
         self._header_seq: int | None = None
         self._context_seq: int | None = None
@@ -231,14 +233,17 @@ class Session:
         """Model history: each surface node's message in surface order, unanswered
         tool calls given a synthetic error result."""
         if self._derived is None:
-            found: list[Message] = []
-            for seq in self._surface.nodes:
-                if seq not in self._messages:
-                    self._messages[seq] = event_message(self._events[seq])
-                message = self._messages[seq]
+            nodes = self._surface.nodes
+            if self._fold_generation != self._surface.generation:
+                # A replace (compaction) rewrote the surface: fold it again from the start.
+                self._fold, self._folded = HistoryFold(), 0
+                self._fold_generation = self._surface.generation
+            for seq in nodes[self._folded :]:
+                message = event_message(self._events[seq])
                 if message is not None:
-                    found.append(message)
-            self._derived = derive_history(found)
+                    self._fold.add(message)
+            self._folded = len(nodes)
+            self._derived = self._fold.result()
         return list(self._derived)
 
     @property

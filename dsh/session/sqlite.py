@@ -56,6 +56,20 @@ CREATE TABLE IF NOT EXISTS events (
 """
 
 
+async def open_database(path: Path) -> aiosqlite.Connection:
+    """An aiosqlite connection whose worker thread never keeps the process alive.
+
+    aiosqlite runs each connection on a non-daemon thread, so one connection left open
+    by mistake would hang the interpreter at exit. Every write here is awaited to its
+    commit, so a daemon thread loses nothing when the process ends.
+    """
+    connection = aiosqlite.connect(path)
+    thread = getattr(connection, "_thread", None)
+    if thread is not None and not thread.is_alive():
+        thread.daemon = True
+    return await connection
+
+
 def _row(session_id: str, record: dict[str, Any]) -> tuple[Any, ...]:
     packed = "seq0" in record
     surface = record.get("surfaceOp")
@@ -93,16 +107,21 @@ class SqlitePersistence:
         self.path = home / FILE_NAME
         self._db: aiosqlite.Connection | None = None
         self._opening = asyncio.Lock()
+        self._closed = False
         self._pending: dict[SessionId, SessionHeader] = {}
         self._next_seq: dict[SessionId, int] = {}
 
     async def _connect(self) -> aiosqlite.Connection:
         async with self._opening:
+            if self._closed:
+                # Reopening would start a worker thread nobody closes (and that keeps
+                # the process from exiting): using a closed SQLite session store is a bug.
+                raise RuntimeError("the SQLite session store is closed")
             if self._db is None:
                 private_dir(self.path.parent)
                 if not self.path.exists():
                     os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))
-                db = await aiosqlite.connect(self.path)
+                db = await open_database(self.path)
                 await db.execute("PRAGMA journal_mode=WAL")
                 await db.execute("PRAGMA synchronous=FULL")
                 await db.executescript(SCHEMA)
@@ -226,6 +245,8 @@ class SqlitePersistence:
         return cursor.rowcount > 0
 
     async def close(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+        self._closed = True
+        async with self._opening:
+            if self._db is not None:
+                await self._db.close()
+                self._db = None
