@@ -199,7 +199,9 @@ async def run_step(
         log_request(agent, header, prepared.config, prepared.context_window)
         await agent.flush()  # the request is durable before anything is sent
 
-        options = GenerateOptions(
+        # Every part is a validated model already (the history, the header): building
+        # the request without validating it all again keeps a long session's steps cheap.
+        options = GenerateOptions.model_construct(
             provider=prepared.config.provider,
             model=prepared.config.model,
             messages=tuple(session.derive_messages()),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, PositiveInt
 
@@ -128,9 +129,21 @@ def render(files: list[Instructions], max_bytes: int) -> str | None:
 
 
 def apply(ctx: Context, config: Config) -> None:
+    # Read once per turn: instructions rarely change mid-turn, and re-reading them at
+    # every step costs a file walk each time.
+    read: dict[Any, tuple[tuple[Any, ...], str | None]] = {}
+
     async def project_instructions(pc: PromptContext) -> str | None:
+        session = getattr(pc.agent, "session", None)
+        owner = session.id if session is not None else None
+        key = (str(pc.cwd), session.last_turn if session is not None else None)
+        if owner is not None and owner in read and read[owner][0] == key:
+            return read[owner][1]
         files = await asyncio.to_thread(read_instructions, pc.cwd, dsh_home())
-        return render(files, config.max_bytes)
+        text = render(files, config.max_bytes)
+        if owner is not None:
+            read[owner] = (key, text)
+        return text
 
     ctx.get(PROMPT).context(ENTRY, 10, project_instructions, form="instructions")
 
