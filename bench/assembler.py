@@ -9,8 +9,9 @@ Run: .venv/bin/python bench/assembler.py
 from __future__ import annotations
 
 import json
-import platform
 import time
+
+from report import machine, verdict  # bench/report.py, beside this script
 
 from dsh.llm import (
     BlockAssembler,
@@ -72,11 +73,8 @@ def main() -> None:
             assembler.message(provider="deepseek", model="deepseek-v4-flash")
         elapsed = time.perf_counter() - start
         best = max(best, 20 * len(chunks) / elapsed)
-    verdict = "met" if best >= TARGET else "MISSED"
-    print(
-        f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}"
-    )
-    print(f"assembler: {best:,.0f} chunks/s (target >= {TARGET:,}: {verdict})")
+    print(f"machine: {machine()}")
+    print(f"assembler: {best:,.0f} chunks/s (target >= {TARGET:,}: {verdict(best >= TARGET)})")
 
 
 if __name__ == "__main__":

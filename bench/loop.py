@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import selectors
 import statistics
 import subprocess
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from report import machine, verdict  # bench/report.py, beside this script
 
 from dsh.agent import AgentOptions
 from dsh.kernel import Candidate, Context, Plugin
@@ -83,22 +83,6 @@ TURNS = 10
 REPLY_TOKENS = 2_000
 RUNS = 5
 LOOP_RUNS = 3
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "MISSED"
-
-
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return (
-        f"{model}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}"
-    )
 
 
 @contextlib.contextmanager

@@ -26,13 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import platform
 import random
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from report import machine, verdict  # bench/report.py, beside this script
 
 from dsh.llm import (
     AssistantMessage,
@@ -234,22 +235,6 @@ async def best_of(runs: int, action: Callable[[], Awaitable[object]]) -> float:
         await action()
         best = min(best, time.perf_counter() - start)
     return best
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "MISSED"
-
-
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return (
-        f"{model}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}"
-    )
 
 
 class CountingJsonl(JsonlPersistence):

@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import platform
 import time
+
+from report import machine  # bench/report.py, beside this script
 
 from dsh.kernel import Candidate, Context, PluginHost
 from dsh.llm import BlockAssembler, GenerateOptions, LlmService, user_text
@@ -27,17 +28,6 @@ from plugins.llm_deepseek import plugin as deepseek_plugin
 
 TARGET = 20_000
 TOKENS = 2_000
-
-
-def machine() -> str:
-    try:
-        with open("/proc/cpuinfo") as info:
-            model = next(
-                line.split(":", 1)[1].strip() for line in info if line.startswith("model name")
-            )
-    except (OSError, StopIteration):
-        model = platform.processor() or platform.machine()
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def reply() -> Reply:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +18,10 @@ from pathlib import Path
 import aiosqlite
 
 from dsh.llm import TokenUsage, UserMessage, UserSource
-from dsh.paths import PRIVATE_FILE, private_dir
 from dsh.session.events import AssistantMessageData, SessionEvent, SessionTitle, TurnStart
 from dsh.session.header import SessionHeader
 from dsh.session.persistence import SessionPersistence
-from dsh.session.sqlite import open_database
+from dsh.session.sqlite import PrivateDatabase
 
 FILE_NAME = "index.sqlite"
 
@@ -125,35 +123,15 @@ class Catalog:
     def __init__(self, home: Path, *, pricing: Pricing | None = None) -> None:
         self.path = home / FILE_NAME
         self._pricing = pricing
-        self._db: aiosqlite.Connection | None = None
-        self._opening = asyncio.Lock()
-        self._closed = False
+        self._database = PrivateDatabase(self.path, SCHEMA, label="catalog")
         # One record at a time: each reads last_seq, then writes past it.
         self._recording = asyncio.Lock()
 
     async def _connect(self) -> aiosqlite.Connection:
-        async with self._opening:
-            if self._closed:
-                # Reopening would start a worker thread nobody closes (and that keeps
-                # the process from exiting): using a closed catalog is a bug.
-                raise RuntimeError("the catalog is closed")
-            if self._db is None:
-                private_dir(self.path.parent)
-                if not self.path.exists():
-                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))
-                db = await open_database(self.path)
-                await db.execute("PRAGMA journal_mode=WAL")
-                await db.executescript(SCHEMA)
-                await db.commit()
-                self._db = db
-            return self._db
+        return await self._database.connect()
 
     async def close(self) -> None:
-        self._closed = True
-        async with self._opening:
-            if self._db is not None:
-                await self._db.close()
-                self._db = None
+        await self._database.close()
 
     # ------------------------------------------------------------------ writing
 

@@ -70,6 +70,46 @@ async def open_database(path: Path) -> aiosqlite.Connection:
     return await connection
 
 
+class PrivateDatabase:
+    """One SQLite file opened on first use: private to the user (0600 in a 0700
+    folder), in WAL mode, with its schema applied. Once closed it stays closed:
+    reopening would start a worker thread that nobody closes."""
+
+    def __init__(
+        self, path: Path, schema: str, *, label: str, pragmas: tuple[str, ...] = ()
+    ) -> None:
+        self.path = path
+        self._schema = schema
+        self._label = label
+        self._pragmas = ("journal_mode=WAL", *pragmas)
+        self._db: aiosqlite.Connection | None = None
+        self._opening = asyncio.Lock()
+        self._closed = False
+
+    async def connect(self) -> aiosqlite.Connection:
+        async with self._opening:
+            if self._closed:
+                raise RuntimeError(f"the {self._label} is closed")
+            if self._db is None:
+                private_dir(self.path.parent)
+                if not self.path.exists():
+                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))
+                db = await open_database(self.path)
+                for pragma in self._pragmas:
+                    await db.execute(f"PRAGMA {pragma}")
+                await db.executescript(self._schema)
+                await db.commit()
+                self._db = db
+            return self._db
+
+    async def close(self) -> None:
+        self._closed = True
+        async with self._opening:
+            if self._db is not None:
+                await self._db.close()
+                self._db = None
+
+
 def _row(session_id: str, record: dict[str, Any]) -> tuple[Any, ...]:
     packed = "seq0" in record
     surface = record.get("surfaceOp")
@@ -105,29 +145,14 @@ class SqlitePersistence:
 
     def __init__(self, home: Path) -> None:
         self.path = home / FILE_NAME
-        self._db: aiosqlite.Connection | None = None
-        self._opening = asyncio.Lock()
-        self._closed = False
+        self._database = PrivateDatabase(
+            self.path, SCHEMA, label="SQLite session store", pragmas=("synchronous=FULL",)
+        )
         self._pending: dict[SessionId, SessionHeader] = {}
         self._next_seq: dict[SessionId, int] = {}
 
     async def _connect(self) -> aiosqlite.Connection:
-        async with self._opening:
-            if self._closed:
-                # Reopening would start a worker thread nobody closes (and that keeps
-                # the process from exiting): using a closed SQLite session store is a bug.
-                raise RuntimeError("the SQLite session store is closed")
-            if self._db is None:
-                private_dir(self.path.parent)
-                if not self.path.exists():
-                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))
-                db = await open_database(self.path)
-                await db.execute("PRAGMA journal_mode=WAL")
-                await db.execute("PRAGMA synchronous=FULL")
-                await db.executescript(SCHEMA)
-                await db.commit()
-                self._db = db
-            return self._db
+        return await self._database.connect()
 
     def location(self, session_id: SessionId) -> str | None:
         return f"{self.path}#{session_id}"
@@ -245,8 +270,4 @@ class SqlitePersistence:
         return cursor.rowcount > 0
 
     async def close(self) -> None:
-        self._closed = True
-        async with self._opening:
-            if self._db is not None:
-                await self._db.close()
-                self._db = None
+        await self._database.close()
