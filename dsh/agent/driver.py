@@ -197,7 +197,9 @@ async def run_step(
             tools=assembly.tools or None,
         )
         log_request(agent, header, prepared.config, prepared.context_window)
-        await agent.flush()  # the request is durable before anything is sent
+        # The request is durable before anything is sent; the disk works while the
+        # request is being built.
+        flushing = asyncio.ensure_future(agent.flush())
 
         # Every part is a validated model already (the history, the header): building
         # the request without validating it all again keeps a long session's steps cheap.
@@ -214,6 +216,7 @@ async def run_step(
             session_id=session.id,
             signal=signal,
         )
+        await flushing
         assembler = BlockAssembler()
         seqs: list[int] = []
         note_retry = functools.partial(_log_retry, session, uuid.uuid4().hex, turn, step)

@@ -158,19 +158,29 @@ class SessionStore:
     async def _index_loop(self) -> None:
         assert self.catalog is not None
         while True:
-            header, events = await self._index_queue.get()
-            try:
-                await self.catalog.record(
-                    header,
-                    events,
-                    backend=self.persistence.name,
-                    location=self.persistence.location(header.id),
-                )
-            except Exception:
-                _log.exception(
-                    "session %s: indexing failed (dsh sessions reindex repairs it)", header.id
-                )
-            finally:
+            waiting = [await self._index_queue.get()]
+            while not self._index_queue.empty():  # whatever queued up meanwhile
+                waiting.append(self._index_queue.get_nowait())
+            # Consecutive batches of one session go to the index in one commit.
+            runs: list[tuple[SessionHeader, list[SessionEvent]]] = []
+            for header, events in waiting:
+                if runs and runs[-1][0].id == header.id:
+                    runs[-1][1].extend(events)
+                else:
+                    runs.append((header, list(events)))
+            for header, events in runs:
+                try:
+                    await self.catalog.record(
+                        header,
+                        events,
+                        backend=self.persistence.name,
+                        location=self.persistence.location(header.id),
+                    )
+                except Exception:
+                    _log.exception(
+                        "session %s: indexing failed (dsh sessions reindex repairs it)", header.id
+                    )
+            for _ in waiting:
                 self._index_queue.task_done()
 
     async def indexed(self) -> None:
