@@ -23,15 +23,15 @@ from pydantic import ValidationError
 from dsh.llm import SessionId
 from dsh.paths import PRIVATE_FILE, escape_segment, private_dir, project_key
 from dsh.session.events import EventFormatError, SessionEvent
-from dsh.session.header import FORMAT_VERSION, SessionHeader
+from dsh.session.header import SessionHeader
 from dsh.session.persistence import (
     CorruptSessionError,
-    FormatUnsupportedError,
     LoadedSession,
     PersistenceError,
     Reader,
     SeqMismatchError,
     SessionNotFoundError,
+    read_header,
 )
 from dsh.session.records import decode, dumps, encode
 
@@ -49,16 +49,7 @@ def parse_header(line: bytes, location: str) -> SessionHeader:
         raise CorruptSessionError(f"{location}:1: unreadable header: {error}") from None
     if not isinstance(raw, dict) or raw.get("type") != "session":
         raise CorruptSessionError(f"{location}:1: the first line is not a session header")
-    version = raw.get("version", FORMAT_VERSION)
-    if version != FORMAT_VERSION:
-        raise FormatUnsupportedError(
-            f"{location}: session format version {version!r} is not supported "
-            f"(this dsh reads version {FORMAT_VERSION}); upgrade dsh to open it"
-        )
-    try:
-        return SessionHeader.model_validate({k: v for k, v in raw.items() if k != "type"})
-    except ValidationError as error:
-        raise CorruptSessionError(f"{location}:1: bad header: {error}") from None
+    return read_header({k: v for k, v in raw.items() if k != "type"}, f"{location}:1")
 
 
 def parse_jsonl(data: bytes, location: str) -> tuple[LoadedSession, int]:

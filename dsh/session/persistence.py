@@ -12,11 +12,13 @@ import builtins
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
+
+from pydantic import ValidationError
 
 from dsh.llm import SessionId
 from dsh.session.events import Corrupt, SessionEvent
-from dsh.session.header import SessionHeader
+from dsh.session.header import FORMAT_VERSION, SessionHeader
 from dsh.session.repair import closing_events
 
 _log = logging.getLogger("dsh.session")
@@ -96,6 +98,23 @@ class SessionPersistence(Protocol):
         """Where the session is stored (a path), for messages and the catalog."""
 
     async def close(self) -> None: ...
+
+
+def read_header(raw: Any, where: str) -> SessionHeader:
+    """A stored header (the decoded JSON object) as a :class:`SessionHeader`: a foreign
+    format version refuses, anything else malformed is corruption, both naming ``where``."""
+    if not isinstance(raw, dict):
+        raise CorruptSessionError(f"{where}: the header is not a JSON object")
+    version = raw.get("version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise FormatUnsupportedError(
+            f"{where}: session format version {version!r} is not supported "
+            f"(this dsh reads version {FORMAT_VERSION}); upgrade dsh to open it"
+        )
+    try:
+        return SessionHeader.model_validate(raw)
+    except ValidationError as error:
+        raise CorruptSessionError(f"{where}: bad header: {error}") from None
 
 
 @dataclass

@@ -21,15 +21,15 @@ from pydantic import ValidationError
 from dsh.llm import SessionId
 from dsh.paths import PRIVATE_FILE, private_dir
 from dsh.session.events import SessionEvent
-from dsh.session.header import FORMAT_VERSION, SessionHeader
+from dsh.session.header import SessionHeader
 from dsh.session.persistence import (
     CorruptSessionError,
-    FormatUnsupportedError,
     LoadedSession,
     PersistenceError,
     Reader,
     SeqMismatchError,
     SessionNotFoundError,
+    read_header,
 )
 from dsh.session.records import decode, dumps, encode
 
@@ -166,19 +166,12 @@ class SqlitePersistence:
         return self._parse_header(row[0], session_id)
 
     def _parse_header(self, text: str, session_id: str) -> SessionHeader:
-        where = self.location(SessionId(session_id))
+        where = str(self.location(SessionId(session_id)))
         try:
             raw = json.loads(text)
         except ValueError as error:
             raise CorruptSessionError(f"{where}: unreadable header: {error}") from None
-        if raw.get("version", FORMAT_VERSION) != FORMAT_VERSION:
-            raise FormatUnsupportedError(
-                f"{where}: session format version {raw.get('version')!r} is not supported"
-            )
-        try:
-            return SessionHeader.model_validate(raw)
-        except ValidationError as error:
-            raise CorruptSessionError(f"{where}: bad header: {error}") from None
+        return read_header(raw, where)
 
     async def create(self, header: SessionHeader) -> None:
         if header.id in self._pending or await self._header(header.id) is not None:
