@@ -14,11 +14,28 @@ from dsh.tools.definition import (
     ToolKind,
     ToolOutput,
 )
-from dsh.tools.service import CallOutcome, ToolService, parse_arguments
+from dsh.tools.service import (
+    Amend,
+    Ask,
+    BlockResult,
+    CallOutcome,
+    Deny,
+    PostHook,
+    PreHook,
+    ToolService,
+    ToolView,
+    parse_arguments,
+)
 
 __all__ = [
     "Action",
+    "Amend",
+    "Ask",
+    "BlockResult",
     "CallOutcome",
+    "Deny",
+    "PostHook",
+    "PreHook",
     "Risk",
     "ToolContext",
     "ToolDefinition",
@@ -26,5 +43,6 @@ __all__ = [
     "ToolKind",
     "ToolOutput",
     "ToolService",
+    "ToolView",
     "parse_arguments",
 ]

@@ -17,13 +17,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from dsh.kernel import Context, Disposer, RegistryView, ScopedRegistry
-from dsh.llm import ToolCallBlock, ToolResultMessage, ToolSchema, tool_result
+from dsh.llm import (
+    Block,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+    ToolSchema,
+    UserMessage,
+    tool_result,
+)
 from dsh.tools.approval import ApprovalService
 from dsh.tools.definition import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from dsh.tools.spill import MAX_INLINE_BYTES, SpillStore, preview
@@ -48,12 +56,23 @@ class Ask:
 
 @dataclass(frozen=True)
 class BlockResult:
+    """A post hook turns the result into an error the model reads as feedback."""
+
     feedback: str
+
+
+@dataclass(frozen=True)
+class Amend:
+    """A post hook accepts the result and adds to it: ``append`` goes after the content
+    (diagnostics after an edit), ``additional_contexts`` enter after the batch."""
+
+    append: str = ""
+    additional_contexts: tuple[UserMessage, ...] = ()
 
 
 PreHook = Callable[[ToolDefinition, Any, Action, ToolContext], Awaitable[Deny | Ask | None]]
 PostHook = Callable[
-    [ToolDefinition, Any, "CallOutcome", ToolContext], Awaitable[BlockResult | None]
+    [ToolDefinition, Any, "CallOutcome", ToolContext], Awaitable[BlockResult | Amend | None]
 ]
 
 
@@ -150,9 +169,11 @@ class ToolService(ScopedRegistry[ToolDefinition]):
 
         outcome = await self._execute(tool, call, arguments, context)
         for post in list(self.post_hooks):
-            blocked = await post(tool, arguments, outcome, context)
-            if isinstance(blocked, BlockResult):
-                return _failure(call, blocked.feedback, "BLOCKED")
+            verdict = await post(tool, arguments, outcome, context)
+            if isinstance(verdict, BlockResult):
+                return _failure(call, verdict.feedback, "BLOCKED")
+            if isinstance(verdict, Amend):
+                outcome = _amended(call, outcome, verdict)
         return self._maybe_spill(tool, call, outcome, context)
 
     async def _execute(
@@ -250,6 +271,25 @@ def _adding(items: list[Any], item: Any) -> Callable[[], None]:
             items.remove(item)
 
     return remove
+
+
+def _amended(call: ToolCallBlock, outcome: CallOutcome, amend: Amend) -> CallOutcome:
+    output = outcome.output
+    if output is None:  # a pipeline failure: nothing a hook may add to
+        return outcome
+    content: str | tuple[Block, ...] = output.content
+    if amend.append:
+        if isinstance(content, str):
+            content = f"{content}\n\n{amend.append}" if content else amend.append
+        else:
+            content = (*content, TextBlock(text=amend.append))
+    amended = replace(
+        output,
+        content=content,
+        additional_contexts=(*output.additional_contexts, *amend.additional_contexts),
+    )
+    message = tool_result(call.id, content, is_error=True if output.is_error else None)
+    return CallOutcome(message, outcome.error_code, amended)
 
 
 def _failure(call: ToolCallBlock, text: str, code: str) -> CallOutcome:

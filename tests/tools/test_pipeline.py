@@ -17,10 +17,19 @@ from dsh.llm import user_text
 from dsh.runtime import Runtime, start_runtime
 from dsh.session import SessionEvent
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
-from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import (
+    Action,
+    Amend,
+    Ask,
+    BlockResult,
+    Deny,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
-from dsh.tools.service import Ask, BlockResult, Deny
 
 
 class Say(BaseModel):
@@ -214,6 +223,9 @@ async def test_hooks_timeouts_errors_and_spill(
     async def huge(args: Nothing, context: ToolContext) -> ToolOutput:
         return ToolOutput(content="line of output\n" * 10_000)
 
+    async def brief(args: Nothing, context: ToolContext) -> str:
+        return "done"
+
     tools = runtime.root.tools
     for name, execute, extra in [
         ("fails", fails, {}),
@@ -222,6 +234,7 @@ async def test_hooks_timeouts_errors_and_spill(
         ("huge", huge, {}),
         ("vetoed", huge, {}),
         ("scolded", huge, {}),
+        ("noted", brief, {}),
     ]:
         tools.register(
             name,
@@ -239,6 +252,8 @@ async def test_hooks_timeouts_errors_and_spill(
         return Deny("not today") if tool.name == "vetoed" else None
 
     async def post(tool: ToolDefinition, args: Any, outcome: Any, context: ToolContext) -> Any:
+        if tool.name == "noted":
+            return Amend(append="Diagnostics: none")
         return BlockResult("too loud, summarise instead") if tool.name == "scolded" else None
 
     tools.add_pre_hook(pre)
@@ -247,19 +262,20 @@ async def test_hooks_timeouts_errors_and_spill(
         Reply(
             tool_calls=[
                 ToolCallSpec(name=n, arguments={})
-                for n in ("fails", "crashes", "slow", "huge", "vetoed", "scolded")
+                for n in ("fails", "crashes", "slow", "huge", "vetoed", "scolded", "noted")
             ]
         )
     )
     fake_llm.add(Reply(text="ok"))
     agent = await turn(runtime, tmp_path)
     codes = [e.data.error.code if e.data.error else None for e in of(agent, "tool/result")]
-    assert codes == ["WIDGET_JAMMED", "KeyError", "TOOL_TIMEOUT", None, "DENIED", "BLOCKED"]
+    assert codes == ["WIDGET_JAMMED", "KeyError", "TOOL_TIMEOUT", None, "DENIED", "BLOCKED", None]
     texts = tool_texts(fake_llm)
     assert texts[0] == "Error: the widget is jammed"
     assert "took longer than 0.1 s" in texts[2]
     assert texts[4] == "Error: vetoed was blocked: not today"
     assert texts[5] == "Error: too loud, summarise instead"
+    assert texts[6] == "done\n\nDiagnostics: none"
     preview = texts[3]
     assert len(preview.encode()) <= 50_000
     path = Path(preview.split(" is in ")[1].split(":")[0])
