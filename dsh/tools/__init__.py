@@ -14,6 +14,7 @@ from dsh.tools.definition import (
     ToolKind,
     ToolOutput,
 )
+from dsh.tools.environment import child_environment, scrubbed
 from dsh.tools.service import (
     Amend,
     Ask,
@@ -44,5 +45,7 @@ __all__ = [
     "ToolOutput",
     "ToolService",
     "ToolView",
+    "child_environment",
     "parse_arguments",
+    "scrubbed",
 ]
