@@ -194,12 +194,12 @@ def bench_plugin(spent: Spent) -> Plugin:
 
 
 def timed(
-    method: Callable[[], Coroutine[Any, Any, T]], spent: Spent, part: str
-) -> Callable[[], Coroutine[Any, Any, T]]:
-    async def wrapper() -> T:
+    method: Callable[..., Coroutine[Any, Any, T]], spent: Spent, part: str
+) -> Callable[..., Coroutine[Any, Any, T]]:
+    async def wrapper(*args: Any, **kwargs: Any) -> T:
         began = time.perf_counter()
         try:
-            return await method()
+            return await method(*args, **kwargs)
         finally:
             setattr(spent, part, getattr(spent, part) + time.perf_counter() - began)
 

@@ -24,6 +24,7 @@ class Frozen(BaseModel):
         validate_by_alias=True,
         serialize_by_alias=True,
         extra="forbid",
+        defer_build=True,
     )
 
     def to_dict(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -39,6 +39,7 @@ from dsh.llm import (
     CallId,
     LlmCallConfig,
     LlmService,
+    Message,
     PluginSource,
     SessionId,
     UserMessage,
@@ -86,7 +87,7 @@ class Agent:
         llm: LlmService,
         tools: ToolService,
         prompt: PromptService,
-        flush: Callable[[], Awaitable[bool]],
+        flush: Callable[[bool], Awaitable[bool]],
         cwd: Path,
     ) -> None:
         self.root = root
@@ -97,6 +98,7 @@ class Agent:
         self.prompt = prompt
         self.cwd = cwd
         self._flush = flush
+        self._entered: _EnteredContext | None = None
         self.ctx = root.child(self, name=f"agent:{session.id}")
         self.inbox = Inbox(session)
         self.status: Status = "idle"
@@ -284,8 +286,9 @@ class Agent:
         while self.inbox.steering:
             self.inbox.queued.append(self.inbox.steering.popleft())
 
-    async def flush(self) -> bool:
-        return await self._flush()
+    async def flush(self, *, sync: bool = True) -> bool:
+        """Store the session's events so far (``sync``: through a power cut too)."""
+        return await self._flush(sync)
 
     async def assemble(self) -> Assembly:
         context = PromptContext(
@@ -300,11 +303,24 @@ class Agent:
     def entered_context(self) -> dict[str, str]:
         """The text of each context entry as history holds it now (compaction may have
         folded older ones away, and then they are entered again)."""
-        latest: dict[str, str] = {}
-        for message in self.session.derive_messages():
+        # Folded forward from the last call: history only grows between compactions.
+        # The last message seen must still be in its place, or the fold starts over.
+        messages = self.session.derive_messages()
+        generation = self.session.replace_generation
+        cached = self._entered
+        if (
+            cached is None
+            or cached.generation != generation
+            or len(messages) < cached.seen
+            or (cached.seen and messages[cached.seen - 1] is not cached.last)
+        ):
+            cached = self._entered = _EnteredContext(generation)
+        for message in messages[cached.seen :]:
             if isinstance(message.source, PluginSource) and message.role == "user":
-                latest[message.source.plugin] = message.text()
-        return latest
+                cached.latest[message.source.plugin] = message.text()
+        cached.seen = len(messages)
+        cached.last = messages[-1] if messages else None
+        return dict(cached.latest)
 
     def seed_config(self) -> LlmCallConfig:
         """The call config proposed for the next request: the agent's options, plus what
@@ -352,3 +368,11 @@ class Agent:
         if status != self.status:
             self.status = status
             self.root.emit(STATUS, self, status, subject=self)
+
+
+@dataclass
+class _EnteredContext:
+    generation: int
+    seen: int = 0
+    last: Message | None = None
+    latest: dict[str, str] = field(default_factory=dict)

@@ -197,9 +197,9 @@ async def run_step(
             tools=assembly.tools or None,
         )
         log_request(agent, header, prepared.config, prepared.context_window)
-        # The request is durable before anything is sent; the disk works while the
-        # request is being built.
-        flushing = asyncio.ensure_future(agent.flush())
+        # The request is stored before anything is sent, while it is being built. No
+        # fsync: after a power cut the request is simply made again.
+        flushing = asyncio.ensure_future(agent.flush(sync=False))
 
         # Every part is a validated model already (the history, the header): building
         # the request without validating it all again keeps a long session's steps cheap.

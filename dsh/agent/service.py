@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from dsh.agent.interception import CREATED, DISPOSED, SESSION_START
 from dsh.kernel import Context
 from dsh.llm import LlmService
 from dsh.prompt import PromptService
-from dsh.session import SessionStore
+from dsh.session import Session, SessionStore
 from dsh.tools import ToolService
 
 Setup = Callable[[Context], Awaitable[None] | None]
@@ -73,7 +74,7 @@ class AgentService:
             llm=self._llm,
             tools=self._tools,
             prompt=self._prompt,
-            flush=lambda: store.flush(session),
+            flush=functools.partial(_flush, store, session),
             cwd=cwd,
         )
         if setup is not None:
@@ -101,3 +102,7 @@ class AgentService:
     async def aclose(self) -> None:
         for agent in list(self._agents.values()):
             await self.dispose(agent)
+
+
+async def _flush(store: SessionStore, session: Session, sync: bool) -> bool:
+    return await store.flush(session, sync=sync)

@@ -13,9 +13,16 @@ import datetime
 import email.utils
 import json
 import re
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
+
+if "httpx" not in sys.modules:
+    # httpx imports its command-line client (rich, click and pygments: ~80 ms, a sixth
+    # of a headless start) whenever they are installed, and dsh's UIs install rich. A
+    # module marked absent is skipped, as httpx does when they are missing.
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 import httpx
 from pydantic import PositiveInt

@@ -123,7 +123,11 @@ class Catalog:
     def __init__(self, home: Path, *, pricing: Pricing | None = None) -> None:
         self.path = home / FILE_NAME
         self._pricing = pricing
-        self._database = PrivateDatabase(self.path, SCHEMA, label="catalog")
+        # The catalog is an index, rebuilt from the logs on demand: it needs to survive
+        # the process dying (WAL gives that), not a power cut, so commits skip the fsync.
+        self._database = PrivateDatabase(
+            self.path, SCHEMA, label="catalog", pragmas=("synchronous=NORMAL",)
+        )
         # One record at a time: each reads last_seq, then writes past it.
         self._recording = asyncio.Lock()
 

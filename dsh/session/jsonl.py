@@ -139,7 +139,9 @@ class JsonlPersistence:
             raise PersistenceError(f"session {header.id} already exists")
         self._files[header.id] = _File(self.path_for(header), header, 0, 0)
 
-    async def append(self, session_id: SessionId, events: Sequence[SessionEvent]) -> None:
+    async def append(
+        self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
+    ) -> None:
         if not events:
             return
         known = self._files.get(session_id)
@@ -152,10 +154,17 @@ class JsonlPersistence:
                     f"the stored log continues at {known.next_seq}"
                 )
             text = "".join(dumps(record) + "\n" for record in encode(events))
-            known.size = await asyncio.to_thread(self._write, known, text.encode())
+            known.size = await asyncio.to_thread(self._write, known, text.encode(), sync)
             known.next_seq = events[-1].seq + 1
 
-    def _write(self, known: _File, data: bytes) -> int:
+    async def sync(self, session_id: SessionId) -> None:
+        known = self._files.get(session_id)
+        if known is None or known.size == 0:
+            return
+        async with known.lock:
+            await asyncio.to_thread(_fsync_file, known.path)
+
+    def _write(self, known: _File, data: bytes, sync: bool) -> int:
         if known.size == 0:
             return self._write_new(known, data)
         with open(known.path, "r+b") as handle:
@@ -163,7 +172,8 @@ class JsonlPersistence:
             handle.seek(known.size)
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         return known.size + len(data)
 
     def _write_new(self, known: _File, data: bytes) -> int:
@@ -259,3 +269,11 @@ class JsonlPersistence:
 
     async def close(self) -> None:
         self._files.clear()
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

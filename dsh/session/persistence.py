@@ -76,8 +76,15 @@ class SessionPersistence(Protocol):
     async def create(self, header: SessionHeader) -> None:
         """Announce a new session. Writes nothing until its first append."""
 
-    async def append(self, session_id: SessionId, events: Sequence[SessionEvent]) -> None:
-        """Store ``events`` durably; the first must be the session's next seq."""
+    async def append(
+        self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
+    ) -> None:
+        """Store ``events``; the first must be the session's next seq. Once this returns
+        they survive the process being killed; with ``sync`` they also survive the
+        machine going down (an fsync). A backend may always sync."""
+
+    async def sync(self, session_id: SessionId) -> None:
+        """Make every event appended so far survive the machine going down."""
 
     async def load(self, session_id: SessionId) -> LoadedSession:
         """Read a session, repairing (and writing the repair of) crash damage."""

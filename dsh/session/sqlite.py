@@ -179,7 +179,12 @@ class SqlitePersistence:
         self._pending[header.id] = header
         self._next_seq[header.id] = 0
 
-    async def append(self, session_id: SessionId, events: Sequence[SessionEvent]) -> None:
+    async def sync(self, session_id: SessionId) -> None:
+        """Nothing to do: every transaction is synced as it commits (``synchronous=FULL``)."""
+
+    async def append(
+        self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
+    ) -> None:
         if not events:
             return
         expected = self._next_seq.get(session_id)

@@ -9,6 +9,7 @@ brings the catalog up to date if it fell behind.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Sequence
@@ -25,6 +26,8 @@ from dsh.session.repair import closing_events
 from dsh.session.session import Session, now_ms
 from dsh.session.sqlite import SqlitePersistence
 from dsh.session.writer import SessionWriter
+
+INDEX_DELAY_S = 1.0
 
 _log = logging.getLogger("dsh.session")
 
@@ -72,9 +75,13 @@ class SessionStore:
         self._window = window
         self._writers: dict[SessionId, SessionWriter] = {}
         # Stored batches reach the catalog through one ordered queue, off the path of
-        # flush(): a flush waits for the disk, not for the index.
+        # flush(): a flush waits for the disk, not for the index. The indexer lets
+        # batches gather for a moment (INDEX_DELAY_S) so a busy turn costs one commit
+        # a second rather than one a step; whoever waits for the index cuts it short.
         self._index_queue: asyncio.Queue[tuple[SessionHeader, list[SessionEvent]]] = asyncio.Queue()
         self._indexer: asyncio.Task[None] | None = None
+        self._index_now = asyncio.Event()
+        self._index_waiters = 0
 
     @classmethod
     def at(
@@ -159,6 +166,8 @@ class SessionStore:
         assert self.catalog is not None
         while True:
             waiting = [await self._index_queue.get()]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._index_now.wait(), INDEX_DELAY_S)
             while not self._index_queue.empty():  # whatever queued up meanwhile
                 waiting.append(self._index_queue.get_nowait())
             # Consecutive batches of one session go to the index in one commit.
@@ -185,7 +194,14 @@ class SessionStore:
 
     async def indexed(self) -> None:
         """Return once every stored batch so far is in the catalog."""
-        await self._index_queue.join()
+        self._index_waiters += 1
+        self._index_now.set()
+        try:
+            await self._index_queue.join()
+        finally:
+            self._index_waiters -= 1
+            if not self._index_waiters:
+                self._index_now.clear()
 
     async def _catch_up(self, header: SessionHeader, events: Sequence[SessionEvent]) -> None:
         if self.catalog is None or not events:
@@ -199,11 +215,12 @@ class SessionStore:
                 location=self.persistence.location(header.id),
             )
 
-    async def flush(self, session: Session) -> bool:
-        """Make every event appended so far durable. False if the write failed (it is
-        kept and retried at the next flush)."""
+    async def flush(self, session: Session, *, sync: bool = True) -> bool:
+        """Store every event appended so far: synced to disk, or with ``sync=False``
+        safe from the process dying (see :mod:`dsh.session.writer`). False if the write
+        failed (it is kept and retried at the next flush)."""
         writer = self._writers.get(session.id)
-        return await writer.flush() if writer is not None else True
+        return await writer.flush(sync=sync) if writer is not None else True
 
     async def close(self, session: Session) -> bool:
         """Write what is queued, stop following the session, and index it."""
@@ -246,6 +263,7 @@ class SessionStore:
         """The most recently updated session of ``cwd``."""
         if self.catalog is None:
             return None
+        await self.indexed()
         found = await self.catalog.list(cwd=cwd, limit=1)
         return found[0] if found else None
 

@@ -3,14 +3,21 @@
 The writer subscribes to a session and queues its events. The first queued event
 opens a short window (200 ms by default, never extended) after which the batch is
 written; the end of a turn writes at once; ``flush()`` writes everything queued and
-returns when it is durable. A failed write keeps its batch for the next attempt
+returns when it is stored. A failed write keeps its batch for the next attempt
 and is reported, so nothing is dropped.
+
+Two levels of durable: a write survives the process being killed as soon as it is
+in the file (the kernel holds it); surviving a power cut takes an fsync, which costs
+more than the rest of a step. So ``flush(sync=False)`` (before a model request,
+whose loss a crash makes harmless: it is asked again) skips the fsync unless the
+file has gone unsynced for a second; the end of a turn and ``flush()`` sync.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from dsh.session.events import SessionEvent
@@ -22,6 +29,9 @@ _log = logging.getLogger("dsh.session")
 # The loop flushes before every model request and every tool body, which covers the
 # start of each step; the end of a turn is the one boundary nothing else follows.
 BOUNDARY_TYPES = frozenset({"turn/end"})
+
+# The longest a written batch waits for an fsync while the loop keeps skipping it.
+MAX_UNSYNCED_S = 1.0
 
 Written = Callable[[Session, Sequence[SessionEvent]], Awaitable[None]]
 Failed = Callable[[Session, BaseException], None]
@@ -49,6 +59,8 @@ class SessionWriter:
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[bool]] = set()
         self._closed = False
+        self._unsynced_since: float | None = None
+        """When the oldest write not yet fsynced was made."""
         self.failures = 0
         self._unsubscribe = session.subscribe(self._queue, from_seq=stored)
 
@@ -63,36 +75,42 @@ class SessionWriter:
         except RuntimeError:
             return  # no loop (a synchronous caller): the next flush() writes it
         if event.type in BOUNDARY_TYPES:
-            self._kick()
+            self._kick(sync=True)
         elif self._timer is None:
             self._timer = loop.call_later(self._window, self._kick)
 
-    def _kick(self) -> None:
+    def _kick(self, sync: bool = False) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        task = asyncio.get_running_loop().create_task(self.flush())
+        task = asyncio.get_running_loop().create_task(self.flush(sync=sync))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def flush(self) -> bool:
-        """Write everything queued so far. True when it is all durable."""
+    async def flush(self, *, sync: bool = True) -> bool:
+        """Write everything queued so far. True when it is all stored: synced to disk
+        with ``sync``, else at least safe from the process dying."""
         async with self._lock:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
             batch, self._pending = self._pending, []
+            now = time.monotonic()
+            waited = self._unsynced_since is not None and now - self._unsynced_since
+            sync = sync or (waited is not False and waited >= MAX_UNSYNCED_S)
             if not batch:
+                if sync and self._unsynced_since is not None:
+                    # Nothing new, but earlier batches still wait for their fsync:
+                    # an empty append is not enough, so re-sync through the backend.
+                    return await self._sync_only()
                 return True
             try:
-                await self._persistence.append(self.session.id, batch)
+                await self._persistence.append(self.session.id, batch, sync=sync)
             except Exception as error:
                 self._pending[:0] = batch  # kept, in order, for the next attempt
-                self.failures += 1
-                _log.error("session %s: write failed: %s", self.session.id, error)
-                if self._on_error is not None:
-                    self._on_error(self.session, error)
+                self._failed(error)
                 return False
+            self._note_written(sync, now)
             # Still under the lock, so the hook sees batches in order, one at a time.
             if self._on_written is not None:
                 try:
@@ -100,6 +118,28 @@ class SessionWriter:
                 except Exception:
                     _log.exception("session %s: after-write hook failed", self.session.id)
         return True
+
+    async def _sync_only(self) -> bool:
+        now = time.monotonic()
+        try:
+            await self._persistence.sync(self.session.id)
+        except Exception as error:
+            self._failed(error)
+            return False
+        self._note_written(True, now)
+        return True
+
+    def _note_written(self, synced: bool, at: float) -> None:
+        if synced:
+            self._unsynced_since = None
+        elif self._unsynced_since is None:
+            self._unsynced_since = at
+
+    def _failed(self, error: BaseException) -> None:
+        self.failures += 1
+        _log.error("session %s: write failed: %s", self.session.id, error)
+        if self._on_error is not None:
+            self._on_error(self.session, error)
 
     async def close(self) -> bool:
         """Write what is queued and stop following the session."""

@@ -20,6 +20,7 @@ from dsh.session import (
     TurnStart,
     check_log,
 )
+from dsh.session import writer as writer_module
 from dsh.session.events import SessionTitle
 from dsh.session.jsonl import JsonlPersistence
 from dsh.session.store import make_persistence
@@ -61,9 +62,11 @@ async def test_the_writer_batches_within_its_window_and_at_boundaries(tmp_path: 
     written: list[list[int]] = []
 
     class Recording(JsonlPersistence):
-        async def append(self, session_id: SessionId, events: Sequence[SessionEvent]) -> None:
+        async def append(
+            self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
+        ) -> None:
             written.append([e.seq for e in events])
-            await super().append(session_id, events)
+            await super().append(session_id, events, sync=sync)
 
     store = SessionStore(Recording(tmp_path), window=0.05)
     session = await store.create("/w")
@@ -82,14 +85,64 @@ async def test_the_writer_batches_within_its_window_and_at_boundaries(tmp_path: 
     await store.aclose()
 
 
+async def test_the_writer_syncs_at_turn_ends_and_when_asked_and_never_waits_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An fsync costs more than a step: the window and ``flush(sync=False)`` skip it,
+    the end of a turn and a plain ``flush()`` make it, and no write waits for one
+    longer than MAX_UNSYNCED_S."""
+    writes: list[tuple[list[int], bool]] = []
+    syncs: list[SessionId] = []
+
+    class Recording(JsonlPersistence):
+        async def append(
+            self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
+        ) -> None:
+            writes.append(([e.seq for e in events], sync))
+            await super().append(session_id, events, sync=sync)
+
+        async def sync(self, session_id: SessionId) -> None:
+            syncs.append(session_id)
+            await super().sync(session_id)
+
+    store = SessionStore(Recording(tmp_path), window=0.02)
+    session = await store.create("/w")
+    session.append("turn/start", TurnStart(turn=1))
+    await asyncio.sleep(0.1)
+    assert writes == [([0], False)]  # the window's write
+    session.append("step/start", StepStart(turn=1, step=1))
+    assert await store.flush(session, sync=False)
+    assert writes[-1] == ([1], False)
+    assert await store.flush(session)  # nothing new, but unsynced writes: an fsync alone
+    assert syncs == [session.id]
+    session.append("user/message", user_text("a"))
+    assert await store.flush(session, sync=False)
+    monkeypatch.setattr(writer_module, "MAX_UNSYNCED_S", 0.0)  # as if a second went by
+    session.append("user/message", user_text("b"))
+    assert await store.flush(session, sync=False)
+    assert writes[-2:] == [([2], False), ([3], True)]
+    session.append("turn/end", TurnEnd(turn=1, reason=TurnCompleted()))
+    await asyncio.sleep(0.05)
+    assert writes[-1] == ([4], True)
+    await store.aclose()
+    reopened = SessionStore(JsonlPersistence(tmp_path))
+    try:
+        types = [e.type for e in (await reopened.open(session.id)).events]
+        assert types[:5] == ["turn/start", "step/start", "user/message", "user/message", "turn/end"]
+    finally:
+        await reopened.aclose()
+
+
 async def test_a_failed_write_is_kept_and_retried(tmp_path: Path) -> None:
     failures = [OSError(28, "No space left on device")]
 
     class FullDisk(JsonlPersistence):
-        async def append(self, session_id: SessionId, events: Sequence[SessionEvent]) -> None:
+        async def append(
+            self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
+        ) -> None:
             if failures:
                 raise failures.pop()
-            await super().append(session_id, events)
+            await super().append(session_id, events, sync=sync)
 
     store = SessionStore(FullDisk(tmp_path), window=10)
     session = await store.create("/w")
