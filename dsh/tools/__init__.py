@@ -15,6 +15,16 @@ from dsh.tools.definition import (
     ToolOutput,
 )
 from dsh.tools.environment import child_environment, scrubbed
+from dsh.tools.presentation import (
+    CallResult,
+    ChecklistView,
+    CommandView,
+    DiffView,
+    FileDiff,
+    Presentation,
+    ScreenView,
+    TextView,
+)
 from dsh.tools.service import (
     Amend,
     Ask,
@@ -34,10 +44,18 @@ __all__ = [
     "Ask",
     "BlockResult",
     "CallOutcome",
+    "CallResult",
+    "ChecklistView",
+    "CommandView",
     "Deny",
+    "DiffView",
+    "FileDiff",
     "PostHook",
     "PreHook",
+    "Presentation",
     "Risk",
+    "ScreenView",
+    "TextView",
     "ToolContext",
     "ToolDefinition",
     "ToolError",

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from dsh.llm import Block, CallId, SessionId, ToolSchema, UserMessage
+from dsh.tools.presentation import CallResult, Presentation
 
 TOOL_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
 
@@ -102,8 +103,10 @@ class ToolDefinition:
     """A successful call ends the turn after its step (no further model request)."""
     spill_output: bool = True
     """Large text results are saved to a file and previewed (not for ``read``)."""
-    present_call: Callable[[dict[str, Any]], Any] | None = None
-    present_result: Callable[[dict[str, Any], Any], Any] | None = None
+    present_call: Callable[[dict[str, Any]], Presentation | None] | None = None
+    """How a UI shows the call before it ends (see :mod:`dsh.tools.presentation`)."""
+    present_result: Callable[[dict[str, Any], CallResult], Presentation | None] | None = None
+    """How a UI shows the ended call, from its arguments and logged result."""
 
     def __post_init__(self) -> None:
         if not TOOL_NAME.match(self.name):

@@ -1,0 +1,491 @@
+"""What a transcript shows, folded from session events alone.
+
+Every UI (the Textual app, the plain line mode) feeds each session event, live or
+replayed from the log, to one :class:`TranscriptFold`. The fold keeps a list of
+entries (a user message, an answer streaming in, reasoning, a tool call and its
+status, a notice, a turn's footer), the session's status (model, state, tokens,
+cost, cache hits), the queued follow-ups and the todo list, and says which entries
+each event added or changed. Since nothing else feeds it, a resumed session looks
+exactly like a live one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dsh.llm import (
+    BlockEnd,
+    BlockStart,
+    PluginSource,
+    ReasoningBlock,
+    ReasoningDelta,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolResultBlock,
+    UserMessage,
+    joined_text,
+)
+from dsh.session import SessionEvent
+from dsh.session.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    AssistantChunk,
+    AssistantMessageData,
+    CommandDone,
+    CommandRun,
+    CompactionEnd,
+    CompactionStart,
+    CompactionSummary,
+    Corrupt,
+    InboxClaimed,
+    InboxDiscarded,
+    InboxEnqueued,
+    InboxUpdated,
+    LlmRetry,
+    RequestContext,
+    SessionTitle,
+    TodoWrite,
+    ToolCall,
+    ToolResult,
+    TurnAborted,
+    TurnBlocked,
+    TurnCompleted,
+    TurnEnd,
+    TurnFailed,
+    TurnInterrupted,
+    TurnMaxSteps,
+    TurnMaxTokens,
+    TurnStart,
+)
+
+ToolStatus = Literal["awaiting-approval", "running", "done", "failed", "denied", "cancelled"]
+State = Literal["idle", "thinking", "answering", "running-tool", "waiting-for-you", "compacting"]
+Cost = Callable[[str, str, TokenUsage], "float | None"]
+
+DENIAL_CODES = frozenset({"DENIED", "BLOCKED"})
+CANCEL_CODES = frozenset({"TOOL_CANCELLED", "ABORTED", "ABORTED_BEFORE_DISPATCH"})
+
+
+@dataclass(eq=False)
+class Entry:
+    key: str
+    seq: int
+    """The seq of the event that started the entry: entries are in seq order."""
+
+
+@dataclass(eq=False)
+class UserEntry(Entry):
+    text: str
+    steering: bool = False
+
+
+@dataclass(eq=False)
+class ContextEntry(Entry):
+    """Context a plugin entered for the model (instructions, a notice, a summary)."""
+
+    plugin: str
+    form: str | None
+    text: str
+
+
+@dataclass(eq=False)
+class StreamedEntry(Entry):
+    """Text arriving in pieces: an answer or a block of reasoning."""
+
+    turn: int
+    step: int
+    parts: list[str] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def text(self) -> str:
+        if len(self.parts) > 1:
+            self.parts[:] = ["".join(self.parts)]
+        return self.parts[0] if self.parts else ""
+
+
+@dataclass(eq=False)
+class AnswerEntry(StreamedEntry):
+    pass
+
+
+@dataclass(eq=False)
+class ReasoningEntry(StreamedEntry):
+    pass
+
+
+@dataclass(eq=False)
+class ToolEntry(Entry):
+    call_id: str
+    name: str
+    arguments: str
+    status: ToolStatus = "running"
+    started_ms: int = 0
+    ended_ms: int | None = None
+    result: str | None = None
+    error_code: str | None = None
+    meta: Any = None
+    approval: str | None = None
+    """The summary shown when it asked for approval."""
+    denial: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.status in ("failed", "denied", "cancelled")
+
+
+@dataclass(eq=False)
+class NoticeEntry(Entry):
+    level: Literal["info", "warning", "error"]
+    text: str
+
+
+@dataclass(eq=False)
+class TurnFooter(Entry):
+    turn: int
+    outcome: Literal["completed", "cancelled", "failed", "stopped"]
+    reason: str | None
+    usage: TokenUsage | None
+    cost: float | None
+    duration_ms: int
+
+
+@dataclass
+class Status:
+    title: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    state: State = "idle"
+    tool: str | None = None
+    usage: TokenUsage | None = None
+    """Every call of the session, summed."""
+    cost: float | None = None
+    context_tokens: int | None = None
+    """What the latest request put in front of the model."""
+    context_window: int | None = None
+
+    @property
+    def context_ratio(self) -> float | None:
+        if not self.context_tokens or not self.context_window:
+            return None
+        return self.context_tokens / self.context_window
+
+    @property
+    def cache_hit_ratio(self) -> float | None:
+        usage = self.usage
+        if usage is None or usage.cache_read_tokens is None or not usage.billed_input_tokens:
+            return None
+        return usage.cache_read_tokens / usage.billed_input_tokens
+
+
+@dataclass
+class Queued:
+    item_id: str
+    text: str
+    placement: Literal["queued", "steering"]
+
+
+@dataclass
+class Todo:
+    content: str
+    status: Literal["pending", "in_progress", "completed"]
+
+
+class TranscriptFold:
+    """Session events in, entries out. ``apply`` returns the entries the event added
+    or changed (in order); ``entries`` holds them all."""
+
+    def __init__(self, *, cost: Cost | None = None) -> None:
+        self.entries: list[Entry] = []
+        self.status = Status()
+        self.queued: dict[str, Queued] = {}
+        self.todos: list[Todo] = []
+        self._cost = cost
+        self._by_key: dict[str, Entry] = {}
+        self._tools_by_request: dict[str, ToolEntry] = {}
+        self._turn_started: dict[int, int] = {}
+        self._turn_usage: TokenUsage | None = None
+        self._turn_cost: float | None = None
+
+    def get(self, key: str) -> Entry | None:
+        return self._by_key.get(key)
+
+    def apply(self, event: SessionEvent) -> list[Entry]:
+        data = event.data
+        match data:
+            case UserMessage():
+                return self._user(event, data, steering=event.type == "steering/message")
+            case AssistantChunk():
+                return self._chunk(event, data)
+            case AssistantMessageData():
+                return self._message(event, data)
+            case ToolCall():
+                return self._tool_call(event, data)
+            case ApprovalRequested():
+                return self._approval_asked(data)
+            case ApprovalResolved():
+                return self._approval_resolved(data)
+            case ToolResult():
+                return self._tool_result(event, data)
+            case TurnStart():
+                self._turn_started[data.turn] = event.time
+                self._turn_usage, self._turn_cost = None, None
+                self.todos = []
+                self._set_state("thinking")
+            case TurnEnd():
+                return self._turn_end(event, data)
+            case RequestContext():
+                self.status.provider, self.status.model = data.provider, data.model
+                self.status.context_window = data.context_window
+                self._set_state("thinking")
+            case LlmRetry():
+                seconds = data.delay_ms / 1000
+                text = (
+                    f"{data.provider}: {data.failure.message} - retry {data.retry} of "
+                    f"{data.max_retries} in {seconds:.1f} s"
+                )
+                return [
+                    self._add(NoticeEntry(f"retry:{data.retry_id}", event.seq, "warning", text))
+                ]
+            case TodoWrite():
+                self.todos = [Todo(t.content, t.status) for t in data.todos]
+            case InboxEnqueued():
+                self.queued[data.item_id] = Queued(
+                    data.item_id, data.message.text(), data.placement
+                )
+            case InboxUpdated():
+                item = self.queued.get(data.item_id)
+                if item is not None:
+                    item.text = data.message.text()
+            case InboxClaimed() | InboxDiscarded():
+                for item_id in data.item_ids:
+                    self.queued.pop(item_id, None)
+                if isinstance(data, InboxDiscarded) and data.reason == "blocked":
+                    text = f"Your message was blocked: {data.detail or 'no reason given'}"
+                    return [
+                        self._add(NoticeEntry(f"blocked:{event.seq}", event.seq, "error", text))
+                    ]
+            case SessionTitle():
+                self.status.title = data.title
+            case Corrupt():
+                text = f"Line {data.line} of the session log could not be read: {data.error}"
+                return [self._add(NoticeEntry(f"corrupt:{event.seq}", event.seq, "error", text))]
+            case CompactionStart():
+                self._set_state("compacting")
+            case CompactionSummary():
+                text = (
+                    f"Compacted {data.shadowed_token_count:,} tokens of earlier conversation "
+                    "into a summary."
+                )
+                return [self._add(NoticeEntry(f"compaction:{event.seq}", event.seq, "info", text))]
+            case CompactionEnd():
+                self._set_state("idle" if data.turn is None else "thinking")
+                if data.error:
+                    text = f"Compaction failed: {data.error}"
+                    return [
+                        self._add(NoticeEntry(f"compaction:{event.seq}", event.seq, "error", text))
+                    ]
+            case CommandRun():
+                label = f"/{data.name}" + (f" {data.args}" if data.args else "")
+                entry = NoticeEntry(f"command:{data.command_id}", event.seq, "info", label)
+                return [self._add(entry)]
+            case CommandDone():
+                entry_ = self._by_key.get(f"command:{data.command_id}")
+                if isinstance(entry_, NoticeEntry) and data.text:
+                    entry_.text = f"{entry_.text}\n{data.text}"
+                    entry_.level = "error" if data.kind == "error" else "info"
+                    return [entry_]
+        return []
+
+    # ------------------------------------------------------------------ pieces
+
+    def _add(self, entry: Entry) -> Entry:
+        self.entries.append(entry)
+        self._by_key[entry.key] = entry
+        return entry
+
+    def _set_state(self, state: State, tool: str | None = None) -> None:
+        self.status.state, self.status.tool = state, tool
+
+    def _user(self, event: SessionEvent, message: UserMessage, *, steering: bool) -> list[Entry]:
+        source = message.source
+        if isinstance(source, PluginSource):
+            entry: Entry = ContextEntry(
+                f"context:{event.seq}", event.seq, source.plugin, source.form, message.text()
+            )
+        else:
+            entry = UserEntry(f"user:{event.seq}", event.seq, message.text(), steering=steering)
+        return [self._add(entry)]
+
+    def _chunk(self, event: SessionEvent, data: AssistantChunk) -> list[Entry]:
+        chunk = data.chunk
+        key = f"block:{data.turn}.{data.step}.{getattr(chunk, 'index', 0)}"
+        match chunk:
+            case BlockStart(block_type="text"):
+                self._set_state("answering")
+                return [self._add(AnswerEntry(key, event.seq, data.turn, data.step))]
+            case BlockStart(block_type="reasoning"):
+                self._set_state("thinking")
+                return [self._add(ReasoningEntry(key, event.seq, data.turn, data.step))]
+            case TextDelta(text=text) | ReasoningDelta(text=text):
+                entry = self._by_key.get(key)
+                if entry is None:  # a delta without its start (a log cut short): start one
+                    kind = AnswerEntry if isinstance(chunk, TextDelta) else ReasoningEntry
+                    entry = self._add(kind(key, event.seq, data.turn, data.step))
+                assert isinstance(entry, StreamedEntry)
+                entry.parts.append(text)
+                return [entry]
+            case BlockEnd():
+                entry = self._by_key.get(key)
+                if isinstance(entry, StreamedEntry):
+                    entry.done = True
+                    return [entry]
+        return []
+
+    def _message(self, event: SessionEvent, data: AssistantMessageData) -> list[Entry]:
+        """The whole answer: what streamed is replaced by the final text, so a log
+        whose chunks were compacted away still shows the answer."""
+        changed: list[Entry] = []
+        for index, block in enumerate(data.message.content):
+            key = f"block:{data.turn}.{data.step}.{index}"
+            if isinstance(block, TextBlock | ReasoningBlock):
+                kind = AnswerEntry if isinstance(block, TextBlock) else ReasoningEntry
+                entry = self._by_key.get(key)
+                if not isinstance(entry, kind):
+                    entry = self._add(kind(key, event.seq, data.turn, data.step))
+                assert isinstance(entry, StreamedEntry)
+                entry.parts[:] = [block.text]
+                entry.done = True
+                changed.append(entry)
+        if data.usage is not None:
+            source = data.message.source
+            self.status.usage = (
+                data.usage if self.status.usage is None else self.status.usage + data.usage
+            )
+            self._turn_usage = (
+                data.usage if self._turn_usage is None else self._turn_usage + data.usage
+            )
+            self.status.context_tokens = data.usage.billed_input_tokens + data.usage.output_tokens
+            price = self._cost(source.provider, source.model, data.usage) if self._cost else None
+            if price is not None:
+                self.status.cost = (self.status.cost or 0.0) + price
+                self._turn_cost = (self._turn_cost or 0.0) + price
+        return changed
+
+    def _tool_call(self, event: SessionEvent, data: ToolCall) -> list[Entry]:
+        entry = ToolEntry(
+            f"tool:{data.call_id}",
+            event.seq,
+            data.call_id,
+            data.name,
+            data.arguments,
+            started_ms=event.time,
+        )
+        self._set_state("running-tool", data.name)
+        return [self._add(entry)]
+
+    def _approval_asked(self, data: ApprovalRequested) -> list[Entry]:
+        entry = self._by_key.get(f"tool:{data.call_id}") if data.call_id else None
+        if not isinstance(entry, ToolEntry):
+            return []
+        self._tools_by_request[data.request_id] = entry
+        entry.status, entry.approval = "awaiting-approval", data.summary
+        self._set_state("waiting-for-you", entry.name)
+        return [entry]
+
+    def _approval_resolved(self, data: ApprovalResolved) -> list[Entry]:
+        entry = self._tools_by_request.pop(data.request_id, None)
+        if entry is None or entry.status != "awaiting-approval":
+            return []
+        if data.outcome == "deny":
+            entry.status, entry.denial = "denied", data.reason
+        else:
+            entry.status = "running"
+            self._set_state("running-tool", entry.name)
+        return [entry]
+
+    def _tool_result(self, event: SessionEvent, data: ToolResult) -> list[Entry]:
+        entry = self._by_key.get(f"tool:{data.message.source.call_id}")
+        if not isinstance(entry, ToolEntry):
+            return []
+        entry.ended_ms = event.time
+        block = data.message.content[0]
+        entry.result = (
+            joined_text(block.content) if isinstance(block, ToolResultBlock) else block_text(block)
+        )
+        entry.meta = data.meta
+        code = data.error.code if data.error else None
+        entry.error_code = code
+        if code in DENIAL_CODES:
+            entry.status = "denied"
+        elif code in CANCEL_CODES:
+            entry.status = "cancelled"
+        elif code is not None or getattr(block, "is_error", False):
+            entry.status = "failed"
+        else:
+            entry.status = "done"
+        self._set_state("thinking")
+        return [entry]
+
+    def _turn_end(self, event: SessionEvent, data: TurnEnd) -> list[Entry]:
+        outcome: Literal["completed", "cancelled", "failed", "stopped"]
+        reason: str | None = None
+        match data.reason:
+            case TurnCompleted():
+                outcome = "completed"
+            case TurnAborted():
+                outcome, reason = "cancelled", "cancelled"
+            case TurnFailed(error=failure):
+                outcome, reason = "failed", failure.message
+            case TurnMaxSteps(limit=limit):
+                outcome, reason = "stopped", f"stopped after {limit} steps"
+            case TurnMaxTokens():
+                outcome, reason = "stopped", "the answer reached the output token limit"
+            case TurnBlocked():
+                outcome, reason = "stopped", "blocked by a hook"
+            case TurnInterrupted():
+                outcome, reason = "cancelled", "interrupted (dsh stopped during the turn)"
+            case _:
+                outcome, reason = "stopped", str(getattr(data.reason, "kind", "ended"))
+        for entry in self.entries[-8:]:  # a cancelled stream leaves its blocks open
+            if isinstance(entry, StreamedEntry):
+                entry.done = True
+        started = self._turn_started.pop(data.turn, event.time)
+        footer = TurnFooter(
+            f"turn-end:{data.turn}:{event.seq}",
+            event.seq,
+            data.turn,
+            outcome,
+            reason,
+            self._turn_usage,
+            self._turn_cost,
+            max(0, event.time - started),
+        )
+        self._set_state("idle")
+        changed: list[Entry] = [self._add(footer)]
+        for entry in self.entries:
+            if isinstance(entry, ToolEntry) and entry.status in ("running", "awaiting-approval"):
+                entry.status = "cancelled" if outcome == "cancelled" else "failed"
+                changed.append(entry)
+        return changed
+
+
+def block_text(block: object) -> str:
+    return str(getattr(block, "text", ""))
+
+
+def format_tokens(count: int) -> str:
+    if count < 1000:
+        return str(count)
+    if count < 100_000:
+        return f"{count / 1000:.1f}k"
+    return f"{count // 1000}k"
+
+
+def format_cost(cost: float | None) -> str:
+    if cost is None:
+        return ""
+    return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
