@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh.agent import AgentOptions, AgentService
+from dsh.commands import CommandService
 from dsh.credentials import CredentialStore
 from dsh.kernel import Candidate, Context, PluginHost, ServiceKey, discover
 from dsh.llm import LlmService
@@ -29,6 +30,7 @@ TOOLS: ServiceKey[ToolService] = ServiceKey("tools")
 APPROVALS: ServiceKey[ApprovalService] = ServiceKey("approvals")
 QUESTIONS: ServiceKey[QuestionService] = ServiceKey("questions")
 AGENTS: ServiceKey[AgentService] = ServiceKey("agents")
+COMMANDS: ServiceKey[CommandService] = ServiceKey("commands")
 
 
 @dataclass
@@ -93,6 +95,7 @@ async def start_runtime(
         root, llm=llm, tools=tools, prompt=prompt, sessions=sessions, defaults=defaults
     )
     root.provide(AGENTS, agents)
+    root.provide(COMMANDS.name, CommandService())  # each context gets its own view
     host = PluginHost(root)
     await host.load(
         discover(settings.plugin_modules()) if candidates is None else candidates,

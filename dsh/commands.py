@@ -1,0 +1,104 @@
+"""Slash commands: what a person types as ``/name args`` in a UI.
+
+Commands live in the ``commands`` service (a scoped registry, like tools), so a plugin
+adds its own with ``ctx.commands.register(name, Command(...))`` and they go away with
+it. A UI registers the commands only it can carry out (``/theme``, ``/copy``) the
+same way. Running one gets a :class:`CommandContext`: the agent of the session on
+screen, the runtime's root context, and the UI's :class:`CommandHost`, which shows
+text and does what only a UI can (start a new session, open the session picker).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dsh.kernel import Context, ScopedRegistry
+
+COMMAND_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+COMMAND_LINE = re.compile(r"^/([a-z][a-z0-9-]*)(?:\s+(.*))?$", re.S)
+
+
+class CommandError(Exception):
+    """A command could not do what was asked; the message is shown to the person."""
+
+
+class CommandHost(Protocol):
+    """What a UI offers the commands it runs."""
+
+    def show(self, text: str, *, level: str = "info") -> None:
+        """Show a line (or a few) to the person, outside the transcript the model sees."""
+
+    async def new_session(self) -> None: ...
+
+    async def open_session(self, session_id: str | None) -> None:
+        """Switch to a session: ``None`` asks the person to pick one."""
+
+    async def quit(self) -> None: ...
+
+
+@dataclass
+class CommandContext:
+    agent: Any
+    """The :class:`~dsh.agent.Agent` of the session on screen."""
+    root: Context
+    host: CommandHost
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+Run = Callable[[CommandContext, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    description: str
+    run: Run
+    """Called with the context and the text after the name (``""`` if none)."""
+    arguments: str = ""
+    """A hint shown in completion, such as ``[name]``."""
+    hidden: bool = False
+
+    def __post_init__(self) -> None:
+        if not COMMAND_NAME.match(self.name):
+            raise ValueError(f"command name {self.name!r} must match {COMMAND_NAME.pattern}")
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``/name args`` as ``(name, args)``; None when the text is not a command."""
+    match = COMMAND_LINE.match(text.strip())
+    if match is None:
+        return None
+    return match.group(1), (match.group(2) or "").strip()
+
+
+class CommandService(ScopedRegistry[Command]):
+    def __init__(self) -> None:
+        super().__init__("command")
+
+    def complete(self, prefix: str, scope: object | None = None) -> list[Command]:
+        """Visible commands whose name starts with ``prefix`` (no slash), by name."""
+        found = [
+            command
+            for name, command in self.visible(scope).items()
+            if name.startswith(prefix) and not command.hidden
+        ]
+        return sorted(found, key=lambda command: command.name)
+
+    async def run(self, text: str, context: CommandContext) -> bool:
+        """Run the command ``text`` names. False when it names no command (the caller
+        tells the person); a :class:`CommandError` is shown by the host."""
+        parsed = parse_command(text)
+        if parsed is None:
+            return False
+        name, args = parsed
+        command = self.get(name, context.agent)
+        if command is None:
+            return False
+        try:
+            await command.run(context, args)
+        except CommandError as error:
+            context.host.show(str(error), level="error")
+        return True
