@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dsh.kernel import Context, ScopedRegistry
+from dsh.kernel import Context, RegistryView, ScopedRegistry
 
 COMMAND_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 COMMAND_LINE = re.compile(r"^/([a-z][a-z0-9-]*)(?:\s+(.*))?$", re.S)
@@ -78,6 +78,9 @@ class CommandService(ScopedRegistry[Command]):
     def __init__(self) -> None:
         super().__init__("command")
 
+    def bind_context(self, ctx: Context) -> CommandView:
+        return CommandView(self, ctx)
+
     def complete(self, prefix: str, scope: object | None = None) -> list[Command]:
         """Visible commands whose name starts with ``prefix`` (no slash), by name."""
         found = [
@@ -102,3 +105,21 @@ class CommandService(ScopedRegistry[Command]):
         except CommandError as error:
             context.host.show(str(error), level="error")
         return True
+
+
+class CommandView(RegistryView[Command]):
+    """The commands service as one context sees it: what it registers goes with it."""
+
+    __slots__ = ()
+
+    @property
+    def service(self) -> CommandService:
+        registry = self._registry
+        assert isinstance(registry, CommandService)
+        return registry
+
+    def complete(self, prefix: str) -> list[Command]:
+        return self.service.complete(prefix, self._ctx.scope)
+
+    async def run(self, text: str, context: CommandContext) -> bool:
+        return await self.service.run(text, context)
