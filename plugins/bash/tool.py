@@ -23,6 +23,7 @@ from plugins.bash.background import BashJob
 from plugins.bash.capture import SPILL_CAP_BYTES, TAIL_BYTES, StreamCapture, spill_opener
 from plugins.bash.environment import shell_environment
 from plugins.bash.jobs import JobService
+from plugins.bash.present import bash_call, bash_result
 from plugins.bash.process import GRACE_S, ShellProcess, SpawnError, spawn_shell
 from plugins.bash.render import final_markers, render_output, signal_name
 
@@ -138,6 +139,8 @@ def bash_tool(jobs: JobService, settings: BashSettings | None = None) -> ToolDef
         execute=execute,
         kind="execute",
         describe=describe,
+        present_call=bash_call,
+        present_result=bash_result,
     )
 
 

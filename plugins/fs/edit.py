@@ -31,6 +31,7 @@ from plugins.fs.files import (
     write_atomic,
 )
 from plugins.fs.observed import FsState
+from plugins.fs.present import change_call, change_result
 
 WRITE_DESCRIPTION = """\
 Create a file, or replace a file's whole content; missing parent directories are \
@@ -202,6 +203,8 @@ def write_tool(state: FsState) -> ToolDefinition:
         execute=execute,
         kind="edit",
         describe=describe,
+        present_call=change_call,
+        present_result=change_result,
     )
 
 
@@ -238,6 +241,8 @@ def _edit_tool(
         execute=execute,
         kind="edit",
         describe=describe,
+        present_call=change_call,
+        present_result=change_result,
     )
 
 

@@ -28,6 +28,7 @@ from plugins.fs.files import (
     version_of,
 )
 from plugins.fs.observed import FsState
+from plugins.fs.present import read_call, read_result
 
 MAX_LINE_CHARS = 2000
 MAX_OUTPUT_BYTES = 50 * 1024
@@ -240,6 +241,8 @@ def read_tool(state: FsState) -> ToolDefinition:
         read_only=True,
         kind="read",
         spill_output=False,
+        present_call=read_call,
+        present_result=read_result,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from dsh.tools import ToolContext, ToolDefinition, ToolError, ToolOutput
 from plugins.fs.arguments import GlobArguments, GrepArguments
 from plugins.fs.files import Target, display_path, os_error, resolve
+from plugins.fs.present import glob_result, grep_result, search_call
 from plugins.fs.ripgrep import RgResult, is_pattern_error, run_rg
 
 VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
@@ -165,6 +166,8 @@ def glob_tool() -> ToolDefinition:
         execute=execute,
         read_only=True,
         kind="search",
+        present_call=search_call("glob"),
+        present_result=glob_result,
     )
 
 
@@ -253,4 +256,6 @@ def grep_tool() -> ToolDefinition:
         execute=execute,
         read_only=True,
         kind="search",
+        present_call=search_call("grep"),
+        present_result=grep_result,
     )

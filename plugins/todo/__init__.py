@@ -7,13 +7,20 @@ UI shows above the prompt; the latest one is the list.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from dsh.kernel import Context, Plugin
 from dsh.session import TodoItem, TodoWrite
-from dsh.tools import ToolContext, ToolDefinition, ToolError
+from dsh.tools import (
+    ChecklistView,
+    Presentation,
+    TextView,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+)
 
 DESCRIPTION = (
     "Replace your todo list for the current task. Use it for work with three or more "
@@ -53,6 +60,21 @@ async def todo_write(arguments: TodoArguments, context: ToolContext) -> str:
     )
 
 
+def checklist(arguments: dict[str, Any]) -> Presentation:
+    items = arguments.get("todos")
+    if not isinstance(items, list):
+        return TextView(title="Todos")
+    return ChecklistView(
+        title="Todos",
+        items=tuple(
+            (str(item.get("content", "")), item.get("status", "pending"))
+            for item in items
+            if isinstance(item, dict)
+            and item.get("status") in ("pending", "in_progress", "completed")
+        ),
+    )
+
+
 def apply(ctx: Context, config: object) -> None:
     ctx.tools.register(
         "todo_write",
@@ -62,6 +84,8 @@ def apply(ctx: Context, config: object) -> None:
             arguments=TodoArguments,
             execute=todo_write,
             read_only=True,  # it changes only the session's own record: never asked
+            present_call=checklist,
+            present_result=lambda arguments, result: checklist(arguments),
         ),
     )
 
