@@ -88,6 +88,7 @@ class Agent:
         tools: ToolService,
         prompt: PromptService,
         flush: Callable[[bool], Awaitable[bool]],
+        write_soon: Callable[[], None] = lambda: None,
         cwd: Path,
     ) -> None:
         self.root = root
@@ -98,6 +99,8 @@ class Agent:
         self.prompt = prompt
         self.cwd = cwd
         self._flush = flush
+        self.write_soon = write_soon
+        """Start storing the session's events so far, without waiting."""
         self._entered: _EnteredContext | None = None
         self.ctx = root.child(self, name=f"agent:{session.id}")
         self.inbox = Inbox(session)

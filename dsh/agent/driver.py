@@ -154,7 +154,8 @@ async def run_turn(
         reason = ends or TurnCompleted()
         session.append("turn/end", TurnEnd(turn=number, reason=reason))
         agent.end_turn()  # leftover context is appended, leftover steering queued
-        await agent.flush()
+        # Written before the agent goes idle; the fsync follows in the background.
+        await agent.flush(sync=False)
     return reason
 
 
@@ -197,9 +198,13 @@ async def run_step(
             tools=assembly.tools or None,
         )
         log_request(agent, header, prepared.config, prepared.context_window)
-        # The request is stored before anything is sent, while it is being built. No
-        # fsync: after a power cut the request is simply made again.
-        flushing = asyncio.ensure_future(agent.flush(sync=False))
+        # What led to this request (the last step's results, the header) is written
+        # while the request is built and sent: the write is queued before the request
+        # and overlaps the wait for the model, rather than adding to it. A crash in
+        # that moment loses at most a result of this step, and a call with effects
+        # was synced before it ran (see run_tools), so repair marks its outcome
+        # unknown rather than losing track of it.
+        agent.write_soon()
 
         # Every part is a validated model already (the history, the header): building
         # the request without validating it all again keeps a long session's steps cheap.
@@ -216,7 +221,6 @@ async def run_step(
             session_id=session.id,
             signal=signal,
         )
-        await flushing
         assembler = BlockAssembler()
         seqs: list[int] = []
         note_retry = functools.partial(_log_retry, session, uuid.uuid4().hex, turn, step)

@@ -75,6 +75,7 @@ class AgentService:
             tools=self._tools,
             prompt=self._prompt,
             flush=functools.partial(_flush, store, session),
+            write_soon=functools.partial(store.write_soon, session),
             cwd=cwd,
         )
         if setup is not None:

@@ -33,7 +33,7 @@ from dsh.session.persistence import (
     SessionNotFoundError,
     read_header,
 )
-from dsh.session.records import decode, dumps, encode
+from dsh.session.records import decode, dumps, encode_lines
 
 FILE_NAME = "session.jsonl"
 
@@ -97,9 +97,7 @@ def _cut(path: Path, size: int) -> None:
 
 def export_jsonl(header: SessionHeader, events: Sequence[SessionEvent]) -> str:
     """A session in the stored JSONL format, as ``dsh sessions export`` writes it."""
-    lines = [dumps(header_record(header))]
-    lines.extend(dumps(record) for record in encode(events))
-    return "\n".join(lines) + "\n"
+    return dumps(header_record(header)) + "\n" + encode_lines(events)
 
 
 class _File:
@@ -153,7 +151,7 @@ class JsonlPersistence:
                     f"session {session_id}: append starts at seq {events[0].seq}, "
                     f"the stored log continues at {known.next_seq}"
                 )
-            text = "".join(dumps(record) + "\n" for record in encode(events))
+            text = encode_lines(events)
             known.size = await asyncio.to_thread(self._write, known, text.encode(), sync)
             known.next_seq = events[-1].seq + 1
 
@@ -161,8 +159,8 @@ class JsonlPersistence:
         known = self._files.get(session_id)
         if known is None or known.size == 0:
             return
-        async with known.lock:
-            await asyncio.to_thread(_fsync_file, known.path)
+        # No lock: an fsync through a descriptor of its own may overlap an append.
+        await asyncio.to_thread(_fsync_file, known.path)
 
     def _write(self, known: _File, data: bytes, sync: bool) -> int:
         if known.size == 0:

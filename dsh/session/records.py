@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeGuard
 
 from dsh.llm import CallId, ReasoningDelta, TextDelta, ToolCallDelta
@@ -65,8 +65,24 @@ def _pack(run: Sequence[SessionEvent]) -> dict[str, Any]:
     return {"type": kind, "seq0": run[0].seq, "time0": run[0].time, "data": data}
 
 
+def encode_lines(events: Sequence[SessionEvent]) -> str:
+    """The stored records for ``events`` as JSON lines, each ending in a newline."""
+    return "".join(
+        (dumps(record) if isinstance(record, dict) else record) + "\n"
+        for record in _records(events, SessionEvent.to_json)
+    )
+
+
 def encode(events: Sequence[SessionEvent]) -> Iterator[dict[str, Any]]:
     """Stored records for ``events``, packing delta runs."""
+    for record in _records(events, SessionEvent.to_dict):
+        assert isinstance(record, dict)
+        yield record
+
+
+def _records(
+    events: Sequence[SessionEvent], single: Callable[[SessionEvent], Any]
+) -> Iterator[Any]:
     i = 0
     while i < len(events):
         key = _run_key(events[i])
@@ -78,7 +94,7 @@ def encode(events: Sequence[SessionEvent]) -> Iterator[dict[str, Any]]:
             yield _pack(events[i:j])
         else:
             for event in events[i:j]:
-                yield event.to_dict()
+                yield single(event)
         i = j
 
 

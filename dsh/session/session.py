@@ -30,7 +30,7 @@ from dsh.session.events import (
     TurnStart,
     check_json_value,
     is_surface_type,
-    needs_json_check,
+    json_check_targets,
     parse_payload,
 )
 from dsh.session.header import SessionHeader
@@ -137,10 +137,11 @@ class Session:
             surface_op=surface_op,
             source_event_seqs=sources,
         )
-        if needs_json_check(payload):
+        risky = json_check_targets(payload)
+        if risky is not None:
             # Python mode: JSON mode would already have turned NaN into None and int
             # keys into strings, hiding exactly what must be refused.
-            check_json_value(payload.model_dump(), f"{type} data")
+            check_json_value(risky, f"{type} data")
         self._store(event)
         self._dispatch(event)
         return event

@@ -222,6 +222,12 @@ class SessionStore:
         writer = self._writers.get(session.id)
         return await writer.flush(sync=sync) if writer is not None else True
 
+    def write_soon(self, session: Session) -> None:
+        """Start storing what ``session`` appended so far; the writer owns the write."""
+        writer = self._writers.get(session.id)
+        if writer is not None:
+            writer.write_soon()
+
     async def close(self, session: Session) -> bool:
         """Write what is queued, stop following the session, and index it."""
         writer = self._writers.pop(session.id, None)

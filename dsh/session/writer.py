@@ -8,9 +8,9 @@ and is reported, so nothing is dropped.
 
 Two levels of durable: a write survives the process being killed as soon as it is
 in the file (the kernel holds it); surviving a power cut takes an fsync, which costs
-more than the rest of a step. So ``flush(sync=False)`` (before a model request,
-whose loss a crash makes harmless: it is asked again) skips the fsync unless the
-file has gone unsynced for a second; the end of a turn and ``flush()`` sync.
+more than the rest of a step. So the window's writes, ``write_soon()`` (before a
+model request) and ``flush(sync=False)`` skip the fsync unless the file has gone
+unsynced for a second; the end of a turn and ``flush()`` sync.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class SessionWriter:
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[bool]] = set()
         self._closed = False
+        self._writes = 0
         self._unsynced_since: float | None = None
         """When the oldest write not yet fsynced was made."""
         self.failures = 0
@@ -75,15 +76,25 @@ class SessionWriter:
         except RuntimeError:
             return  # no loop (a synchronous caller): the next flush() writes it
         if event.type in BOUNDARY_TYPES:
-            self._kick(sync=True)
+            self._kick(sync=True, wait_for_sync=False)
         elif self._timer is None:
             self._timer = loop.call_later(self._window, self._kick)
 
-    def _kick(self, sync: bool = False) -> None:
+    def write_soon(self) -> None:
+        """Start writing what is queued now, without waiting for it (or an fsync)."""
+        if self._pending and not self._closed:
+            self._kick()
+
+    def _kick(self, sync: bool = False, wait_for_sync: bool = True) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        task = asyncio.get_running_loop().create_task(self.flush(sync=sync))
+        if sync and not wait_for_sync:
+            # Written now, synced right after: a flush(sync=False) waiting behind
+            # this one is released once the data is written, not after the fsync.
+            task = asyncio.get_running_loop().create_task(self._write_then_sync())
+        else:
+            task = asyncio.get_running_loop().create_task(self.flush(sync=sync))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -119,6 +130,23 @@ class SessionWriter:
                     _log.exception("session %s: after-write hook failed", self.session.id)
         return True
 
+    async def _write_then_sync(self) -> bool:
+        if not await self.flush(sync=False):
+            return False
+        if self._unsynced_since is None:
+            return True
+        # Outside the lock, so writes go on meanwhile; only if none came in during
+        # the fsync is everything known to be synced.
+        writes = self._writes
+        try:
+            await self._persistence.sync(self.session.id)
+        except Exception as error:
+            self._failed(error)
+            return False
+        if self._writes == writes:
+            self._unsynced_since = None
+        return True
+
     async def _sync_only(self) -> bool:
         now = time.monotonic()
         try:
@@ -130,6 +158,7 @@ class SessionWriter:
         return True
 
     def _note_written(self, synced: bool, at: float) -> None:
+        self._writes += 1
         if synced:
             self._unsynced_since = None
         elif self._unsynced_since is None:

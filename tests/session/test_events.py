@@ -169,6 +169,8 @@ def test_events_round_trip_through_json_exactly(
     event = SessionEvent(type_, 5, 1_700_000_000_000, data, **extra)
     assert round_trip(event) == event
     assert round_trip(round_trip(event)).to_dict() == event.to_dict()
+    # The fast writer path says exactly what the dict says, in the same key order.
+    assert event.to_json() == json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
 def test_json_names_are_camel_case() -> None:

@@ -91,6 +91,17 @@ def test_data_that_json_cannot_carry_is_refused_and_changes_nothing(meta: object
     assert session.append("tool/result", safe).seq == 0
 
 
+def test_free_form_parts_of_an_answer_are_checked_too() -> None:  # S2
+    from dsh.llm import AssistantMessage, ModelSource, TextBlock
+
+    session = new_session()
+    source = ModelSource(provider="p", model="m", replay_state={"t": math.nan})
+    answer = AssistantMessage(content=(TextBlock(text="hi"),), source=source)
+    with pytest.raises(EventFormatError, match="JSON cannot represent"):
+        session.append("assistant/message", AssistantMessageData(turn=1, step=1, message=answer))
+    assert session.events == []
+
+
 def test_surface_metadata_only_on_surface_events() -> None:  # S3
     session = new_session()
     with pytest.raises(EventFormatError, match="not a surface event"):
