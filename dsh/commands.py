@@ -10,12 +10,15 @@ text and does what only a UI can (start a new session, open the session picker).
 
 from __future__ import annotations
 
+import asyncio
 import re
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from dsh.kernel import Context, RegistryView, ScopedRegistry
+from dsh.session.events import CommandDone, CommandRun
 
 COMMAND_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 COMMAND_LINE = re.compile(r"^/([a-z][a-z0-9-]*)(?:\s+(.*))?$", re.S)
@@ -60,6 +63,9 @@ class Command:
     arguments: str = ""
     """A hint shown in completion, such as ``[name]``."""
     hidden: bool = False
+    recorded: bool = True
+    """Log ``command/run`` and ``command/done`` in the session (not for UI-only
+    commands such as ``/theme``)."""
 
     def __post_init__(self) -> None:
         if not COMMAND_NAME.match(self.name):
@@ -100,10 +106,30 @@ class CommandService(ScopedRegistry[Command]):
         command = self.get(name, context.agent)
         if command is None:
             return False
+        session = getattr(context.agent, "session", None) if command.recorded else None
+        command_id = uuid.uuid4().hex
+        if session is not None:
+            session.append(
+                "command/run", CommandRun(command_id=command_id, name=name, args=args or None)
+            )
+        failure: str | None = None
         try:
             await command.run(context, args)
         except CommandError as error:
-            context.host.show(str(error), level="error")
+            failure = str(error)
+            context.host.show(failure, level="error")
+        except asyncio.CancelledError:
+            failure = f"/{name} was cancelled"
+            raise
+        except Exception as error:  # a broken command must not take the UI down
+            failure = f"/{name} failed: {type(error).__name__}: {error}"
+            context.host.show(failure, level="error")
+        finally:
+            if session is not None:
+                kind: Literal["success", "error"] = "error" if failure is not None else "success"
+                session.append(
+                    "command/done", CommandDone(command_id=command_id, kind=kind, text=failure)
+                )
         return True
 
 
