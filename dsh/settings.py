@@ -1,10 +1,18 @@
-"""Settings documents: TOML files, the user's and the project's, read in layers.
+"""Settings: TOML documents and the environment, read in layers.
 
-``$DSH_HOME/settings.toml`` is the user document; ``.dsh/settings.toml`` in the project
-(the nearest one from the working directory up) is the project document, which wins
-where both set a key. Plugins are configured by ``[plugins.<plugin-name>]`` tables and
-switched off by ``[plugins] disabled = ["name", ...]``; ``[plugins] modules`` names
-modules to load plugins from, beyond the bundled and installed ones::
+Layers, lowest first: the defaults (in the models that read each table), the user
+document ``$DSH_HOME/settings.toml``, the project document (the nearest
+``.dsh/settings.toml`` from the working directory up), the environment, and last the
+command line (flags such as ``--model`` apply over all of these). A later layer wins
+key by key. In the environment, ``DSH_<TABLE>__<KEY>=value`` sets ``table.key``
+(``DSH_AGENT__MODEL=deepseek-v4-pro``; a plugin's table is
+``DSH_PLUGINS__LLM_DEEPSEEK__BASE_URL``, underscores in the plugin's name standing for
+hyphens); the value is read as a TOML value when it parses as one, else as text.
+
+Core tables are validated here (:data:`CORE_TABLES`); plugins are configured by
+``[plugins.<plugin-name>]`` tables, validated by each plugin's own model when it
+loads, and switched off by ``[plugins] disabled = ["name", ...]``; ``[plugins]
+modules`` names modules to load plugins from, beyond the bundled and installed ones::
 
     [plugins.llm-deepseek]
     base_url = "https://proxy.example.com"
@@ -15,6 +23,7 @@ Credentials never live here: settings name them (``api_key_env = "MY_KEY"``).
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +32,12 @@ from typing import Any
 
 USER_FILE = "settings.toml"
 PROJECT_DIR = ".dsh"
+ENV_PREFIX = "DSH_"
+# DSH_* names that are not settings (read by their own code, or meant for children).
+ENV_RESERVED = frozenset(
+    {"DSH_HOME", "DSH_PERSISTENCE_BACKEND", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_SHELL"}
+)
+ENVIRONMENT = Path("<environment>")
 
 
 class SettingsError(ValueError):
@@ -115,14 +130,91 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_settings(home: Path, cwd: Path) -> Settings:
-    """The user document, then the project document, merged."""
+def environment_document(environ: Mapping[str, str]) -> Document | None:
+    """The ``DSH_<TABLE>__<KEY>`` variables as one more document."""
+    values: dict[str, Any] = {}
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX) or name in ENV_RESERVED or "__" not in name:
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
+        if not all(parts):
+            continue
+        if parts[0] == "plugins" and len(parts) > 2:
+            parts[1] = parts[1].replace("_", "-")
+        node = values
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                break
+            node = child
+        else:
+            node[parts[-1]] = parse_value(raw)
+    return Document(ENVIRONMENT, values) if values else None
+
+
+def parse_value(text: str) -> Any:
+    """A TOML value (``8``, ``true``, ``["a"]``, ``"x"``) when ``text`` is one, else the text."""
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def load_settings(home: Path, cwd: Path, *, environ: Mapping[str, str] | None = None) -> Settings:
+    """The user document, the project document and the environment, merged."""
     paths = [home / USER_FILE]
     project = project_document(cwd)
     if project is not None and project != paths[0]:
         paths.append(project)
-    documents = tuple(read_document(p) for p in paths if p.is_file())
+    documents = [read_document(p) for p in paths if p.is_file()]
+    from_env = environment_document(os.environ if environ is None else environ)
+    if from_env is not None:
+        documents.append(from_env)
     merged: dict[str, Any] = {}
     for document in documents:
         merged = merge(merged, document.values)
-    return Settings(documents, merged)
+    settings = Settings(tuple(documents), merged)
+    check_core_tables(settings)
+    return settings
+
+
+def check_core_tables(settings: Settings) -> None:
+    """Validate the core's own tables, naming the file and the key of any problem."""
+    from pydantic import ValidationError
+
+    for name, model in CORE_TABLES.items():
+        for document in settings.documents:
+            table = document.values.get(name)
+            if table is None:
+                continue
+            if not isinstance(table, dict):
+                raise SettingsError(f"{document.path}: {name} must be a table")
+            try:
+                model().model_validate(table)
+            except ValidationError as error:
+                problem = error.errors()[0]
+                key = ".".join(str(p) for p in (name, *problem["loc"]))
+                raise SettingsError(f"{document.path}: {key}: {problem['msg']}") from None
+
+
+def _agent_model() -> Any:
+    from dsh.agent import AgentOptions
+
+    return AgentOptions
+
+
+def _permissions_model() -> Any:
+    from dsh.settings_tables import PermissionsTable
+
+    return PermissionsTable
+
+
+def _tui_model() -> Any:
+    from dsh.settings_tables import TuiTable
+
+    return TuiTable
+
+
+# Core tables and the models that check them (loaded lazily: pydantic models cost
+# import time, and most runs read only one or two of them).
+CORE_TABLES = {"agent": _agent_model, "permissions": _permissions_model, "tui": _tui_model}

@@ -9,11 +9,12 @@ from collections.abc import Sequence
 
 from dsh import __version__
 
-SUBCOMMANDS = ("plugins", "sessions")
+SUBCOMMANDS = ("config", "plugins", "sessions")
 
 EPILOG = """commands:
   dsh plugins [--json]      the plugins found, where from, and which failed to load
   dsh sessions ACTION       list, show, search, export, import, rm, reindex sessions
+  dsh config ACTION         path, list, get, set, unset settings
 
 examples:
   dsh -p "why does the build fail?"
@@ -77,9 +78,11 @@ def build_command_parser() -> argparse.ArgumentParser:
         "plugins", help="list the plugins found, where from, and which failed to load"
     )
     plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    from dsh.cli.config import add_parser as add_config_parser
     from dsh.cli.sessions_parser import add_parser
 
     add_parser(commands)
+    add_config_parser(commands)
     return parser
 
 
@@ -113,6 +116,10 @@ def _command(args: argparse.Namespace) -> int:
             from dsh.cli.sessions import run_sessions
 
             return run_sessions(args)
+        case "config":
+            from dsh.cli.config import run_config
+
+            return run_config(args)
     return 2
 
 
