@@ -545,7 +545,8 @@ class ChatCompletionsAdapter(LlmAdapter):
                 LlmFailure(
                     message=(
                         f"no API key for {provider}: {where} in the environment or in "
-                        "$DSH_HOME/credentials.json"
+                        "$DSH_HOME/credentials.json, or run `dsh` once to set up a "
+                        "provider interactively"
                     ),
                     code="MISSING_CREDENTIAL",
                 )
