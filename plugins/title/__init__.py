@@ -1,0 +1,70 @@
+"""Session titles: what the picker lists and the terminal title shows.
+
+A title is a log-only ``session/title`` event, the latest one winning, with its
+source: ``fallback`` (the first prompt's opening words), ``provider`` (written by a
+model in a ``session-title`` call, after the first completed turn) or ``user`` (set
+with ``/title TEXT``, and pinned: nothing automatic replaces it).
+
+Sessions are titled automatically only when their agent's options say
+``auto_title``: interactive UIs set it, a headless run only with ``--title``, so a
+script makes no model call beyond its conversation unless it asks. A headless run
+that asked awaits ``settle(agent)`` of the ``session-titles`` service before it
+exits, since the request runs in the background and goes with the agent.
+"""
+
+from __future__ import annotations
+
+from dsh.commands import Command, CommandContext, CommandError
+from dsh.kernel import Context, Plugin
+from plugins.title.service import SERVICE, Config, TitleService
+from plugins.title.text import clean_title, fallback_title, user_title
+
+__all__ = [
+    "SERVICE",
+    "Config",
+    "TitleService",
+    "clean_title",
+    "fallback_title",
+    "plugin",
+    "user_title",
+]
+
+
+def title_command(titles: TitleService) -> Command:
+    async def run(context: CommandContext, args: str) -> None:
+        agent = context.agent
+        if getattr(agent, "session", None) is None:
+            raise CommandError("there is no session to title")
+        if not args.strip():
+            title = titles.current(agent)
+            if title is None:
+                context.host.show("This session has no title yet.")
+            else:
+                context.host.show(f"Title: {title.title} ({title.source})")
+            return
+        title = titles.set(agent, args)
+        context.host.show(f"Title set: {title.title}")
+
+    return Command(
+        name="title",
+        description="Show the session's title, or set it (a title you set is kept)",
+        run=run,
+        arguments="[title]",
+    )
+
+
+def apply(ctx: Context, config: Config) -> None:
+    titles = TitleService(ctx, config)
+    ctx.provide(SERVICE, titles)
+    ctx.on("agent/status", titles.on_status)
+    ctx.commands.register("title", title_command(titles))
+
+
+plugin = Plugin(
+    name="title",
+    description="session titles: a fallback, then one written by the model; /title",
+    inject=("commands",),
+    provides=(SERVICE,),
+    config=Config,
+    apply=apply,
+)
