@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the latest session of this directory",
     )
     parser.add_argument("--max-steps", type=int, metavar="N", help="end a turn after N steps")
+    parser.add_argument(
+        "--title",
+        action="store_true",
+        help="headless: title the session (one more, small model call); interactive UIs always do",
+    )
     parser.add_argument("--cwd", metavar="DIR", help="work in DIR instead of the current directory")
     parser.add_argument(
         "--permission-mode",
@@ -142,6 +147,7 @@ def _headless(args: argparse.Namespace) -> int:
         resume=args.resume,
         continue_last=args.continue_last,
         max_steps=args.max_steps,
+        title=args.title,
         cwd=Path(args.cwd) if args.cwd else None,
         permission_mode=args.permission_mode,
     )

@@ -69,6 +69,7 @@ class HeadlessRequest:
     resume: str | None = None
     continue_last: bool = False
     max_steps: int | None = None
+    title: bool = False
     cwd: Path | None = None
     permission_mode: PermissionMode | None = None
 
@@ -204,6 +205,7 @@ async def _run(
             ("model", request.model),
             ("reasoning_effort", request.effort),
             ("max_steps", request.max_steps),
+            ("auto_title", True if request.title else None),
         )
         if value is not None
     }
@@ -244,6 +246,9 @@ async def _run(
                 return EXIT_USAGE
             agent.followup(user_text(request.prompt))
         await agent.when_idle()
+        titles = runtime.root.get("session-titles", None) if request.title else None
+        if titles is not None:
+            await titles.settle(agent)  # the title call runs in the background
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         await runtime.sessions.flush(agent.session)

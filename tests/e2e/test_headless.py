@@ -362,3 +362,27 @@ async def test_a_reader_that_goes_away_cancels_the_run_quietly(dsh: Dsh, fake_ll
     assert done.code == 141  # what a shell reports for a closed pipe
     events = await dsh.checked_events()
     assert turn_ends(events)[-1].reason.kind == "aborted"  # stopped, not streamed to the end
+
+
+async def test_a_title_costs_a_model_call_only_when_asked(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(text="It is 4."), Reply(text="Adding two and two"))
+    done = await dsh.run("-p", "what is 2+2?", "--title")
+    assert done.code == 0, done.stderr
+    assert done.stdout == "It is 4.\n"
+    events = await dsh.events()
+    titles = [e.data for e in of_type(events, "session/title")]
+    assert [(t.title, t.source) for t in titles] == [
+        ("what is 2+2?", "fallback"),
+        ("Adding two and two", "provider"),
+    ]
+    assert len(fake_llm.chat_requests) == 2
+
+    fake_llm.add(Reply(text="Still 4."))
+    again = await dsh.run("-p", "and now?")  # no --title: one request, no title at all
+    assert again.code == 0, again.stderr
+    assert len(fake_llm.chat_requests) == 3
+    logs = [await dsh.events(session_id) for session_id in await dsh.session_ids()]
+    untitled = [log for log in logs if not of_type(log, "session/title")]
+    assert len(logs) == 2
+    assert len(untitled) == 1
+    assert "and now?" in str(of_type(untitled[0], "user/message")[0].data)
