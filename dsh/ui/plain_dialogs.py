@@ -1,0 +1,175 @@
+"""Approvals, questions and choices as text prompts in plain mode.
+
+Each dialog borrows the input line (:meth:`~dsh.ui.plain_input.Lines.dialog`),
+prints what is asked as ordinary lines (so a log or a screen reader has all of it)
+and reads the answer: ``y``/``a``/``n``/``f`` for an approval, option numbers or
+free text for a question. Ctrl+C on a dialog's prompt denies (or dismisses) and
+cancels the running turn; the end of input answers "unavailable".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.text import Text
+
+from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.questions import Answer, Question
+from dsh.ui.plain_input import Interrupted, Lines
+from dsh.ui.render import Indented, diff_text, highlighted
+
+MAX_DETAIL_LINES = 40
+NUMBERS = re.compile(r"^\d+(?:\s*[,\s]\s*\d+)*$")
+
+
+class Dialogs:
+    def __init__(self, lines: Lines, console: Console, interrupt: Callable[[], None]) -> None:
+        self.lines = lines
+        self.console = console
+        self.interrupt = interrupt
+        """Ctrl+C on a dialog: cancel the running turn."""
+
+    # ------------------------------------------------------------------ approvals
+
+    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
+        async with self.lines.dialog():
+            self.console.print(
+                Text.assemble(
+                    ("? ", "bold yellow"),
+                    (request.tool_name, "bold"),
+                    " asks to run: ",
+                    request.summary,
+                ),
+                soft_wrap=True,
+            )
+            if request.reason:
+                self.console.print(Text(f"  {request.reason}", style="dim"), soft_wrap=True)
+            if request.details:
+                self.console.print(Indented(approval_details(request)))
+            always = f"[a]lways this session ({request.grant}) / " if request.grant else ""
+            question = f"Allow? [y]es once / {always}[n]o / [f]eedback: "
+            while True:
+                try:
+                    reply = (await self.lines.ask(question)).strip()
+                    decision = await self._decide(reply, grantable=request.grant is not None)
+                except Interrupted:
+                    self.interrupt()
+                    return ApprovalDecision(outcome="cancelled")
+                except EOFError:
+                    return ApprovalDecision(outcome="unavailable")
+                if decision is not None:
+                    return decision
+                choices = "y, a, n or f" if request.grant else "y, n or f"
+                self.console.print(Text(f"Please answer {choices}.", style="yellow"))
+
+    async def _decide(self, reply: str, *, grantable: bool) -> ApprovalDecision | None:
+        word, _, rest = reply.partition(" ")
+        match word.lower():
+            case "y" | "yes":
+                return ApprovalDecision(outcome="allow_once")
+            case "a" | "always" if grantable:
+                return ApprovalDecision(outcome="allow_session")
+            case "n" | "no":
+                return ApprovalDecision(outcome="deny", feedback=rest.strip() or None)
+            case "f" | "feedback":
+                feedback = rest.strip() or (await self.lines.ask("Tell the model why: ")).strip()
+                return ApprovalDecision(outcome="deny", feedback=feedback or None)
+        return None
+
+    # ------------------------------------------------------------------ questions
+
+    async def answer(self, questions: Sequence[Question], agent: Any) -> list[Answer] | None:
+        """The ``questions`` service's answerer: None when the person dismissed them."""
+        async with self.lines.dialog():
+            answers = []
+            for question in questions:
+                self._show_question(question)
+                hint = (
+                    ("numbers, comma-separated" if question.multi_select else "a number")
+                    + ", or your own answer"
+                    if question.options
+                    else "your answer"
+                )
+                while True:
+                    try:
+                        reply = (await self.lines.ask(f"Answer ({hint}): ")).strip()
+                    except Interrupted:
+                        self.interrupt()
+                        return None
+                    except EOFError:
+                        return None
+                    answer = parse_answer(question, reply)
+                    if answer is not None:
+                        answers.append(answer)
+                        break
+                    self.console.print(Text(f"Please type {hint}.", style="yellow"))
+            return answers
+
+    def _show_question(self, question: Question) -> None:
+        title = Text("? ", style="bold yellow")
+        if question.header:
+            title.append(f"{question.header}: ", style="bold")
+        title.append(question.question)
+        self.console.print(title, soft_wrap=True)
+        for number, option in enumerate(question.options, 1):
+            line = Text(f"  {number}. {option.label}")
+            if option.description:
+                line.append(f" - {option.description}", style="dim")
+            self.console.print(line, soft_wrap=True)
+
+    # ------------------------------------------------------------------ choices
+
+    async def choose(self, title: str, items: Sequence[str]) -> int | None:
+        """Pick one of ``items`` by number: its index, or None (empty line, Ctrl+C)."""
+        async with self.lines.dialog():
+            self.console.print(Text(title, style="bold"))
+            for number, item in enumerate(items, 1):
+                self.console.print(Text(f"  {number}. {item}"), soft_wrap=True)
+            while True:
+                try:
+                    reply = await self.lines.ask(f"Number (1-{len(items)}, empty to cancel): ")
+                except (Interrupted, EOFError):
+                    return None
+                reply = reply.strip()
+                if not reply:
+                    return None
+                if reply.isdigit() and 1 <= int(reply) <= len(items):
+                    return int(reply) - 1
+                self.console.print(Text(f"Please type a number from 1 to {len(items)}."))
+
+
+def parse_answer(question: Question, reply: str) -> Answer | None:
+    """Numbers pick options (several only for a multi-select question); any other
+    text is the person's own answer. None for an empty reply or bad numbers."""
+    if not reply:
+        return None
+    if question.options and NUMBERS.match(reply):
+        numbers = [int(n) for n in re.split(r"[,\s]+", reply)]
+        if not all(1 <= n <= len(question.options) for n in numbers):
+            return None
+        if len(numbers) > 1 and not question.multi_select:
+            return None
+        labels = tuple(dict.fromkeys(question.options[n - 1].label for n in numbers))
+        return Answer(id=question.id, selected=labels)
+    return Answer(id=question.id, custom=reply)
+
+
+def approval_details(request: ApprovalRequest) -> RenderableType:
+    """A diff coloured as one, a command as shell code, anything else as text."""
+    details = request.details or ""
+    lines = details.rstrip("\n").splitlines()
+    cut = len(lines) - MAX_DETAIL_LINES
+    if cut > 0:
+        lines = lines[:MAX_DETAIL_LINES]
+    if any(line.startswith(("@@", "+++ ", "--- ")) for line in lines):
+        body: RenderableType = diff_text(lines)
+    elif request.risk == "exec":
+        body = highlighted("\n".join(lines), "bash")
+    else:
+        body = Text("\n".join(lines))
+    if cut > 0:
+        return Group(body, Text(f"… {cut} more lines", style="dim italic"))
+    return body
