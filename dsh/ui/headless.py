@@ -227,6 +227,7 @@ async def _run(
         return EXIT_FAILED
 
     first_live = len(agent.session.events)
+    command_failed = False
     printer = Printer(
         request.output_format, out, err, on_closed=lambda: agent.cancel(CancelByUser())
     )
@@ -244,7 +245,10 @@ async def _run(
             if not request.prompt:
                 err.write("dsh: no prompt given (pass one, or pipe it on stdin)\n")
                 return EXIT_USAGE
-            agent.followup(user_text(request.prompt))
+            host = HeadlessHost(out, err)
+            if not await run_command(runtime, agent, request.prompt, host):
+                agent.followup(user_text(request.prompt))
+            command_failed = host.failed
         await agent.when_idle()
         titles = runtime.root.get("session-titles", None) if request.title else None
         if titles is not None:
@@ -264,6 +268,8 @@ async def _run(
         None,
     )
     code, reason = outcome(ends[-1].reason if ends else None, blocked if not ends else None)
+    if command_failed and code == EXIT_OK:
+        code = EXIT_FAILED
     printer.end_line()
     if printer.closed:
         return EXIT_CLOSED_OUTPUT  # the reader left: say nothing more, as `yes | head` does
@@ -306,6 +312,46 @@ def _result(
         "usage": usage.to_dict() if usage is not None else None,
         "cost_usd": cost,
     }
+
+
+class HeadlessHost:
+    """What a slash command given as the prompt (``dsh -p "/cost" --resume ID``) may do
+    headless: print. Switching sessions needs ``--resume``; there is nothing to quit."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out, self.err = out, err
+        self.failed = False
+
+    def show(self, text: str, *, level: str = "info") -> None:
+        if level == "error":
+            self.failed = True
+            self.err.write(f"dsh: {text}\n")
+        else:
+            self.out.write(text + "\n")
+
+    async def new_session(self) -> None:
+        from dsh.commands import CommandError
+
+        raise CommandError("headless runs start a new session unless --resume or --continue")
+
+    async def open_session(self, session_id: str | None) -> None:
+        from dsh.commands import CommandError
+
+        raise CommandError("headless, open a session with --resume ID or --continue")
+
+    async def quit(self) -> None:
+        pass
+
+
+async def run_command(runtime: Any, agent: Any, text: str, host: HeadlessHost) -> bool:
+    """Run ``text`` as a slash command if it names one. False: it is a prompt."""
+    from dsh.commands import CommandContext, parse_command
+
+    parsed = parse_command(text)
+    commands = runtime.root.get("commands", None)
+    if parsed is None or commands is None or commands.get(parsed[0]) is None:
+        return False
+    return bool(await commands.run(text, CommandContext(agent, runtime.root, host)))
 
 
 class Control:

@@ -386,3 +386,31 @@ async def test_a_title_costs_a_model_call_only_when_asked(dsh: Dsh, fake_llm: Fa
     assert len(logs) == 2
     assert len(untitled) == 1
     assert any("and now?" in str(e.data) for e in of_type(untitled[0], "user/message"))
+
+
+async def test_slash_commands_run_headless_without_a_model_turn(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="Hello.", usage=Usage(prompt_tokens=1000, completion_tokens=10)))
+    first = await dsh.run("-p", "hi")
+    assert first.code == 0, first.stderr
+    [session_id] = await dsh.session_ids()
+
+    cost = await dsh.run("-p", "/cost", "--resume", session_id)
+    assert cost.code == 0, cost.stderr
+    assert "1 model calls: 1,000 input tokens" in cost.stdout
+    assert len(fake_llm.chat_requests) == 1  # no model call for a command
+
+    mode = await dsh.run("-p", "/permissions", "--resume", session_id)
+    assert "Permission mode: default" in mode.stdout
+    bad = await dsh.run("-p", "/model nowhere/none", "--resume", session_id)
+    assert bad.code == 1
+    assert "cannot use nowhere/none" in bad.stderr
+
+    fake_llm.add(Reply(text="# AGENTS.md drafted"))
+    init = await dsh.run("-p", "/init", "--resume", session_id)
+    assert init.code == 0, init.stderr
+    assert "Write an AGENTS.md file" in user_texts(fake_llm.chat_requests[-1].body)[-1]
+    events = await dsh.checked_events(session_id)
+    runs = [e.data.name for e in of_type(events, "command/run")]
+    assert runs == ["permissions", "model", "init"]  # /cost is not recorded

@@ -1,0 +1,157 @@
+"""The built-in slash commands every front end offers: ``/model``, ``/permissions``,
+``/cost``, ``/sessions``, ``/init`` and ``/exit``.
+
+They run without a model turn (``/init`` excepted: it asks the model to draft an
+``AGENTS.md``), in the TUI, in plain mode and headless (``dsh -p "/cost" --resume
+ID``). What only a UI can do (``/theme``, ``/copy``, ``/new``, ``/resume``) the UIs
+register themselves; ``/compact`` and ``/title`` come with their plugins.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from dsh.commands import Command, CommandContext, CommandError
+from dsh.kernel import Context, NoConfig, Plugin
+from dsh.llm import TokenUsage, user_text
+from dsh.session import AssistantMessageData
+
+MODES = ("read-only", "default", "accept-edits", "bypass")
+
+INIT_PROMPT = """\
+Write an AGENTS.md file at the root of this repository, for coding agents working \
+here. Look around first: the README, the build and test configuration, the layout of \
+the source. Then write, briefly and concretely: what the project is; how to set it up, \
+build, test and lint (the exact commands); how the code is organised; the conventions \
+a change must follow; anything surprising. If an AGENTS.md exists, improve it rather \
+than replace what is still true. Keep it under about 150 lines."""
+
+
+def _agent(context: CommandContext) -> Any:
+    if context.agent is None:
+        raise CommandError("no session is open")
+    return context.agent
+
+
+async def model(context: CommandContext, args: str) -> None:
+    agent = _agent(context)
+    options = agent.options
+    if not args:
+        effort = f", effort {options.reasoning_effort}" if options.reasoning_effort else ""
+        context.host.show(f"Model: {options.provider}/{options.model}{effort}")
+        return
+    provider, _, name = args.strip().rpartition("/")
+    provider = provider or options.provider
+    llm = context.root.llm
+    try:
+        llm.resolve(provider, name)
+    except Exception as error:
+        raise CommandError(f"cannot use {provider}/{name}: {error}") from None
+    agent.set_options(provider=provider, model=name)
+    context.host.show(f"Model: {provider}/{name} from the next request on")
+
+
+async def permissions(context: CommandContext, args: str) -> None:
+    approvals = context.root.approvals
+    if args:
+        mode = args.strip()
+        if mode not in MODES:
+            raise CommandError(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
+        approvals.mode = mode
+    lines = [f"Permission mode: {approvals.mode}"]
+    lines += [f"  allow {rule}" for rule in approvals.allow]
+    lines += [f"  deny  {rule}" for rule in approvals.deny]
+    context.host.show("\n".join(lines))
+
+
+async def cost(context: CommandContext, args: str) -> None:
+    agent = _agent(context)
+    llm = context.root.llm
+    usage: TokenUsage | None = None
+    spent: float | None = None
+    calls = 0
+    for event in agent.session.events:
+        data = event.data
+        if isinstance(data, AssistantMessageData) and data.usage is not None:
+            calls += 1
+            usage = data.usage if usage is None else usage + data.usage
+            source = data.message.source
+            price = llm.cost(source.provider, source.model, data.usage)
+            if price is not None:
+                spent = (spent or 0.0) + price
+    if usage is None:
+        context.host.show("No model calls in this session yet.")
+        return
+    cached = usage.cache_read_tokens or 0
+    billed = usage.billed_input_tokens
+    ratio = f" ({cached / billed:.0%} of input from the cache)" if billed else ""
+    money = f"${spent:.4f}" if spent is not None else "unknown (no price for this model)"
+    context.host.show(
+        f"{calls} model calls: {billed:,} input tokens{ratio}, {usage.output_tokens:,} "
+        f"output tokens; cost {money}"
+    )
+
+
+async def sessions(context: CommandContext, args: str) -> None:
+    agent = _agent(context)
+    catalog = context.root.sessions.catalog
+    if catalog is None:
+        raise CommandError("the session index is off")
+    await context.root.sessions.indexed()
+    entries = await catalog.list(cwd=agent.session.header.cwd, limit=20)
+    if not entries:
+        context.host.show("No sessions here yet.")
+        return
+    now = time.time() * 1000
+    lines = []
+    for entry in entries:
+        marker = "*" if entry.id == agent.id else " "
+        money = f" ${entry.cost:.4f}" if entry.cost else ""
+        lines.append(
+            f"{marker} {entry.id[:8]}  {_age(now - entry.updated_at):>8}  "
+            f"{entry.turns} turns{money}  {entry.display_title}"
+        )
+    context.host.show("\n".join(lines) + "\n(/resume ID opens one)")
+
+
+def _age(ms: float) -> str:
+    seconds = max(0, int(ms // 1000))
+    for size, unit in ((86_400, "d"), (3_600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return "just now"
+
+
+async def init(context: CommandContext, args: str) -> None:
+    agent = _agent(context)
+    focus = f"\n\nAlso: {args}" if args else ""
+    agent.followup(user_text(INIT_PROMPT + focus))
+    context.host.show("Asked the model to draft AGENTS.md.")
+
+
+async def exit_(context: CommandContext, args: str) -> None:
+    await context.host.quit()
+
+
+COMMANDS = (
+    Command("model", "Show or switch the model (provider/model)", model, "[provider/]model"),
+    Command("permissions", "Show or set the permission mode", permissions, "[mode]"),
+    Command("cost", "Tokens, cache hits and cost of this session", cost, recorded=False),
+    Command("sessions", "Recent sessions of this directory", sessions, recorded=False),
+    Command("init", "Ask the model to draft an AGENTS.md for this repository", init, "[focus]"),
+    Command("exit", "Quit dsh", exit_, recorded=False),
+)
+
+
+def apply(ctx: Context, config: NoConfig) -> None:
+    for command in COMMANDS:
+        ctx.commands.register(command.name, command)
+
+
+plugin = Plugin(
+    name="commands",
+    description="Built-in slash commands: /model /permissions /cost /sessions /init /exit",
+    inject=("commands",),
+    apply=apply,
+)
