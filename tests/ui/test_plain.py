@@ -293,7 +293,11 @@ async def test_help_new_and_unknown_commands(
     assert second != first
     plain.type("/status\r")
     await plain.wait_for("idle")
-    plain.type("/quit\r")
+    plain.type("/cost\r")  # the built-in commands plugin's, as in every front end
+    await plain.wait_for("No model calls in this session yet.")
+    plain.type("/permissions accept-edits\r")
+    await plain.wait_for("Permission mode: accept-edits")
+    plain.type("/exit\r")
     assert await asyncio.wait_for(plain.task, TIMEOUT) == 0
 
 
