@@ -1,0 +1,53 @@
+"""The ``--demo`` scenario plays through with the real tools, approvals and question."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh.demo import DEMO_PROMPT, start_demo
+from dsh.llm import user_text
+from dsh.runtime import start_runtime
+from dsh.session import check_log
+from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.questions import Answer
+
+
+async def test_the_demo_reads_edits_runs_asks_and_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    demo = await start_demo(tmp_path)
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "demo")
+    runtime = await start_runtime(
+        home=demo.home, cwd=demo.project, plugin_configs=demo.plugin_configs
+    )
+    asked: list[str] = []
+
+    async def approve(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request.tool_name)
+        return ApprovalDecision(outcome="allow_once")
+
+    async def answer(questions: Any, agent: Any) -> list[Answer]:
+        return [Answer(id=questions[0].id, selected=["Yes"])]
+
+    runtime.root.approvals.add_approver(approve)
+    runtime.root.questions.set_answerer(answer)
+    try:
+        agent = await runtime.agents.create(demo.project)
+        agent.followup(user_text(DEMO_PROMPT))
+        await agent.when_idle()
+        events = agent.session.events
+        assert check_log(events) == []
+        results = [e.data for e in events if e.type == "tool/result"]
+        assert [r.error for r in results] == [None, None, None, None]
+        assert asked == ["edit", "bash"]
+        assert "Nice to see you" in (demo.project / "greet.py").read_text()
+        bash_output = results[2].message.content[0].content[0].text
+        assert "Hello, world! Nice to see you." in bash_output
+        final = [e for e in events if e.type == "assistant/message"][-1]
+        assert "That was the whole demo" in final.data.message.text()
+    finally:
+        await runtime.aclose()
+        await demo.close()
