@@ -218,3 +218,17 @@ def _tui_model() -> Any:
 # Core tables and the models that check them (loaded lazily: pydantic models cost
 # import time, and most runs read only one or two of them).
 CORE_TABLES = {"agent": _agent_model, "permissions": _permissions_model, "tui": _tui_model}
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace a settings document whole (a temporary file renamed over it), readable
+    by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)

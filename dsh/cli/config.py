@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from dsh.settings import (
     load_settings,
     parse_value,
     project_document,
+    write_private,
 )
 
 KEY = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
@@ -212,7 +212,7 @@ def _set(home: Path, cwd: Path, key: list[str], text: str, project: bool, out: T
         if not isinstance(node, dict):
             raise SettingsError(f"{path}: {part} is not a table")
     node[key[-1]] = value
-    _write(path, tomlkit.dumps(document))
+    write_private(path, tomlkit.dumps(document))
     out.write(f"{'.'.join(key)} = {_toml(value)}    # {path}\n")
     return 0
 
@@ -229,7 +229,7 @@ def _unset(home: Path, cwd: Path, key: list[str], project: bool, out: TextIO, er
         err.write(f"dsh config: {'.'.join(key)} is not set in {path}\n")
         return 1
     del node[key[-1]]
-    _write(path, tomlkit.dumps(document))
+    write_private(path, tomlkit.dumps(document))
     out.write(f"removed {'.'.join(key)} from {path}\n")
     return 0
 
@@ -243,16 +243,3 @@ def _read(path: Path) -> Any:
         return tomlkit.parse(path.read_text(encoding="utf-8"))
     except Exception as error:  # tomlkit's parse errors share no public base class
         raise SettingsError(f"{path}: not valid TOML: {error}") from None
-
-
-def _write(path: Path, text: str) -> None:
-    """Replace the document whole (a temporary file renamed over it), private to the user."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, text.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
