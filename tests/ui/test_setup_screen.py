@@ -1,0 +1,70 @@
+"""The first-run screen, in a host app: test a connection, save, and what lands where."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from textual.app import App
+from textual.widgets import Button, Input, Static
+
+from dsh.credentials import CredentialStore
+from dsh.setup import SetupChoice
+from dsh.testing import FakeLLM, Reply
+from dsh.ui.tui.screens.setup import SetupScreen
+
+
+class Host(App[None]):
+    def __init__(self, screen: SetupScreen) -> None:
+        super().__init__()
+        self.setup_screen = screen
+        self.result: list[SetupChoice | None] = []
+
+    def on_mount(self) -> None:
+        self.push_screen(self.setup_screen, callback=self.result.append)
+
+
+async def test_test_then_save_an_openai_compatible_endpoint(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = tmp_path / "home"
+    screen = SetupScreen(home, CredentialStore(home, tmp_path, environ={}))
+    app = Host(screen)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.click("#openai-compat")
+        await pilot.pause()
+        assert screen.has_class("compat")
+        screen.query_one("#base-url", Input).value = fake_llm.base_url + "/v1"
+        screen.query_one("#name", Input).value = "local"
+        screen.query_one("#model", Input).value = "qwen"
+        screen.query_one("#key", Input).value = "sk-local-canary"
+        fake_llm.add(Reply(text="OK"))
+        screen.query_one("#test", Button).press()  # may be scrolled out of view
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if "answered" in str(screen.query_one("#result", Static).render()):
+                break
+        assert "local/qwen answered." in str(screen.query_one("#result", Static).render())
+        screen.query_one("#save", Button).press()
+        await pilot.pause()
+    [choice] = app.result
+    assert choice is not None
+    assert choice.provider == "local"
+    saved = tomllib.loads((home / "settings.toml").read_text())
+    assert saved["agent"] == {"provider": "local", "model": "qwen"}
+    assert "sk-local-canary" not in (home / "settings.toml").read_text()
+    assert "sk-local-canary" in (home / "credentials.json").read_text()
+
+
+async def test_a_deepseek_setup_without_a_key_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    screen = SetupScreen(home, CredentialStore(home, tmp_path, environ={}))
+    app = Host(screen)
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen.query_one("#save", Button).press()
+        await pilot.pause()
+        assert "needs a key" in str(screen.query_one("#result", Static).render())
+        await pilot.press("escape")
+        await pilot.pause()
+    assert app.result == [None]
+    assert not (home / "settings.toml").exists()
