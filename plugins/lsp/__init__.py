@@ -1,0 +1,53 @@
+"""Language servers over LSP: the ``lsp`` tool (definition, references, hover,
+document_symbols, workspace_symbols, diagnostics), diagnostics appended to the file
+tools' edits, and the ``lsp`` service.
+
+One server process per (language server, workspace), started on first use and
+restarted after a crash with backoff. The workspace is the git root above the
+session's directory (else the directory). Servers come from built-in defaults per
+language, used when installed (python: pylsp, else pyright; typescript/javascript:
+typescript-language-server; go: gopls; rust: rust-analyzer; c/c++: clangd), with
+``[plugins.lsp.servers.<name>]`` merged over them.
+
+Modules: ``rpc`` (JSON-RPC framing over pipes), ``positions`` (UTF-16 columns),
+``files`` (paths, URIs, reading), ``servers`` (which server for which file),
+``config`` (settings), ``server`` (one process), ``diagnostics`` (what it
+publishes), ``supervisor`` (lazy start, restart with backoff), ``service`` (all of
+them), ``results`` and ``render`` (answers as compact text), ``tool`` (the ``lsp``
+tool), ``sync`` (edits to servers, diagnostics back).
+
+Settings (``[plugins.lsp]``): see :class:`~plugins.lsp.config.Config`.
+"""
+
+from __future__ import annotations
+
+from dsh.kernel import Context, Plugin
+from plugins.lsp.config import Config
+from plugins.lsp.servers import ServerConfig
+from plugins.lsp.service import LspService, ServerStatus
+from plugins.lsp.sync import edit_hook
+from plugins.lsp.tool import lsp_tool
+
+__all__ = ["LSP", "Config", "LspService", "ServerConfig", "ServerStatus", "plugin"]
+
+LSP = "lsp"
+
+
+def apply(ctx: Context, config: Config) -> None:
+    # The servers' tasks live in a child context created first, so it is disposed
+    # last: after the effect below has asked every server to shut down in order.
+    service = LspService(ctx.child(name="lsp:servers"), config)
+    ctx.effect(lambda: service.aclose)
+    ctx.provide(LSP, service)
+    ctx.tools.register("lsp", lsp_tool(service))
+    ctx.tools.add_post_hook(edit_hook(service))
+
+
+plugin = Plugin(
+    name="lsp",
+    description="Language servers: definition, references, hover, symbols, diagnostics",
+    inject=("tools",),
+    provides=(LSP,),
+    config=Config,
+    apply=apply,
+)

@@ -1,0 +1,1 @@
+"""A tiny package the lsp tests ask a real language server about."""
