@@ -68,3 +68,34 @@ def test_readme_quick_start_has_two_commands_and_ci_runs_the_test_one() -> None:
     assert start.rstrip().endswith("dsh")
     assert "pytest" in test
     assert test in (ROOT / ".ci" / "run").read_text()
+
+
+def test_plain_mode_runs_a_script_from_stdin(tmp_path: Path) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DSH_HOME": str(tmp_path / "home"),
+        "DEEPSEEK_API_KEY": "unused",
+        "NO_COLOR": "1",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "dsh", "--plain", "--cwd", str(tmp_path)],
+        input="/permissions\n/exit\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Permission mode: default" in result.stdout
+    assert "\x1b[" not in result.stdout
+
+
+def test_headless_never_imports_a_ui_toolkit() -> None:
+    probe = (
+        "import sys, dsh.ui.headless, dsh.runtime; "
+        "print(sorted(m for m in ('textual', 'prompt_toolkit', 'rich') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]"

@@ -48,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="stream-json: read prompt, followup, steer, inject and cancel commands from stdin",
     )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="line mode, for dumb terminals, screen readers and logs (a script on stdin "
+        "runs prompt by prompt)",
+    )
     parser.add_argument("--model", help="model id, e.g. deepseek-v4-pro")
     parser.add_argument("--provider", help="provider route, e.g. deepseek")
     parser.add_argument("--effort", help="reasoning effort: off, low, high, max")
@@ -99,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     if args.max_steps is not None and args.max_steps < 1:
         parser.error("--max-steps must be at least 1")
+    if args.plain and not args.headless:
+        return _plain(args)
     if not args.headless:
         if args.prompt is None and args.input_format == "text" and sys.stdin.isatty():
             parser.print_help()
@@ -109,6 +117,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     return _headless(args)
+
+
+def _plain(args: argparse.Namespace) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from dsh.ui.plain import PlainRequest, run_plain
+
+    request = PlainRequest(
+        prompt=args.prompt,  # stdin is not read as the prompt: piped, it is a script
+        cwd=Path(args.cwd) if args.cwd else None,
+        resume=args.resume,
+        continue_last=args.continue_last,
+        model=args.model,
+        provider=args.provider,
+        effort=args.effort,
+        permission_mode=args.permission_mode,
+    )
+    code = asyncio.run(run_plain(request))
+    sys.stdout.flush()
+    return code
 
 
 def _command(args: argparse.Namespace) -> int:
