@@ -1,0 +1,44 @@
+"""Programs in pseudo-terminals: the ``terminal_*`` tools and the ``terminals`` service.
+
+A terminal runs one program (an interactive bash by default) in a pty sized like a
+real screen. The model types text and named keys, reads the output (waiting for
+quiet, a pattern or the exit), looks at the rendered screen of full-screen programs,
+and sends signals. Terminals belong to the session that opened them and are closed,
+with everything they started, when it ends. UIs can paint a terminal's screen from
+the ``terminals`` service, or from the screen each tool result carries.
+
+Modules: ``keys`` (named keys), ``terminal`` (one pty, its screen and its log),
+``tools`` (the tools and the service).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsh.kernel import Context, Plugin
+from plugins.terminal.tools import Settings, Terminals, terminal_tools
+
+TERMINALS = "terminals"
+
+
+def apply(ctx: Context, config: Settings) -> None:
+    service = Terminals(config)
+    ctx.effect(lambda: service.aclose)
+    ctx.provide(TERMINALS, service)
+    for tool in terminal_tools(service):
+        ctx.tools.register(tool.name, tool)
+
+    def on_disposed(agent: Any) -> None:
+        ctx.spawn(service.close_owner(str(agent.id)), name="terminal:close-owner")
+
+    ctx.on("agent/disposed", on_disposed)
+
+
+plugin = Plugin(
+    name="terminal",
+    description="Programs in pseudo-terminals: terminal_open, _send, _read, _snapshot, ...",
+    inject=("tools",),
+    provides=(TERMINALS,),
+    config=Settings,
+    apply=apply,
+)
