@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from dsh import __version__
 
@@ -119,22 +120,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _headless(args)
 
 
+def _session_choice(args: argparse.Namespace) -> dict[str, Any]:
+    """What every front end takes from the flags: where, which session, which model."""
+    from pathlib import Path
+
+    return {
+        "cwd": Path(args.cwd) if args.cwd else None,
+        "resume": args.resume,
+        "continue_last": args.continue_last,
+        "model": args.model,
+        "provider": args.provider,
+        "effort": args.effort,
+        "permission_mode": args.permission_mode,
+    }
+
+
 def _plain(args: argparse.Namespace) -> int:
     import asyncio
-    from pathlib import Path
 
     from dsh.ui.plain import PlainRequest, run_plain
 
-    request = PlainRequest(
-        prompt=args.prompt,  # stdin is not read as the prompt: piped, it is a script
-        cwd=Path(args.cwd) if args.cwd else None,
-        resume=args.resume,
-        continue_last=args.continue_last,
-        model=args.model,
-        provider=args.provider,
-        effort=args.effort,
-        permission_mode=args.permission_mode,
-    )
+    # stdin is not read as the prompt: piped, it is a script
+    request = PlainRequest(prompt=args.prompt, **_session_choice(args))
     code = asyncio.run(run_plain(request))
     sys.stdout.flush()
     return code
@@ -159,7 +166,6 @@ def _command(args: argparse.Namespace) -> int:
 
 def _headless(args: argparse.Namespace) -> int:
     import asyncio
-    from pathlib import Path
 
     from dsh.ui.headless import HeadlessRequest, run
 
@@ -170,15 +176,9 @@ def _headless(args: argparse.Namespace) -> int:
         prompt=prompt,
         output_format=args.output_format,
         input_format=args.input_format,
-        model=args.model,
-        provider=args.provider,
-        effort=args.effort,
-        resume=args.resume,
-        continue_last=args.continue_last,
         max_steps=args.max_steps,
         title=args.title,
-        cwd=Path(args.cwd) if args.cwd else None,
-        permission_mode=args.permission_mode,
+        **_session_choice(args),
     )
     import gc
     import os
