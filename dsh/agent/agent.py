@@ -94,6 +94,7 @@ class Agent:
         prompt: PromptService,
         flush: Callable[[bool], Awaitable[bool]],
         write_soon: Callable[[], None] = lambda: None,
+        write_error: Callable[[], BaseException | None] = lambda: None,
         cwd: Path,
     ) -> None:
         self.root = root
@@ -106,6 +107,8 @@ class Agent:
         self._flush = flush
         self.write_soon = write_soon
         """Start storing the session's events so far, without waiting."""
+        self.write_error = write_error
+        """Why the last write of the session failed, while its events wait unwritten."""
         self._entered: _EnteredContext | None = None
         self.ctx = root.child(self, name=f"agent:{session.id}")
         self.inbox = Inbox(session)

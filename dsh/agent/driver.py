@@ -187,6 +187,7 @@ async def run_step(
     tool concluded it."""
     session = agent.session
     while True:
+        await _check_log_written(agent)
         config = await agent.root.waterfall(
             REQUEST, agent, agent.seed_config(), default=lambda a, c: c, subject=agent
         )
@@ -379,10 +380,21 @@ async def run_tools(
         if signal.aborted:
             _answer_unstarted(agent, turn, step, calls[index:], started=[e.seq for e in started])
             raise TurnCancelled
-        if not agent.tools.concurrency_safe(batch[0], agent):
-            # A call with effects is durable before its body runs; read-only calls
-            # leave nothing a crash could make ambiguous, so they skip the fsync.
-            await agent.flush()
+        if not agent.tools.concurrency_safe(batch[0], agent) and not await agent.flush():
+            # A call with effects is durable before its body runs (read-only calls
+            # leave nothing a crash could make ambiguous, so they skip the fsync). If
+            # the log cannot be written, the call does not run: its effects would go
+            # unrecorded.
+            _answer_unstarted(
+                agent,
+                turn,
+                step,
+                calls[index:],
+                started=[e.seq for e in started],
+                text="Error: not run, because the session log cannot be written.",
+                code="SESSION_WRITE_FAILED",
+            )
+            raise LlmError(_write_failure(agent))
         outcomes = await asyncio.gather(
             *(agent.tools.run(c, agent.tool_context(c.id, signal), agent) for c in batch)
         )
@@ -414,10 +426,18 @@ async def run_tools(
 
 
 def _answer_unstarted(
-    agent: Agent, turn: int, step: int, calls: tuple[ToolCallBlock, ...], *, started: list[int]
+    agent: Agent,
+    turn: int,
+    step: int,
+    calls: tuple[ToolCallBlock, ...],
+    *,
+    started: list[int],
+    text: str = "Error: cancelled before it ran.",
+    code: str = "ABORTED_BEFORE_DISPATCH",
 ) -> None:
-    """Calls the cancel reached before they ran: each gets a call (``started`` holds the
-    seqs of those already logged) and an error result."""
+    """Calls stopped before they ran (by a cancel, or a log that cannot be written):
+    each gets a call (``started`` holds the seqs of those already logged) and an error
+    result."""
     session = agent.session
     for offset, call in enumerate(calls):
         if offset < len(started):
@@ -434,8 +454,28 @@ def _answer_unstarted(
             ToolResult(
                 turn=turn,
                 step=step,
-                message=tool_result(call.id, "Error: cancelled before it ran.", is_error=True),
-                error=ToolErrorIdentity(name=call.name, code="ABORTED_BEFORE_DISPATCH"),
+                message=tool_result(call.id, text, is_error=True),
+                error=ToolErrorIdentity(name=call.name, code=code),
             ),
             source_event_seqs=[seq],
         )
+
+
+async def _check_log_written(agent: Agent) -> None:
+    """Before a model request: if the log could not be written (a full disk), try once
+    more, and stop the turn if it still fails, rather than go on with work that would
+    be lost."""
+    if agent.write_error() is not None and not await agent.flush(sync=False):
+        raise LlmError(_write_failure(agent))
+
+
+def _write_failure(agent: Agent) -> LlmFailure:
+    error = agent.write_error()
+    reason = (getattr(error, "strerror", None) or str(error)) if error is not None else "unknown"
+    return LlmFailure(
+        message=(
+            f"the session log cannot be written ({reason}), so dsh stopped; what it holds "
+            f"so far is safe: free the space and resume the session {agent.id}"
+        ),
+        code="SESSION_WRITE_FAILED",
+    )

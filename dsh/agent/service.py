@@ -76,6 +76,7 @@ class AgentService:
             prompt=self._prompt,
             flush=functools.partial(_flush, store, session),
             write_soon=functools.partial(store.write_soon, session),
+            write_error=functools.partial(store.write_error, session),
             cwd=cwd,
         )
         if setup is not None:

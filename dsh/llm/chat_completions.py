@@ -39,7 +39,7 @@ from dsh.llm.request import (
     ReasoningEffortInfo,
     ResolvedModel,
 )
-from dsh.llm.sse import SseParser
+from dsh.llm.sse import SseLines, SseParser
 from dsh.llm.stream import (
     BlockEnd,
     BlockStart,
@@ -267,6 +267,15 @@ class ChatStreamTranslator:
         """Chunks for one decoded event. Raises :class:`LlmError` for an error event or
         a shape that is not a chat-completion chunk."""
         self.events += 1
+        try:
+            return self._event(data)
+        except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as error:
+            # A field of the wrong type deep inside (usage counts that are lists, a
+            # function that is a string...): malformed, like any other wrong shape.
+            problem = f"an event of an unexpected shape ({type(error).__name__}: {error})"
+            raise LlmError(_malformed(problem[:300])) from None
+
+    def _event(self, data: Any) -> list[StreamChunk]:
         if not isinstance(data, dict):
             raise LlmError(_malformed(f"an event that is not a JSON object: {str(data)[:200]}"))
         if "error" in data:
@@ -365,6 +374,29 @@ class ChatStreamTranslator:
             out.append(UsageChunk(usage=self._usage))
         out.append(Finish(reason=FinishError(failure=failure)))
         return out
+
+
+def _json_body(body: dict[str, Any]) -> bytes:
+    """The request body as httpx's ``json=`` would send it, except that a lone
+    surrogate (a model's cut escape, echoed back in history) goes as its JSON escape
+    rather than failing to encode, so the session can always be sent."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Only unpaired surrogates fail, and only inside JSON strings, where "\\udXXX"
+        # is the escape that reads back as the same character.
+        return text.encode("utf-8", "backslashreplace")
+
+
+async def _sse_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The body's lines, cut as SSE cuts them (see :class:`SseLines`)."""
+    lines = SseLines()
+    async for piece in response.aiter_bytes():
+        for line in lines.feed(piece):
+            yield line
+    for line in lines.end():
+        yield line
 
 
 def _malformed(what: str) -> LlmFailure:
@@ -598,7 +630,10 @@ class ChatCompletionsAdapter(LlmAdapter):
 
         try:
             async with self._client.stream(
-                "POST", self.base_url + "/chat/completions", json=body, headers=headers
+                "POST",
+                self.base_url + "/chat/completions",
+                content=_json_body(body),
+                headers=headers,
             ) as response:
                 if response.status_code != 200:
                     text = (await response.aread()).decode("utf-8", errors="replace")
@@ -609,9 +644,13 @@ class ChatCompletionsAdapter(LlmAdapter):
                         provider=options.provider,
                         credential=self.credential,
                     )
+                    if problem.request_id is not None:  # a proxy may echo the key anywhere
+                        problem = problem.model_copy(
+                            update={"request_id": hide(problem.request_id)}
+                        )
                     raise LlmError(problem)
                 parser = SseParser()
-                async for line in response.aiter_lines():
+                async for line in _sse_lines(response):
                     data = parser.feed(line)
                     if data is None:
                         continue

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias, TypeGuard
 
 from pydantic import BaseModel, NonNegativeInt, PositiveInt, ValidationError, model_validator
+from pydantic_core import PydanticSerializationError
 
 from dsh.llm import (
     AssistantMessage,
@@ -548,7 +549,13 @@ class SessionEvent:
     def to_json(self) -> str:
         """``to_dict()`` as compact JSON, the payload serialised by pydantic's own
         encoder: several times faster than building the dict and dumping it."""
-        data = self.data.model_dump_json(exclude_none=True, by_alias=True)
+        try:
+            data = self.data.model_dump_json(exclude_none=True, by_alias=True)
+        except PydanticSerializationError:
+            # Text pydantic cannot encode (a lone surrogate): the slow, exact way.
+            from dsh.session.records import dumps
+
+            return dumps(self.to_dict())
         head = f'{{"type":{json.dumps(self.type, ensure_ascii=False)},"seq":{self.seq},'
         text = f'{head}"time":{self.time},"data":{data}'
         if self.ignorable:

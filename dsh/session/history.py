@@ -2,9 +2,10 @@
 
 The surface is the ordered list of surface-event seqs that currently make up the
 conversation. ``append`` adds a node; ``replace`` (compaction) swaps a run of nodes
-for one summary node. History is each node's message, in surface order, with one
-repair: a tool call that never got a result (the process died, a cancel raced it)
-gets a synthetic error result, so every request is one a provider accepts.
+for one summary node. History is each node's message, in surface order, with two
+repairs, so every request is one a provider accepts: a tool call that never got a
+result (the process died, a cancel raced it) gets a synthetic error result, and a
+result whose call is not in history (its line was damaged) is left out.
 """
 
 from __future__ import annotations
@@ -100,8 +101,11 @@ class HistoryFold:
     def add(self, message: Message) -> None:
         if isinstance(message, ToolResultMessage):
             call_id = message.result.tool_call_id
-            if call_id in self.pending:
-                self.pending.remove(call_id)
+            if call_id not in self.pending:
+                # Its call is not in history (lost with a damaged line, say, or answered
+                # already): providers refuse a result that answers no call.
+                return
+            self.pending.remove(call_id)
             self.messages.append(message)
             return
         self.messages.extend(synthetic_result(call_id) for call_id in self.pending)

@@ -181,7 +181,9 @@ class JsonlPersistence:
         fd, temp = tempfile.mkstemp(dir=folder, prefix=".new-", suffix=".jsonl")
         try:
             os.fchmod(fd, PRIVATE_FILE)
-            os.write(fd, content)
+            written = memoryview(content)
+            while written:  # a write may be short (a disk filling up): go on or fail
+                written = written[os.write(fd, written) :]
             os.fsync(fd)
             os.close(fd)
             fd = -1

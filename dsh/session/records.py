@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeGuard
 
@@ -21,9 +22,16 @@ MIN_RUN = 3
 ROW_TYPES = {"text-chunks", "reasoning-chunks", "tool-call-chunks"}
 
 
+# A lone surrogate (a model's "\\ud83d" cut from its pair, a path's undecodable byte)
+# is a valid JSON escape but cannot be written as UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(value: Any) -> str:
-    """Compact JSON that refuses NaN and infinities."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact JSON that refuses NaN and infinities, and writes lone surrogates as
+    their escapes, so that the text always encodes as UTF-8 and reads back the same."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -185,6 +186,14 @@ class SessionStore:
                         backend=self.persistence.name,
                         location=self.persistence.location(header.id),
                     )
+                except (OSError, sqlite3.Error) as error:
+                    # A full disk, a locked or damaged index: said in one line, since
+                    # the log itself is unaffected and the index can be rebuilt.
+                    _log.error(
+                        "session %s: indexing failed (%s); dsh sessions reindex repairs it",
+                        header.id,
+                        error,
+                    )
                 except Exception:
                     _log.exception(
                         "session %s: indexing failed (dsh sessions reindex repairs it)", header.id
@@ -221,6 +230,11 @@ class SessionStore:
         failed (it is kept and retried at the next flush)."""
         writer = self._writers.get(session.id)
         return await writer.flush(sync=sync) if writer is not None else True
+
+    def write_error(self, session: Session) -> BaseException | None:
+        """Why the session's last write failed, while its events wait to be written."""
+        writer = self._writers.get(session.id)
+        return writer.error if writer is not None else None
 
     def write_soon(self, session: Session) -> None:
         """Start storing what ``session`` appended so far; the writer owns the write."""

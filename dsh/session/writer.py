@@ -63,6 +63,8 @@ class SessionWriter:
         self._unsynced_since: float | None = None
         """When the oldest write not yet fsynced was made."""
         self.failures = 0
+        self.error: BaseException | None = None
+        """The last write's failure, until a write succeeds again."""
         self._unsubscribe = session.subscribe(self._queue, from_seq=stored)
 
     @property
@@ -158,6 +160,7 @@ class SessionWriter:
         return True
 
     def _note_written(self, synced: bool, at: float) -> None:
+        self.error = None
         self._writes += 1
         if synced:
             self._unsynced_since = None
@@ -166,6 +169,7 @@ class SessionWriter:
 
     def _failed(self, error: BaseException) -> None:
         self.failures += 1
+        self.error = error
         _log.error("session %s: write failed: %s", self.session.id, error)
         if self._on_error is not None:
             self._on_error(self.session, error)

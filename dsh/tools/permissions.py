@@ -19,6 +19,9 @@ default        allow        ask                ask                ask
 accept-edits   allow        allow              ask                ask
 bypass         allow        allow              allow              allow
 =============  ===========  =================  =================  ===============
+
+Writes to dsh's own configuration (a ``.dsh`` folder, ``$DSH_HOME``) are asked in
+every mode but bypass, whatever the rules: project settings can set the mode.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from dsh.paths import dsh_home
+from dsh.settings import PROJECT_DIR
 from dsh.tools.definition import Action, ToolDefinition
 from dsh.tools.shell import parse_command
 
@@ -140,6 +145,21 @@ def inside(path: Path, cwd: Path) -> bool:
     return resolved == root or root in resolved.parents
 
 
+def configures_dsh(path: Path, cwd: Path) -> bool:
+    """Whether writing ``path`` changes how dsh itself runs: a project's ``.dsh``
+    folder (its settings can set the permission mode and rules, and load plugins), or
+    anything under ``$DSH_HOME`` (settings, credentials, session logs)."""
+    resolved = path.resolve()
+    if inside(resolved, dsh_home()):
+        return True
+    root = cwd.resolve()
+    try:
+        parts = resolved.relative_to(root).parts
+    except ValueError:
+        parts = resolved.parts
+    return PROJECT_DIR in parts[:-1]
+
+
 @dataclass(frozen=True)
 class Assessment:
     verdict: Verdict
@@ -174,6 +194,13 @@ def assess(
             return Assessment("deny", "read-only mode allows no writes")
         if writes_outside:
             return Assessment("ask", f"writes outside the working directory: {writes_outside[0]}")
+        settings = [p for p in action.paths if configures_dsh(p, cwd)]
+        if settings:
+            # Whatever the mode, rules or grants say: a write that could change them
+            # (mode = "bypass" in .dsh/settings.toml) is the user's call, every time.
+            return Assessment(
+                "ask", f"writes dsh's own configuration: {settings[0]}", grantable=False
+            )
         if mode == "accept-edits":
             return Assessment("allow", "accept-edits mode")
     if rules_cover(allow, tool, action, cwd):

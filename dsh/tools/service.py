@@ -77,8 +77,14 @@ PostHook = Callable[
 
 
 def parse_arguments(raw: str) -> Any:
-    """The model's argument text as JSON: empty means ``{}``."""
-    return json.loads(raw) if raw.strip() else {}
+    """The model's argument text as JSON: empty means ``{}``. Raises ValueError for
+    anything else that is not JSON, however it fails."""
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except RecursionError:  # nested deeper than the parser recurses
+        raise ValueError("the JSON is nested too deeply") from None
 
 
 class ToolService(ScopedRegistry[ToolDefinition]):
