@@ -4,7 +4,9 @@ It lives in ``$DSH_HOME/index.sqlite`` and is never the only copy of anything: i
 fed from events after they are stored, and ``rebuild`` recreates it from storage.
 It keeps per session the directory, times, title, first prompt, token totals and
 cost, and an FTS5 table over what the person and the model wrote (reasoning and
-streaming chunks are not indexed).
+streaming chunks are not indexed). Its text holds each lone surrogate (a folder name
+that is not UTF-8, half an emoji) as its escape, ``\\udce9``, and queries are escaped
+the same way, so such a session is indexed and found like any other.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dsh.llm import TokenUsage, UserMessage, UserSource
 from dsh.session.events import AssistantMessageData, SessionEvent, SessionTitle, TurnStart
 from dsh.session.header import SessionHeader
 from dsh.session.persistence import SessionPersistence
-from dsh.session.sqlite import PrivateDatabase
+from dsh.session.sqlite import PrivateDatabase, text_column
 
 FILE_NAME = "index.sqlite"
 
@@ -166,12 +168,12 @@ class Catalog:
             " location) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
             (
                 header.id,
-                header.cwd,
+                text_column(header.cwd),
                 header.created_at,
                 header.created_at,
                 header.parent_session,
                 backend,
-                location,
+                text_column(location),
             ),
         )
         async with db.execute("SELECT last_seq FROM sessions WHERE id = ?", (header.id,)) as rows:
@@ -194,7 +196,7 @@ class Catalog:
                 case TurnStart():
                     turns += 1
                 case SessionTitle(title=text):
-                    title = text
+                    title = text_column(text)
                 case AssistantMessageData(message=message, usage=used) if used is not None:
                     usage[0] += used.input_tokens
                     usage[1] += used.output_tokens
@@ -210,10 +212,10 @@ class Catalog:
                 and isinstance(event.data, UserMessage)
                 and isinstance(event.data.source, UserSource)
             ):
-                first_prompt = event.data.text()[:500] or None
+                first_prompt = text_column(event.data.text()[:500]) or None
             searchable = indexed_text(event)
             if searchable:
-                texts.append((searchable, header.id, event.seq, event.type))
+                texts.append((text_column(searchable) or "", header.id, event.seq, event.type))
 
         await db.execute(
             """UPDATE sessions SET
@@ -238,7 +240,7 @@ class Catalog:
                 *usage,
                 cost,
                 cost,
-                location,
+                text_column(location),
                 header.id,
             ),
         )
@@ -278,7 +280,7 @@ class Catalog:
     async def get(self, session_id: str) -> CatalogEntry | None:
         db = await self._connect()
         async with db.execute(
-            f"SELECT {COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+            f"SELECT {COLUMNS} FROM sessions WHERE id = ?", (text_column(session_id),)
         ) as rows:
             row = await rows.fetchone()
         return CatalogEntry(*row) if row is not None else None
@@ -289,7 +291,7 @@ class Catalog:
         """Sessions, most recently updated first; only ``cwd``'s when given."""
         db = await self._connect()
         where = "WHERE cwd = ?" if cwd is not None else ""
-        params: builtins.list[object] = [cwd] if cwd is not None else []
+        params: builtins.list[object] = [text_column(cwd)] if cwd is not None else []
         query = f"SELECT {COLUMNS} FROM sessions {where} ORDER BY updated_at DESC, id"
         if limit is not None:
             query += " LIMIT ?"
@@ -299,7 +301,8 @@ class Catalog:
 
     async def ids_starting_with(self, prefix: str) -> builtins.list[str]:
         db = await self._connect()
-        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        escaped = text_column(prefix) or ""
+        escaped = escaped.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         async with db.execute(
             "SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' ORDER BY id", (escaped + "%",)
         ) as rows:
@@ -318,13 +321,13 @@ class Catalog:
         if cwd is not None:
             query += " JOIN sessions s ON s.id = t.session_id"
         query += " WHERE event_text MATCH ?"
-        params.append(fts_query(text))
+        params.append(fts_query(text_column(text) or ""))
         if session_id is not None:
             query += " AND t.session_id = ?"
-            params.append(session_id)
+            params.append(text_column(session_id))
         if cwd is not None:
             query += " AND s.cwd = ?"
-            params.append(cwd)
+            params.append(text_column(cwd))
         query += " ORDER BY rank LIMIT ?"
         params.append(limit)
         async with db.execute(query, params) as rows:

@@ -31,6 +31,13 @@ def dumps(value: Any) -> str:
     """Compact JSON that refuses NaN and infinities, and writes lone surrogates as
     their escapes, so that the text always encodes as UTF-8 and reads back the same."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return escape_surrogates(text)
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``\\udce9``), so that
+    it encodes as UTF-8: in JSON the escape reads back as the surrogate; in a plain
+    SQLite text column it is what is stored, matched and shown."""
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

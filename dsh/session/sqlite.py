@@ -31,7 +31,7 @@ from dsh.session.persistence import (
     SessionNotFoundError,
     read_header,
 )
-from dsh.session.records import decode, dumps, encode
+from dsh.session.records import decode, dumps, encode, escape_surrogates
 
 FILE_NAME = "sessions.sqlite"
 
@@ -126,6 +126,13 @@ def _row(session_id: str, record: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
+def text_column(text: str | None) -> str | None:
+    """Text for a plain column or parameter, which SQLite takes as UTF-8: a lone
+    surrogate (from a folder name that is not UTF-8, say) as its escape. JSON columns
+    use ``dumps``, which escapes the same way and reads back unchanged."""
+    return None if text is None else escape_surrogates(text)
+
+
 def _record(row: Sequence[Any]) -> dict[str, Any]:
     seq, type_, time, data, sources, surface, ignorable = row
     if type_ in ("text-chunks", "reasoning-chunks", "tool-call-chunks"):
@@ -159,7 +166,8 @@ class SqlitePersistence:
 
     async def _header(self, session_id: SessionId) -> SessionHeader | None:
         db = await self._connect()
-        async with db.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)) as rows:
+        query = "SELECT header FROM sessions WHERE id = ?"
+        async with db.execute(query, (text_column(session_id),)) as rows:
             row = await rows.fetchone()
         if row is None:
             return None
@@ -202,7 +210,12 @@ class SqlitePersistence:
             if header is not None:
                 await db.execute(
                     "INSERT INTO sessions (id, header, created_at, cwd) VALUES (?, ?, ?, ?)",
-                    (header.id, header.to_json(), header.created_at, header.cwd),
+                    (
+                        header.id,
+                        dumps(header.to_dict()),
+                        header.created_at,
+                        text_column(header.cwd),
+                    ),
                 )
             await db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
             await db.commit()
@@ -244,7 +257,8 @@ class SqlitePersistence:
         if session_id in self._pending:
             return True
         db = await self._connect()
-        async with db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) as rows:
+        query = "SELECT 1 FROM sessions WHERE id = ?"
+        async with db.execute(query, (text_column(session_id),)) as rows:
             return await rows.fetchone() is not None
 
     async def list(self) -> builtins.list[SessionHeader]:

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -50,12 +51,21 @@ from dsh.session import (
     TurnMaxTokens,
 )
 from dsh.session.events import CancelByUser, InboxDiscarded
+from dsh.session.records import dumps
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.permissions import PermissionMode
 from dsh.tools.questions import Answer
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each lone surrogate (half an emoji cut by a provider, say) as
+    U+FFFD: UTF-8 cannot encode one, and one would fail the whole write."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 @dataclass(frozen=True)
@@ -98,15 +108,19 @@ class Printer:
 
     def __call__(self, event: SessionEvent) -> None:
         if self.format == "stream-json":
-            self.write(json.dumps(event.to_dict(), ensure_ascii=False) + "\n")
+            self.json_line(event.to_dict())
         elif self.format == "text":
             self._text(event)
+
+    def json_line(self, value: Any) -> None:
+        """One JSON line; lone surrogates as their escapes, so it reads back the same."""
+        self.write(dumps(value) + "\n")
 
     def write(self, text: str) -> None:
         if self.closed:
             return
         try:
-            self.out.write(text)
+            self.out.write(printable(text))
             self.out.flush()
         except BrokenPipeError:
             self.closed = True
@@ -118,7 +132,7 @@ class Printer:
 
     def note(self, text: str) -> None:
         with contextlib.suppress(OSError, ValueError):
-            self.err.write(text)
+            self.err.write(printable(text))
             self.err.flush()
 
     def _text(self, event: SessionEvent) -> None:
@@ -275,7 +289,7 @@ async def _run(
         return EXIT_CLOSED_OUTPUT  # the reader left: say nothing more, as `yes | head` does
     if request.output_format == "json":
         result = _result(runtime, agent, events, code, reason, started, len(ends))
-        printer.write(json.dumps(result, ensure_ascii=False) + "\n")
+        printer.json_line(result)
     if reason is not None:
         printer.note(f"dsh: {reason}\n" if not reason.startswith("note:") else f"dsh {reason}\n")
     return code
@@ -325,9 +339,9 @@ class HeadlessHost:
     def show(self, text: str, *, level: str = "info") -> None:
         if level == "error":
             self.failed = True
-            self.err.write(f"dsh: {text}\n")
+            self.err.write(printable(f"dsh: {text}\n"))
         else:
-            self.out.write(text + "\n")
+            self.out.write(printable(text + "\n"))
 
     async def new_session(self) -> None:
         from dsh.commands import CommandError
@@ -364,8 +378,7 @@ class Control:
     def _ask(self, kind: str, request_id: str, body: dict[str, Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[request_id] = (kind, future)
-        line = json.dumps({"type": kind, "request_id": request_id, **body}, ensure_ascii=False)
-        self.write(line + "\n")
+        self.write(dumps({"type": kind, "request_id": request_id, **body}) + "\n")
         return future
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision:

@@ -100,45 +100,132 @@ def parse_status(output: str) -> GitStatus:
     return status
 
 
-async def git_summary(cwd: Path, seconds: float = GIT_TIMEOUT) -> str:
-    """One line on the repository at ``cwd``; never raises for git's sake."""
-    if shutil.which("git") is None:
-        return "git is not installed"
+SAFE_CONFIG = (
+    "core.fsmonitor=false",  # a hook command git runs to learn what changed
+    "core.untrackedCache=false",
+    f"core.hooksPath={os.devnull}",  # post-index-change, should a write happen anyway
+    "core.pager=cat",
+    "diff.external=",
+)
+"""Settings that override the repository's own config, which may come with a checkout
+somebody else made (a tarball with its .git) and name commands for git to run."""
+
+
+def git_environment() -> dict[str, str]:
     # C locale: the "not a git repository" test below reads git's message.
-    # No optional locks: a status run must not take the index lock from the user's git.
-    env = {**os.environ, "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
+    # No optional locks: a status run must not take the index lock from the user's git
+    # (nor write the index, which would run hooks).
+    return {
+        **os.environ,
+        "LC_ALL": "C",
+        "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_PAGER": "cat",
+        "PAGER": "cat",
+    }
+
+
+async def _git(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, bytes, bytes]:
+    """Run git to its end: (exit status, stdout, stderr). A git still running when this
+    is cancelled (a timeout, the assembly going away) is killed and reaped."""
+    process = await asyncio.create_subprocess_exec(
+        "git",
+        *args,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
-        process = await asyncio.create_subprocess_exec(
-            "git",
-            "status",
-            "--porcelain=v2",
-            "--branch",
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    except OSError as error:
-        return f"status unavailable ({error.strerror or error})"
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), seconds)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        return f"status unavailable (git took longer than {seconds:g} s)"
+        out, err = await process.communicate()
     except BaseException:
-        # Cancelled with the assembly: leave no git process behind.
         if process.returncode is None:
             process.kill()
             await process.wait()
         raise
-    if process.returncode != 0:
-        message = err.decode(errors="replace").strip()
-        if "not a git repository" in message:
-            return "not a git repository"
-        first = message.splitlines()[0] if message else f"exit status {process.returncode}"
-        return f"status unavailable ({first})"
+    assert process.returncode is not None
+    return process.returncode, out, err
+
+
+def _unavailable(code: int, err: bytes) -> str:
+    message = err.decode(errors="replace").strip()
+    if "not a git repository" in message:
+        return "not a git repository"
+    first = message.splitlines()[0] if message else f"exit status {code}"
+    return f"status unavailable ({first})"
+
+
+TRUSTED_SCOPES = frozenset({"system", "global", "command"})
+"""Where a filter driver's definition is the user's own; one from the repository's
+config (``local``, ``worktree``, or a file either includes) is not."""
+
+
+def filter_overrides(listed: bytes, *, scoped: bool) -> list[str] | None:
+    """``-c`` settings that switch off the filter drivers the repository's config
+    defines: a clean filter is a command git runs on each file whose stat data changed.
+    ``listed`` is what ``git config -z [--show-scope] --name-only --get-regexp
+    ^filter\\.`` printed; without scopes, every driver listed is switched off. None
+    when a name cannot be passed safely."""
+    fields = listed.decode(errors="surrogateescape").split("\0")
+    pairs = zip(fields[::2], fields[1::2], strict=False) if scoped else (("", f) for f in fields)
+    names: dict[str, None] = {}
+    for scope, entry in pairs:
+        if scoped and scope in TRUSTED_SCOPES:
+            continue
+        name, dot, _ = entry.removeprefix("filter.").rpartition(".")
+        if not entry.startswith("filter.") or not dot or not name:
+            continue  # "filter.clean": no driver name, nothing git would run
+        if "=" in name:
+            return None  # `-c` cuts at the first "="
+        names.setdefault(name, None)
+    overrides = []
+    for name in names:
+        for key, value in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")):
+            overrides += ["-c", f"filter.{name}.{key}={value}"]
+    return overrides
+
+
+async def git_summary(cwd: Path, seconds: float = GIT_TIMEOUT) -> str:
+    """One line on the repository at ``cwd``; never raises for git's sake, and runs
+    nothing the repository's config names (hooks, fsmonitor, filters, pagers)."""
+    if shutil.which("git") is None:
+        return "git is not installed"
+    env = git_environment()
+    safe = [arg for setting in SAFE_CONFIG for arg in ("-c", setting)]
+    listing = ("--name-only", "--get-regexp", r"^filter\.")
+    try:
+        async with asyncio.timeout(seconds):
+            scoped = True
+            code, listed, err = await _git(
+                cwd, env, *safe, "config", "-z", "--show-scope", *listing
+            )
+            if code == 129:  # a git before 2.26, without --show-scope
+                scoped = False
+                code, listed, err = await _git(cwd, env, *safe, "config", "-z", *listing)
+            if code not in (0, 1):  # 1: no filter configured
+                return _unavailable(code, err)
+            overrides = filter_overrides(listed, scoped=scoped) if code == 0 else []
+            if overrides is None:
+                return "status unavailable (a filter driver with an unusual name is configured)"
+            code, out, err = await _git(
+                cwd,
+                env,
+                *safe,
+                *overrides,
+                "--no-optional-locks",
+                "status",
+                "--porcelain=v2",
+                "--branch",
+                "--ignore-submodules=dirty",  # no git run inside submodules, on their config
+            )
+    except TimeoutError:
+        return f"status unavailable (git took longer than {seconds:g} s)"
+    except OSError as error:
+        return f"status unavailable ({error.strerror or error})"
+    if code != 0:
+        return _unavailable(code, err)
     return parse_status(out.decode(errors="replace")).describe()
 
 

@@ -414,3 +414,24 @@ async def test_slash_commands_run_headless_without_a_model_turn(
     events = await dsh.checked_events(session_id)
     runs = [e.data.name for e in of_type(events, "command/run")]
     assert runs == ["permissions", "model", "init"]  # /cost is not recorded
+
+
+async def test_stream_json_keeps_events_with_a_lone_surrogate(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    # A stdin line may carry half an emoji as its JSON escape; stdout is strict UTF-8.
+    fake_llm.add(Reply(text="Seen."))
+    child = await dsh.start("-p", "--input-format", "stream-json", "--output-format", "stream-json")
+    await send(child, {"type": "prompt", "text": "half an emoji: \ud83d"})
+    await close_stdin(child)
+    done = await finish(child, stdin=None)
+
+    assert done.code == 0, done.stderr
+    assert "subscriber failed" not in done.stderr
+    lines = done.json_lines()
+    assert len(lines) == len(done.stdout.splitlines())  # nothing but JSON lines
+    seqs = [line["seq"] for line in lines]
+    assert seqs == list(range(seqs[0], seqs[-1] + 1))  # no event left out
+    prompts = [line["data"] for line in lines if line["type"] == "user/message"]
+    [prompt] = [p for p in prompts if p["source"]["kind"] == "user"]
+    assert prompt["content"] == [{"type": "text", "text": "half an emoji: \ud83d"}]
+    stored = {e.seq: e.to_dict() for e in await dsh.checked_events()}
+    assert lines == [stored[seq] for seq in seqs]

@@ -15,7 +15,7 @@ import pytest
 
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.prompt import PROMPT, PromptContext, PromptService
-from plugins.environment import git_summary, parse_status
+from plugins.environment import filter_overrides, git_summary, parse_status
 from plugins.environment import plugin as environment_plugin
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -191,3 +191,91 @@ def test_parse_status_counts_renames_and_conflicts() -> None:
     assert parse_status(output).describe() == (
         "branch main; 2 staged, 1 modified, 1 untracked, 1 conflicted"
     )
+
+
+@needs_git
+async def test_a_hostile_repository_config_runs_nothing(tmp_path: Path) -> None:
+    """A repository's own config (a downloaded tarball's .git, say) may name commands
+    git runs during a status: an fsmonitor hook, clean filters (with attributes that
+    apply them to every file, some through an included file), hooks, a pager, an
+    external diff. None of them may run when the environment is described."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "third.txt").write_text("three\n")
+    git(repo, "add", "third.txt")
+    git(repo, "commit", "-q", "-m", "third")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+
+    def touch(name: str) -> str:
+        return f"touch {markers / name}"
+
+    git(repo, "config", "core.fsmonitor", f"{touch('fsmonitor')}; false")
+    git(repo, "config", "filter.evil.clean", f"{touch('clean')}; cat")
+    git(repo, "config", "filter.evil.process", touch("process"))
+    git(repo, "config", "filter.evil.required", "true")
+    git(repo, "config", "filter.odd.name.clean", f"{touch('dotted')}; cat")
+    (tmp_path / "included").write_text(f'[filter "inc"]\n\tclean = "{touch("included")}; cat"\n')
+    git(repo, "config", "include.path", str(tmp_path / "included"))
+    git(repo, "config", "core.pager", touch("pager"))
+    git(repo, "config", "diff.external", touch("diff"))
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text(
+        "* filter=inc\ntracked.txt filter=evil\nother.txt filter=odd.name\n"
+    )
+    hooks = repo / ".git" / "hooks"
+    for hook in ("post-index-change", "pre-commit"):
+        (hooks / hook).write_text(f"#!/bin/sh\n{touch(hook)}\n")
+        (hooks / hook).chmod(0o755)
+    # Stat data that no longer matches the index: git must look at the contents again.
+    future = time.time() + 5
+    for name in ("tracked.txt", "other.txt", "third.txt"):
+        os.utime(repo / name, (future, future))
+    (repo / "tracked.txt").write_text("uno\n")  # the same size as before
+
+    summary = await git_summary(repo)
+
+    assert sorted(p.name for p in markers.iterdir()) == []
+    assert summary == "branch main; 1 modified"
+
+
+@needs_git
+async def test_the_users_own_filters_still_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A filter from the user's global config (git-lfs, say) is theirs: status keeps
+    # using it, or every stat-dirty file it cleans would look modified.
+    global_config = tmp_path / "gitconfig"
+    global_config.write_text('[filter "upper"]\n\tclean = tr a-z A-Z\n\trequired = true\n')
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(global_config))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / ".gitattributes").write_text("*.txt filter=upper\n")
+    (repo / "a.txt").write_text("lower case\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "first")
+    future = time.time() + 5
+    os.utime(repo / "a.txt", (future, future))
+    assert await git_summary(repo) == "branch main; clean"
+
+
+def test_filter_overrides_switch_off_only_the_repositorys_drivers() -> None:
+    listed = b"global\0filter.lfs.clean\0local\0filter.evil.clean\0local\0filter.a.b.process\0"
+    assert filter_overrides(listed, scoped=True) == [
+        *("-c", "filter.evil.clean=", "-c", "filter.evil.smudge="),
+        *("-c", "filter.evil.process=", "-c", "filter.evil.required=false"),
+        *("-c", "filter.a.b.clean=", "-c", "filter.a.b.smudge="),
+        *("-c", "filter.a.b.process=", "-c", "filter.a.b.required=false"),
+    ]
+    # A git without --show-scope: every driver is switched off.
+    unscoped = filter_overrides(b"filter.lfs.clean\0filter.lfs.process\0", scoped=False)
+    assert unscoped is not None
+    assert unscoped[1::2] == [
+        "filter.lfs.clean=",
+        "filter.lfs.smudge=",
+        "filter.lfs.process=",
+        "filter.lfs.required=false",
+    ]
+    # `-c name=value` cuts at the first "=": such a name cannot be switched off.
+    assert filter_overrides(b"worktree\0filter.a=b.clean\0", scoped=True) is None
+    assert filter_overrides(b"", scoped=True) == []

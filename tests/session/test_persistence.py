@@ -20,6 +20,7 @@ from dsh.session import (
     SessionHeader,
     SessionNotFoundError,
     SessionPersistence,
+    SessionTitle,
     StepStart,
     ToolCall,
     TurnStart,
@@ -266,6 +267,34 @@ async def test_sessions_move_between_backends_unchanged(tmp_path: Path) -> None:
         assert stored_form(
             (await fresh_load(target_factory, home / "b", session.id)).events
         ) == stored_form(session.events)
+
+
+async def test_lone_surrogates_in_the_header_and_events_round_trip(
+    store: SessionPersistence, factory: Factory, tmp_path: Path
+) -> None:
+    # A folder whose name is not UTF-8 reads as lone surrogates (os.fsdecode), and a
+    # provider may cut an emoji in half: both are stored, and load back the same.
+    header = SessionHeader(
+        id=new_session_id(),
+        created_at=1,
+        cwd="/work/caf\udce9",
+        model="m\ud83d",
+        agent_preset="preset \udcff",
+    )
+    session = Session(header)
+    complete_turn(session, "half an emoji: \ud83d", "the other half: \ude00", with_tool=True)
+    session.append("session/title", SessionTitle(title="caf\udce9 \ud83d", source="user"))
+    await store.create(session.header)
+    await store.append(session.id, session.events)
+    loaded = await fresh_load(factory, tmp_path, session.id)
+    assert loaded.header == header
+    assert loaded.issues == []
+    assert stored_form(loaded.events) == stored_form(session.events)
+    other = factory(tmp_path)
+    try:
+        assert await other.list() == [header]
+    finally:
+        await other.close()
 
 
 async def test_a_foreign_format_version_is_refused(factory: Factory, tmp_path: Path) -> None:  # P7

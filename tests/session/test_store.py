@@ -186,6 +186,38 @@ async def test_latest_session_of_a_directory(store: SessionStore) -> None:
     assert await store.latest("/nowhere") is None
 
 
+async def test_lone_surrogates_are_stored_indexed_and_found(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    # A folder whose name is not UTF-8 reads as lone surrogates (os.fsdecode); a title
+    # or a prompt may hold half an emoji. SQLite takes only UTF-8 text.
+    cwd = "/work/caf\udce9"
+    session = await store.create(cwd, model="m")
+    complete_turn(session, "half an emoji \ud83d here", "ok", with_tool=False)
+    session.append("session/title", SessionTitle(title="caf\udce9 \ud83d", source="user"))
+    await store.close(session)
+
+    latest = await store.latest(cwd)
+    assert latest is not None
+    assert latest.id == session.id
+    assert (latest.cwd, latest.title) == ("/work/caf\\udce9", "caf\\udce9 \\ud83d")
+    assert latest.first_prompt == "half an emoji \\ud83d here"
+    catalog = store.catalog
+    assert catalog is not None
+    assert [h.session_id for h in await catalog.search("emoji", cwd=cwd)] == [session.id]
+    assert await store.latest("/work/caf\udce8") is None
+
+    other = reopen(store, tmp_path)
+    try:
+        reopened = await other.open(session.id)
+        assert reopened.header == session.header
+        assert [e.to_dict() for e in reopened.events[: len(session.events)]] == [
+            e.to_dict() for e in session.events
+        ]
+    finally:
+        await other.aclose()
+
+
 async def test_fork_copies_the_history_and_records_its_origin(
     store: SessionStore, tmp_path: Path
 ) -> None:

@@ -1,0 +1,120 @@
+"""``@path`` mentions: the files and folders a prompt names, put in front of the model.
+
+When a person's prompt holds ``@path`` tokens (``explain @src/app.py, please``), each
+that names a regular file inside the session's working directory attaches the file's
+text for that turn, and each that names a folder attaches a short listing of it
+(breadth first, ``.gitignore``'d entries left out). Symlinks are resolved first; what
+lies outside the working directory is not read. A mention that cannot be attached (not
+found, outside, binary, over the size limit) is named in a note with the reason, so
+the model knows what it did not get. A word that names nothing and does not look like
+a path (``@dataclass``, ``@alice``) is left alone.
+
+The prompt itself is sent unchanged. The attachments are the ``agent/prompt-submit``
+decision's additional contexts: user messages from this plugin that the loop logs
+after the prompt, so every request stays rebuildable from the session log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, PositiveInt
+
+from dsh.agent import PromptAllow
+from dsh.kernel import Context, Plugin
+from dsh.llm import PluginSource, UserMessage, UserSource, user_text
+from plugins.mentions.attach import Attached, Attachment, Limits, attach, mentions
+
+__all__ = ["NAME", "Config", "attach", "mentions", "messages", "plugin"]
+
+NAME = "mentions"
+"""The plugin's name, which its context messages carry as their source."""
+
+
+class Config(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    max_file_bytes: PositiveInt = 256 * 1024
+    """A mentioned file larger than this is not attached (a note says so)."""
+    max_total_bytes: PositiveInt = 1024 * 1024
+    """What one prompt's mentions may attach in all."""
+    max_entries: PositiveInt = 200
+    """Entries of a mentioned folder's listing."""
+    max_mentions: PositiveInt = 20
+    """Mentions looked at in one prompt."""
+
+
+def _reminder(text: str) -> str:
+    return f"<system-reminder>\n{text}\n</system-reminder>"
+
+
+def _message(attachment: Attachment) -> UserMessage:
+    if attachment.kind == "folder":
+        body = (
+            f"The user mentioned the folder @{attachment.token}; its entries, breadth first "
+            f"(paths relative to the working directory; .gitignore'd ones left out):\n\n"
+            f"{attachment.text}"
+        )
+    else:
+        text = attachment.text
+        ends = not text or text.endswith("\n")
+        lines = text.count("\n") + (not ends)
+        closing = "</file>" if ends else "\n</file>"
+        size = f"{lines} line{'s' if lines != 1 else ''}" if text else "empty"
+        body = (
+            f"The user mentioned @{attachment.token}; here is {attachment.path} ({size}) "
+            f'as it is now.\n\n<file path="{attachment.path}">\n{text}{closing}'
+        )
+    return user_text(_reminder(body), source=PluginSource(plugin=NAME, form="snapshot"))
+
+
+def messages(attached: Attached) -> tuple[UserMessage, ...]:
+    """A message for each attachment, then one note for all the mentions left out."""
+    out = [_message(a) for a in attached.attachments]
+    if attached.notes:
+        lines = "\n".join(f"- {note}" for note in attached.notes)
+        text = _reminder(f"Not attached from the user's mentions:\n{lines}")
+        out.append(user_text(text, source=PluginSource(plugin=NAME, form="notice")))
+    return tuple(out)
+
+
+def apply(ctx: Context, config: Config) -> None:
+    limits = Limits(
+        max_file_bytes=config.max_file_bytes,
+        max_total_bytes=config.max_total_bytes,
+        max_entries=config.max_entries,
+        max_mentions=config.max_mentions,
+    )
+
+    async def on_prompt(agent: Any, message: Any, next_: Any) -> Any:
+        decision = await next_()
+        if not isinstance(decision, PromptAllow):
+            return decision  # blocked: nothing to attach
+        if not isinstance(message, UserMessage) or not isinstance(message.source, UserSource):
+            return decision  # only a person's own words: not job notices, not relays
+        cwd = getattr(agent, "cwd", None)
+        if cwd is None:
+            return decision
+        if decision.content is not None:
+            message = message.model_copy(update={"content": decision.content})
+        text = message.text()
+        if "@" not in text:
+            return decision
+        attached = await asyncio.to_thread(attach, text, Path(cwd), limits)
+        extra = messages(attached)
+        if not extra:
+            return decision
+        return replace(decision, additional_contexts=(*decision.additional_contexts, *extra))
+
+    ctx.on("agent/prompt-submit", on_prompt)
+
+
+plugin = Plugin(
+    name=NAME,
+    description="@path mentions in a prompt: the files' contents and folders' listings",
+    config=Config,
+    apply=apply,
+)
