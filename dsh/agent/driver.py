@@ -98,11 +98,10 @@ async def run_turn(
             claimed = (*(first if step == 0 else ()), *(i.message for i in steering), *injected)
             steering_ids = {item.message.id for item in steering}
             assembly = await agent.assemble()
-            fresh_context = context_messages(agent, assembly)
             decision = await agent.root.waterfall(
                 PRE_STEP,
                 PreStep(agent, claimed, number, step + 1, signal),
-                default=_entering(fresh_context),
+                default=_entering(agent, assembly),
                 subject=agent,
             )
             if isinstance(decision, Reject):
@@ -159,10 +158,12 @@ async def run_turn(
     return reason
 
 
-def _entering(fresh_context: tuple[UserMessage, ...]) -> Callable[[PreStep], Enter]:
+def _entering(agent: Agent, assembly: Assembly) -> Callable[[PreStep], Enter]:
     """The default pre-step decision: changed context, then what was claimed, so the
-    person's own words are the last thing the model reads."""
-    return lambda pre: Enter((*fresh_context, *pre.claimed))
+    person's own words are the last thing the model reads. What changed is judged when
+    the decision is made, after the listeners before it: one that compacted history
+    folded older context entries away, and they are entered again in this step."""
+    return lambda pre: Enter((*context_messages(agent, assembly), *pre.claimed))
 
 
 def context_messages(agent: Agent, assembly: Assembly) -> tuple[UserMessage, ...]:

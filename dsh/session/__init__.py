@@ -17,6 +17,9 @@ from dsh.session.events import (
     CancelByParent,
     CancelByUser,
     CancelCause,
+    CompactionEnd,
+    CompactionStart,
+    CompactionSummary,
     EpochHeader,
     EventFormatError,
     ReplaceOp,
@@ -51,6 +54,7 @@ from dsh.session.events import (
     turn_triggers,
 )
 from dsh.session.header import SessionHeader
+from dsh.session.history import derive_history, event_message
 from dsh.session.invariants import check_log
 from dsh.session.persistence import (
     CorruptSessionError,
@@ -79,6 +83,9 @@ __all__ = [
     "CancelCause",
     "Catalog",
     "CatalogEntry",
+    "CompactionEnd",
+    "CompactionStart",
+    "CompactionSummary",
     "CorruptSessionError",
     "EpochHeader",
     "EventFormatError",
@@ -122,6 +129,8 @@ __all__ = [
     "TurnTrigger",
     "cancel_causes",
     "check_log",
+    "derive_history",
+    "event_message",
     "parse_event",
     "register_event",
     "turn_end_reasons",

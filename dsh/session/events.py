@@ -310,6 +310,8 @@ class Corrupt(Frozen):
 class CompactionStart(Frozen):
     compaction_id: str
     turn: PositiveInt | None = None
+    focus: str | None = None
+    """What the person asked the summary to dwell on (``/compact FOCUS``)."""
 
 
 class CompactionSummary(Frozen):
@@ -321,6 +323,15 @@ class CompactionSummary(Frozen):
     provider: str
     model: str
     usage: TokenUsage | None = None
+    reasoning_effort: str | None = None
+    max_tokens: PositiveInt | None = None
+    trimmed_seqs: tuple[NonNegativeInt, ...] = ()
+    """Tool results sent to the summariser cut short, so its request fit the window."""
+    omitted_seqs: tuple[NonNegativeInt, ...] = ()
+    """Shadowed events left out of the summariser's request altogether, for the same reason."""
+    context_tokens: NonNegativeInt | None = None
+    """The estimated size of the context right after the compaction: what a status line
+    shows as context use until the next request reports the real figure."""
 
 
 class CompactionEnd(Frozen):

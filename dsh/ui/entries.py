@@ -276,6 +276,17 @@ class TranscriptFold:
             case CompactionStart():
                 self._set_state("compacting")
             case CompactionSummary():
+                if data.context_tokens is not None:  # until the next request reports it
+                    self.status.context_tokens = data.context_tokens
+                if data.usage is not None:  # the summary call is paid for too
+                    self.status.usage = (
+                        data.usage if self.status.usage is None else self.status.usage + data.usage
+                    )
+                    price = (
+                        self._cost(data.provider, data.model, data.usage) if self._cost else None
+                    )
+                    if price is not None:
+                        self.status.cost = (self.status.cost or 0.0) + price
                 text = (
                     f"Compacted {data.shadowed_token_count:,} tokens of earlier conversation "
                     "into a summary."

@@ -1,0 +1,83 @@
+"""Compaction: the older history of a long session replaced by a model's summary.
+
+When the context would fill more than ``threshold`` (0.85 by default) of the model's
+own window, the next request is preceded by a compaction; ``/compact [focus]`` runs
+one between turns. The most recent turns stay verbatim, the todo list is carried over
+next to the summary, and a compaction that fails leaves history as it was and says
+why. Settings are ``[plugins.compaction]`` (see :class:`Config`); how one compaction
+is logged is in :mod:`plugins.compaction.service`.
+"""
+
+from __future__ import annotations
+
+from dsh.commands import Command, CommandContext, CommandError
+from dsh.kernel import Context, Plugin
+from plugins.compaction.config import Config
+from plugins.compaction.request import rebuild_request
+from plugins.compaction.service import (
+    SERVICE,
+    CompactionBusy,
+    CompactionError,
+    CompactionResult,
+    CompactionService,
+)
+
+__all__ = [
+    "SERVICE",
+    "CompactionBusy",
+    "CompactionError",
+    "CompactionResult",
+    "CompactionService",
+    "Config",
+    "plugin",
+    "rebuild_request",
+]
+
+
+def compact_command(service: CompactionService) -> Command:
+    async def run(context: CommandContext, args: str) -> None:
+        agent = context.agent
+        if getattr(agent, "session", None) is None:
+            raise CommandError("no session is open")
+        try:
+            result = await service.compact_now(agent, args.strip() or None)
+        except CompactionBusy as error:
+            raise CommandError(str(error)) from None
+        except CompactionError as error:
+            raise CommandError(f"compaction failed: {error}") from None
+        if result is None:
+            context.host.show("Nothing to compact yet: the history is just the latest exchange.")
+            return
+        share = ""
+        if result.context_window:
+            share = f", {result.context_tokens / result.context_window:.0%} of the window"
+        context.host.show(
+            f"Compacted {result.shadowed_tokens:,} tokens of earlier conversation into a "
+            f"summary; the context holds about {result.context_tokens:,} tokens now{share}."
+        )
+
+    return Command(
+        name="compact",
+        description="Replace the earlier conversation with a summary, to free context",
+        run=run,
+        arguments="[focus]",
+    )
+
+
+def apply(ctx: Context, config: Config) -> None:
+    service = CompactionService(ctx, config)
+    ctx.provide(SERVICE, service)
+    ctx.on("agent/pre-step", service.on_pre_step)
+    ctx.on("agent/request-error", service.on_request_error)
+    ctx.on("agent/disposed", service.forget)
+    ctx.commands.register("compact", compact_command(service))
+
+
+plugin = Plugin(
+    name="compaction",
+    description="compaction: a summary in place of the older history, automatic and /compact",
+    inject=("commands",),
+    provides=(SERVICE,),
+    config=Config,
+    apply=apply,
+)

@@ -1,0 +1,424 @@
+"""The ``compaction`` service: replaces the older history of a session with a summary.
+
+One compaction, whatever started it, is bracketed in the log::
+
+    compaction/start{turn, focus}
+    compaction/summary{summary, shadowed seqs, tokens, the call, trims}
+    user/message{replace: first..last shadowed node}   (the summary, in tags)
+    compaction/end{turn}
+
+or, when it fails (the model errs, the stream breaks, it times out, it is cancelled),
+``compaction/start`` then ``compaction/end{error}`` and nothing else: history is left
+as it was. Three things start one:
+
+- ``agent/pre-step``: before a step's request, when the context would fill more than
+  ``threshold`` of the model's window (the latest usage report plus an estimate of
+  what was added since);
+- ``agent/request-error``: a request the provider refused as too long is compacted and
+  sent again (once per step);
+- ``/compact [focus]``, between turns (as agent maintenance, so no turn starts
+  meanwhile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import uuid
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dsh.agent import Agent, PreStep, RequestError, Retry
+from dsh.kernel import Context
+from dsh.llm import (
+    BlockAssembler,
+    FinishAborted,
+    FinishError,
+    GenerateOptions,
+    LlmCallConfig,
+    LlmError,
+    LlmService,
+    Message,
+    StreamProtocolError,
+    TokenUsage,
+)
+from dsh.session import (
+    CompactionEnd,
+    CompactionStart,
+    CompactionSummary,
+    ReplaceOp,
+    Session,
+    SessionEvent,
+)
+from plugins.compaction.config import Config
+from plugins.compaction.meter import Measure, measure, message_tokens, messages_tokens
+from plugins.compaction.request import (
+    Call,
+    build_request,
+    fit,
+    latest_todos,
+    summary_message,
+)
+from plugins.compaction.selection import Mode, choose_cut
+
+_log = logging.getLogger("dsh.plugins.compaction")
+
+SERVICE = "compaction"
+MIN_USEFUL = 0.02
+"""Automatic compaction does not bother for less than this share of the window."""
+HEADROOM = 0.95
+"""The share of the summariser's window its request may fill, with its answer."""
+OVERFLOW = "CONTEXT_WINDOW_EXCEEDED"
+
+
+class CompactionError(Exception):
+    """A compaction did not happen; the message says why (``compaction/end`` too)."""
+
+
+class CompactionBusy(CompactionError):
+    """Another compaction, or a turn, is running."""
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    compaction_id: str
+    summary: str
+    shadowed_seqs: tuple[int, ...]
+    shadowed_tokens: int
+    """The estimated size of what was replaced."""
+    context_tokens: int
+    """The estimated size of the context afterwards."""
+    context_window: int | None
+    message_seq: int
+    """The seq of the summary message."""
+    trimmed_seqs: tuple[int, ...] = ()
+    omitted_seqs: tuple[int, ...] = ()
+
+
+def open_compaction(events: Sequence[SessionEvent]) -> str | None:
+    """The id of a compaction started in this process's life of the log and not ended
+    (a crashed one, before the latest ``session/end-seed``, no longer counts)."""
+    ended: set[str] = set()
+    for event in reversed(events):
+        match event.data:
+            case CompactionEnd(compaction_id=compaction_id):
+                ended.add(compaction_id)
+            case CompactionStart(compaction_id=compaction_id) if compaction_id not in ended:
+                return compaction_id
+        if event.type == "session/end-seed":
+            return None
+    return None
+
+
+class CompactionService:
+    def __init__(self, ctx: Context, config: Config) -> None:
+        self._ctx = ctx
+        self.config = config
+        self._busy: set[str] = set()
+        self._failed_turn: dict[str, int] = {}
+        """Per session, a turn whose automatic compaction failed: not retried in it."""
+        self._overflow_tried: set[tuple[str, int, int]] = set()
+        self._sizes: weakref.WeakKeyDictionary[Session, dict[int, int]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # ------------------------------------------------------------------ measuring
+
+    def context_window(self, agent: Agent) -> int | None:
+        """The window of the model the agent talks to."""
+        options = agent.options
+        return _window(agent.llm, options.provider, options.model)
+
+    def measure(self, agent: Agent) -> Measure:
+        session = agent.session
+        sizes = self._sizes.setdefault(session, {})
+        return measure(session.events, session.surface_nodes, session.request_header(), sizes)
+
+    def pressure(self, agent: Agent, pending: Sequence[Message] = ()) -> int:
+        """The tokens the next request would hold, with ``pending`` messages added."""
+        measured = self.measure(agent)
+        return measured.total + measured.scaled(messages_tokens(pending))
+
+    # ------------------------------------------------------------------ compacting
+
+    async def compact_now(self, agent: Agent, focus: str | None = None) -> CompactionResult | None:
+        """Compact between turns (``/compact``): no turn starts until it is over and the
+        log is written. None when there is nothing to compact."""
+
+        async def task() -> CompactionResult | None:
+            try:
+                return await self.compact(agent, mode="manual", focus=focus)
+            finally:
+                await agent.flush()
+
+        if agent.status != "idle":
+            raise CompactionBusy("a turn is running: /compact once it has ended")
+        try:
+            return await agent.run_maintenance(task)
+        except RuntimeError as error:
+            if "idle" in str(error):
+                raise CompactionBusy("a turn is running: /compact once it has ended") from None
+            raise
+
+    async def compact(
+        self,
+        agent: Agent,
+        *,
+        mode: Mode,
+        focus: str | None = None,
+        turn: int | None = None,
+        signal: asyncio.Event | None = None,
+    ) -> CompactionResult | None:
+        """Replace the older history with a summary. None when there is nothing worth
+        compacting (nothing is logged then); raises :class:`CompactionError`, after
+        logging why, when the compaction fails."""
+        session = agent.session
+        key = str(session.id)
+        if key in self._busy or open_compaction(session.events) is not None:
+            raise CompactionBusy("a compaction is running already")
+        self._busy.add(key)
+        try:
+            return await self._compact(agent, mode, focus, turn, signal)
+        finally:
+            self._busy.discard(key)
+
+    async def _compact(
+        self,
+        agent: Agent,
+        mode: Mode,
+        focus: str | None,
+        turn: int | None,
+        signal: asyncio.Event | None,
+    ) -> CompactionResult | None:
+        session = agent.session
+        window = self.context_window(agent)
+        measured = self.measure(agent)
+        keep = int(self.config.keep * window) if window else sys.maxsize
+        sizes = [measured.scaled(size) for size in measured.estimates]
+        cut = choose_cut(session.events, measured.nodes, sizes, keep=keep, mode=mode)
+        if cut is None:
+            return None
+        if mode == "pressure" and window and cut.head_tokens < MIN_USEFUL * window:
+            return None
+        compaction_id = uuid.uuid4().hex
+        session.append(
+            "compaction/start", CompactionStart(compaction_id=compaction_id, turn=turn, focus=focus)
+        )
+
+        def fail(reason: str) -> None:
+            session.append(
+                "compaction/end",
+                CompactionEnd(compaction_id=compaction_id, turn=turn, error=reason),
+            )
+
+        header = session.request_header()
+        todos = latest_todos(session.events)
+        try:
+            call, summary_window = self._call(agent, header)
+            budget = None
+            if summary_window is not None:
+                budget = int(summary_window * HEADROOM) - (call.max_tokens or 0)
+            trim = fit(
+                header,
+                session.events,
+                cut.head,
+                budget=budget,
+                ratio=measured.ratio,
+                focus=focus,
+                todos=todos,
+            )
+            if trim is None:
+                raise CompactionError("the history does not fit a summary request, even cut short")
+            options = build_request(
+                header,
+                session.events,
+                cut.head,
+                trim,
+                call=call,
+                focus=focus,
+                todos=todos,
+                session_id=session.id,
+                signal=signal,
+            )
+            summary, usage = await self._summarise(agent.llm, options)
+            if tuple(session.surface_nodes[: len(cut.head)]) != cut.head:
+                raise CompactionError("the history changed while it was summarised")
+        except asyncio.CancelledError:
+            fail("cancelled")
+            raise
+        except CompactionError as error:
+            fail(str(error))
+            raise
+        except Exception as error:
+            reason = _reason(error)
+            fail(reason)
+            raise CompactionError(reason) from error
+
+        message = summary_message(compaction_id, summary, todos)
+        tail = measured.estimates[len(cut.head) :]
+        context = measured.scaled(measured.header + message_tokens(message) + sum(tail))
+        try:
+            session.append(
+                "compaction/summary",
+                CompactionSummary(
+                    compaction_id=compaction_id,
+                    summary=summary,
+                    shadowed_range=(cut.head[0], cut.head[-1]),
+                    shadowed_seqs=cut.head,
+                    shadowed_token_count=cut.head_tokens,
+                    provider=call.provider,
+                    model=call.model,
+                    usage=usage,
+                    reasoning_effort=call.reasoning_effort,
+                    max_tokens=call.max_tokens,
+                    trimmed_seqs=trim.trimmed,
+                    omitted_seqs=trim.omitted,
+                    context_tokens=context,
+                ),
+            )
+            placed = session.append(
+                "user/message",
+                message,
+                surface_op=ReplaceOp(start=cut.head[0], end=cut.head[-1]),
+                source_event_seqs=cut.head,
+            )
+        except Exception as error:
+            reason = f"the summary could not be put in place: {_reason(error)}"
+            fail(reason)
+            raise CompactionError(reason) from error
+        session.append("compaction/end", CompactionEnd(compaction_id=compaction_id, turn=turn))
+        return CompactionResult(
+            compaction_id=compaction_id,
+            summary=summary,
+            shadowed_seqs=cut.head,
+            shadowed_tokens=cut.head_tokens,
+            context_tokens=context,
+            context_window=window,
+            message_seq=placed.seq,
+            trimmed_seqs=trim.trimmed,
+            omitted_seqs=trim.omitted,
+        )
+
+    def _call(self, agent: Agent, header: Any) -> tuple[Call, int | None]:
+        """The summariser's route, effort and output cap, and its window."""
+        config = self.config
+        provider = config.provider or agent.options.provider
+        model = config.model or agent.options.model
+        effort = config.reasoning_effort
+        if effort is None and header is not None:
+            logged = header.config
+            if (logged.provider, logged.model) == (provider, model):
+                effort = logged.reasoning_effort
+        resolved = agent.llm.resolve(provider, model)
+        window = resolved.context_window
+        cap = config.max_tokens
+        if resolved.default_max_tokens:
+            cap = min(cap, resolved.default_max_tokens)
+        if window:
+            cap = max(1, min(cap, window // 4))
+        prepared = agent.llm.prepare_call(
+            LlmCallConfig(provider=provider, model=model, reasoning_effort=effort, max_tokens=cap)
+        )
+        chosen = prepared.config
+        return Call(
+            chosen.provider, chosen.model, chosen.reasoning_effort, chosen.max_tokens
+        ), window
+
+    async def _summarise(
+        self, llm: LlmService, options: GenerateOptions
+    ) -> tuple[str, TokenUsage | None]:
+        """The model's summary (its text only) and the call's usage."""
+        assembler = BlockAssembler()
+        chunks = llm.stream(options)
+        timeout = self.config.timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                async for chunk in chunks:
+                    assembler.push(chunk)
+        except TimeoutError:
+            raise CompactionError(f"the summary took longer than {timeout:g} s") from None
+        except StreamProtocolError as error:
+            raise CompactionError(f"the summary stream broke the protocol: {error}") from None
+        finally:
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                await close()
+        finish = assembler.finish
+        if isinstance(finish, FinishAborted):
+            raise CompactionError("cancelled")
+        if isinstance(finish, FinishError):
+            raise CompactionError(finish.failure.message)
+        if finish is None or assembler.failed:
+            raise CompactionError("the summary stream ended without finishing")
+        text = assembler.message(provider=options.provider, model=options.model).text().strip()
+        if not text:
+            raise CompactionError("the model wrote no summary")
+        return text, assembler.usage
+
+    # ------------------------------------------------------------------ triggers
+
+    async def on_pre_step(self, pre: PreStep, next_: Callable[[], Awaitable[Any]]) -> Any:
+        """``agent/pre-step``: compact first when the next request would be too full."""
+        agent = pre.agent
+        if self._due(agent, pre):
+            try:
+                await self.compact(agent, mode="pressure", turn=pre.turn, signal=pre.signal)
+            except CompactionBusy:
+                pass
+            except CompactionError as error:
+                self._failed_turn[str(agent.session.id)] = pre.turn
+                _log.warning("session %s: automatic compaction failed: %s", agent.session.id, error)
+        return await next_()
+
+    def _due(self, agent: Any, pre: PreStep) -> bool:
+        if not self.config.auto or not isinstance(agent, Agent) or pre.signal.is_set():
+            return False
+        if self._failed_turn.get(str(agent.session.id)) == pre.turn:
+            return False
+        window = self.context_window(agent)
+        if not window:
+            return False
+        return self.pressure(agent, pre.claimed) >= self.config.threshold * window
+
+    async def on_request_error(
+        self, error: RequestError, next_: Callable[[], Awaitable[Any]]
+    ) -> Any:
+        """``agent/request-error``: a request too long for the model is compacted and
+        sent again, once per step, if the history did shrink."""
+        agent = error.agent
+        if error.failure.code != OVERFLOW or not isinstance(agent, Agent):
+            return await next_()
+        key = (str(agent.session.id), error.turn, error.step)
+        if key in self._overflow_tried or error.signal.is_set():
+            return await next_()
+        self._overflow_tried.add(key)
+        generation = agent.session.replace_generation
+        try:
+            await self.compact(agent, mode="overflow", turn=error.turn, signal=error.signal)
+        except CompactionError as failure:
+            _log.warning("session %s: compaction after overflow failed: %s", agent.id, failure)
+        if agent.session.replace_generation != generation:
+            return Retry()
+        return await next_()
+
+    def forget(self, agent: Any) -> None:
+        """``agent/disposed``: drop what was kept about the agent's session."""
+        key = str(agent.id)
+        self._failed_turn.pop(key, None)
+        self._overflow_tried = {k for k in self._overflow_tried if k[0] != key}
+
+
+def _window(llm: LlmService, provider: str, model: str) -> int | None:
+    try:
+        return llm.resolve(provider, model).context_window
+    except Exception:  # an unknown route: the request itself will say so
+        return None
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, LlmError):
+        return error.failure.message
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
