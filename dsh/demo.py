@@ -14,9 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from dsh.testing import FakeLLM, Reply, Script, ToolCallSpec
 
 DEMO_PROMPT = "Have a look at greet.py and make the greeting friendlier."
+DEMO_OVER = (
+    "The demo's scripted conversation is over, so this is all the scripted model can "
+    "say. Run `dsh` in your own repository, with a DeepSeek key or any OpenAI-compatible "
+    "endpoint, to work with a real model. /exit or Ctrl+C twice leaves."
+)
 
 GREET = """\
 def greet(name):
@@ -127,6 +132,6 @@ async def start_demo(root: Path | None = None) -> Demo:
     project.mkdir(parents=True, exist_ok=True)
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     (project / "greet.py").write_text(GREET)
-    server = FakeLLM(scenario())
+    server = FakeLLM(Script(replies=scenario(), after_last=Reply(text=DEMO_OVER)))
     await server.start()
     return Demo(server, project, home)

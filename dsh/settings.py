@@ -160,8 +160,12 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def load_settings(home: Path, cwd: Path, *, environ: Mapping[str, str] | None = None) -> Settings:
-    """The user document, the project document and the environment, merged."""
+def load_settings(
+    home: Path, cwd: Path, *, environ: Mapping[str, str] | None = None, check: bool = True
+) -> Settings:
+    """The user document, the project document and the environment, merged.
+    ``check=False`` skips validating the core tables (a quick look before start-up,
+    which validates them again)."""
     paths = [home / USER_FILE]
     project = project_document(cwd)
     if project is not None and project != paths[0]:
@@ -174,7 +178,8 @@ def load_settings(home: Path, cwd: Path, *, environ: Mapping[str, str] | None = 
     for document in documents:
         merged = merge(merged, document.values)
     settings = Settings(tuple(documents), merged)
-    check_core_tables(settings)
+    if check:
+        check_core_tables(settings)
     return settings
 
 

@@ -99,3 +99,34 @@ def test_headless_never_imports_a_ui_toolkit() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_the_interactive_ui_needs_a_terminal() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "dsh"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert "needs a terminal" in result.stderr
+    assert "-p" in result.stderr
+
+
+def test_resume_without_an_id_needs_the_interactive_ui() -> None:
+    result = dsh_cmd("-p", "hi", "--resume")
+    assert result.returncode == 2
+    assert "needs a session id after --resume" in result.stderr
+
+
+def test_the_tui_module_loads_its_runtime_after_the_first_frame() -> None:
+    probe = (
+        "import sys, dsh.cli, dsh.ui.tui.launch, dsh.ui.tui.app; "
+        "print(sorted(m for m in ('pydantic', 'httpx', 'dsh.runtime', 'dsh.session') "
+        "if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]"

@@ -11,6 +11,8 @@ from typing import Any
 from dsh import __version__
 
 SUBCOMMANDS = ("config", "plugins", "sessions")
+PICK = ""
+"""``--resume`` given without an id."""
 
 EPILOG = """commands:
   dsh plugins [--json]      the plugins found, where from, and which failed to load
@@ -59,7 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--provider", help="provider route, e.g. deepseek")
     parser.add_argument("--effort", help="reasoning effort: off, low, high, max")
     parser.add_argument(
-        "--resume", metavar="ID", help="continue the session with this id (or prefix)"
+        "--resume",
+        metavar="ID",
+        nargs="?",
+        const=PICK,
+        help="continue the session with this id (or prefix); without one, pick a session",
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="try dsh with no key: a scripted model shows every part at work",
     )
     parser.add_argument(
         "-c",
@@ -106,17 +117,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     if args.max_steps is not None and args.max_steps < 1:
         parser.error("--max-steps must be at least 1")
+    if (args.headless or args.plain) and args.resume == PICK:
+        mode = "-p" if args.headless else "--plain"
+        parser.error(f"{mode} needs a session id after --resume (dsh sessions list shows them)")
+    if args.demo and not args.headless:
+        return _tui(args)
     if args.plain and not args.headless:
         return _plain(args)
     if not args.headless:
-        if args.prompt is None and args.input_format == "text" and sys.stdin.isatty():
-            parser.print_help()
-            return 0
-        print(
-            "dsh: the interactive UI is not built yet; run with -p for headless mode",
-            file=sys.stderr,
-        )
-        return 2
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            print(
+                "dsh: the interactive UI needs a terminal; use -p for a one-shot run, or"
+                " --plain for line mode",
+                file=sys.stderr,
+            )
+            return 2
+        return _tui(args)
     return _headless(args)
 
 
@@ -126,7 +142,7 @@ def _session_choice(args: argparse.Namespace) -> dict[str, Any]:
 
     return {
         "cwd": Path(args.cwd) if args.cwd else None,
-        "resume": args.resume,
+        "resume": args.resume or None,
         "continue_last": args.continue_last,
         "model": args.model,
         "provider": args.provider,
@@ -143,6 +159,18 @@ def _plain(args: argparse.Namespace) -> int:
     # stdin is not read as the prompt: piped, it is a script
     request = PlainRequest(prompt=args.prompt, **_session_choice(args))
     code = asyncio.run(run_plain(request))
+    sys.stdout.flush()
+    return code
+
+
+def _tui(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from dsh.ui.tui.launch import launch
+
+    code = asyncio.run(
+        launch(args.prompt, pick=args.resume == PICK, demo=args.demo, **_session_choice(args))
+    )
     sys.stdout.flush()
     return code
 

@@ -437,6 +437,9 @@ class FakeLLM:
             return self._plain(
                 record, 400, error_body(400, "the body is not a JSON object"), keep=keep
             )
+        if not self._replies and self.script.after_last is not None:
+            record.reply = self.script.after_last
+            return self._reply(record, self.script.after_last, keep=keep)
         if not self._replies:
             message = (
                 f"fake LLM script exhausted: no reply left for chat request "

@@ -152,6 +152,9 @@ class Script(_ScriptModel):
     """Listed by ``GET /models``."""
     require_key: str | None = None
     """When set, requests must carry ``Authorization: Bearer <key>`` or get a 401."""
+    after_last: Reply | None = None
+    """The answer to every chat request once ``replies`` ran out (default: a 500
+    saying the script is exhausted)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -42,6 +42,7 @@ from dsh.paths import dsh_home
 from dsh.session.events import CancelByUser
 from dsh.tools.permissions import PermissionMode
 from dsh.ui.entries import TranscriptFold
+from dsh.ui.opening import NothingToContinue, open_agent
 from dsh.ui.plain_commands import pick_session, register_commands
 from dsh.ui.plain_dialogs import Dialogs
 from dsh.ui.plain_input import (
@@ -264,34 +265,23 @@ class PlainApp:
 
     async def _open_first(self) -> int:
         request = self.request
-        agents = self.runtime.agents
-        changes = {
-            key: value
-            for key, value in (
-                ("provider", request.provider),
-                ("model", request.model),
-                ("reasoning_effort", request.effort),
-            )
-            if value is not None
-        }
         try:
-            if request.resume or request.continue_last:
-                target = request.resume
-                if target is None:
-                    latest = await self.runtime.sessions.latest(str(self.cwd))
-                    if latest is None:
-                        self.show(f"No earlier session in {self.cwd} to continue.", level="error")
-                        return EXIT_FAILED
-                    target = latest.id
-                agent = await agents.resume(target)
-                agent.set_options(**changes)
-                self._attach(agent, replay=True)
-            else:
-                agent = await agents.create(self.cwd, agents.defaults.model_copy(update=changes))
-                self._attach(agent, replay=False)
+            agent, resumed = await open_agent(
+                self.runtime,
+                self.cwd,
+                resume=request.resume,
+                continue_last=request.continue_last,
+                model=request.model,
+                provider=request.provider,
+                effort=request.effort,
+            )
+        except NothingToContinue as error:
+            self.show(str(error), level="error")
+            return EXIT_FAILED
         except (LookupError, ValueError, OSError) as error:
             self.show(f"dsh: {error}", level="error")
             return EXIT_FAILED
+        self._attach(agent, replay=resumed)
         return EXIT_OK
 
     def _attach(self, agent: Agent, *, replay: bool) -> None:

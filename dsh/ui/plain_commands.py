@@ -1,23 +1,41 @@
-"""The commands plain mode registers (``/new``, ``/resume``, ``/status``, ``/help``,
-``/quit``) and the numbered session picker behind a bare ``/resume``."""
+"""The commands both interactive UIs register (``/new``, ``/resume``, ``/status``,
+``/help``, ``/quit``) and plain mode's numbered session picker behind a bare
+``/resume``."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from dsh.commands import Command, CommandContext, CommandError
+from dsh.commands import Command, CommandContext, CommandError, CommandView
+from dsh.ui.entries import TranscriptFold
 from dsh.ui.render import render_status
 
 if TYPE_CHECKING:
     from dsh.ui.plain import PlainApp
 
 RECENT_SESSIONS = 10
+PLAIN_KEYS = (
+    "Keys: Enter sends (while a turn runs, it steers the turn) · Ctrl+C cancels the turn"
+    " or clears the line · Ctrl+D quits · Tab completes /commands and @paths"
+)
 
 
-def register_commands(app: PlainApp) -> None:
+class UiHost(Protocol):
+    """What the shared commands need of a UI."""
+
+    commands: CommandView
+
+    @property
+    def fold(self) -> TranscriptFold | None: ...
+
+    def show(self, text: str, *, level: str = "info") -> None: ...
+
+
+def register_commands(app: UiHost, keys: str = PLAIN_KEYS) -> None:
     """Registered in the app's own context, so they go away with it. None is
-    recorded in the session: they act on the UI, not on the conversation."""
+    recorded in the session: they act on the UI, not on the conversation. ``keys``
+    ends the ``/help`` text."""
 
     async def new(context: CommandContext, args: str) -> None:
         await context.host.new_session()
@@ -29,10 +47,11 @@ def register_commands(app: PlainApp) -> None:
         await context.host.quit()
 
     async def help_(context: CommandContext, args: str) -> None:
-        app.show(help_text(app.commands.complete("")))
+        app.show(help_text(app.commands.complete(""), keys))
 
     async def status(context: CommandContext, args: str) -> None:
-        app.console.print(render_status(app.fold.status, queued=len(app.fold.queued)))
+        if app.fold is not None:
+            app.show(render_status(app.fold.status, queued=len(app.fold.queued)).plain)
 
     for command in (
         Command("new", "start a new session", new, recorded=False),
@@ -66,16 +85,14 @@ async def pick_session(app: PlainApp) -> str | None:
     return recent[choice].id if choice is not None else None
 
 
-def help_text(commands: list[Command]) -> str:
+def help_text(commands: list[Command], keys: str = PLAIN_KEYS) -> str:
     width = max((len(c.name) + len(c.arguments) for c in commands), default=0) + 3
     lines = ["Commands:"]
     for command in commands:
         label = f"/{command.name} {command.arguments}".rstrip()
         lines.append(f"  {label.ljust(width)} {command.description}")
-    lines.append(
-        "Keys: Enter sends (while a turn runs, it steers the turn) · Ctrl+C cancels the turn"
-        " or clears the line · Ctrl+D quits · Tab completes /commands and @paths"
-    )
+    if keys:
+        lines.append(keys)
     return "\n".join(lines)
 
 

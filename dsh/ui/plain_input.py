@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -30,7 +29,7 @@ from rich.console import Console
 from rich.text import Text
 
 from dsh.commands import Command
-from dsh.paths import private_dir
+from dsh.ui.prompt_history import history_path
 
 Message = str | Callable[[], str]
 MAX_PATH_COMPLETIONS = 200
@@ -197,12 +196,6 @@ class Lines:
 
 
 # ---------------------------------------------------------------- history, completion
-
-
-def history_path(home: Path, cwd: Path) -> Path:
-    """Each project keeps its own prompt history."""
-    digest = hashlib.sha256(str(cwd).encode()).hexdigest()[:16]
-    return private_dir(home / "history") / f"{digest}.plain"
 
 
 def file_history(home: Path, cwd: Path) -> History:

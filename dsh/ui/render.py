@@ -362,6 +362,8 @@ def tool_header(entry: ToolEntry, now_ms: int | None = None, *, spinner: str = "
         text.append(" awaiting approval", style="yellow")
     elif entry.status == "denied" and entry.denial:
         text.append(f" denied: {_one_line(entry.denial, SUMMARY_WIDTH)}", style="red")
+    elif entry.status == "denied":
+        text.append(" denied", style="red")
     return text
 
 

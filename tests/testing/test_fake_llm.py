@@ -488,6 +488,19 @@ async def test_an_exhausted_script_answers_500(client: httpx.AsyncClient) -> Non
     assert "exhausted" in response.json()["error"]["message"]
 
 
+async def test_after_last_answers_every_request_beyond_the_script(
+    client: httpx.AsyncClient,
+) -> None:
+    script = Script(replies=[Reply(text="first")], after_last=Reply(text="no more"))
+    async with FakeLLM(script) as server:
+        answers = [
+            (await client.post(server.base_url + CHAT, json=chat(stream=False))).json()
+            for _ in range(3)
+        ]
+    texts = [a["choices"][0]["message"]["content"] for a in answers]
+    assert texts == ["first", "no more", "no more"]
+
+
 async def test_models_are_listed_with_or_without_v1(client: httpx.AsyncClient) -> None:
     async with FakeLLM() as default, FakeLLM(Script(models=["m-1"])) as custom:
         with_v1 = await client.get(default.base_url + "/v1/models")

@@ -1,0 +1,1 @@
+"""The Textual front end of dsh: the app, its widgets and its dialogs."""

@@ -1,0 +1,593 @@
+"""The Textual app: ``dsh`` with no ``-p``.
+
+One screen: the transcript (entries folded from the session's events), then the
+todo list, the queued messages, the completion menu, the prompt and the status
+bar. Dialogs (approval, questions, the session picker, first-run setup) are
+screens pushed on top.
+
+Start-up paints the prompt first and accepts typing at once; the runtime (plugins,
+providers, storage) loads behind it, its imports in a thread, and whatever was
+sent meanwhile goes out when it is ready.
+
+The app talks to the core only through its public seams: it subscribes to the
+session's events, calls the agent handle (``followup``, ``steer``, ``cancel``),
+answers the approvals and questions services, and runs commands through the
+commands service, acting as their :class:`~dsh.commands.CommandHost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Static
+
+from dsh.ui.tui.prompt import CompletionMenu, PromptArea
+from dsh.ui.tui.status import QueuePanel, StatusBar, TodoPanel
+
+if TYPE_CHECKING:
+    from dsh.agent import Agent
+    from dsh.runtime import Runtime
+    from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+    from dsh.tools.permissions import PermissionMode
+    from dsh.tools.questions import Answer, Question
+    from dsh.ui.entries import TranscriptFold
+    from dsh.ui.tui.transcript import Transcript
+
+EXIT_OK, EXIT_FAILED = 0, 1
+QUIT_WINDOW_S = 2.0
+"""A second Ctrl+C within this many seconds quits."""
+KEYS_HELP = (
+    "Keys: Enter sends (while a turn runs it steers the turn) · Tab queues a follow-up"
+    " while a turn runs · Ctrl+J or Shift+Enter adds a line · Up/Down browse earlier"
+    " prompts · Esc cancels the turn · Ctrl+C clears the prompt, twice quits ·"
+    " PgUp/PgDn scroll · click a tool card or a thought to expand it"
+)
+HEAVY_MODULES = (
+    "dsh.runtime",
+    "dsh.ui.entries",
+    "dsh.ui.render",
+    "dsh.ui.tui.transcript",
+    "dsh.commands",
+)
+
+
+@dataclass
+class TuiRequest:
+    prompt: str | None = None
+    cwd: Path | None = None
+    resume: str | None = None
+    pick: bool = False
+    """``--resume`` without an id: open the session picker first."""
+    continue_last: bool = False
+    model: str | None = None
+    provider: str | None = None
+    effort: str | None = None
+    permission_mode: PermissionMode | None = None
+    home: Path | None = None
+    plugin_configs: dict[str, dict[str, Any]] | None = None
+    """Replaces the configured plugin settings (the demo's scripted server)."""
+    theme: str | None = None
+    draft: str | None = None
+    """Text put in the prompt, not sent (the demo's first message)."""
+
+
+class DshApp(App[int]):
+    TITLE = "dsh"
+    CSS = """
+    Screen { layout: vertical; }
+    #body { height: 1fr; }
+    #bottom { height: auto; }
+    #loading { color: $text-muted; padding: 1 2; }
+    """
+    AUTO_FOCUS = "#prompt"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel_turn", "Cancel the turn", show=False),
+        Binding("ctrl+c", "interrupt", "Clear / quit", show=False, priority=True),
+        Binding("pageup", "scroll_transcript(-1)", show=False),
+        Binding("pagedown", "scroll_transcript(1)", show=False),
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+    ]
+    ENABLE_COMMAND_PALETTE = False
+
+    def __init__(self, request: TuiRequest | None = None, *, runtime: Runtime | None = None):
+        super().__init__()
+        self.request = request or TuiRequest()
+        self.cwd = (self.request.cwd or Path.cwd()).resolve()
+        self.runtime: Runtime | None = runtime
+        self._owns_runtime = runtime is None
+        self.agent: Agent | None = None
+        self.fold: TranscriptFold | None = None
+        self.transcript: Transcript | None = None
+        self.exit_code = EXIT_OK
+        self._unsubscribe: Callable[[], None] | None = None
+        self._early: list[tuple[str, bool]] = []
+        """What was sent before the runtime was ready."""
+        self._refresh_scheduled = False
+        self._last_ctrl_c = 0.0
+        self._disposers: list[Callable[[], None]] = []
+        self._shut_down = False
+        self._terminal_title = ""
+        self.ready = asyncio.Event()
+        from dsh.paths import dsh_home
+        from dsh.ui.tui.theming import register_themes
+
+        # Before the stylesheet is first parsed: it uses the themes' variables.
+        self._theme_errors = register_themes(self, self.request.home or dsh_home())
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="body"):
+            yield Static("Starting dsh…", id="loading")
+        with Vertical(id="bottom"):
+            yield TodoPanel(id="todos")
+            yield QueuePanel(id="queue")
+            menu = CompletionMenu(id="menu")
+            yield menu
+            yield PromptArea(menu)
+            yield StatusBar()
+
+    @property
+    def prompt_area(self) -> PromptArea:
+        return self.query_one(PromptArea)
+
+    @property
+    def status_bar(self) -> StatusBar:
+        return self.query_one(StatusBar)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        from dsh.ui.tui.theming import variable_defaults
+
+        return {**super().get_theme_variable_defaults(), **variable_defaults(self)}
+
+    def on_mount(self) -> None:
+        prompt = self.prompt_area
+        prompt.root = self.cwd
+        prompt.running = self._turn_running
+        prompt.queued = lambda: self.fold is not None and bool(self.fold.queued)
+        if self.request.draft:
+            prompt.set_text(self.request.draft)
+        self._themes()
+        # After the first frame: the runtime's imports would compete with painting it.
+        self.call_after_refresh(self.boot)
+
+    def _themes(self) -> None:
+        from dsh.ui.tui.theming import choose_theme
+
+        for error in self._theme_errors:
+            self.notify(error, severity="warning", title="Theme not loaded")
+        problem = choose_theme(self, self.request.theme)
+        if problem:
+            self.notify(problem, severity="warning")
+
+    # ------------------------------------------------------------------ start-up
+
+    @work(group="boot", exclusive=True)
+    async def boot(self) -> None:
+        # The runtime and the transcript import pydantic, httpx and the plugins:
+        # in a thread, so that typing stays live meanwhile.
+        await asyncio.to_thread(_import_all, HEAVY_MODULES)
+        try:
+            if self.runtime is None:
+                self.runtime = await self._start_runtime()
+                if self.runtime is None:
+                    return
+            await self._wire()
+            await self._open_first()
+        except Exception as error:  # shown, never a traceback over the screen
+            self._fatal(f"dsh could not start: {error}")
+            raise
+        self.ready.set()
+        early, self._early = self._early, []
+        if self.request.prompt:
+            early.insert(0, (self.request.prompt, False))
+        for text, queue in early:
+            await self.submit(text, queue=queue)
+
+    async def _start_runtime(self) -> Runtime | None:
+        from dsh.credentials import CredentialStore
+        from dsh.paths import dsh_home
+        from dsh.runtime import start_runtime
+        from dsh.settings import SettingsError, load_settings
+        from dsh.setup import needs_setup
+
+        request = self.request
+        home = request.home or dsh_home()
+        try:
+            settings = await asyncio.to_thread(load_settings, home, self.cwd)
+            if request.plugin_configs is None and needs_setup(
+                settings, CredentialStore(home, self.cwd)
+            ):
+                from dsh.ui.tui.screens.setup import SetupScreen
+
+                choice = await self.wait_screen(
+                    SetupScreen(home, CredentialStore(home, self.cwd)), None
+                )
+                if choice is None:
+                    self.exit(EXIT_FAILED, message="dsh: no model configured; nothing to do.")
+                    return None
+            return await start_runtime(
+                home=home,
+                cwd=self.cwd,
+                plugin_configs=request.plugin_configs,
+                permission_mode=request.permission_mode,
+            )
+        except SettingsError as error:
+            self._fatal(f"dsh: {error}")
+            return None
+
+    def _fatal(self, message: str) -> None:
+        self.exit_code = EXIT_FAILED
+        self.exit(EXIT_FAILED, message=message)
+
+    async def _wire(self) -> None:
+        from dsh.ui.plain_commands import register_commands
+        from dsh.ui.tui.commands import register_tui_commands
+        from dsh.ui.tui.transcript import Transcript
+
+        runtime = self.runtime
+        assert runtime is not None
+        self.ui = runtime.root.child(name="tui")
+        self.commands = self.ui.get("commands")
+        self.ui.get("approvals").add_approver(self.approve)
+        self.ui.get("questions").set_answerer(self.answer)
+        register_commands(self, KEYS_HELP)
+        register_tui_commands(self)
+        self.prompt_area.commands = self.commands.complete
+        self.transcript = Transcript(self.ui.get("tools"))
+        body = self.query_one("#body")
+        await body.remove_children()
+        await body.mount(self.transcript)
+
+    async def _open_first(self) -> None:
+        from dsh.ui.opening import NothingToContinue, open_agent
+
+        request = self.request
+        runtime = self.runtime
+        assert runtime is not None
+        resume = request.resume
+        if request.pick:
+            resume = await self.pick_session()
+        try:
+            agent, resumed = await open_agent(
+                runtime,
+                self.cwd,
+                resume=resume,
+                continue_last=request.continue_last and resume is None,
+                model=request.model,
+                provider=request.provider,
+                effort=request.effort,
+            )
+        except NothingToContinue as error:
+            self.show(f"{error} Starting a new one.", level="warning")
+            agent, resumed = await open_agent(runtime, self.cwd, model=request.model)
+        except (LookupError, ValueError, OSError) as error:
+            self._fatal(f"dsh: {error}")
+            raise
+        await self._show_agent(agent, replay=resumed)
+
+    # ------------------------------------------------------------------ the session
+
+    async def _show_agent(self, agent: Agent, *, replay: bool) -> None:
+        from dsh.ui.entries import TranscriptFold
+
+        assert self.runtime is not None
+        assert self.transcript is not None
+        agent.set_options(auto_title=True)  # interactive sessions get a title
+        self.agent = agent
+        fold = TranscriptFold(cost=self.runtime.llm.cost)
+        self.fold = fold
+        events = list(agent.session.events)
+        for event in events:
+            fold.apply(event)
+        self._unsubscribe = agent.session.subscribe(self._on_event, from_seq=len(events))
+        self.prompt_area.forget_files(agent.cwd)
+        self.prompt_area.prompts.load(_history_file(self, agent.cwd))
+        await self.transcript.show(fold)
+        if fold.status.model is None:
+            fold.status.model = agent.options.model
+        self.status_bar.fold = fold
+        self.status_bar.note = ""
+        if replay:
+            said = f" · {fold.status.title}" if fold.status.title else ""
+            self.show(f"Resumed session {agent.id[:8]}{said}", level="info")
+        else:
+            self.show(
+                f"dsh · {agent.options.model} · {agent.cwd} · /help lists commands and keys",
+                level="info",
+            )
+        self._refresh_panels()
+        self._set_title()
+
+    def _on_event(self, event: Any) -> None:
+        """The session's subscriber: never raises into the agent that logged it."""
+        fold, transcript = self.fold, self.transcript
+        if fold is None or transcript is None:
+            return
+        try:
+            transcript.take(fold.apply(event))
+        except Exception:
+            self.log.error(f"event {getattr(event, 'seq', '?')} could not be shown")
+            return
+        if not self._refresh_scheduled:
+            self._refresh_scheduled = True
+            self.call_later(self._refresh_panels)
+
+    def _refresh_panels(self) -> None:
+        self._refresh_scheduled = False
+        fold = self.fold
+        if fold is None:
+            return
+        self.status_bar.show()
+        self.query_one(QueuePanel).show(fold)
+        self.query_one(TodoPanel).show(fold)
+        self._set_title()
+
+    def _set_title(self) -> None:
+        """The session's title in the header and the terminal's own title (OSC 2)."""
+        title = self.fold.status.title if self.fold is not None else None
+        self.sub_title = title or ""
+        wanted = f"dsh · {title}" if title else "dsh"
+        driver = self._driver
+        if wanted == self._terminal_title or driver is None or self.is_headless:
+            return
+        self._terminal_title = wanted
+        clean = "".join(c for c in wanted if c.isprintable())[:120]
+        driver.write(f"\x1b]2;{clean}\x07")
+
+    async def _close_agent(self) -> None:
+        agent, self.agent = self.agent, None
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if agent is None or self.runtime is None:
+            return
+        if agent.status != "idle":
+            from dsh.session.events import CancelByUser
+
+            agent.cancel(CancelByUser())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(agent.when_idle(), 10)
+        await self.runtime.agents.dispose(agent)
+
+    def _turn_running(self) -> bool:
+        return self.agent is not None and self.agent.status != "idle"
+
+    # ------------------------------------------------------------------ input
+
+    def on_prompt_area_submitted(self, message: PromptArea.Submitted) -> None:
+        self.run_worker(self.submit(message.text, queue=message.queue), group="submit")
+
+    async def submit(self, text: str, *, queue: bool = False) -> None:
+        """A prompt sent: a command, else a message (steering a running turn, or
+        queued after it with ``queue``)."""
+        text = text.strip()
+        if not text:
+            return
+        if not self.ready.is_set() or self.agent is None:
+            self._early.append((text, queue))
+            self.status_bar.note = "starting… (your message goes out when ready)"
+            self.status_bar.show()
+            return
+        from dsh.commands import CommandContext, parse_command
+        from dsh.llm import user_text
+
+        parsed = parse_command(text)
+        if parsed is not None:
+            assert self.runtime is not None
+            context = CommandContext(agent=self.agent, root=self.runtime.root, host=self)
+            try:
+                known = await self.commands.run(text, context)
+            except Exception as error:
+                self.show(f"/{parsed[0]} failed: {error}", level="error")
+                return
+            if not known:
+                self.show(f"Unknown command /{parsed[0]} (/help lists them).", level="error")
+            return
+        message = user_text(text)
+        if self._turn_running() and not queue:
+            self.agent.steer(message)
+        else:
+            self.agent.followup(message)
+        if self.transcript is not None:
+            self.transcript.anchor()
+            self.transcript.scroll_end(animate=False)
+
+    def on_prompt_area_queue_edit(self, message: PromptArea.QueueEdit) -> None:
+        """Take the newest queued message back into the prompt to edit or drop it."""
+        from dsh.agent.agent import Remove
+
+        if self.fold is None or self.agent is None or not self.fold.queued:
+            return
+        item = list(self.fold.queued.values())[-1]
+        if self.agent.update_inbox(item.item_id, Remove()):
+            self.prompt_area.set_text(item.text)
+
+    def action_cancel_turn(self) -> None:
+        if self.agent is not None and self._turn_running():
+            from dsh.session.events import CancelByUser
+
+            self.agent.cancel(CancelByUser())
+            self.status_bar.note = "cancelling…"
+            self.status_bar.show()
+
+    def action_interrupt(self) -> None:
+        """Ctrl+C: copy a selection, else clear the prompt, else (twice) quit."""
+        prompt = self.prompt_area
+        if prompt.selected_text:
+            self.copy_to_clipboard(prompt.selected_text)
+            return
+        now = time.monotonic()
+        if prompt.text:
+            prompt.set_text("")
+            self._last_ctrl_c = now
+            return
+        if now - self._last_ctrl_c < QUIT_WINDOW_S:
+            self.run_worker(self.quit(), group="quit")
+            return
+        self._last_ctrl_c = now
+        self.notify("Press Ctrl+C again to quit.", timeout=QUIT_WINDOW_S)
+
+    def action_scroll_transcript(self, direction: int) -> None:
+        transcript = self.transcript
+        if transcript is None:
+            return
+        if direction < 0:
+            if transcript.scroll_y <= 0:
+                self.run_worker(transcript.page_up(), group="page")
+            transcript.scroll_page_up()
+        else:
+            transcript.scroll_page_down()
+
+    async def action_quit(self) -> None:
+        await self.quit()
+
+    # ------------------------------------------------------------------ dialogs
+
+    async def wait_screen(self, screen: Screen[Any], default: Any) -> Any:
+        """Push ``screen`` and wait for what it dismisses with (``default`` for None).
+        Cancelled (the turn that asked ended), the screen is taken away."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def done(result: Any) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        await self.push_screen(screen, callback=done)
+        try:
+            result = await future
+        finally:
+            if not future.done() and screen is self.screen:
+                with contextlib.suppress(Exception):
+                    self.pop_screen()
+        return default if result is None else result
+
+    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
+        from dsh.tools.approval import ApprovalDecision
+        from dsh.ui.tui.screens.approval import ApprovalScreen
+
+        decision: ApprovalDecision = await self.wait_screen(
+            ApprovalScreen(request), ApprovalDecision(outcome="deny")
+        )
+        return decision
+
+    async def answer(self, questions: Any, agent: Any) -> list[Answer] | None:
+        from dsh.ui.tui.screens.question import QuestionScreen
+
+        listed: list[Question] = list(questions)
+        answers: list[Answer] | None = await self.wait_screen(QuestionScreen(listed), None)
+        return answers
+
+    async def pick_session(self) -> str | None:
+        from dsh.ui.tui.screens.sessions import SessionPicker, catalog_search
+
+        assert self.runtime is not None
+        sessions = self.runtime.sessions
+        catalog = sessions.catalog
+        if catalog is None:
+            self.show("No session catalog to pick from; give /resume an id.", level="error")
+            return None
+        await sessions.indexed()
+        entries = await catalog.list(limit=200)
+        if not entries:
+            self.show("No sessions yet.", level="info")
+            return None
+        picked: str | None = await self.wait_screen(
+            SessionPicker(entries, str(self.cwd), catalog_search(catalog)), None
+        )
+        return picked
+
+    # ------------------------------------------------------------------ CommandHost
+
+    def show(self, text: str, *, level: str = "info") -> None:
+        """A line from the UI itself (a command's output, a hint) under the transcript."""
+        from dsh.ui.entries import NoticeEntry
+        from dsh.ui.tui.transcript import NoticeView
+
+        severity = level if level in ("info", "warning", "error") else "info"
+        if self.transcript is None:
+            self.notify(text, severity="error" if severity == "error" else "information")
+            return
+        entry = NoticeEntry(f"ui:{time.monotonic_ns()}", 0, severity, text)  # type: ignore[arg-type]
+        self.transcript.add_local(NoticeView(entry))
+
+    async def new_session(self) -> None:
+        assert self.runtime is not None
+        options = self.agent.options if self.agent is not None else None
+        await self._close_agent()
+        await self._show_agent(await self.runtime.agents.create(self.cwd, options), replay=False)
+
+    async def open_session(self, session_id: str | None) -> None:
+        from dsh.commands import CommandError
+
+        assert self.runtime is not None
+        if session_id is None:
+            session_id = await self.pick_session()
+            if session_id is None:
+                return
+        try:
+            resolved = await self.runtime.sessions.resolve(session_id)
+        except LookupError as error:
+            raise CommandError(str(error)) from None
+        if self.agent is not None and resolved == self.agent.id:
+            self.show("That is the session on screen.")
+            return
+        await self._close_agent()
+        try:
+            agent = await self.runtime.agents.resume(resolved)
+        except (LookupError, ValueError, OSError) as error:
+            self.show(f"Could not resume {resolved}: {error}", level="error")
+            await self.new_session()
+            return
+        await self._show_agent(agent, replay=True)
+
+    async def quit(self) -> None:
+        await self.shutdown()
+        self.exit(self.exit_code)
+
+    async def shutdown(self) -> None:
+        """Cancel what runs, store and close the session, unload the runtime (once)."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        await self._close_agent()
+        ui = getattr(self, "ui", None)
+        if ui is not None:
+            await ui.dispose()  # the approver, the answerer and the commands it added
+        runtime = self.runtime
+        if runtime is not None and self._owns_runtime:
+            await runtime.aclose()
+
+
+def _import_all(modules: tuple[str, ...]) -> None:
+    for name in modules:
+        importlib.import_module(name)
+
+
+def _history_file(app: DshApp, cwd: Path) -> Path:
+    from dsh.paths import dsh_home
+    from dsh.ui.prompt_history import history_path
+
+    return history_path(app.request.home or dsh_home(), cwd)
+
+
+async def run_tui(request: TuiRequest, *, mouse: bool = True) -> int:
+    app = DshApp(request)
+    try:
+        code = await app.run_async(mouse=mouse)
+    finally:
+        await app.shutdown()
+    return code if isinstance(code, int) else app.exit_code

@@ -1,0 +1,74 @@
+"""Commands only the TUI has: ``/theme`` and ``/copy``."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import TYPE_CHECKING
+
+from dsh.commands import Command, CommandContext, CommandError
+
+if TYPE_CHECKING:
+    from dsh.ui.tui.app import DshApp
+
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def register_tui_commands(app: DshApp) -> None:
+    async def theme(context: CommandContext, args: str) -> None:
+        name = args.strip()
+        names = sorted(app.available_themes)
+        if not name:
+            listed = ", ".join(f"{n} (current)" if n == app.theme else n for n in names)
+            app.show(f"Themes: {listed}. /theme NAME switches.")
+            return
+        if name not in app.available_themes:
+            raise CommandError(f"no theme {name!r}; themes: {', '.join(names)}")
+        app.theme = name
+        app.show(f"Theme: {name}.")
+
+    async def copy(context: CommandContext, args: str) -> None:
+        from dsh.ui.tui.clipboard import copy_text, last_answers
+
+        if app.fold is None:
+            raise CommandError("nothing to copy yet")
+        text = pick_text(last_answers(app.fold.entries), args)
+        # The system clipboard tool may take a moment: not on the UI's loop.
+        said = await asyncio.to_thread(copy_text, app, text)
+        app.show(said[:1].upper() + said[1:] + ".")
+
+    for command in (
+        Command("theme", "list the themes, or switch to one", theme, "[name]", recorded=False),
+        Command(
+            "copy",
+            "copy the last reply (N: the N-th last; code [N]: its N-th code block)",
+            copy,
+            "[N | code [N]]",
+            recorded=False,
+        ),
+    ):
+        app.commands.register(command.name, command)
+
+
+def pick_text(answers: list[str], args: str) -> str:
+    """What ``/copy args`` copies from ``answers`` (newest first)."""
+    words = args.split()
+    code = bool(words) and words[0] == "code"
+    if code:
+        words = words[1:]
+    try:
+        number = int(words[0]) if words else 1
+    except ValueError:
+        raise CommandError("usage: /copy [N] or /copy code [N]") from None
+    if not answers:
+        raise CommandError("no reply to copy yet")
+    if not code:
+        if not 1 <= number <= len(answers):
+            raise CommandError(f"there are {len(answers)} replies; pick 1 to {len(answers)}")
+        return answers[number - 1]
+    blocks = _FENCE.findall(answers[0])
+    if not blocks:
+        raise CommandError("the last reply has no code block")
+    if not 1 <= number <= len(blocks):
+        raise CommandError(f"the last reply has {len(blocks)} code blocks")
+    return str(blocks[number - 1])

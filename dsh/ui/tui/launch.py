@@ -1,0 +1,64 @@
+"""Starting the TUI from the command line: its settings, the demo, the app."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dsh.paths import dsh_home
+
+
+async def launch(
+    prompt: str | None,
+    *,
+    pick: bool = False,
+    demo: bool = False,
+    cwd: Path | None = None,
+    **choice: Any,
+) -> int:
+    """Run the TUI to the end; the exit status. ``choice`` holds the session flags
+    (``resume``, ``continue_last``, ``model``, ``provider``, ``effort``,
+    ``permission_mode``). ``demo`` runs it against the built-in scripted model in a
+    throwaway project and home."""
+    from dsh.settings import SettingsError, load_settings
+    from dsh.ui.tui.app import TuiRequest, run_tui
+
+    if demo:
+        return await _demo(prompt)
+    where = (cwd or Path.cwd()).resolve()
+    try:
+        # A quick look for [tui]; the runtime validates every table when it starts.
+        tui = load_settings(dsh_home(), where, check=False).section("tui")
+    except SettingsError as error:
+        print(f"dsh: {error}", flush=True)
+        return 1
+    request = TuiRequest(
+        prompt=prompt, cwd=where, pick=pick, theme=_text(tui.get("theme")), **choice
+    )
+    return await run_tui(request, mouse=tui.get("mouse", True) is not False)
+
+
+async def _demo(prompt: str | None) -> int:
+    from dsh.demo import DEMO_PROMPT, start_demo
+    from dsh.ui.tui.app import TuiRequest, run_tui
+
+    demo = await start_demo()
+    # The scripted server takes any key; it never leaves this process.
+    os.environ["DEEPSEEK_API_KEY"] = "demo"
+    os.environ["DSH_HOME"] = str(demo.home)
+    try:
+        request = TuiRequest(
+            prompt=prompt,
+            draft=None if prompt else DEMO_PROMPT,
+            cwd=demo.project,
+            home=demo.home,
+            plugin_configs=demo.plugin_configs,
+        )
+        return await run_tui(request)
+    finally:
+        await demo.close()
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,263 @@
+"""The prompt: a multi-line ``TextArea`` with history, completion and paste folding.
+
+Keys: Enter sends (while a turn runs, it steers the turn); Tab while a turn runs
+queues the text as a follow-up instead; Shift+Enter, Alt+Enter or Ctrl+J start a
+new line (most terminals send Shift+Enter as a plain Enter: Ctrl+J always works).
+Up on the first row and Down on the last browse earlier prompts. While the
+completion menu is open, Up/Down move in it, Tab or Enter accept, Esc closes it.
+
+A paste longer than :data:`PASTE_LINES` lines or :data:`PASTE_CHARS` characters
+shows as ``[pasted text #1, 40 lines]``; the text itself is sent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual import events, on
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import OptionList, TextArea
+from textual.widgets.option_list import Option
+
+from dsh.ui.prompt_history import PromptHistory
+from dsh.ui.tui.completion import (
+    Choice,
+    Token,
+    command_choices,
+    list_files,
+    path_choices,
+    token_at,
+)
+
+if TYPE_CHECKING:
+    from dsh.commands import Command
+
+PASTE_LINES = 12
+PASTE_CHARS = 1200
+_PLACEHOLDER = re.compile(r"\[pasted text #(\d+), \d+ lines?\]")
+
+
+class CompletionMenu(OptionList, can_focus=False):
+    DEFAULT_CSS = """
+    CompletionMenu { display: none; max-height: 10; height: auto; border: none;
+        background: $panel; padding: 0 1; }
+    """
+
+
+class PromptArea(TextArea):
+    DEFAULT_CSS = """
+    PromptArea { height: auto; min-height: 3; max-height: 12; border: round $primary;
+        padding: 0 1; }
+    PromptArea:focus { border: round $accent; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("down", "menu_move(1)", show=False, priority=True),
+        Binding("up", "menu_move(-1)", show=False, priority=True),
+        Binding("tab,enter", "menu_accept", show=False, priority=True),
+        Binding("escape", "menu_close", show=False, priority=True),
+        Binding("enter", "submit", "Send", priority=True, id="prompt.submit"),
+        Binding("tab", "queue", "Queue", show=False, priority=True, id="prompt.queue"),
+        Binding("ctrl+j,shift+enter,alt+enter", "newline", show=False, id="prompt.newline"),
+        # A subclass's bindings replace its base's for the same key: say them again.
+        Binding("up", "cursor_up", show=False),
+        Binding("down", "cursor_down", show=False),
+        Binding("escape", "app.cancel_turn", show=False),
+    ]
+
+    class Submitted(Message):
+        """The person sent the prompt (``queue``: as a follow-up for later)."""
+
+        def __init__(self, text: str, *, queue: bool = False) -> None:
+            super().__init__()
+            self.text = text
+            self.queue = queue
+
+    class QueueEdit(Message):
+        """Up on an empty prompt while follow-ups wait: take the last one back."""
+
+    def __init__(self, menu: CompletionMenu, **kwargs: Any) -> None:
+        super().__init__(
+            id="prompt",
+            soft_wrap=True,
+            tab_behavior="focus",
+            placeholder="Ask dsh anything · / for commands · @ to mention a file",
+            **kwargs,
+        )
+        self.menu = menu
+        self.prompts = PromptHistory()
+        """Earlier prompts (``history`` is TextArea's own undo stack)."""
+        self.commands: Callable[[str], Sequence[Command]] | None = None
+        self.root: Path | None = None
+        self.running: Callable[[], bool] = lambda: False
+        self.queued: Callable[[], bool] = lambda: False
+        self._files: list[str] | None = None
+        self._listing = False
+        self._token: Token | None = None
+        self._choices: list[Choice] = []
+        self._pastes: dict[int, str] = {}
+
+    # ------------------------------------------------------------------ actions
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action.startswith("menu_"):  # False: the next binding for the key runs
+            # Keys typed in a burst run before the Changed messages they caused:
+            # look at the text as it is now, not as the menu last saw it.
+            self._refresh_menu()
+            return self.menu.display and self.menu.option_count > 0
+        if action == "queue":
+            return self.running()
+        return True
+
+    def action_menu_move(self, step: int) -> None:
+        highlighted = self.menu.highlighted or 0
+        self.menu.highlighted = (highlighted + step) % self.menu.option_count
+
+    def action_menu_accept(self) -> None:
+        index = self.menu.highlighted
+        token = self._token
+        if index is None or token is None or index >= len(self._choices):
+            self.close_menu()
+            return
+        choice = self._choices[index]
+        row = self.cursor_location[0]
+        self.replace(choice.insert + " ", (row, token.start), self.cursor_location)
+        self.close_menu()
+
+    def action_menu_close(self) -> None:
+        self.close_menu()
+
+    def action_submit(self) -> None:
+        self._send(queue=False)
+
+    def action_queue(self) -> None:
+        self._send(queue=True)
+
+    def action_newline(self) -> None:
+        self.insert("\n")
+
+    def _send(self, *, queue: bool) -> None:
+        text = self.expanded_text()
+        if not text.strip():
+            return
+        self.prompts.add(self.text)
+        self._pastes.clear()
+        self.load_text("")
+        self.close_menu()
+        self.post_message(self.Submitted(text, queue=queue))
+
+    def action_cursor_up(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] == 0:
+            if not self.text and self.queued():
+                self.post_message(self.QueueEdit())
+                return
+            earlier = self.prompts.previous(self.text)
+            if earlier is not None:
+                self._show(earlier, at_end=False)
+            return
+        super().action_cursor_up(select)
+
+    def action_cursor_down(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] == self.document.line_count - 1:
+            later = self.prompts.next()
+            if later is not None:
+                self._show(later, at_end=True)
+            return
+        super().action_cursor_down(select)
+
+    def _show(self, text: str, *, at_end: bool) -> None:
+        self.load_text(text)
+        self.move_cursor(self.document.end if at_end else (0, len(self.document[0])))
+
+    def set_text(self, text: str) -> None:
+        """Replace what is typed (a queued message taken back to edit, say)."""
+        self.prompts.reset()
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
+    # ------------------------------------------------------------------ pasting
+
+    async def _on_paste(self, event: events.Paste) -> None:
+        text = event.text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.count("\n") + 1
+        if lines <= PASTE_LINES and len(text) <= PASTE_CHARS:
+            await super()._on_paste(event)
+            return
+        event.prevent_default()
+        event.stop()
+        number = len(self._pastes) + 1
+        self._pastes[number] = text
+        noun = "line" if lines == 1 else "lines"
+        self.replace(f"[pasted text #{number}, {lines} {noun}]", *self.selection)
+
+    def expanded_text(self) -> str:
+        """The prompt with each paste placeholder replaced by what was pasted."""
+        if not self._pastes:
+            return self.text
+
+        def expand(match: re.Match[str]) -> str:
+            return self._pastes.get(int(match.group(1)), match.group(0))
+
+        return _PLACEHOLDER.sub(expand, self.text)
+
+    # ------------------------------------------------------------------ completion
+
+    @on(TextArea.Changed)
+    @on(TextArea.SelectionChanged)
+    def _refresh_menu(self) -> None:
+        if self.selection.start != self.selection.end:
+            self.close_menu()
+            return
+        row, column = self.cursor_location
+        token = token_at(row, self.document[row][:column])
+        self._token = token
+        choices: list[Choice] = []
+        if token is not None and token.kind == "command" and self.commands is not None:
+            choices = command_choices(self.commands, token.query)
+        elif token is not None and token.kind == "path":
+            if self._files is None:
+                self._list_files()
+            else:
+                choices = path_choices(self._files, token.query)
+        self._choices = choices
+        if not choices:
+            self.close_menu()
+            return
+        self.menu.clear_options()
+        self.menu.add_options([_option(choice) for choice in choices])
+        self.menu.highlighted = 0
+        self.menu.display = True
+
+    def close_menu(self) -> None:
+        self.menu.display = False
+        self._choices = []
+
+    def _list_files(self) -> None:
+        if self._listing or self.root is None:
+            return
+        self._listing = True
+        root = self.root
+        self.run_worker(lambda: list_files(root), thread=True, group="files", name="files")
+
+    def on_worker_state_changed(self, event: Any) -> None:
+        worker = event.worker
+        if worker.name == "files" and worker.is_finished:
+            self._listing = False
+            self._files = worker.result if isinstance(worker.result, list) else []
+            self._refresh_menu()
+
+    def forget_files(self, root: Path | None = None) -> None:
+        """The project changed (a new session elsewhere): list its files afresh."""
+        self.root = root or self.root
+        self._files = None
+
+
+def _option(choice: Choice) -> Option:
+    label = Text(choice.label, style="bold")
+    if choice.meta:
+        label.append(f"  {choice.meta}", style="dim")
+    return Option(label)

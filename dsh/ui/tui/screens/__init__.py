@@ -1,0 +1,15 @@
+"""The TUI's dialogs: approval, questions, the session picker.
+
+Each lives in its own module, imported when a dialog first opens (not at startup).
+Each is a ``ModalScreen[T]`` that returns its answer through ``dismiss``: push it with
+a callback (or a future, as the app's ``wait_screen`` does).
+
+- :mod:`.approval`: ``ApprovalScreen(request, *, guard_seconds)`` → ``ApprovalDecision``
+- :mod:`.question`: ``QuestionScreen(questions, *, guard_seconds)`` →
+  ``list[Answer]``, or None when dismissed
+- :mod:`.sessions`: ``SessionPicker(entries, cwd, search, *, search_delay)`` → a
+  session id, or None; ``catalog_search(catalog)`` makes its ``search``
+- :mod:`.guard`: ``KeyGuard``, the short deaf spell of the approval and question
+  dialogs, so that keys typed for the prompt do not answer them
+- :mod:`.setup`: ``SetupScreen``, the first-run screen
+"""

@@ -1,0 +1,251 @@
+"""The approval dialog: may this tool call run?
+
+Shows what the approvals service asks about (tool, risk, summary, why it asks) and
+the details: a command highlighted as shell code, a unified diff coloured with the
+theme's ``$diff-added``/``$diff-removed``, scrollable when long. One key per answer:
+``y`` allow once, ``a`` allow for this session (only when the service offers a
+rule), ``n`` or Esc deny, ``f`` deny with feedback (an input on the same dialog;
+Enter sends it, Esc goes back). The buttons do the same for the mouse.
+
+For its first :data:`~dsh.ui.tui.screens.guard.GUARD_SECONDS` the dialog ignores
+every answer (keys, Enter on a button, clicks): keys typed for the prompt just
+before it opened must not approve anything.
+
+Public API: ``ApprovalScreen(request, *, guard_seconds=GUARD_SECONDS)``, a
+``ModalScreen[ApprovalDecision]`` (``allow_session`` comes with ``rule=None``: the
+service grants the rule it offered); ``details_renderable(request, *, added, removed,
+dark)`` (a diff, shell code or text), ``diff_renderable(diff, *, added, removed)``,
+``is_diff(details)``, ``rich_colour(value, fallback)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.console import RenderableType
+from rich.syntax import Syntax
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.color import Color, ColorParseError
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.theme import Theme
+from textual.widgets import Button, Input, Static
+
+from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
+from dsh.ui.tui.screens.guard import GUARD_SECONDS, KeyGuard
+
+DIFF_MARKERS = ("@@", "+++ ", "--- ", "diff --git ")
+RISK_LABELS = {
+    "read": "reads",
+    "write": "writes files",
+    "exec": "runs a command",
+    "network": "uses the network",
+    "external": "reaches outside the project",
+}
+
+
+class ApprovalScreen(ModalScreen[ApprovalDecision]):
+    DEFAULT_CSS = """
+    ApprovalScreen { align: center middle; }
+    ApprovalScreen #dialog {
+        width: 90%; max-width: 120; height: auto; max-height: 90%;
+        border: thick $warning; background: $surface; padding: 0 1;
+    }
+    ApprovalScreen #title { text-style: bold; }
+    ApprovalScreen #reason { color: $text-muted; }
+    ApprovalScreen #details {
+        height: auto; max-height: 60vh; margin: 1 0 0 0;
+        border: round $panel-lighten-2; background: $background;
+    }
+    ApprovalScreen #feedback-row { height: auto; display: none; margin: 1 0 0 0; }
+    ApprovalScreen.feedback #feedback-row { display: block; }
+    ApprovalScreen.feedback #buttons { display: none; }
+    ApprovalScreen #feedback-hint { color: $text-muted; }
+    ApprovalScreen #buttons { height: auto; margin: 1 0 0 0; }
+    ApprovalScreen #buttons Button { margin: 0 1 0 0; min-width: 12; }
+    """
+    AUTO_FOCUS = "#details"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "decide('allow_once')", "Allow once", show=False),
+        Binding("a", "decide('allow_session')", "Allow for this session", show=False),
+        Binding("n", "decide('deny')", "Deny", show=False),
+        Binding("f", "feedback", "Deny with feedback", show=False),
+        Binding("escape", "escape", "Deny", show=False),
+    ]
+
+    def __init__(self, request: ApprovalRequest, *, guard_seconds: float = GUARD_SECONDS) -> None:
+        super().__init__()
+        self.request = request
+        self.guard = KeyGuard(guard_seconds)
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        request = self.request
+        with Vertical(id="dialog"):
+            title = Text.assemble(
+                ("? ", "bold"),
+                (request.tool_name, "bold"),
+                f" {RISK_LABELS.get(request.risk, request.risk)}: ",
+                (request.summary, ""),
+            )
+            yield Static(title, id="title")
+            if request.reason:
+                yield Static(Text(request.reason), id="reason")
+            if request.details:
+                with VerticalScroll(id="details"):
+                    yield Static(self._details(), id="details-body")
+            with Vertical(id="feedback-row"):
+                yield Input(placeholder="Why not? (said to the model)", id="feedback-input")
+                yield Static("Enter: deny with this reason · Esc: back", id="feedback-hint")
+            with Horizontal(id="buttons"):
+                yield Button(Content("Allow once [y]"), id="allow-once", variant="success")
+                if request.grant is not None:
+                    label = Content(f"Allow for this session [a] ({request.grant})")
+                    yield Button(label, id="allow-session", variant="primary")
+                yield Button(Content("Deny [n]"), id="deny", variant="error")
+                yield Button(Content("Deny with feedback [f]"), id="feedback")
+
+    def on_mount(self) -> None:
+        self.guard.start()
+        self.app.theme_changed_signal.subscribe(self, self._recolour)
+
+    def _recolour(self, theme: Theme) -> None:
+        if self.request.details:
+            self.query_one("#details-body", Static).update(self._details())
+
+    def _details(self) -> RenderableType:
+        variables = self.app.theme_variables or self.app.get_css_variables()
+        # An app without dsh's themes has no $diff-added: the palette's own colours.
+        added = variables.get("diff-added") or variables.get("success")
+        removed = variables.get("diff-removed") or variables.get("error")
+        return details_renderable(
+            self.request,
+            added=rich_colour(added, "green"),
+            removed=rich_colour(removed, "red"),
+            dark=self.app.current_theme.dark,
+        )
+
+    # ------------------------------------------------------------------ answers
+
+    @property
+    def in_feedback(self) -> bool:
+        return self.has_class("feedback")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("decide", "feedback"):
+            if self.in_feedback or not self.guard.open:
+                return False
+            if parameters == ("allow_session",) and self.request.grant is None:
+                return False
+        return True
+
+    def action_decide(self, outcome: ApprovalOutcome) -> None:
+        self.decide(outcome)
+
+    def decide(self, outcome: ApprovalOutcome, feedback: str | None = None) -> None:
+        if not self.guard.open:
+            return
+        if outcome == "allow_session" and self.request.grant is None:
+            return
+        # rule=None: the service grants the rule it offered (request.grant).
+        self.dismiss(ApprovalDecision(outcome=outcome, feedback=feedback))
+
+    def action_feedback(self) -> None:
+        if not self.guard.open:
+            return
+        self.add_class("feedback")
+        self.query_one("#feedback-input", Input).focus()
+        self.refresh_bindings()
+
+    def action_escape(self) -> None:
+        if self.in_feedback:
+            self.remove_class("feedback")
+            self.query_one("#feedback-input", Input).value = ""
+            self._focus_default()
+            self.refresh_bindings()
+        else:
+            self.decide("deny")
+
+    def _focus_default(self) -> None:
+        details = self.query("#details")
+        if details:
+            details.first().focus()
+        else:
+            self.set_focus(None)
+
+    @on(Input.Submitted, "#feedback-input")
+    def _feedback_given(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.decide("deny", event.value.strip() or None)
+
+    @on(Button.Pressed)
+    def _button(self, event: Button.Pressed) -> None:
+        event.stop()
+        match event.button.id:
+            case "allow-once":
+                self.decide("allow_once")
+            case "allow-session":
+                self.decide("allow_session")
+            case "deny":
+                self.decide("deny")
+            case "feedback":
+                self.action_feedback()
+
+
+def is_diff(details: str) -> bool:
+    return any(line.startswith(DIFF_MARKERS) for line in details.splitlines())
+
+
+def details_renderable(
+    request: ApprovalRequest, *, added: str = "green", removed: str = "red", dark: bool = True
+) -> RenderableType:
+    """A diff coloured as one, a command as shell code, anything else as text."""
+    details = (request.details or "").rstrip("\n")
+    if is_diff(details):
+        return diff_renderable(details, added=added, removed=removed)
+    if request.risk == "exec":
+        return Syntax(
+            details,
+            "bash",
+            theme="ansi_dark" if dark else "ansi_light",
+            word_wrap=True,
+            background_color="default",
+        )
+    return Text(details)
+
+
+def diff_renderable(diff: str, *, added: str, removed: str) -> Text:
+    text = Text()
+    for index, line in enumerate(diff.splitlines()):
+        if line.startswith(("+++", "---", "diff ", "index ", "@@")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = added
+        elif line.startswith("-"):
+            style = removed
+        else:
+            style = ""
+        if index:
+            text.append("\n")
+        text.append(line, style=style)
+    return text
+
+
+def rich_colour(value: Any, fallback: str) -> str:
+    """A stylesheet colour (``"#rrggbb"``, ``"#rrggbbaa"``, ``"#rrggbb 60%"``) as a
+    colour rich understands."""
+    if not isinstance(value, str):
+        return fallback
+    text = value.strip()
+    colour, _, alpha = text.rpartition(" ")
+    if colour and alpha.endswith("%"):
+        text = colour
+    try:
+        return Color.parse(text).rich_color.name
+    except (ColorParseError, ValueError):
+        return fallback

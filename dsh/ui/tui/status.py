@@ -1,0 +1,100 @@
+"""The lines around the prompt: the status bar, queued messages and the todo list.
+
+All three draw from the :class:`~dsh.ui.entries.TranscriptFold` (so from session
+events) and redraw when told the fold changed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.widgets import Static
+
+if TYPE_CHECKING:  # the fold and its renderers load with the runtime, after the first frame
+    from dsh.ui.entries import TranscriptFold
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+class StatusBar(Static):
+    """``model · state · tokens · ctx % · cost · cache %``, and a spinner while busy."""
+
+    DEFAULT_CSS = "StatusBar { height: 1; padding: 0 1; color: $text-muted; }"
+
+    def __init__(self) -> None:
+        super().__init__(id="status")
+        self.fold: TranscriptFold | None = None
+        self.note = "starting…"
+        self._frame = 0
+
+    def on_mount(self) -> None:
+        self.set_interval(0.1, self._spin)
+        self.show()
+
+    def _spin(self) -> None:
+        if self.fold is not None and self.fold.status.state != "idle":
+            self._frame += 1
+            self.show()
+
+    def show(self) -> None:
+        fold = self.fold
+        if fold is None:
+            self.update(Text(self.note, style="italic"))
+            return
+        from dsh.ui.render import render_status
+
+        status = render_status(fold.status, queued=len(fold.queued))
+        if fold.status.state != "idle":
+            status = Text.assemble((SPINNER[self._frame % len(SPINNER)] + " ", "bold"), status)
+        if self.note:
+            status.append(f"  {self.note}", style="italic")
+        self.update(status)
+
+
+class QueuePanel(Static):
+    """Messages waiting for the running turn: ``» steering`` or ``+ queued``."""
+
+    DEFAULT_CSS = """
+    QueuePanel { height: auto; max-height: 6; padding: 0 1; color: $text-muted;
+        display: none; }
+    """
+
+    def show(self, fold: TranscriptFold) -> None:
+        items = list(fold.queued.values())
+        self.display = bool(items)
+        if not items:
+            return
+        text = Text()
+        for item in items:
+            mark = "» " if item.placement == "steering" else "+ "
+            if text:
+                text.append("\n")
+            text.append(mark, style="bold")
+            text.append(item.text.replace("\n", " ⏎ ")[:200])
+        text.append("\n↑ on an empty prompt takes the last one back to edit", style="dim")
+        self.update(text)
+
+
+class TodoPanel(Static):
+    """The agent's todo list while a turn runs."""
+
+    DEFAULT_CSS = """
+    TodoPanel { height: auto; max-height: 10; padding: 0 1; display: none; }
+    """
+
+    def show(self, fold: TranscriptFold) -> None:
+        todos = fold.todos
+        self.display = bool(todos) and fold.status.state != "idle"
+        if not self.display:
+            return
+        from dsh.ui.render import CHECK_MARKS
+
+        text = Text()
+        for todo in todos:
+            mark, style = CHECK_MARKS.get(todo.status, ("☐", ""))
+            if text:
+                text.append("\n")
+            text.append(f"{mark} ")
+            text.append(todo.content, style=style)
+        self.update(text)

@@ -1,0 +1,454 @@
+"""The TUI under Pilot: a real runtime, the scripted model, the real app."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from dsh.runtime import Runtime
+from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from dsh.ui.entries import AnswerEntry, ToolEntry
+from dsh.ui.tui.prompt import CompletionMenu
+from dsh.ui.tui.screens.approval import ApprovalScreen
+from dsh.ui.tui.screens.question import QuestionScreen
+from dsh.ui.tui.status import QueuePanel
+from dsh.ui.tui.streaming import AnswerView, cut_point
+from dsh.ui.tui.transcript import ReasoningView, ToolCard, Transcript
+from tests.ui.tui_support import make_runtime, screen_text, shown, tui, type_text, until
+
+
+@pytest.fixture
+async def runtime(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Runtime]:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    started = await make_runtime(tmp_path / "home", tmp_path, fake_llm)
+    yield started
+    await started.aclose()
+
+
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+async def test_a_prompt_streams_an_answer_with_reasoning_and_a_footer(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(reasoning="Let me think.", text="Hello **there**.\n\n```python\nx = 1\n```"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "hi")
+        await pilot.press("enter")
+        await until(
+            pilot,
+            lambda: (
+                app.agent is not None
+                and app.agent.status == "idle"
+                and any(
+                    e.key.startswith("footer") or type(e).__name__ == "TurnFooter"
+                    for e in app.fold.entries
+                )
+            ),
+            what="the turn to end",
+        )
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        assert "hi" in text
+        assert "Hello **there**." in text
+        assert "x = 1" in text
+        assert "turn 1 · completed" in text
+        reasoning = app.query_one(ReasoningView)
+        assert "thought (13 chars)" in str(reasoning.render())
+        await pilot.click(ReasoningView)
+        assert "Let me think." in str(reasoning.render())
+        status = str(app.status_bar.render())
+        assert "idle" in status
+        assert "tokens" in status
+        assert app.prompt_area.text == ""
+
+
+async def test_a_long_answer_is_streamed_in_sealed_frozen_parts(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from textual.widgets import Markdown
+
+    paragraphs = [f"Paragraph {i}: " + "word " * 60 for i in range(30)]
+    answer = "\n\n".join(paragraphs)
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, _pilot):
+        entry = AnswerEntry("answer:t", 1, turn=1, step=1)
+        view = AnswerView(entry, live=True)
+        await app.query_one(Transcript).mount(view)
+        assert view._timer is not None
+        view._timer.stop()  # the test flushes by hand
+        for start in range(0, len(answer), 500):  # as if 500 characters came per flush
+            entry.parts.append(answer[start : start + 500])
+            await view.flush()
+            live = view.query(Markdown)
+            assert all(len(part.source) <= AnswerView.SEAL_AT + 500 for part in live)
+        sealed = [w.source for w in view.query(".frozen")]  # type: ignore[attr-defined]
+        assert len(sealed) >= 3
+        live_text = "".join(part.source for part in view.query(Markdown))
+        assert "".join(sealed) + live_text == answer
+        entry.done = True
+        await view.flush()
+        frozen = view.query(".frozen")
+        assert len(frozen) == 1
+        assert not view.query(Markdown)
+        assert frozen.first().source == answer  # type: ignore[attr-defined]
+
+
+def test_cut_point_skips_blank_lines_inside_code_fences() -> None:
+    assert cut_point("a\n\nb") == 3
+    assert cut_point("a\n\n```\nx\n\ny") == 3
+    assert cut_point("no blank line") == -1
+
+
+async def test_a_tool_call_asks_for_approval_and_shows_a_card(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="shout", arguments={"text": "hey"})]))
+    fake_llm.add(Reply(text="Done shouting."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "shout hey")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
+        card = app.query_one(ToolCard)
+        assert "awaiting approval" in str(card.render())
+        assert "waiting for you" in str(app.status_bar.render())
+        await pilot.pause(0.3)  # the dialog ignores keys for its first moments
+        await pilot.press("y")
+        await until(pilot, lambda: "Done shouting." in screen_text(app), what="the answer")
+        assert not isinstance(app.screen, ApprovalScreen)
+        entry = card.entry
+        assert isinstance(entry, ToolEntry)
+        assert entry.status == "done"
+        assert "HEY" in shown(card)
+
+
+async def test_a_denied_call_says_so_on_its_card(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="shout", arguments={"text": "no"})]))
+    fake_llm.add(Reply(text="Understood."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "shout no")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
+        await pilot.pause(0.3)
+        await pilot.press("n")
+        await until(pilot, lambda: "Understood." in screen_text(app), what="the answer")
+        card = app.query_one(ToolCard)
+        assert card.has_class("failed")
+        assert "denied" in shown(card)
+
+
+async def test_a_question_is_answered_in_its_dialog(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    question = {
+        "questions": [
+            {
+                "id": "color",
+                "question": "Which colour?",
+                "options": [{"label": "Red"}, {"label": "Blue"}],
+            }
+        ]
+    }
+    fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="ask_user_question", arguments=question)]))
+    fake_llm.add(Reply(text="Blue it is."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "ask me")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, QuestionScreen), what="the question")
+        await pilot.pause(0.3)
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: "Blue it is." in screen_text(app), what="the answer")
+        request = fake_llm.requests[-1].body
+        tool_results = [m for m in request["messages"] if m["role"] == "tool"]
+        assert "Blue" in tool_results[-1]["content"]
+
+
+async def test_enter_while_running_steers_and_tab_queues(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="echo", arguments={"text": "a", "delay": 1.5})])
+    )
+    fake_llm.add(Reply(text="First done."))
+    fake_llm.add(Reply(text="Second done."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "start")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.query(ToolCard), what="the tool to start")
+        await type_text(app, pilot, "later please")
+        await pilot.press("tab")
+        await until(pilot, lambda: app.query_one(QueuePanel).display, what="the queue panel")
+        assert "later please" in str(app.query_one(QueuePanel).render())
+        await type_text(app, pilot, "also this")
+        await pilot.press("enter")
+        await until(pilot, lambda: "Second done." in screen_text(app), limit=15, what="both turns")
+        bodies = [r.body for r in fake_llm.requests]
+        steer_request = bodies[1]
+        users = [m["content"] for m in steer_request["messages"] if m["role"] == "user"]
+        assert any("also this" in str(u) for u in users)
+        last_users = [m["content"] for m in bodies[2]["messages"] if m["role"] == "user"]
+        assert any("later please" in str(u) for u in last_users)
+
+
+async def test_escape_cancels_the_turn(runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="echo", arguments={"text": "a", "delay": 10})])
+    )
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "slow")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.query(ToolCard), what="the tool to start")
+        await pilot.press("escape")
+        await until(
+            pilot, lambda: app.agent is not None and app.agent.status == "idle", what="the cancel"
+        )
+        await until(pilot, lambda: "cancelled" in screen_text(app), what="the footer")
+
+
+async def test_queued_message_can_be_taken_back_with_up(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="echo", arguments={"text": "a", "delay": 3})]))
+    fake_llm.add(Reply(text="ok"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "start")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.query(ToolCard), what="the tool to start")
+        await type_text(app, pilot, "queued text")
+        await pilot.press("tab")
+        await until(pilot, lambda: app.fold is not None and app.fold.queued, what="queued")
+        await pilot.press("up")
+        await until(pilot, lambda: app.prompt_area.text == "queued text", what="taken back")
+        await until(pilot, lambda: not app.fold.queued, what="removed from the inbox")
+        await until(pilot, lambda: app.agent.status == "idle", what="the end")
+        assert len(fake_llm.requests) == 2
+
+
+async def test_slash_completion_and_help(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await pilot.press("/", "h", "e")
+        menu = app.query_one(CompletionMenu)
+        await until(pilot, lambda: menu.display, what="the menu")
+        labels = [str(menu.get_option_at_index(i).prompt) for i in range(menu.option_count)]
+        assert any(label.startswith("/help") for label in labels)
+        await pilot.press("enter")  # accepts the completion
+        assert app.prompt_area.text == "/help "
+        await pilot.press("enter")  # sends it
+        await until(pilot, lambda: "Keys:" in screen_text(app), what="the help")
+        assert "/theme" in screen_text(app)
+        assert not fake_llm.requests
+
+
+async def test_at_path_completion_is_fuzzy(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "parser_utils.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("hi\n")
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "look at @prsutl")
+        app.prompt_area.move_cursor(app.prompt_area.document.end)
+        menu = app.query_one(CompletionMenu)
+        await until(pilot, lambda: menu.display, what="the menu")
+        await pilot.press("tab")
+        assert app.prompt_area.text == "look at @src/parser_utils.py "
+
+
+async def test_prompt_history_is_kept_per_project(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="one"))
+    fake_llm.add(Reply(text="two"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        for text in ("first prompt", "second prompt"):
+            await type_text(app, pilot, text)
+            await pilot.press("enter")
+            await until(
+                pilot,
+                lambda: (
+                    app.agent.status == "idle"
+                    and app.fold.entries
+                    and type(app.fold.entries[-1]).__name__ == "TurnFooter"
+                ),
+                what="turn",
+            )
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await pilot.press("up")
+        assert app.prompt_area.text == "second prompt"
+        await pilot.press("up")
+        assert app.prompt_area.text == "first prompt"
+        await pilot.press("down", "down")
+        assert app.prompt_area.text == ""
+
+
+async def test_a_long_paste_collapses_and_is_sent_whole(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="got it"))
+    pasted = "\n".join(f"line {i}" for i in range(50))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        from textual import events
+
+        app.prompt_area.post_message(events.Paste(pasted))
+        await pilot.pause()
+        assert app.prompt_area.text == "[pasted text #1, 50 lines]"
+        await pilot.press("enter")
+        await until(pilot, lambda: fake_llm.requests, what="the request")
+        users = [m for m in fake_llm.requests[0].body["messages"] if m["role"] == "user"]
+        assert "line 49" in str(users[-1]["content"])
+
+
+async def test_resume_shows_the_session_as_it_was(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="echo", arguments={"text": "yo"})]))
+    fake_llm.add(Reply(text="All **done**."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "go")
+        await pilot.press("enter")
+        await until(pilot, lambda: "All **done**." in screen_text(app), what="the answer")
+        await until(pilot, lambda: app.agent.status == "idle", what="idle")
+        session_id = app.agent.id
+        live = [type(w).__name__ for w in app.transcript.children]
+    async with tui(runtime, tmp_path, home(tmp_path), resume=session_id) as (app, pilot):
+        assert app.agent.id == session_id
+        text = screen_text(app)
+        assert "All **done**." in text
+        assert "echo: yo" in text
+        resumed = [type(w).__name__ for w in app.transcript.children]
+        # the same entries, plus the "resumed" line instead of the welcome line
+        assert [n for n in resumed if n != "NoticeView"] == [n for n in live if n != "NoticeView"]
+
+
+async def test_only_a_window_of_a_long_session_is_mounted(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        from dsh.ui.entries import NoticeEntry, TranscriptFold
+
+        fold = TranscriptFold()
+        fold.entries.extend(NoticeEntry(f"n{i}", i, "info", f"notice {i}") for i in range(1000))
+        transcript = app.query_one(Transcript)
+        await transcript.show(fold)
+        await pilot.pause()
+        mounted = [w for w in transcript.children if w.id != "more-above"]
+        assert len(mounted) == Transcript.OPENING
+        assert transcript.first == 1000 - Transcript.OPENING
+        assert await transcript.page_up()
+        await pilot.pause()
+        assert transcript.first == 1000 - Transcript.OPENING - Transcript.PAGE
+        assert f"notice {1000 - Transcript.OPENING - Transcript.PAGE}" in screen_text(app)
+
+
+async def test_copy_and_theme_commands(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))  # no system clipboard tool
+    fake_llm.add(Reply(text="Use this:\n\n```sh\nmake test\n```\n"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        copied: list[str] = []
+        monkeypatch.setattr(app, "copy_to_clipboard", copied.append)
+        await type_text(app, pilot, "how")
+        await pilot.press("enter")
+        await until(
+            pilot,
+            lambda: (
+                app.agent.status == "idle"
+                and any(isinstance(e, AnswerEntry) and e.done for e in app.fold.entries)
+            ),
+            what="the answer",
+        )
+        await app.submit("/copy code")
+        assert copied == ["make test\n"]
+        await app.submit("/copy")
+        assert copied[-1].startswith("Use this:")
+        await app.submit("/theme dsh-light")
+        await pilot.pause()
+        assert app.theme == "dsh-light"
+        await app.submit("/theme")
+        assert "dsh-high-contrast" in screen_text(app)
+
+
+async def test_ctrl_c_clears_then_quits(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "draft")
+        await pilot.press("ctrl+c")
+        assert app.prompt_area.text == ""
+        await asyncio.sleep(2.1)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert app.is_running
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: not app.is_running, what="the app to quit")
+
+
+async def finish_a_turn(app, pilot, text: str) -> None:  # type: ignore[no-untyped-def]
+    await type_text(app, pilot, text)
+    await pilot.press("enter")
+    await until(
+        pilot,
+        lambda: (
+            app.agent.status == "idle"
+            and app.fold.entries
+            and type(app.fold.entries[-1]).__name__ == "TurnFooter"
+        ),
+        what="the turn",
+    )
+
+
+async def test_new_resume_picker_and_continue(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from dsh.ui.tui.screens.sessions import SessionPicker
+
+    fake_llm.add(Reply(text="answer one"))
+    fake_llm.add(Reply(text="answer two"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await finish_a_turn(app, pilot, "the first session")
+        first = app.agent.id
+        await app.submit("/new")
+        await until(pilot, lambda: app.agent.id != first, what="a new session")
+        assert "answer one" not in screen_text(app)
+        await finish_a_turn(app, pilot, "the second session")
+        second = app.agent.id
+        app.run_worker(app.submit("/resume"))  # the picker, newest first; waits for a pick
+        await until(pilot, lambda: isinstance(app.screen, SessionPicker), what="the picker")
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: app.agent.id == first, what="the first session back")
+        assert "answer one" in screen_text(app)
+    async with tui(runtime, tmp_path, home(tmp_path), continue_last=True) as (app, pilot):
+        assert app.agent.id in (first, second)  # the latest written here
+        assert "answer" in screen_text(app)
+
+
+async def test_resume_without_an_id_opens_the_picker_first(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from dsh.ui.tui.app import DshApp, TuiRequest
+    from dsh.ui.tui.screens.sessions import SessionPicker
+
+    fake_llm.add(Reply(text="remember me"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await finish_a_turn(app, pilot, "a session to find")
+        wanted = app.agent.id
+    app = DshApp(TuiRequest(cwd=tmp_path, home=home(tmp_path), pick=True), runtime=runtime)
+    async with app.run_test(size=(100, 34)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, SessionPicker), what="the picker")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.ready.is_set(), what="ready")
+        assert app.agent.id == wanted
+        assert "remember me" in screen_text(app)
+        await app.shutdown()
