@@ -434,6 +434,12 @@ def test_a_question_screen_needs_questions() -> None:
 NOW = int(time.time() * 1000)
 
 
+@pytest.fixture(autouse=True)
+def _fixed_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ages on screen are counted to NOW, however long the suite ran before this test.
+    monkeypatch.setattr("dsh.ui.tui.screens.sessions.now", lambda: NOW)
+
+
 def entry(id: str, cwd: str, minutes_ago: int, **fields: Any) -> CatalogEntry:
     values: dict[str, Any] = {
         "id": id,

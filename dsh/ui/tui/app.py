@@ -216,7 +216,7 @@ class DshApp(App[int]):
                     SetupScreen(home, CredentialStore(home, self.cwd)), None
                 )
                 if choice is None:
-                    self.exit(EXIT_FAILED, message="dsh: no model configured; nothing to do.")
+                    self._fatal("dsh: no model configured; nothing to do.")
                     return None
             return await start_runtime(
                 home=home,
@@ -230,7 +230,7 @@ class DshApp(App[int]):
 
     def _fatal(self, message: str) -> None:
         self.exit_code = EXIT_FAILED
-        self.exit(EXIT_FAILED, message=message)
+        self.exit(EXIT_FAILED, return_code=EXIT_FAILED, message=message)
 
     async def _wire(self) -> None:
         from dsh.ui.plain_commands import register_commands
@@ -556,7 +556,7 @@ class DshApp(App[int]):
 
     async def quit(self) -> None:
         await self.shutdown()
-        self.exit(self.exit_code)
+        self.exit(self.exit_code, return_code=self.exit_code)
 
     async def shutdown(self) -> None:
         """Cancel what runs, store and close the session, unload the runtime (once)."""

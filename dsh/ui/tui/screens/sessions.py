@@ -95,7 +95,7 @@ class SessionPicker(ModalScreen[str | None]):
     def show(self, entries: Sequence[CatalogEntry]) -> None:
         """List ``entries`` (this directory's first, otherwise in the given order)."""
         self.shown = here_first(entries, self.cwd)
-        now_ms = int(time.time() * 1000)
+        now_ms = now()
         options = self.query_one("#sessions", OptionList)
         options.set_options(
             Option(session_prompt(entry, self.cwd, now_ms), id=entry.id) for entry in self.shown
@@ -159,6 +159,11 @@ class SessionPicker(ModalScreen[str | None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+def now() -> int:
+    """The time ages are counted to, in epoch milliseconds."""
+    return int(time.time() * 1000)
 
 
 def here_first(entries: Sequence[CatalogEntry], cwd: str) -> list[CatalogEntry]:

@@ -1,0 +1,114 @@
+"""The TUI's own start: first run, the demo, commands from every plugin."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from dsh.demo import start_demo
+from dsh.runtime import Runtime
+from dsh.testing import FakeLLM
+from dsh.ui.tui.app import EXIT_FAILED, DshApp, TuiRequest
+from dsh.ui.tui.screens.approval import ApprovalScreen
+from dsh.ui.tui.screens.question import QuestionScreen
+from dsh.ui.tui.screens.setup import SetupScreen
+from tests.ui.tui_support import SIZE, make_runtime, screen_text, tui, until
+
+
+async def test_first_run_opens_the_setup_screen_instead_of_failing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("DSH_HOME", str(home))
+    app = DshApp(TuiRequest(cwd=tmp_path, home=home))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, SetupScreen), what="the setup screen")
+        assert app.runtime is None  # nothing loads before a provider is chosen
+        await pilot.press("escape")
+        await until(pilot, lambda: not app.is_running, what="the app to end")
+    assert app.return_code == EXIT_FAILED
+
+
+async def test_the_demo_plays_in_the_tui(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh.demo import DEMO_PROMPT
+
+    demo = await start_demo(tmp_path)
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "demo")
+    monkeypatch.setenv("DSH_HOME", str(demo.home))
+    request = TuiRequest(
+        cwd=demo.project, home=demo.home, plugin_configs=demo.plugin_configs, draft=DEMO_PROMPT
+    )
+    app = DshApp(request)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await asyncio.wait_for(app.ready.wait(), 20)
+            assert app.prompt_area.text == DEMO_PROMPT
+            await pilot.press("enter")
+            answered: list[object] = []
+            for _ in range(2):  # the edit, then the command
+                await until(
+                    pilot,
+                    lambda: isinstance(app.screen, ApprovalScreen) and app.screen not in answered,
+                    limit=20,
+                    what="an approval",
+                )
+                answered.append(app.screen)
+                await pilot.pause(0.3)
+                await pilot.press("y")
+            await until(
+                pilot, lambda: isinstance(app.screen, QuestionScreen), limit=20, what="the question"
+            )
+            await pilot.pause(0.3)
+            await pilot.press("enter")
+            await until(
+                pilot,
+                lambda: "That was the whole demo" in screen_text(app),
+                limit=20,
+                what="the last answer",
+            )
+            assert "Nice to see you" in (demo.project / "greet.py").read_text()
+            await app.shutdown()
+    finally:
+        await demo.close()
+
+
+@pytest.fixture
+async def runtime(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Runtime]:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
+    started = await make_runtime(tmp_path / "home", tmp_path, fake_llm)
+    yield started
+    await started.aclose()
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("/cost", "model calls"),
+        ("/model", "deepseek"),
+        ("/permissions", "default"),
+        ("/title A title of my own", "A title of my own"),
+        ("/status", "idle"),
+        ("/sessions", "session"),
+        ("/skills", "skill"),
+        ("/compact", "compact"),
+        ("/nonsense", "Unknown command /nonsense"),
+    ],
+)
+async def test_commands_answer_in_the_transcript(
+    runtime: Runtime, tmp_path: Path, command: str, shown: str
+) -> None:
+    async with tui(runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        before = screen_text(app)
+        await app.submit(command)
+        await pilot.pause()
+        after = screen_text(app)[len(before) :]
+        assert shown.lower() in after.lower(), after
