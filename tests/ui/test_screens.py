@@ -181,8 +181,8 @@ async def test_approval_buttons_and_no_session_grant() -> None:
 
         screen = ApprovalScreen(request(), guard_seconds=0)
         await opened(pilot, app, screen)
-        label = str(screen.query_one("#allow-session", Button).label)
-        assert "bash(make:*)" in label
+        assert "[a]" in str(screen.query_one("#allow-session", Button).label)
+        assert "bash(make:*)" in str(screen.query_one("#grant", Static).render())
         assert await pilot.click("#allow-session")
         await until(pilot, lambda: len(app.results) == 2)
         assert app.results[-1] == ApprovalDecision(outcome="allow_session")

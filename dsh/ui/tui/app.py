@@ -451,6 +451,9 @@ class DshApp(App[int]):
         else:
             transcript.scroll_page_down()
 
+    async def on_unmount(self) -> None:
+        await self.shutdown()  # however the app ended: close the session and the runtime
+
     async def action_quit(self) -> None:
         await self.quit()
 

@@ -66,7 +66,8 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     ApprovalScreen.feedback #buttons { display: none; }
     ApprovalScreen #feedback-hint { color: $text-muted; }
     ApprovalScreen #buttons { height: auto; margin: 1 0 0 0; }
-    ApprovalScreen #buttons Button { margin: 0 1 0 0; min-width: 12; }
+    ApprovalScreen #buttons Button { margin: 0 1 0 0; min-width: 10; }
+    ApprovalScreen #grant { margin: 1 0 0 0; }
     """
     AUTO_FOCUS = "#details"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -102,13 +103,17 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             with Vertical(id="feedback-row"):
                 yield Input(placeholder="Why not? (said to the model)", id="feedback-input")
                 yield Static("Enter: deny with this reason · Esc: back", id="feedback-hint")
+            if request.grant is not None:
+                grant = Text.assemble(("[a] allows for this session: ", "dim"), request.grant)
+                yield Static(grant, id="grant")
             with Horizontal(id="buttons"):
+                # Short labels: all four fit a 100-column terminal.
                 yield Button(Content("Allow once [y]"), id="allow-once", variant="success")
                 if request.grant is not None:
-                    label = Content(f"Allow for this session [a] ({request.grant})")
+                    label = Content("This session [a]")
                     yield Button(label, id="allow-session", variant="primary")
                 yield Button(Content("Deny [n]"), id="deny", variant="error")
-                yield Button(Content("Deny with feedback [f]"), id="feedback")
+                yield Button(Content("Tell why [f]"), id="feedback")
 
     def on_mount(self) -> None:
         self.guard.start()
