@@ -58,6 +58,8 @@ class AnswerView(Vertical):
         self._shown = 0
         """Characters of the entry already handed to a widget."""
         self._part: Markdown | None = None
+        self.live_source = ""
+        """What the live part was given (its own ``source`` catches up asynchronously)."""
         self._timer: Timer | None = None
         self._flushing = False
         self._slow_until = 0.0
@@ -108,7 +110,7 @@ class AnswerView(Vertical):
             self._part = Markdown()
             await self.mount(self._part)
         part = self._part
-        old = part.source
+        old = self.live_source
         cut = cut_point(old + fresh) if len(old) + len(fresh) > self.SEAL_AT else -1
         if cut > len(old):
             head = fresh[: cut - len(old)]
@@ -116,6 +118,7 @@ class AnswerView(Vertical):
                 await self.mount(frozen(old + head), before=part)
                 await part.remove()
             self._part = None
+            self.live_source = ""
             self._shown += len(head)
             fresh = fresh[len(head) :]
             if fresh:
@@ -123,6 +126,7 @@ class AnswerView(Vertical):
                 await self.mount(self._part)
         if fresh and self._part is not None:
             await self._part.append(fresh)
+            self.live_source += fresh
             self._shown += len(fresh)
 
     async def _finish(self, source: str) -> None:
@@ -135,4 +139,5 @@ class AnswerView(Vertical):
             await self.remove_children()
             await self.mount(frozen(source))
         self._part = None
+        self.live_source = ""
         self._shown = len(source)
