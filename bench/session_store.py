@@ -242,10 +242,12 @@ class CountingJsonl(JsonlPersistence):
 
     batches = 0
 
-    async def append(self, session_id: SessionId, events: Sequence[SessionEvent]) -> None:
+    async def append(
+        self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
+    ) -> None:
         if events:
             self.batches += 1
-        await super().append(session_id, events)
+        await super().append(session_id, events, sync=sync)
 
 
 # ---------------------------------------------------------------------- 1. append
