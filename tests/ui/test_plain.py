@@ -7,45 +7,22 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prompt_toolkit.input import PipeInput, create_pipe_input
 
-from dsh.kernel import Candidate
-from dsh.runtime import Runtime, start_runtime
+from dsh.runtime import Runtime
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools.questions import Question, QuestionOption
 from dsh.ui.plain import PlainRequest, plain_console, run_plain
 from dsh.ui.plain_commands import ago
 from dsh.ui.plain_dialogs import parse_answer
 from dsh.ui.plain_input import path_completions
-from tests.support.echo_tool import plugin as echo_plugin
 
 TIMEOUT = 10.0
-
-
-@pytest.fixture
-async def runtime(
-    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Runtime]:
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
-    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    started = await start_runtime(
-        home=tmp_path / "home",
-        cwd=tmp_path,
-        # Interactive sessions are titled by a model call; these scripts leave it out.
-        plugin_configs={
-            "llm-deepseek": {"base_url": fake_llm.base_url},
-            "title": {"generate": False},
-        },
-    )
-    await started.plugins.load([Candidate("echo", "tests", echo_plugin)])
-    yield started
-    await started.aclose()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,19 +16,7 @@ from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.status import QueuePanel
 from dsh.ui.tui.streaming import AnswerView, cut_point
 from dsh.ui.tui.transcript import ReasoningView, ToolCard, Transcript
-from tests.ui.tui_support import make_runtime, screen_text, shown, tui, type_text, until
-
-
-@pytest.fixture
-async def runtime(
-    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Runtime]:
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
-    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    started = await make_runtime(tmp_path / "home", tmp_path, fake_llm)
-    yield started
-    await started.aclose()
+from tests.ui.tui_support import finish_a_turn, screen_text, shown, tui, type_text, until
 
 
 def home(tmp_path: Path) -> Path:
@@ -270,17 +257,7 @@ async def test_prompt_history_is_kept_per_project(
     fake_llm.add(Reply(text="two"))
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
         for text in ("first prompt", "second prompt"):
-            await type_text(app, pilot, text)
-            await pilot.press("enter")
-            await until(
-                pilot,
-                lambda: (
-                    app.agent.status == "idle"
-                    and app.fold.entries
-                    and type(app.fold.entries[-1]).__name__ == "TurnFooter"
-                ),
-                what="turn",
-            )
+            await finish_a_turn(app, pilot, text)
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
         await pilot.press("up")
         assert app.prompt_area.text == "second prompt"
@@ -391,20 +368,6 @@ async def test_ctrl_c_clears_then_quits(
         assert app.is_running
         await pilot.press("ctrl+c")
         await until(pilot, lambda: not app.is_running, what="the app to quit")
-
-
-async def finish_a_turn(app, pilot, text: str) -> None:  # type: ignore[no-untyped-def]
-    await type_text(app, pilot, text)
-    await pilot.press("enter")
-    await until(
-        pilot,
-        lambda: (
-            app.agent.status == "idle"
-            and app.fold.entries
-            and type(app.fold.entries[-1]).__name__ == "TurnFooter"
-        ),
-        what="the turn",
-    )
 
 
 async def test_new_resume_picker_and_continue(

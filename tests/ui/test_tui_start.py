@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from dsh.demo import start_demo
 from dsh.runtime import Runtime
-from dsh.testing import FakeLLM
 from dsh.ui.tui.app import EXIT_FAILED, DshApp, TuiRequest
 from dsh.ui.tui.screens.approval import ApprovalScreen
 from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.screens.setup import SetupScreen
-from tests.ui.tui_support import SIZE, make_runtime, screen_text, tui, until
+from tests.ui.tui_support import SIZE, screen_text, tui, until
 
 
 async def test_first_run_opens_the_setup_screen_instead_of_failing(
@@ -76,17 +74,6 @@ async def test_the_demo_plays_in_the_tui(tmp_path: Path, monkeypatch: pytest.Mon
             await app.shutdown()
     finally:
         await demo.close()
-
-
-@pytest.fixture
-async def runtime(
-    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Runtime]:
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
-    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
-    started = await make_runtime(tmp_path / "home", tmp_path, fake_llm)
-    yield started
-    await started.aclose()
 
 
 @pytest.mark.parametrize(

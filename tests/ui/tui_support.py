@@ -93,3 +93,18 @@ async def type_text(app: DshApp, pilot: Pilot[Any], text: str) -> None:
     """Put ``text`` in the prompt as if typed (keys are slow under Pilot)."""
     app.prompt_area.set_text(text)
     await pilot.pause()
+
+
+async def finish_a_turn(app: DshApp, pilot: Pilot[Any], text: str) -> None:
+    """Send ``text`` and wait for its turn's footer."""
+    await type_text(app, pilot, text)
+    await pilot.press("enter")
+    await until(
+        pilot,
+        lambda: (
+            app.agent.status == "idle"
+            and app.fold.entries
+            and type(app.fold.entries[-1]).__name__ == "TurnFooter"
+        ),
+        what="the turn",
+    )

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -520,11 +520,13 @@ class DshApp(App[int]):
         from dsh.ui.entries import NoticeEntry
         from dsh.ui.tui.transcript import NoticeView
 
-        severity = level if level in ("info", "warning", "error") else "info"
+        severity: Literal["info", "warning", "error"] = (
+            "error" if level == "error" else "warning" if level == "warning" else "info"
+        )
         if self.transcript is None:
             self.notify(text, severity="error" if severity == "error" else "information")
             return
-        entry = NoticeEntry(f"ui:{time.monotonic_ns()}", 0, severity, text)  # type: ignore[arg-type]
+        entry = NoticeEntry(f"ui:{time.monotonic_ns()}", 0, severity, text)
         self.transcript.add_local(NoticeView(entry))
 
     async def new_session(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ async def launch(
         # A quick look for [tui]; the runtime validates every table when it starts.
         tui = load_settings(dsh_home(), where, check=False).section("tui")
     except SettingsError as error:
-        print(f"dsh: {error}", flush=True)
+        sys.stderr.write(f"dsh: {error}\n")
         return 1
     request = TuiRequest(
         prompt=prompt, cwd=where, pick=pick, theme=_text(tui.get("theme")), **choice
