@@ -232,18 +232,20 @@ def _diff_view(view: DiffView, limit: int | None, show_title: bool) -> Renderabl
     return Group(*parts)
 
 
-def diff_text(lines: list[str]) -> Text:
-    """A unified diff coloured line by line."""
+def diff_text(
+    lines: list[str], *, added: str = "green", removed: str = "red", hunk: str = "cyan"
+) -> Text:
+    """A unified diff coloured line by line (the colours are rich styles)."""
     text = Text()
     for index, line in enumerate(lines):
         if line.startswith(("+++", "---", "diff ", "index ")):
             style = "bold"
         elif line.startswith("@@"):
-            style = "cyan"
+            style = hunk
         elif line.startswith("+"):
-            style = "green"
+            style = added
         elif line.startswith("-"):
-            style = "red"
+            style = removed
         else:
             style = ""
         if index:

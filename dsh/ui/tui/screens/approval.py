@@ -36,6 +36,7 @@ from textual.theme import Theme
 from textual.widgets import Button, Input, Static
 
 from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
+from dsh.ui.render import diff_text
 from dsh.ui.tui.screens.guard import GUARD_SECONDS, KeyGuard
 
 DIFF_MARKERS = ("@@", "+++ ", "--- ", "diff --git ")
@@ -225,20 +226,7 @@ def details_renderable(
 
 
 def diff_renderable(diff: str, *, added: str, removed: str) -> Text:
-    text = Text()
-    for index, line in enumerate(diff.splitlines()):
-        if line.startswith(("+++", "---", "diff ", "index ", "@@")):
-            style = "bold"
-        elif line.startswith("+"):
-            style = added
-        elif line.startswith("-"):
-            style = removed
-        else:
-            style = ""
-        if index:
-            text.append("\n")
-        text.append(line, style=style)
-    return text
+    return diff_text(diff.splitlines(), added=added, removed=removed, hunk="bold")
 
 
 def rich_colour(value: Any, fallback: str) -> str:
