@@ -14,8 +14,10 @@ Targets (the TUI issue):
   refresh has run within 0.2 s of the event that brought it; the stream's wall time
   (4 s if nothing falls behind) and the app process's CPU time are printed too.
 - opening a 10,000-event session (``dsh --resume ID`` in the pty, the log built as
-  bench/session_store.py builds its fixtures) to an interactive screen (the status
-  bar shows the model): <= 1 s, with RSS <= 200 MB.
+  bench/session_store.py builds its fixtures) to an interactive screen: the
+  transcript's tail, the "Resumed session" line and the status bar on screen, the
+  prompt taking typing (the plugins may still be loading behind it; a message sent
+  meanwhile goes out when they are): <= 1 s, with RSS <= 200 MB.
 
 Run: .venv/bin/python bench/tui.py
 """

@@ -54,6 +54,8 @@ KEYS_HELP = (
     " prompts · Esc cancels the turn · Ctrl+C clears the prompt, twice quits ·"
     " PgUp/PgDn scroll · click a tool card or a thought to expand it"
 )
+PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript")
+"""What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
 HEAVY_MODULES = (
     "dsh.runtime",
     "dsh.ui.entries",
@@ -178,6 +180,13 @@ class DshApp(App[int]):
     async def boot(self) -> None:
         # The runtime and the transcript import pydantic, httpx and the plugins:
         # in a thread, so that typing stays live meanwhile.
+        request = self.request
+        if self.runtime is None and request.resume and not request.pick:
+            await asyncio.to_thread(_import_all, PREVIEW_MODULES)
+            try:
+                await self._preview(request.resume)
+            except Exception as error:  # the real resume below says what is wrong
+                self.log.warning(f"no preview of {request.resume}: {error}")
         await asyncio.to_thread(_import_all, HEAVY_MODULES)
         try:
             if self.runtime is None:
@@ -195,6 +204,44 @@ class DshApp(App[int]):
             early.insert(0, (self.request.prompt, False))
         for text, queue in early:
             await self.submit(text, queue=queue)
+
+    async def _preview(self, session_id: str) -> None:
+        """Show a stored session, read-only, while the runtime and its plugins load:
+        a long session is on screen in half the time. Once the agent resumes it, the
+        transcript is built again with costs and the plugins' tool views."""
+        from dsh.llm import SessionId
+        from dsh.paths import dsh_home
+        from dsh.session.store import make_persistence, session_backend
+        from dsh.ui.entries import TranscriptFold
+
+        persistence = make_persistence(session_backend(), self.request.home or dsh_home())
+        try:
+            if not await persistence.exists(SessionId(session_id)):
+                return  # a prefix: the catalog resolves it once the runtime is up
+            loaded = await persistence.load(SessionId(session_id))
+        finally:
+            await persistence.close()
+        fold = TranscriptFold()
+        for event in loaded.events:
+            fold.apply(event)
+        transcript = await self._mount_transcript(None)
+        await transcript.show(fold)
+        self.status_bar.fold = fold
+        self.status_bar.note = "loading…"
+        self.status_bar.show()
+        said = f" · {fold.status.title}" if fold.status.title else ""
+        self.show(f"Resumed session {session_id[:8]}{said}", level="info")
+
+    async def _mount_transcript(self, tools: Any) -> Transcript:
+        from dsh.ui.tui.transcript import Transcript
+
+        if self.transcript is None:
+            self.transcript = Transcript(tools)
+            body = self.query_one("#body")
+            await body.remove_children()
+            await body.mount(self.transcript)
+        self.transcript.tools = tools
+        return self.transcript
 
     async def _start_runtime(self) -> Runtime | None:
         from dsh.credentials import CredentialStore
@@ -235,7 +282,6 @@ class DshApp(App[int]):
     async def _wire(self) -> None:
         from dsh.ui.plain_commands import register_commands
         from dsh.ui.tui.commands import register_tui_commands
-        from dsh.ui.tui.transcript import Transcript
 
         runtime = self.runtime
         assert runtime is not None
@@ -246,10 +292,7 @@ class DshApp(App[int]):
         register_commands(self, KEYS_HELP)
         register_tui_commands(self)
         self.prompt_area.commands = self.commands.complete
-        self.transcript = Transcript(self.ui.get("tools"))
-        body = self.query_one("#body")
-        await body.remove_children()
-        await body.mount(self.transcript)
+        await self._mount_transcript(self.ui.get("tools"))
 
     async def _open_first(self) -> None:
         from dsh.ui.opening import NothingToContinue, open_agent
