@@ -28,6 +28,7 @@ from dsh.ui.tui.screens.sessions import (
     here_first,
     local_matches,
 )
+from tests.ui.tui_support import catalog_entry as picker_entry
 
 COMMAND = "rm -rf build && make -j4 all | tee log.txt"
 DIFF = """--- a/app.py
@@ -441,26 +442,7 @@ def _fixed_now(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def entry(id: str, cwd: str, minutes_ago: int, **fields: Any) -> CatalogEntry:
-    values: dict[str, Any] = {
-        "id": id,
-        "cwd": cwd,
-        "created_at": NOW - minutes_ago * 60_000,
-        "updated_at": NOW - minutes_ago * 60_000,
-        "title": None,
-        "first_prompt": None,
-        "parent_session": None,
-        "last_seq": 10,
-        "turns": 2,
-        "backend": "jsonl",
-        "location": None,
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "cache_read_tokens": 0,
-        "reasoning_tokens": 0,
-        "cost": None,
-    }
-    values.update(fields)
-    return CatalogEntry(**values)
+    return picker_entry(id, cwd, NOW - minutes_ago * 60_000, **fields)
 
 
 ENTRIES = [

@@ -34,6 +34,7 @@ from dsh.ui.tui.screens.approval import ApprovalScreen
 from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.screens.sessions import SessionPicker
 from dsh.ui.tui.theming import choose_theme, register_themes, variable_defaults
+from tests.ui.tui_support import catalog_entry as picker_entry
 
 THEMES = ["dsh-dark", "dsh-light", "dsh-high-contrast"]
 FIXTURE = Path(__file__).parent / "fixtures" / "session.jsonl"
@@ -215,27 +216,7 @@ def test_question_dialog(snap_compare: Snap, tmp_path: Path, theme: str) -> None
 
 def catalog_entry(id: str, cwd: str, minutes_ago: int, **fields: Any) -> CatalogEntry:
     # Ages are relative to now: the picker says "5 min ago" whenever it runs.
-    at = int(time.time() * 1000) - minutes_ago * 60_000
-    values: dict[str, Any] = {
-        "id": id,
-        "cwd": cwd,
-        "created_at": at,
-        "updated_at": at,
-        "title": None,
-        "first_prompt": None,
-        "parent_session": None,
-        "last_seq": 10,
-        "turns": 2,
-        "backend": "jsonl",
-        "location": None,
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "cache_read_tokens": 0,
-        "reasoning_tokens": 0,
-        "cost": None,
-    }
-    values.update(fields)
-    return CatalogEntry(**values)
+    return picker_entry(id, cwd, int(time.time() * 1000) - minutes_ago * 60_000, **fields)
 
 
 @pytest.mark.parametrize("theme", THEMES)

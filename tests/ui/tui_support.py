@@ -14,6 +14,7 @@ from textual.pilot import Pilot
 
 from dsh.kernel import Candidate
 from dsh.runtime import Runtime, start_runtime
+from dsh.session.catalog import CatalogEntry
 from dsh.testing import FakeLLM
 from dsh.ui.tui.app import DshApp, TuiRequest
 from tests.support.echo_tool import plugin as echo_plugin
@@ -108,3 +109,27 @@ async def finish_a_turn(app: DshApp, pilot: Pilot[Any], text: str) -> None:
         ),
         what="the turn",
     )
+
+
+def catalog_entry(id: str, cwd: str, updated_at: int, **fields: Any) -> CatalogEntry:
+    """A session-picker entry: two turns, no title, no tokens, unless ``fields`` say."""
+    values: dict[str, Any] = {
+        "id": id,
+        "cwd": cwd,
+        "created_at": updated_at,
+        "updated_at": updated_at,
+        "title": None,
+        "first_prompt": None,
+        "parent_session": None,
+        "last_seq": 10,
+        "turns": 2,
+        "backend": "jsonl",
+        "location": None,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "reasoning_tokens": 0,
+        "cost": None,
+    }
+    values.update(fields)
+    return CatalogEntry(**values)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -34,24 +33,12 @@ from tests.plugins.compaction.support import (
     echo,
     is_compaction,
     of_type,
-    start,
     turn,
 )
 
 SUMMARY = "The user had the first report echoed back; it came back intact."
 FIRST = "echo the first report"
 SECOND = "and check the second report"
-
-
-@pytest.fixture
-async def runtime(
-    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Runtime]:
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
-    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
-    started = await start(tmp_path, fake_llm, compaction={"auto": False})
-    yield started
-    await started.aclose()
 
 
 async def two_turns(runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path) -> Agent:

@@ -3,29 +3,15 @@ and is close to what the next request really holds."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from dsh.runtime import Runtime
 from dsh.session import AssistantMessageData, CompactionSummary
 from dsh.testing import FakeLLM, Reply
 from dsh.ui.entries import TranscriptFold
-from tests.plugins.compaction.support import command, dump, service, start, turn
+from tests.plugins.compaction.support import command, dump, service, turn
 
 SUMMARY = "Two logs were dumped; the user then asked what is left."
-
-
-@pytest.fixture
-async def runtime(
-    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Runtime]:
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
-    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
-    started = await start(tmp_path, fake_llm, compaction={"auto": False})
-    yield started
-    await started.aclose()
 
 
 async def compacted_session(runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path) -> str:
