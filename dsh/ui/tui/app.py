@@ -118,7 +118,6 @@ class DshApp(App[int]):
         """What was sent before the runtime was ready."""
         self._refresh_scheduled = False
         self._last_ctrl_c = 0.0
-        self._disposers: list[Callable[[], None]] = []
         self._shut_down = False
         self._terminal_title = ""
         self.ready = asyncio.Event()
