@@ -11,10 +11,11 @@ Targets (the agent-loop issue):
   the time spent inside the adapter's stream and inside the tool. The mean (total wall
   time of the turns, less adapter and tool, over the steps) is judged; the median and
   p90 are printed, and where the time goes: prompt assembly (the environment plugin
-  runs ``git status`` at every step), the durable flushes before each request and
-  each tool call (fsync and the catalog's SQLite commit included), and the rest of the
-  loop. For information, the same with ``os.fsync`` a no-op and the environment
-  plugin disabled.
+  runs git at the first step of each turn and after a tool with effects, so the
+  mean carries one git run per 20 steps; the median mostly none), the flushes a step
+  waits for (before a tool with effects: none here, ``noop`` is read-only; the log is
+  otherwise written in the background), and the rest of the loop. For information,
+  the same with ``os.fsync`` a no-op and the environment plugin disabled.
 - a whole ``dsh -p`` run whose reply is 2,000 short tokens (chunk_size 4), streamed as
   fast as the scripted server can (``python -m dsh.testing.fake_llm --script FILE``,
   a process of its own): wall time <= 0.6 s and peak RSS of the dsh process <= 80 MB
@@ -286,8 +287,8 @@ async def bench_loop(root: Path) -> None:
     tool = sum(s.spent.tool for s in steps) / count
     rest = sum(s.overhead for s in steps) / count - assemble - flush
     print(
-        f"  where a step's time goes (means): prompt assembly {ms(assemble)} (git status "
-        f"included), flushes before request and tool call {ms(flush)} (fsync included), "
+        f"  where a step's time goes (means): prompt assembly {ms(assemble)} (git "
+        f"included), flushes waited for {ms(flush)}, "
         f"the rest of the loop {ms(rest)}; in the adapter {ms(model)}, in the tool {ms(tool)}"
     )
     quarter = count // 4

@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,6 +49,7 @@ __all__ = [
     "Render",
     "Section",
     "VariableFn",
+    "per_workspace",
     "register_core_sections",
 ]
 
@@ -92,6 +94,11 @@ class PromptContext:
     cwd: Path
     provider: str
     model: str
+    workspace: Hashable | None = None
+    """Changes whenever the files under ``cwd`` may have changed since the last
+    assembly: at each turn (the person may have edited them in between) and after each
+    step that ran a tool with effects (an edit, a command). None: unknown. See
+    :func:`per_workspace`."""
 
 
 Render = Callable[[PromptContext], "str | Awaitable[str | None] | None"]
@@ -315,6 +322,34 @@ class PromptView:
 def register_core_sections(view: PromptView) -> Disposer:
     """Register the built-in sections (the one-line identity) through ``view``."""
     return view.section("identity", -100, IDENTITY)
+
+
+def per_workspace(render: Render) -> Callable[[PromptContext], Awaitable[str | None]]:
+    """``render``, run again for an agent only when its working directory or
+    ``pc.workspace`` changed: for a renderer that reads the files (instructions, a
+    catalog, ``git status``), which a step after read-only tools could only read the same
+    again, at the price of a thread or a process. Nothing is reused without a scope or a
+    workspace value, nor after a failure."""
+    seen: weakref.WeakKeyDictionary[Any, tuple[Hashable, str | None]] = weakref.WeakKeyDictionary()
+
+    async def reused(pc: PromptContext) -> str | None:
+        key = (str(pc.cwd), pc.workspace)
+        scope = pc.scope
+        if scope is not None and pc.workspace is not None:
+            try:
+                last = seen.get(scope)
+            except TypeError:  # a scope that cannot be weakly referenced: no reuse
+                scope = None
+            else:
+                if last is not None and last[0] == key:
+                    return last[1]
+        result = render(pc)
+        text = await result if inspect.isawaitable(result) else result
+        if scope is not None and pc.workspace is not None:
+            seen[scope] = (key, text)
+        return text
+
+    return reused
 
 
 async def _render(name: str, kind: str, fn: Render, pc: PromptContext) -> str | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from dsh.prompt import (
     PromptError,
     PromptService,
     PromptView,
+    per_workspace,
     register_core_sections,
 )
 
@@ -348,3 +351,55 @@ async def test_a_waterfall_returning_something_else_is_refused() -> None:
     root.on(ASSEMBLE_EVENT, lambda assembly, context, next_: "not an assembly")
     with pytest.raises(TypeError, match="not an Assembly"):
         await prompt.assemble(pc())
+
+
+class Scope:
+    """An agent stand-in: weakly referenceable, as agents are."""
+
+
+async def test_per_workspace_reads_again_only_when_the_workspace_may_have_changed() -> None:
+    reads: list[PromptContext] = []
+
+    async def read_files(context: PromptContext) -> str:
+        reads.append(context)
+        return f"read {len(reads)}"
+
+    entry = per_workspace(read_files)
+    one, two = Scope(), Scope()
+    assert await entry(pc(one, workspace=(1, 0))) == "read 1"
+    assert await entry(pc(one, workspace=(1, 0))) == "read 1"  # reused
+    assert await entry(pc(two, workspace=(1, 0))) == "read 2"  # each agent its own
+    assert await entry(pc(one, workspace=(1, 1))) == "read 3"  # a tool had effects
+    assert await entry(pc(one, workspace=(1, 1), cwd=Path("/elsewhere"))) == "read 4"
+    # Without a workspace value or a scope, or for a scope that cannot be weakly
+    # referenced, nothing is reused.
+    assert await entry(pc(one)) == "read 5"
+    assert await entry(pc(one)) == "read 6"
+    assert await entry(pc(None, workspace=(1, 0))) == "read 7"
+    assert await entry(pc(None, workspace=(1, 0))) == "read 8"
+    assert await entry(pc(object(), workspace=(1, 0))) == "read 9"
+
+
+async def test_per_workspace_keeps_nothing_from_a_failure_and_forgets_gone_agents() -> None:
+    outcomes: list[str | Exception] = [OSError("busy"), "fine"]
+    calls = 0
+
+    def read_files(context: PromptContext) -> str:
+        nonlocal calls
+        calls += 1
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    entry = per_workspace(read_files)
+    scope = Scope()
+    with pytest.raises(OSError, match="busy"):
+        await entry(pc(scope, workspace=(1, 0)))
+    assert await entry(pc(scope, workspace=(1, 0))) == "fine"
+    assert await entry(pc(scope, workspace=(1, 0))) == "fine"
+    assert calls == 2
+    seen = weakref.ref(scope)
+    del scope
+    gc.collect()
+    assert seen() is None  # the cache held no strong reference to the agent

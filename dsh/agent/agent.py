@@ -115,6 +115,8 @@ class Agent:
         self.status: Status = "idle"
         self.settling = False
         self.headers_logged = False
+        self.effects = 0
+        """Tool calls with effects run so far (counted by the driver): see ``workspace``."""
         self._signal: TurnSignal | None = None
         self._driver: asyncio.Task[None] | None = None
         self._reservation: asyncio.Event | None = None
@@ -308,8 +310,15 @@ class Agent:
             cwd=self.cwd,
             provider=self.options.provider,
             model=self.options.model,
+            workspace=self.workspace,
         )
         return await self.prompt.assemble(context)
+
+    @property
+    def workspace(self) -> tuple[int, int]:
+        """A value that changes whenever the working tree may have changed: at each turn
+        and after each tool call with effects (``PromptContext.workspace``)."""
+        return (self.session.last_turn, self.effects)
 
     def entered_context(self) -> dict[str, str]:
         """The text of each context entry as history holds it now (compaction may have

@@ -364,7 +364,8 @@ async def run_tools(
     index = 0
     while index < len(calls):
         batch = [calls[index]]
-        if agent.tools.concurrency_safe(calls[index], agent):
+        read_only = agent.tools.concurrency_safe(calls[index], agent)
+        if read_only:
             while (
                 index + len(batch) < len(calls)
                 and len(batch) < MAX_PARALLEL_CALLS
@@ -381,7 +382,7 @@ async def run_tools(
         if signal.aborted:
             _answer_unstarted(agent, turn, step, calls[index:], started=[e.seq for e in started])
             raise TurnCancelled
-        if not agent.tools.concurrency_safe(batch[0], agent) and not await agent.flush():
+        if not read_only and not await agent.flush():
             # A call with effects is durable before its body runs (read-only calls
             # leave nothing a crash could make ambiguous, so they skip the fsync). If
             # the log cannot be written, the call does not run: its effects would go
@@ -396,9 +397,13 @@ async def run_tools(
                 code="SESSION_WRITE_FAILED",
             )
             raise LlmError(_write_failure(agent))
-        outcomes = await asyncio.gather(
-            *(agent.tools.run(c, agent.tool_context(c.id, signal), agent) for c in batch)
-        )
+        try:
+            outcomes = await asyncio.gather(
+                *(agent.tools.run(c, agent.tool_context(c.id, signal), agent) for c in batch)
+            )
+        finally:
+            if not read_only:
+                agent.effects += 1  # the files may have changed, even if the call failed
         for call, event, outcome in zip(batch, started, outcomes, strict=True):
             error = (
                 ToolErrorIdentity(name=call.name, code=outcome.error_code)

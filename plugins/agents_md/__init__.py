@@ -15,13 +15,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, PositiveInt
 
 from dsh.kernel import Context, Plugin
 from dsh.paths import dsh_home
-from dsh.prompt import PROMPT, PromptContext
+from dsh.prompt import PROMPT, PromptContext, per_workspace
 
 ENTRY = "project-instructions"
 PREAMBLE = (
@@ -129,23 +128,14 @@ def render(files: list[Instructions], max_bytes: int) -> str | None:
 
 
 def apply(ctx: Context, config: Config) -> None:
-    # Read once per turn: instructions rarely change mid-turn, and re-reading them at
-    # every step costs a file walk each time.
-    read: dict[Any, tuple[tuple[Any, ...], str | None]] = {}
-
     async def project_instructions(pc: PromptContext) -> str | None:
-        session = getattr(pc.agent, "session", None)
-        owner = session.id if session is not None else None
-        key = (str(pc.cwd), session.last_turn if session is not None else None)
-        if owner is not None and owner in read and read[owner][0] == key:
-            return read[owner][1]
         files = await asyncio.to_thread(read_instructions, pc.cwd, dsh_home())
-        text = render(files, config.max_bytes)
-        if owner is not None:
-            read[owner] = (key, text)
-        return text
+        return render(files, config.max_bytes)
 
-    ctx.get(PROMPT).context(ENTRY, 10, project_instructions, form="instructions")
+    # Read again only when the files may have changed (a new turn, a step after an edit
+    # or a command), not at every step: each read is a walk up the folders.
+    entry = per_workspace(project_instructions)
+    ctx.get(PROMPT).context(ENTRY, 10, entry, form="instructions")
 
 
 plugin = Plugin(

@@ -14,11 +14,9 @@ import platform
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from dsh.kernel import Context, Plugin
-from dsh.prompt import PROMPT, PromptContext
-from dsh.session import ToolCall
+from dsh.prompt import PROMPT, PromptContext, Render, per_workspace
 
 GIT_TIMEOUT = 2.0
 """Seconds git may take before the status is reported as unavailable."""
@@ -229,56 +227,14 @@ async def git_summary(cwd: Path, seconds: float = GIT_TIMEOUT) -> str:
     return parse_status(out.decode(errors="replace")).describe()
 
 
-@dataclass
-class _Seen:
-    """What was last learnt about one session's working tree."""
+def environment_context() -> Render:
+    # git runs again only when the tree may have changed: a new turn, or a step after
+    # a tool with effects; a step after reads alone reuses the last answer.
+    git = per_workspace(lambda pc: git_summary(pc.cwd))
 
-    key: tuple[Any, ...] = ()
-    summary: str = ""
-    scanned: int = 0
-    changes: int = 0
-
-
-class GitWatch:
-    """Runs ``git status`` only when the working tree may have changed: at a new turn,
-    or after a tool call that is not read-only (an edit, a command). A step after
-    reads only reuses the last answer instead of starting git again."""
-
-    def __init__(self) -> None:
-        self._seen: dict[Any, _Seen] = {}
-
-    def _key(self, pc: PromptContext) -> tuple[Any, ...] | None:
-        agent = pc.agent
-        session = getattr(agent, "session", None)
-        tools = getattr(agent, "tools", None)
-        if session is None or tools is None:
-            return None  # not an agent of ours: always ask git
-        seen = self._seen.setdefault(session.id, _Seen())
-        events = session.events
-        for event in events[seen.scanned :]:
-            data = event.data
-            if isinstance(data, ToolCall):
-                tool = tools.get(data.name, agent)
-                if tool is None or not tool.read_only:
-                    seen.changes += 1
-        seen.scanned = len(events)
-        return (str(pc.cwd), session.last_turn, seen.changes)
-
-    async def summary(self, pc: PromptContext) -> str:
-        key = self._key(pc)
-        if key is None:
-            return await git_summary(pc.cwd)
-        seen = self._seen[pc.agent.session.id]
-        if seen.key != key:
-            seen.summary = await git_summary(pc.cwd)
-            seen.key = key
-        return seen.summary
-
-
-def environment_context(watch: GitWatch) -> Any:
     async def render(pc: PromptContext) -> str:
         today = datetime.date.today().isoformat()  # the user's local date, not UTC
-        return f"Today's date: {today}\nGit: {await watch.summary(pc)}"
+        return f"Today's date: {today}\nGit: {await git(pc)}"
 
     return render
 
@@ -288,7 +244,7 @@ def apply(ctx: Context, config: object) -> None:
     prompt.variable("platform", lambda pc: platform_summary())
     prompt.variable("shell", lambda pc: shell_summary())
     prompt.section("environment", 50, SECTION)
-    prompt.context("environment", 50, environment_context(GitWatch()))
+    prompt.context("environment", 50, environment_context())
 
 
 plugin = Plugin(

@@ -2,8 +2,9 @@
 front matter) that the model loads when a task calls for them.
 
 The model sees a catalog of the skills' names and descriptions, as a context entry
-rescanned at every step (so a skill added mid-session shows up at the next step, and
-the loop enters the catalog again only when it changed), and loads a skill's full
+rescanned at each turn and after each step that ran a tool with effects (so a skill
+written mid-turn shows up at the next step, and the loop enters the catalog again only
+when it changed), and loads a skill's full
 instructions with the ``skill`` tool. ``/skills`` lists what was found and what was
 left out; ``/skill NAME [request]`` hands a skill to the model as the person's own
 prompt. Where skills are found is in :mod:`plugins.skills.index`.
@@ -20,7 +21,7 @@ from dsh.commands import Command, CommandContext, CommandError
 from dsh.kernel import Context, Plugin
 from dsh.llm import user_text
 from dsh.paths import dsh_home
-from dsh.prompt import PROMPT, PromptContext
+from dsh.prompt import PROMPT, PromptContext, per_workspace
 from plugins.skills.index import Scan, Skill, SkillIndex, skill_roots
 from plugins.skills.render import catalog, skill_content, summary
 from plugins.skills.tool import skill_tool
@@ -113,9 +114,16 @@ def commands(index: SkillIndex) -> list[Command]:
 def apply(ctx: Context, config: Config) -> None:
     index = SkillIndex(home=dsh_home(), extra=tuple(config.dirs), agents_dirs=config.agents_dirs)
 
-    async def available_skills(pc: PromptContext) -> str | None:
+    async def scan_catalog(pc: PromptContext) -> str | None:
         scan = await asyncio.to_thread(index.scan, pc.cwd)
-        text = catalog(scan.model_skills())
+        return catalog(scan.model_skills())
+
+    # Scanned again only when the files may have changed: each turn, and each step
+    # after a tool with effects (which may have written a skill).
+    scanned = per_workspace(scan_catalog)
+
+    async def available_skills(pc: PromptContext) -> str | None:
+        text = await scanned(pc)
         if text is None and _offered_before(pc.agent):
             return NONE_LEFT  # the last skill went: say so, or the old catalog stands
         return text

@@ -511,6 +511,43 @@ async def test_context_entries_are_entered_only_when_they_change(
     reconstructable(agent, fake_llm)
 
 
+async def test_the_workspace_value_moves_at_each_turn_and_after_effects(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """What a step's prompt may reuse: files read under the same workspace value (git
+    status, instructions, skills) are read again after an edit, not after reads."""
+
+    async def touch(args: EchoArgs, context: ToolContext) -> str:
+        (tmp_path / "touched").write_text(args.text)
+        return "written"
+
+    runtime.root.tools.register(
+        "touch",
+        ToolDefinition(
+            name="touch", description="Write a file.", arguments=EchoArgs, execute=touch
+        ),
+    )
+    seen: list[tuple[int, int]] = []
+    runtime.root.prompt.context("probe", 5, lambda pc: seen.append(pc.workspace) and None)
+    echo_call = ToolCallSpec(name="echo", arguments={"text": "read"})
+    fake_llm.add(Reply(tool_calls=[echo_call]))
+    fake_llm.add(Reply(tool_calls=[echo_call]))
+    fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="touch", arguments={"text": "x"})]))
+    fake_llm.add(Reply(tool_calls=[echo_call]))
+    fake_llm.add(Reply(text="done"))
+    fake_llm.add(Reply(text="again"))
+    agent = await new_agent(runtime, tmp_path)
+    assert agent.tools.approvals is not None
+    agent.tools.approvals.mode = "bypass"  # nobody is here to approve the write
+    agent.followup(user_text("read, read, write, read"))
+    await agent.when_idle()
+    agent.followup(user_text("once more"))
+    await agent.when_idle()
+    # One assembly a step: five in the first turn (the write was its third), one next.
+    assert seen == [(1, 0), (1, 0), (1, 0), (1, 1), (1, 1), (2, 1)]
+    assert (tmp_path / "touched").read_text() == "x"
+
+
 async def test_tool_context_and_concluding_tools(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:

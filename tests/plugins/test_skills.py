@@ -262,6 +262,7 @@ async def runtime(
         home=roots.home,
         cwd=roots.project,
         plugin_configs={"llm-deepseek": {"base_url": fake_llm.base_url}},
+        permission_mode="bypass",  # add_skill writes; nobody is here to approve it
     )
 
     async def add_skill(arguments: NewSkill, context: ToolContext) -> str:
@@ -278,7 +279,7 @@ async def runtime(
             description="Add a skill.",
             arguments=NewSkill,
             execute=add_skill,
-            read_only=True,
+            read_only=False,  # it writes: the catalog is scanned again after it
         ),
     )
     yield started
