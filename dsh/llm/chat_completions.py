@@ -57,6 +57,7 @@ from dsh.llm.stream import (
     ToolCallDelta,
     UsageChunk,
 )
+from dsh.llm.tls import TlsContext
 from dsh.wire import Frozen
 
 USER_AGENT = f"dsh/{__version__}"
@@ -557,8 +558,26 @@ class ChatCompletionsAdapter(LlmAdapter):
         if retry_policy is not None:
             self.retry_policy = retry_policy
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-        self._client = client or httpx.AsyncClient(timeout=self._timeout)
+        self._client = client
         self._owns_client = client is None
+        self._tls = TlsContext(self.base_url) if client is None else None
+
+    async def _http(self) -> httpx.AsyncClient:
+        """The client, made at the first request, once the TLS context has loaded."""
+        if self._client is None:
+            assert self._tls is not None
+            try:
+                context = await self._tls.get()
+            except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+                raise LlmError(
+                    LlmFailure(
+                        message=f"cannot set up TLS to verify {self.base_url}: {error}",
+                        code="TRANSPORT",
+                    )
+                ) from None
+            if self._client is None:  # another request may have made it meanwhile
+                self._client = httpx.AsyncClient(timeout=self._timeout, verify=context)
+        return self._client
 
     def model(self, model: str) -> ChatModel:
         return self.models.get(model, self.fallback)
@@ -598,7 +617,8 @@ class ChatCompletionsAdapter(LlmAdapter):
         if self._list_models_path is not None:
             try:
                 headers, _ = self._request_headers(provider)
-                response = await self._client.get(
+                client = await self._http()
+                response = await client.get(
                     self.base_url + self._list_models_path, headers=headers, timeout=10.0
                 )
                 if response.status_code == 200:
@@ -628,8 +648,9 @@ class ChatCompletionsAdapter(LlmAdapter):
         def failure(message: str, code: str) -> LlmFailure:
             return LlmFailure(message=hide(message), code=code)
 
+        client = await self._http()
         try:
-            async with self._client.stream(
+            async with client.stream(
                 "POST",
                 self.base_url + "/chat/completions",
                 content=_json_body(body),
@@ -703,5 +724,5 @@ class ChatCompletionsAdapter(LlmAdapter):
                 ) from None
 
     async def aclose(self) -> None:
-        if self._owns_client:
+        if self._owns_client and self._client is not None:
             await self._client.aclose()

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pyte
 from ptyprocess import PtyProcess
 
 ANSI = re.compile(
@@ -59,6 +58,8 @@ class Terminal:
         self.name = name
         self.rows, self.cols = rows, cols
         self.started = time.monotonic()
+        import pyte  # 15-20 ms, paid when the first terminal opens, not at every start
+
         self.screen = pyte.Screen(cols, rows)
         self._stream = pyte.ByteStream(self.screen)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
