@@ -19,6 +19,17 @@ from dsh.llm.tls import TlsContext, needs_tls
 OPTIONS = GenerateOptions(provider="local", model="m", messages=(user_text("hi"),))
 
 
+async def failure_from(base_url: str) -> LlmError:
+    adapter = ChatCompletionsAdapter(base_url=base_url, models={}, api_key=lambda: "sk-test")
+    try:
+        with pytest.raises(LlmError) as raised:
+            async for _ in adapter.stream(OPTIONS):
+                pass
+    finally:
+        await adapter.aclose()
+    return raised.value
+
+
 @pytest.fixture
 def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy"):
@@ -63,17 +74,9 @@ async def test_ca_settings_that_cannot_be_loaded_fail_the_request_clearly(
     no_proxy: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
-    adapter = ChatCompletionsAdapter(
-        base_url="https://127.0.0.1:9", models={}, api_key=lambda: "sk-test"
-    )
-    try:
-        with pytest.raises(LlmError) as raised:
-            async for _ in adapter.stream(OPTIONS):
-                pass
-    finally:
-        await adapter.aclose()
-    assert raised.value.failure.code == "TRANSPORT"
-    assert "cannot set up TLS to verify https://127.0.0.1:9" in raised.value.failure.message
+    failure = (await failure_from("https://127.0.0.1:9")).failure
+    assert failure.code == "TRANSPORT"
+    assert "cannot set up TLS to verify https://127.0.0.1:9" in failure.message
 
 
 # ---------------------------------------------------------------------- a real TLS server
@@ -121,17 +124,6 @@ async def tls_server(certificate: tuple[Path, Path]) -> AsyncIterator[str]:
     finally:
         server.close()
         await server.wait_closed()
-
-
-async def failure_from(base_url: str) -> LlmError:
-    adapter = ChatCompletionsAdapter(base_url=base_url, models={}, api_key=lambda: "sk-test")
-    try:
-        with pytest.raises(LlmError) as raised:
-            async for _ in adapter.stream(OPTIONS):
-                pass
-    finally:
-        await adapter.aclose()
-    return raised.value
 
 
 async def test_a_server_with_an_untrusted_certificate_is_refused(
