@@ -67,6 +67,7 @@ from dsh.session.persistence import (
     SessionPersistence,
 )
 from dsh.session.session import ReentrantAppendError, Session
+from dsh.session.spend import ModelCall, Pricing, Spend, paid_call, session_spend
 from dsh.session.store import AmbiguousSessionError, ForkError, SessionStore
 
 __all__ = [
@@ -93,7 +94,9 @@ __all__ = [
     "FormatUnsupportedError",
     "LoadIssue",
     "LoadedSession",
+    "ModelCall",
     "PersistenceError",
+    "Pricing",
     "ReentrantAppendError",
     "ReplaceOp",
     "RequestContext",
@@ -108,6 +111,7 @@ __all__ = [
     "SessionStore",
     "SessionTitle",
     "SessionTitleRequest",
+    "Spend",
     "StepEnd",
     "StepStart",
     "SurfaceOp",
@@ -131,8 +135,10 @@ __all__ = [
     "check_log",
     "derive_history",
     "event_message",
+    "paid_call",
     "parse_event",
     "register_event",
+    "session_spend",
     "turn_end_reasons",
     "turn_triggers",
 ]

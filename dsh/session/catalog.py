@@ -13,22 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiosqlite
 
 from dsh.llm import TokenUsage, UserMessage, UserSource
-from dsh.session.events import AssistantMessageData, SessionEvent, SessionTitle, TurnStart
+from dsh.session.events import SessionEvent, SessionTitle, TurnStart
 from dsh.session.header import SessionHeader
 from dsh.session.persistence import SessionPersistence
+from dsh.session.spend import Pricing, Spend, paid_call
 from dsh.session.sqlite import PrivateDatabase, text_column
 
 FILE_NAME = "index.sqlite"
-
-Pricing = Callable[[str, str, TokenUsage], float | None]
-"""Cost in US dollars of one call (provider, model, usage), or None when unknown."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -188,8 +186,7 @@ class Catalog:
         title: str | None = None
         first_prompt: str | None = None
         turns = 0
-        usage = [0, 0, 0, 0]
-        cost: float | None = None
+        spent = Spend()
         texts: builtins.list[tuple[str, str, int, str]] = []
         for event in fresh:
             match event.data:
@@ -197,15 +194,9 @@ class Catalog:
                     turns += 1
                 case SessionTitle(title=text):
                     title = text_column(text)
-                case AssistantMessageData(message=message, usage=used) if used is not None:
-                    usage[0] += used.input_tokens
-                    usage[1] += used.output_tokens
-                    usage[2] += used.cache_read_tokens or 0
-                    usage[3] += used.reasoning_tokens or 0
-                    if self._pricing is not None:
-                        price = self._pricing(message.source.provider, message.source.model, used)
-                        if price is not None:
-                            cost = (cost or 0.0) + price
+            call = paid_call(event.data)
+            if call is not None:
+                spent.add(call.usage, call.price(self._pricing))
             if (
                 first_prompt is None
                 and event.type == "user/message"
@@ -237,9 +228,9 @@ class Catalog:
                 title,
                 first_prompt,
                 turns,
-                *usage,
-                cost,
-                cost,
+                *_token_columns(spent.usage),
+                spent.cost,
+                spent.cost,
                 text_column(location),
                 header.id,
             ),
@@ -332,3 +323,15 @@ class Catalog:
         params.append(limit)
         async with db.execute(query, params) as rows:
             return [SearchHit(r[0], int(r[1]), r[2], r[3]) for r in await rows.fetchall()]
+
+
+def _token_columns(usage: TokenUsage | None) -> tuple[int, int, int, int]:
+    """Input, output, cache-read and reasoning tokens, as the index adds them up."""
+    if usage is None:
+        return (0, 0, 0, 0)
+    return (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens or 0,
+        usage.reasoning_tokens or 0,
+    )

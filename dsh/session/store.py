@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Literal
 
 from dsh.llm import SessionId, new_session_id
-from dsh.session.catalog import Catalog, CatalogEntry, Pricing
+from dsh.session.catalog import Catalog, CatalogEntry
 from dsh.session.events import SessionEvent
 from dsh.session.header import SessionHeader
 from dsh.session.jsonl import JsonlPersistence
 from dsh.session.persistence import SessionNotFoundError, SessionPersistence
 from dsh.session.repair import closing_events
 from dsh.session.session import Session, now_ms
+from dsh.session.spend import Pricing
 from dsh.session.sqlite import SqlitePersistence
 from dsh.session.writer import SessionWriter
 

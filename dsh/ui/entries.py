@@ -11,7 +11,6 @@ exactly like a live one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,7 +27,7 @@ from dsh.llm import (
     UserMessage,
     joined_text,
 )
-from dsh.session import SessionEvent
+from dsh.session import Pricing, SessionEvent, Spend, paid_call
 from dsh.session.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -63,7 +62,6 @@ from dsh.session.events import (
 
 ToolStatus = Literal["awaiting-approval", "running", "done", "failed", "denied", "cancelled"]
 State = Literal["idle", "thinking", "answering", "running-tool", "waiting-for-you", "compacting"]
-Cost = Callable[[str, str, TokenUsage], "float | None"]
 
 DENIAL_CODES = frozenset({"DENIED", "BLOCKED"})
 CANCEL_CODES = frozenset({"TOOL_CANCELLED", "ABORTED", "ABORTED_BEFORE_DISPATCH"})
@@ -198,7 +196,7 @@ class TranscriptFold:
     """Session events in, entries out. ``apply`` returns the entries the event added
     or changed (in order); ``entries`` holds them all."""
 
-    def __init__(self, *, cost: Cost | None = None) -> None:
+    def __init__(self, *, cost: Pricing | None = None) -> None:
         self.entries: list[Entry] = []
         self.status = Status()
         self.queued: dict[str, Queued] = {}
@@ -207,8 +205,8 @@ class TranscriptFold:
         self._by_key: dict[str, Entry] = {}
         self._tools_by_request: dict[str, ToolEntry] = {}
         self._turn_started: dict[int, int] = {}
-        self._turn_usage: TokenUsage | None = None
-        self._turn_cost: float | None = None
+        self._spent = Spend()
+        self._turn_spent = Spend()
 
     def get(self, key: str) -> Entry | None:
         return self._by_key.get(key)
@@ -232,7 +230,7 @@ class TranscriptFold:
                 return self._tool_result(event, data)
             case TurnStart():
                 self._turn_started[data.turn] = event.time
-                self._turn_usage, self._turn_cost = None, None
+                self._turn_spent = Spend()
                 self.todos = []
                 self._set_state("thinking")
             case TurnEnd():
@@ -278,15 +276,7 @@ class TranscriptFold:
             case CompactionSummary():
                 if data.context_tokens is not None:  # until the next request reports it
                     self.status.context_tokens = data.context_tokens
-                if data.usage is not None:  # the summary call is paid for too
-                    self.status.usage = (
-                        data.usage if self.status.usage is None else self.status.usage + data.usage
-                    )
-                    price = (
-                        self._cost(data.provider, data.model, data.usage) if self._cost else None
-                    )
-                    if price is not None:
-                        self.status.cost = (self.status.cost or 0.0) + price
+                self._count(data)  # the summary call is paid for too
                 text = (
                     f"Compacted {data.shadowed_token_count:,} tokens of earlier conversation "
                     "into a summary."
@@ -372,19 +362,19 @@ class TranscriptFold:
                 entry.done = True
                 changed.append(entry)
         if data.usage is not None:
-            source = data.message.source
-            self.status.usage = (
-                data.usage if self.status.usage is None else self.status.usage + data.usage
-            )
-            self._turn_usage = (
-                data.usage if self._turn_usage is None else self._turn_usage + data.usage
-            )
             self.status.context_tokens = data.usage.billed_input_tokens + data.usage.output_tokens
-            price = self._cost(source.provider, source.model, data.usage) if self._cost else None
-            if price is not None:
-                self.status.cost = (self.status.cost or 0.0) + price
-                self._turn_cost = (self._turn_cost or 0.0) + price
+        self._count(data)
         return changed
+
+    def _count(self, data: object) -> None:
+        """A paid model call into the session's and the open turn's totals."""
+        call = paid_call(data)
+        if call is None:
+            return
+        price = call.price(self._cost)
+        self._spent.add(call.usage, price)
+        self._turn_spent.add(call.usage, price)
+        self.status.usage, self.status.cost = self._spent.usage, self._spent.cost
 
     def _tool_call(self, event: SessionEvent, data: ToolCall) -> list[Entry]:
         entry = ToolEntry(
@@ -471,8 +461,8 @@ class TranscriptFold:
             data.turn,
             outcome,
             reason,
-            self._turn_usage,
-            self._turn_cost,
+            self._turn_spent.usage,
+            self._turn_spent.cost,
             max(0, event.time - started),
         )
         self._set_state("idle")

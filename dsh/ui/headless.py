@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from dsh.llm import TextDelta, TokenUsage, user_text
+from dsh.llm import TextDelta, user_text
 from dsh.session import (
     AssistantChunk,
     AssistantMessageData,
@@ -49,6 +49,7 @@ from dsh.session import (
     TurnFailed,
     TurnMaxSteps,
     TurnMaxTokens,
+    session_spend,
 )
 from dsh.session.events import CancelByUser, InboxDiscarded
 from dsh.session.records import dumps
@@ -304,16 +305,7 @@ def _result(
     started: float,
     turns: int,
 ) -> dict[str, Any]:
-    usage: TokenUsage | None = None
-    cost: float | None = None
-    for event in events:
-        data = event.data
-        if isinstance(data, AssistantMessageData) and data.usage is not None:
-            usage = data.usage if usage is None else usage + data.usage
-            source = data.message.source
-            price = runtime.llm.cost(source.provider, source.model, data.usage)
-            if price is not None:
-                cost = (cost or 0.0) + price
+    spent = session_spend(events, runtime.llm.cost)
     return {
         "type": "result",
         "subtype": "success" if code == EXIT_OK else "error",
@@ -323,8 +315,8 @@ def _result(
         "session_id": agent.id,
         "num_turns": turns,
         "duration_ms": round((time.monotonic() - started) * 1000),
-        "usage": usage.to_dict() if usage is not None else None,
-        "cost_usd": cost,
+        "usage": spent.usage.to_dict() if spent.usage is not None else None,
+        "cost_usd": spent.cost,
     }
 
 

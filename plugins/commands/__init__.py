@@ -14,8 +14,8 @@ from typing import Any
 
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.kernel import Context, NoConfig, Plugin
-from dsh.llm import TokenUsage, user_text
-from dsh.session import AssistantMessageData
+from dsh.llm import user_text
+from dsh.session import session_spend
 
 MODES = ("read-only", "default", "accept-edits", "bypass")
 
@@ -66,29 +66,17 @@ async def permissions(context: CommandContext, args: str) -> None:
 
 
 async def cost(context: CommandContext, args: str) -> None:
-    agent = _agent(context)
-    llm = context.root.llm
-    usage: TokenUsage | None = None
-    spent: float | None = None
-    calls = 0
-    for event in agent.session.events:
-        data = event.data
-        if isinstance(data, AssistantMessageData) and data.usage is not None:
-            calls += 1
-            usage = data.usage if usage is None else usage + data.usage
-            source = data.message.source
-            price = llm.cost(source.provider, source.model, data.usage)
-            if price is not None:
-                spent = (spent or 0.0) + price
+    spent = session_spend(_agent(context).session.events, context.root.llm.cost)
+    usage = spent.usage
     if usage is None:
         context.host.show("No model calls in this session yet.")
         return
     cached = usage.cache_read_tokens or 0
     billed = usage.billed_input_tokens
     ratio = f" ({cached / billed:.0%} of input from the cache)" if billed else ""
-    money = f"${spent:.4f}" if spent is not None else "unknown (no price for this model)"
+    money = f"${spent.cost:.4f}" if spent.cost is not None else "unknown (no price for this model)"
     context.host.show(
-        f"{calls} model calls: {billed:,} input tokens{ratio}, {usage.output_tokens:,} "
+        f"{spent.calls} model calls: {billed:,} input tokens{ratio}, {usage.output_tokens:,} "
         f"output tokens; cost {money}"
     )
 

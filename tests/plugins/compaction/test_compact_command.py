@@ -15,14 +15,17 @@ from dsh.agent import Agent
 from dsh.llm import PluginSource, UserMessage
 from dsh.runtime import Runtime
 from dsh.session import (
+    AssistantMessageData,
     CompactionEnd,
     CompactionStart,
     CompactionSummary,
     ReplaceOp,
     check_log,
+    paid_call,
 )
 from dsh.session.events import CommandDone, CommandRun
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
+from dsh.ui.entries import TranscriptFold
 from tests.plugins.compaction.dump_tool import dump_text
 from tests.plugins.compaction.support import (
     WINDOW,
@@ -130,6 +133,39 @@ async def test_compact_replaces_the_older_turns_with_a_summary(
     assert "Today's date" in all_text(after)
     assert check_log(agent.session.events) == []
     check_reconstructable(agent.session.events, bodies(fake_llm))
+
+
+async def test_the_summary_call_counts_in_cost_the_status_and_the_index(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    agent = await two_turns(runtime, fake_llm, tmp_path)
+    fake_llm.add(Reply(text=SUMMARY))
+    await command(runtime, agent, "/compact")
+    events = agent.session.events
+    paid = [e for e in events if paid_call(e.data) is not None]
+    # Three answers, then the summary.
+    assert [type(e.data) for e in paid][-2:] == [AssistantMessageData, CompactionSummary]
+    assert len(paid) == 4
+    calls = [call for e in paid if (call := paid_call(e.data)) is not None]
+    prices = [runtime.llm.cost(c.provider, c.model, c.usage) for c in calls]
+    assert all(price is not None and price > 0 for price in prices)
+    expected = sum(price for price in prices if price is not None)
+
+    shown = (await command(runtime, agent, "/cost")).text
+    assert shown.startswith("4 model calls:")
+    assert f"${expected:.4f}" in shown
+
+    fold = TranscriptFold(cost=runtime.llm.cost)
+    for event in events:
+        fold.apply(event)
+    assert fold.status.cost == pytest.approx(expected)
+
+    await runtime.sessions.flush(agent.session)
+    await runtime.sessions.indexed()
+    catalog = runtime.sessions.catalog
+    assert catalog is not None
+    [entry] = [e for e in await catalog.list() if e.id == agent.id]
+    assert entry.cost == pytest.approx(expected)
 
 
 async def test_a_focus_is_passed_to_the_summariser_and_logged(

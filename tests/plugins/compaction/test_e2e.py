@@ -5,6 +5,7 @@ the plugin's)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -73,10 +74,13 @@ async def test_compact_headless_on_a_resumed_session(dsh: Dsh, fake_llm: FakeLLM
     assert second.code == 0, second.stderr
 
     fake_llm.add(Reply(text=SUMMARY))
-    done = await dsh.run("-p", "/compact", "--resume", session_id)
+    done = await dsh.run("-p", "/compact", "--resume", session_id, "--output-format", "json")
     assert done.code == 0, done.stderr
     assert done.stdout.startswith("Compacted ")
     assert "tokens now" in done.stdout
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["usage"]["outputTokens"] > 0  # the summary call, paid for
+    assert result["cost_usd"] > 0
     assert is_compaction(bodies(fake_llm)[-1])
 
     fake_llm.add(Reply(text="Nothing is left."))

@@ -1,0 +1,65 @@
+"""What a session's model calls used and cost.
+
+Every paid call the log records counts: the agent's own requests (``assistant/message``
+with usage) and the summaries compaction asked for (``compaction/summary``). The
+status bar, ``/cost``, the headless result and the session index all sum them here,
+so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from dsh.llm import TokenUsage
+from dsh.session.events import AssistantMessageData, CompactionSummary, SessionEvent
+
+__all__ = ["ModelCall", "Pricing", "Spend", "paid_call", "session_spend"]
+
+Pricing = Callable[[str, str, TokenUsage], "float | None"]
+"""Cost in US dollars of one call (provider, model, usage), or None when unknown."""
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    provider: str
+    model: str
+    usage: TokenUsage
+
+    def price(self, pricing: Pricing | None) -> float | None:
+        return pricing(self.provider, self.model, self.usage) if pricing is not None else None
+
+
+def paid_call(data: object) -> ModelCall | None:
+    """The model call an event's data records, if it records one with usage."""
+    match data:
+        case AssistantMessageData(message=message, usage=usage) if usage is not None:
+            return ModelCall(message.source.provider, message.source.model, usage)
+        case CompactionSummary(provider=provider, model=model, usage=usage) if usage is not None:
+            return ModelCall(provider, model, usage)
+    return None
+
+
+@dataclass
+class Spend:
+    """Calls counted, their usage summed, and their cost where a price is known."""
+
+    calls: int = 0
+    usage: TokenUsage | None = None
+    cost: float | None = None
+
+    def add(self, usage: TokenUsage, price: float | None) -> None:
+        """Count one call, with its price (None when unknown)."""
+        self.calls += 1
+        self.usage = usage if self.usage is None else self.usage + usage
+        if price is not None:
+            self.cost = (self.cost or 0.0) + price
+
+
+def session_spend(events: Iterable[SessionEvent], pricing: Pricing | None) -> Spend:
+    spend = Spend()
+    for event in events:
+        call = paid_call(event.data)
+        if call is not None:
+            spend.add(call.usage, call.price(pricing))
+    return spend
