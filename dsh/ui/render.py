@@ -339,7 +339,11 @@ class Indented:
 
 
 def format_duration(ms: int) -> str:
-    seconds = max(0, ms) / 1000
+    """``45 ms``, ``2.5 s``, ``3m 07s``: a quick call reads as quick, not as 0.0 s."""
+    ms = max(0, ms)
+    if ms < 1000:
+        return f"{ms} ms"
+    seconds = ms / 1000
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(int(seconds), 60)

@@ -188,11 +188,11 @@ def test_headers_say_status_name_summary_and_time() -> None:
     assert shown(tool_header(running, now_ms=3_500)) == "● bash ls -la… 2.5 s"
     assert shown(tool_header(running, spinner="⠋")) == "⠋ bash ls -la…"
     done = tool_entry({"path": "a.py"}, name="read", status="done", started_ms=0, ended_ms=120)
-    assert shown(tool_header(done, now_ms=99_999)) == "✓ read a.py 0.1 s"
+    assert shown(tool_header(done, now_ms=99_999)) == "✓ read a.py 120 ms"
     asking = tool_entry({"text": "hi"}, name="shout", status="awaiting-approval")
     assert shown(tool_header(asking)) == "? shout hi awaiting approval"
     denied = tool_entry({}, name="shout", status="denied", ended_ms=0, denial="not now")
-    assert shown(tool_header(denied)) == "⊘ shout 0.0 s denied: not now"
+    assert shown(tool_header(denied)) == "⊘ shout 0 ms denied: not now"
     for status, icon in (("failed", "✗"), ("cancelled", "■")):
         assert shown(tool_header(tool_entry({}, status=status))).startswith(f"{icon} echo")
 
@@ -216,7 +216,7 @@ def test_footer() -> None:
     failed = TurnFooter("f", 9, 4, "failed", "server error", None, None, 61_000)
     assert shown(render_footer(failed)) == "── turn 4 · failed: server error · 1m 01s"
     cancelled = TurnFooter("f", 9, 5, "cancelled", "cancelled", None, None, 300)
-    assert shown(render_footer(cancelled)) == "── turn 5 · cancelled · 0.3 s"
+    assert shown(render_footer(cancelled)) == "── turn 5 · cancelled · 300 ms"
 
 
 def test_status_line() -> None:
