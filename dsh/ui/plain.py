@@ -36,13 +36,19 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from rich.text import Text
 
-from dsh.commands import CommandContext, CommandError, parse_command
+from dsh.commands import CommandContext, parse_command
 from dsh.llm import user_text
 from dsh.paths import dsh_home
 from dsh.session.events import CancelByUser
 from dsh.tools.permissions import PermissionMode
 from dsh.ui.entries import TranscriptFold
-from dsh.ui.opening import NothingToContinue, open_agent
+from dsh.ui.opening import (
+    NothingToContinue,
+    close_agent,
+    open_agent,
+    start_new_session,
+    switch_session,
+)
 from dsh.ui.plain_commands import pick_session, register_commands
 from dsh.ui.plain_dialogs import Dialogs
 from dsh.ui.plain_input import (
@@ -170,7 +176,7 @@ class PlainApp:
             return EXIT_OK
         finally:
             self.reader.close()
-            await self._detach()
+            await self.detach()
             await self.ui.dispose()
 
     def _reader(self, input: Input | None, output: TextIO | None) -> LineReader:
@@ -281,10 +287,10 @@ class PlainApp:
         except (LookupError, ValueError, OSError) as error:
             self.show(f"dsh: {error}", level="error")
             return EXIT_FAILED
-        self._attach(agent, replay=resumed)
+        await self.attach(agent, replay=resumed)
         return EXIT_OK
 
-    def _attach(self, agent: Agent, *, replay: bool) -> None:
+    async def attach(self, agent: Agent, *, replay: bool) -> None:
         agent.set_options(auto_title=True)  # an interactive session is titled (title plugin)
         self.agent = agent
         self.fold = TranscriptFold(cost=self.runtime.llm.cost)
@@ -308,18 +314,16 @@ class PlainApp:
                 level="dim",
             )
 
-    async def _detach(self) -> None:
+    async def detach(self) -> None:
         agent, self.agent = self.agent, None
-        if agent is None:
-            return
-        if agent.status != "idle":
-            agent.cancel(CancelByUser())
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(agent.when_idle(), 10)
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        await self.runtime.agents.dispose(agent)
+        if agent is not None:
+            await close_agent(self.runtime, agent)
+
+    async def pick_session(self) -> str | None:
+        return await pick_session(self)
 
     # ------------------------------------------------------------------ CommandHost
 
@@ -327,28 +331,10 @@ class PlainApp:
         self.console.print(Text(text, style=LEVEL_STYLES.get(level, level)), soft_wrap=True)
 
     async def new_session(self) -> None:
-        options = self.agent.options if self.agent is not None else None
-        await self._detach()
-        self._attach(await self.runtime.agents.create(self.cwd, options), replay=False)
+        await start_new_session(self, self.runtime)
 
     async def open_session(self, session_id: str | None) -> None:
-        sessions = self.runtime.sessions
-        if session_id is None:
-            session_id = await pick_session(self)
-            if session_id is None:
-                return
-        try:
-            resolved = await sessions.resolve(session_id)
-        except LookupError as error:
-            raise CommandError(str(error)) from None
-        await self._detach()
-        try:
-            agent = await self.runtime.agents.resume(resolved)
-        except (LookupError, ValueError, OSError) as error:
-            self.show(f"Could not resume {resolved}: {error}", level="error")
-            await self.new_session()
-            return
-        self._attach(agent, replay=True)
+        await switch_session(self, self.runtime, session_id)
 
     async def quit(self) -> None:
         self.quitting = True

@@ -318,11 +318,11 @@ class DshApp(App[int]):
         except (LookupError, ValueError, OSError) as error:
             self._fatal(f"dsh: {error}")
             raise
-        await self._show_agent(agent, replay=resumed)
+        await self.attach(agent, replay=resumed)
 
     # ------------------------------------------------------------------ the session
 
-    async def _show_agent(self, agent: Agent, *, replay: bool) -> None:
+    async def attach(self, agent: Agent, *, replay: bool) -> None:
         from dsh.ui.entries import TranscriptFold
 
         assert self.runtime is not None
@@ -389,20 +389,15 @@ class DshApp(App[int]):
         clean = "".join(c for c in wanted if c.isprintable())[:120]
         driver.write(f"\x1b]2;{clean}\x07")
 
-    async def _close_agent(self) -> None:
+    async def detach(self) -> None:
+        from dsh.ui.opening import close_agent
+
         agent, self.agent = self.agent, None
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        if agent is None or self.runtime is None:
-            return
-        if agent.status != "idle":
-            from dsh.session.events import CancelByUser
-
-            agent.cancel(CancelByUser())
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(agent.when_idle(), 10)
-        await self.runtime.agents.dispose(agent)
+        if agent is not None and self.runtime is not None:
+            await close_agent(self.runtime, agent)
 
     def _turn_running(self) -> bool:
         return self.agent is not None and self.agent.status != "idle"
@@ -572,34 +567,16 @@ class DshApp(App[int]):
         self.transcript.add_local(NoticeView(entry))
 
     async def new_session(self) -> None:
+        from dsh.ui.opening import start_new_session
+
         assert self.runtime is not None
-        options = self.agent.options if self.agent is not None else None
-        await self._close_agent()
-        await self._show_agent(await self.runtime.agents.create(self.cwd, options), replay=False)
+        await start_new_session(self, self.runtime)
 
     async def open_session(self, session_id: str | None) -> None:
-        from dsh.commands import CommandError
+        from dsh.ui.opening import switch_session
 
         assert self.runtime is not None
-        if session_id is None:
-            session_id = await self.pick_session()
-            if session_id is None:
-                return
-        try:
-            resolved = await self.runtime.sessions.resolve(session_id)
-        except LookupError as error:
-            raise CommandError(str(error)) from None
-        if self.agent is not None and resolved == self.agent.id:
-            self.show("That is the session on screen.")
-            return
-        await self._close_agent()
-        try:
-            agent = await self.runtime.agents.resume(resolved)
-        except (LookupError, ValueError, OSError) as error:
-            self.show(f"Could not resume {resolved}: {error}", level="error")
-            await self.new_session()
-            return
-        await self._show_agent(agent, replay=True)
+        await switch_session(self, self.runtime, session_id)
 
     async def quit(self) -> None:
         await self.shutdown()
@@ -610,7 +587,7 @@ class DshApp(App[int]):
         if self._shut_down:
             return
         self._shut_down = True
-        await self._close_agent()
+        await self.detach()
         ui = getattr(self, "ui", None)
         if ui is not None:
             await ui.dispose()  # the approver, the answerer and the commands it added
