@@ -18,7 +18,6 @@ commands service, acting as their :class:`~dsh.commands.CommandHost`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import time
 from collections.abc import Callable
@@ -30,9 +29,9 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import Screen
 from textual.widgets import Static
 
+from dsh.ui.tui import dialogs
 from dsh.ui.tui.prompt import CompletionMenu, PromptArea
 from dsh.ui.tui.status import QueuePanel, StatusBar, TodoPanel
 
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
     from dsh.runtime import Runtime
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
     from dsh.tools.permissions import PermissionMode
-    from dsh.tools.questions import Answer, Question
+    from dsh.tools.questions import Answer
     from dsh.ui.entries import TranscriptFold
     from dsh.ui.tui.transcript import Transcript
 
@@ -258,8 +257,8 @@ class DshApp(App[int]):
             ):
                 from dsh.ui.tui.screens.setup import SetupScreen
 
-                choice = await self.wait_screen(
-                    SetupScreen(home, CredentialStore(home, self.cwd)), None
+                choice = await dialogs.wait_screen(
+                    self, SetupScreen(home, CredentialStore(home, self.cwd)), None
                 )
                 if choice is None:
                     self._fatal("dsh: no model configured; nothing to do.")
@@ -496,59 +495,18 @@ class DshApp(App[int]):
 
     # ------------------------------------------------------------------ dialogs
 
-    async def wait_screen(self, screen: Screen[Any], default: Any) -> Any:
-        """Push ``screen`` and wait for what it dismisses with (``default`` for None).
-        Cancelled (the turn that asked ended), the screen is taken away."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-
-        def done(result: Any) -> None:
-            if not future.done():
-                future.set_result(result)
-
-        await self.push_screen(screen, callback=done)
-        try:
-            result = await future
-        finally:
-            if not future.done() and screen is self.screen:
-                with contextlib.suppress(Exception):
-                    self.pop_screen()
-        return default if result is None else result
-
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
-        from dsh.tools.approval import ApprovalDecision
-        from dsh.ui.tui.screens.approval import ApprovalScreen
-
-        decision: ApprovalDecision = await self.wait_screen(
-            ApprovalScreen(request), ApprovalDecision(outcome="deny")
-        )
-        return decision
+        return await dialogs.ask_approval(self, request)
 
     async def answer(self, questions: Any, agent: Any) -> list[Answer] | None:
-        from dsh.ui.tui.screens.question import QuestionScreen
-
-        listed: list[Question] = list(questions)
-        answers: list[Answer] | None = await self.wait_screen(QuestionScreen(listed), None)
-        return answers
+        return await dialogs.ask_questions(self, questions)
 
     async def pick_session(self) -> str | None:
-        from dsh.ui.tui.screens.sessions import SessionPicker, catalog_search
-
         assert self.runtime is not None
         sessions = self.runtime.sessions
-        catalog = sessions.catalog
-        if catalog is None:
-            self.show("No session catalog to pick from; give /resume an id.", level="error")
-            return None
-        await sessions.indexed()
-        entries = await catalog.list(limit=200)
-        if not entries:
-            self.show("No sessions yet.", level="info")
-            return None
-        picked: str | None = await self.wait_screen(
-            SessionPicker(entries, str(self.cwd), catalog_search(catalog)), None
+        return await dialogs.pick_session(
+            self, sessions.catalog, sessions.indexed, str(self.cwd), self.show
         )
-        return picked
 
     # ------------------------------------------------------------------ CommandHost
 

@@ -2,7 +2,7 @@
 
 Each lives in its own module, imported when a dialog first opens (not at startup).
 Each is a ``ModalScreen[T]`` that returns its answer through ``dismiss``: push it with
-a callback (or a future, as the app's ``wait_screen`` does).
+a callback (or a future, as :func:`dsh.ui.tui.dialogs.wait_screen` does).
 
 - :mod:`.approval`: ``ApprovalScreen(request, *, guard_seconds)`` → ``ApprovalDecision``
 - :mod:`.question`: ``QuestionScreen(questions, *, guard_seconds)`` →

@@ -1,0 +1,86 @@
+"""The dialogs the app waits on: a screen pushed over the transcript, and the value it
+is dismissed with. The approvals and questions services call the app's ``approve``
+and ``answer``, which land here; so do the session picker and the first-run setup."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from textual.app import App
+from textual.screen import Screen
+
+if TYPE_CHECKING:
+    from dsh.session import Catalog
+    from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+    from dsh.tools.questions import Answer, Question
+
+T = TypeVar("T")
+
+PICKER_LIMIT = 200
+"""Sessions the picker lists (most recent first); its search reaches them all."""
+
+
+async def wait_screen(app: App[Any], screen: Screen[Any], default: T) -> Any | T:
+    """Push ``screen`` and wait for what it is dismissed with (``default`` for None).
+    Cancelled (the turn that asked ended), the screen is taken away."""
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def done(result: Any) -> None:
+        if not future.done():
+            future.set_result(result)
+
+    await app.push_screen(screen, callback=done)
+    try:
+        result = await future
+    finally:
+        if not future.done() and screen is app.screen:
+            with contextlib.suppress(Exception):
+                app.pop_screen()
+    return default if result is None else result
+
+
+async def ask_approval(app: App[Any], request: ApprovalRequest) -> ApprovalDecision:
+    """The person's decision on ``request``; a dialog taken away denies."""
+    from dsh.tools.approval import ApprovalDecision
+    from dsh.ui.tui.screens.approval import ApprovalScreen
+
+    decision: ApprovalDecision = await wait_screen(
+        app, ApprovalScreen(request), ApprovalDecision(outcome="deny")
+    )
+    return decision
+
+
+async def ask_questions(app: App[Any], questions: Iterable[Question]) -> list[Answer] | None:
+    """The person's answers, or None when they dismissed the questions."""
+    from dsh.ui.tui.screens.question import QuestionScreen
+
+    answers: list[Answer] | None = await wait_screen(app, QuestionScreen(list(questions)), None)
+    return answers
+
+
+async def pick_session(
+    app: App[Any],
+    catalog: Catalog | None,
+    indexed: Callable[[], Any],
+    cwd: str,
+    show: Callable[..., None],
+) -> str | None:
+    """The id of the session the person picks from the catalog (``cwd``'s first), or
+    None; ``indexed`` is awaited first, so the latest sessions are listed."""
+    from dsh.ui.tui.screens.sessions import SessionPicker, catalog_search
+
+    if catalog is None:
+        show("No session catalog to pick from; give /resume an id.", level="error")
+        return None
+    await indexed()
+    entries = await catalog.list(limit=PICKER_LIMIT)
+    if not entries:
+        show("No sessions yet.", level="info")
+        return None
+    picked: str | None = await wait_screen(
+        app, SessionPicker(entries, cwd, catalog_search(catalog)), None
+    )
+    return picked
