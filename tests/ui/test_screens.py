@@ -20,6 +20,7 @@ from dsh.session.catalog import CatalogEntry
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question, QuestionOption
 from dsh.ui.tui.screens.approval import ApprovalScreen
+from dsh.ui.tui.screens.guard import TypedEarly
 from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.screens.sessions import (
     SessionPicker,
@@ -48,6 +49,7 @@ class Host(App[None]):
         self.themed = home is not None  # App.__init__ asks for the variable defaults
         super().__init__()
         self.results: list[Any] = []
+        self.typed: list[str] = []
         if home is not None:
             from dsh.ui.tui.theming import register_themes
 
@@ -61,6 +63,9 @@ class Host(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Input(id="prompt")
+
+    def on_typed_early(self, message: TypedEarly) -> None:
+        self.typed.append(message.text)
 
     def open(self, screen: Screen[Any]) -> None:
         self.push_screen(screen, callback=self.results.append)
@@ -211,6 +216,8 @@ async def test_keys_typed_as_the_approval_opens_are_ignored() -> None:
         assert app.results == []
         assert app.screen is screen
         assert not screen.in_feedback
+        await until(pilot, lambda: len(app.typed) == 3)
+        assert "".join(app.typed) == "yaf"  # handed back for the prompt, not lost
         await until(pilot, lambda: screen.guard.open)
         await pilot.press("y")
         await until(pilot, lambda: bool(app.results))
@@ -416,9 +423,11 @@ async def test_question_ignores_keys_typed_as_it_opens() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         screen = QuestionScreen([LANGUAGE], guard_seconds=0.5)
         app.open(screen)
-        await pilot.press("enter", "escape")
+        await pilot.press("enter", "escape", "o", "k")
         assert app.results == []
         assert app.screen is screen
+        await until(pilot, lambda: len(app.typed) == 2)
+        assert "".join(app.typed) == "ok"
         await until(pilot, lambda: screen.guard.open)
         await pilot.press("enter")
         await until(pilot, lambda: bool(app.results))

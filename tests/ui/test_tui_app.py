@@ -101,13 +101,22 @@ async def test_a_tool_call_asks_for_approval_and_shows_a_card(
         await type_text(app, pilot, "shout hey")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
+        dialog = app.screen
+        assert isinstance(dialog, ApprovalScreen)
         card = app.query_one(ToolCard)
         assert "awaiting approval" in str(card.render())
         assert "waiting for you" in str(app.status_bar.render())
-        await pilot.pause(0.3)  # the dialog ignores keys for its first moments
+        # Typed for the next prompt as the dialog opened: ignored by the dialog, and
+        # put back in the prompt.
+        dialog.guard.seconds = 30
+        await pilot.press("n", "o", "w")
+        await until(pilot, lambda: app.prompt_area.text == "now", what="the typing kept")
+        assert app.screen is dialog
+        dialog.guard.seconds = 0
         await pilot.press("y")
         await until(pilot, lambda: "Done shouting." in screen_text(app), what="the answer")
         assert not isinstance(app.screen, ApprovalScreen)
+        assert app.prompt_area.text == "now"
         entry = card.entry
         assert isinstance(entry, ToolEntry)
         assert entry.status == "done"

@@ -33,6 +33,7 @@ from textual.widgets import Static
 
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.prompt import CompletionMenu, PromptArea
+from dsh.ui.tui.screens.guard import TypedEarly
 from dsh.ui.tui.status import QueuePanel, StatusBar, TodoPanel
 
 if TYPE_CHECKING:
@@ -440,6 +441,10 @@ class DshApp(App[int]):
         if self.transcript is not None:
             self.transcript.anchor()
             self.transcript.scroll_end(animate=False)
+
+    def on_typed_early(self, message: TypedEarly) -> None:
+        """Keys typed for the prompt as a dialog opened: back into the prompt."""
+        self.prompt_area.insert(message.text)
 
     def on_prompt_area_queue_edit(self, message: PromptArea.QueueEdit) -> None:
         """Take the newest queued message back into the prompt to edit or drop it."""

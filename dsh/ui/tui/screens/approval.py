@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.color import Color, ColorParseError
@@ -119,6 +119,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     def on_mount(self) -> None:
         self.guard.start()
         self.app.theme_changed_signal.subscribe(self, self._recolour)
+
+    def on_key(self, event: events.Key) -> None:
+        self.guard.catch(self, event)  # what was typed for the prompt goes back to it
 
     def _recolour(self, theme: Theme) -> None:
         if self.request.details:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -105,6 +105,9 @@ class QuestionScreen(ModalScreen[list[Answer] | None]):
     def on_mount(self) -> None:
         self.guard.start()
         self._show_page()
+
+    def on_key(self, event: events.Key) -> None:
+        self.guard.catch(self, event)  # what was typed for the prompt goes back to it
 
     @property
     def question(self) -> Question:
