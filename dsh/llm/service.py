@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -187,13 +188,16 @@ class LlmService:
     def resolve(self, provider: str, model: str) -> ResolvedModel:
         return self.adapter(provider).resolve_model(provider, model)
 
-    def cost(self, provider: str, model: str, usage: TokenUsage) -> float | None:
-        """What one call cost in US dollars, if the adapter knows the model's price."""
+    def cost(
+        self, provider: str, model: str, usage: TokenUsage, at: datetime.datetime | None = None
+    ) -> float | None:
+        """What one call cost in US dollars at ``at`` (default: now), if the adapter
+        knows the model's price."""
         registration = self._routes.get(provider)
         if registration is None:
             return None
         price = registration.adapter.price(provider, model)
-        return price.cost(usage) if price is not None else None
+        return price.cost(usage, at) if price is not None else None
 
     # ------------------------------------------------------------------ calls
 

@@ -194,7 +194,7 @@ class Catalog:
                     turns += 1
                 case SessionTitle(title=text):
                     title = text_column(text)
-            call = paid_call(event.data)
+            call = paid_call(event)
             if call is not None:
                 spent.add(call.usage, call.price(self._pricing))
             if (

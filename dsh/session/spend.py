@@ -8,6 +8,7 @@ so they cannot disagree.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -16,8 +17,10 @@ from dsh.session.events import AssistantMessageData, CompactionSummary, SessionE
 
 __all__ = ["ModelCall", "Pricing", "Spend", "paid_call", "session_spend"]
 
-Pricing = Callable[[str, str, TokenUsage], "float | None"]
-"""Cost in US dollars of one call (provider, model, usage), or None when unknown."""
+Pricing = Callable[[str, str, TokenUsage, datetime.datetime], "float | None"]
+"""Cost in US dollars of one call (provider, model, usage, when it was made), or None
+when unknown. When matters: DeepSeek charges half off peak hours, and a session
+resumed later must cost what it cost then (``LlmService.cost`` fits)."""
 
 
 @dataclass(frozen=True)
@@ -25,18 +28,23 @@ class ModelCall:
     provider: str
     model: str
     usage: TokenUsage
+    at: datetime.datetime
+    """When the call's answer was logged (UTC)."""
 
     def price(self, pricing: Pricing | None) -> float | None:
-        return pricing(self.provider, self.model, self.usage) if pricing is not None else None
+        if pricing is None:
+            return None
+        return pricing(self.provider, self.model, self.usage, self.at)
 
 
-def paid_call(data: object) -> ModelCall | None:
-    """The model call an event's data records, if it records one with usage."""
-    match data:
+def paid_call(event: SessionEvent) -> ModelCall | None:
+    """The model call ``event`` records, if it records one with usage."""
+    at = datetime.datetime.fromtimestamp(event.time / 1000, datetime.UTC)
+    match event.data:
         case AssistantMessageData(message=message, usage=usage) if usage is not None:
-            return ModelCall(message.source.provider, message.source.model, usage)
+            return ModelCall(message.source.provider, message.source.model, usage, at)
         case CompactionSummary(provider=provider, model=model, usage=usage) if usage is not None:
-            return ModelCall(provider, model, usage)
+            return ModelCall(provider, model, usage, at)
     return None
 
 
@@ -59,7 +67,7 @@ class Spend:
 def session_spend(events: Iterable[SessionEvent], pricing: Pricing | None) -> Spend:
     spend = Spend()
     for event in events:
-        call = paid_call(event.data)
+        call = paid_call(event)
         if call is not None:
             spend.add(call.usage, call.price(pricing))
     return spend

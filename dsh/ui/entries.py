@@ -276,7 +276,7 @@ class TranscriptFold:
             case CompactionSummary():
                 if data.context_tokens is not None:  # until the next request reports it
                     self.status.context_tokens = data.context_tokens
-                self._count(data)  # the summary call is paid for too
+                self._count(event)  # the summary call is paid for too
                 text = (
                     f"Compacted {data.shadowed_token_count:,} tokens of earlier conversation "
                     "into a summary."
@@ -363,12 +363,12 @@ class TranscriptFold:
                 changed.append(entry)
         if data.usage is not None:
             self.status.context_tokens = data.usage.billed_input_tokens + data.usage.output_tokens
-        self._count(data)
+        self._count(event)
         return changed
 
-    def _count(self, data: object) -> None:
+    def _count(self, event: SessionEvent) -> None:
         """A paid model call into the session's and the open turn's totals."""
-        call = paid_call(data)
+        call = paid_call(event)
         if call is None:
             return
         price = call.price(self._cost)

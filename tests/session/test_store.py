@@ -298,7 +298,7 @@ async def test_delete_removes_storage_and_index(store: SessionStore) -> None:
 
 
 async def test_the_catalog_lists_totals_titles_and_cost(tmp_path: Path) -> None:
-    def pricing(provider: str, model: str, usage: TokenUsage) -> float:
+    def pricing(provider: str, model: str, usage: TokenUsage, at: object) -> float:
         return (
             usage.input_tokens * 1e-6 + usage.cache_read_tokens * 1e-7 + usage.output_tokens * 2e-6
         )  # type: ignore[operator]

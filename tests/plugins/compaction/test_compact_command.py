@@ -142,12 +142,12 @@ async def test_the_summary_call_counts_in_cost_the_status_and_the_index(
     fake_llm.add(Reply(text=SUMMARY))
     await command(runtime, agent, "/compact")
     events = agent.session.events
-    paid = [e for e in events if paid_call(e.data) is not None]
+    paid = [e for e in events if paid_call(e) is not None]
     # Three answers, then the summary.
     assert [type(e.data) for e in paid][-2:] == [AssistantMessageData, CompactionSummary]
     assert len(paid) == 4
-    calls = [call for e in paid if (call := paid_call(e.data)) is not None]
-    prices = [runtime.llm.cost(c.provider, c.model, c.usage) for c in calls]
+    calls = [call for e in paid if (call := paid_call(e)) is not None]
+    prices = [runtime.llm.cost(c.provider, c.model, c.usage, c.at) for c in calls]
     assert all(price is not None and price > 0 for price in prices)
     expected = sum(price for price in prices if price is not None)
 
