@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dsh.bulk import collector_paused
 from dsh.llm import SessionId
 from dsh.paths import PRIVATE_FILE, escape_segment, private_dir, project_key
 from dsh.session.events import EventFormatError, SessionEvent
@@ -230,7 +231,9 @@ class JsonlPersistence:
         return loaded
 
     def _parse(self, path: Path) -> tuple[LoadedSession, int]:
-        return parse_jsonl(path.read_bytes(), str(path))
+        data = path.read_bytes()
+        with collector_paused():
+            return parse_jsonl(data, str(path))
 
     async def exists(self, session_id: SessionId) -> bool:
         return (

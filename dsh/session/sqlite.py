@@ -18,6 +18,7 @@ from typing import Any
 import aiosqlite
 from pydantic import ValidationError
 
+from dsh.bulk import collector_paused
 from dsh.llm import SessionId
 from dsh.paths import PRIVATE_FILE, private_dir
 from dsh.session.events import SessionEvent
@@ -242,15 +243,17 @@ class SqlitePersistence:
             "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable "
             "FROM events WHERE session_id = ? ORDER BY seq"
         )
-        async with db.execute(query, (session_id,)) as cursor:
-            async for row in cursor:
-                try:
-                    records = decode(_record(tuple(row)))
-                except (ValueError, ValidationError) as error:
-                    reader.unreadable(row[0], str(error).splitlines()[0])
-                    continue
-                for event in records:
-                    reader.add(event, row[0])
+        # Many events become objects at once: see dsh.bulk.
+        with collector_paused():
+            async with db.execute(query, (session_id,)) as cursor:
+                async for row in cursor:
+                    try:
+                        records = decode(_record(tuple(row)))
+                    except (ValueError, ValidationError) as error:
+                        reader.unreadable(row[0], str(error).splitlines()[0])
+                        continue
+                    for event in records:
+                        reader.add(event, row[0])
         return reader.finish(header)
 
     async def exists(self, session_id: SessionId) -> bool:

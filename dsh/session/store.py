@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from dsh.bulk import collector_paused
 from dsh.llm import SessionId, new_session_id
 from dsh.session.catalog import Catalog, CatalogEntry
 from dsh.session.events import SessionEvent
@@ -126,7 +127,8 @@ class SessionStore:
         # Index what storage holds before the session's writer can index anything newer.
         await self.indexed()
         await self._catch_up(loaded.header, loaded.events)
-        session = Session(loaded.header, loaded.events)
+        with collector_paused():  # the live views of every event: see dsh.bulk
+            session = Session(loaded.header, loaded.events)
         session.load_issues = tuple(loaded.issues)
         self._attach(session, stored=len(loaded.events))
         return session

@@ -31,6 +31,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from dsh.bulk import collector_paused
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.prompt import CompletionMenu, PromptArea
 from dsh.ui.tui.screens.guard import TypedEarly
@@ -221,8 +222,9 @@ class DshApp(App[int]):
         finally:
             await persistence.close()
         fold = TranscriptFold()
-        for event in loaded.events:
-            fold.apply(event)
+        with collector_paused():  # an entry for every event or so: see dsh.bulk
+            for event in loaded.events:
+                fold.apply(event)
         transcript = await self._mount_transcript(None)
         await transcript.show(fold)
         self.status_bar.fold = fold
@@ -332,8 +334,9 @@ class DshApp(App[int]):
         fold = TranscriptFold(cost=self.runtime.llm.cost)
         self.fold = fold
         events = list(agent.session.events)
-        for event in events:
-            fold.apply(event)
+        with collector_paused():
+            for event in events:
+                fold.apply(event)
         self._unsubscribe = agent.session.subscribe(self._on_event, from_seq=len(events))
         self.prompt_area.forget_files(agent.cwd)
         self.prompt_area.prompts.load(_history_file(self, agent.cwd))
