@@ -344,6 +344,10 @@ class SessionTitle(Frozen):
     title: str
     message_seqs: tuple[NonNegativeInt, ...] = ()
     source: Literal["fallback", "provider", "user"]
+    provider: str | None = None
+    model: str | None = None
+    usage: TokenUsage | None = None
+    """What the model call that made a ``provider`` title used: it is paid for too."""
 
 
 class SessionTitleRequest(Frozen):

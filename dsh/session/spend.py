@@ -1,7 +1,8 @@
 """What a session's model calls used and cost.
 
 Every paid call the log records counts: the agent's own requests (``assistant/message``
-with usage) and the summaries compaction asked for (``compaction/summary``). The
+with usage), the summaries compaction asked for (``compaction/summary``) and the
+model's session titles (``session/title``). The
 status bar, ``/cost``, the headless result and the session index all sum them here,
 so they cannot disagree.
 """
@@ -13,7 +14,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from dsh.llm import TokenUsage
-from dsh.session.events import AssistantMessageData, CompactionSummary, SessionEvent
+from dsh.session.events import (
+    AssistantMessageData,
+    CompactionSummary,
+    SessionEvent,
+    SessionTitle,
+)
 
 __all__ = ["ModelCall", "Pricing", "Spend", "paid_call", "session_spend"]
 
@@ -44,6 +50,8 @@ def paid_call(event: SessionEvent) -> ModelCall | None:
         case AssistantMessageData(message=message, usage=usage) if usage is not None:
             return ModelCall(message.source.provider, message.source.model, usage, at)
         case CompactionSummary(provider=provider, model=model, usage=usage) if usage is not None:
+            return ModelCall(provider, model, usage, at)
+        case SessionTitle(provider=str(provider), model=str(model), usage=usage) if usage:
             return ModelCall(provider, model, usage, at)
     return None
 

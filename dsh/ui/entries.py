@@ -268,6 +268,7 @@ class TranscriptFold:
                     ]
             case SessionTitle():
                 self.status.title = data.title
+                self._count(event)  # a title the model made was paid for
             case Corrupt():
                 text = f"Line {data.line} of the session log could not be read: {data.error}"
                 return [self._add(NoticeEntry(f"corrupt:{event.seq}", event.seq, "error", text))]

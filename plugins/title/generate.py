@@ -18,6 +18,7 @@ from dsh.llm import (
     LlmFailure,
     LlmService,
     SessionId,
+    TokenUsage,
     user_text,
 )
 from plugins.title.text import SYSTEM
@@ -31,8 +32,9 @@ async def ask_for_title(
     prompt: str,
     max_tokens: int,
     session_id: SessionId | None = None,
-) -> str:
-    """The model's raw reply to ``prompt``; raises :class:`LlmError` when the call fails."""
+) -> tuple[str, TokenUsage | None]:
+    """The model's raw reply to ``prompt`` and what the call used; raises
+    :class:`LlmError` when the call fails."""
     resolved = llm.resolve(provider, model)
     off = resolved.reasoning is not None and resolved.reasoning.accepts("off")
     prepared = llm.prepare_call(
@@ -67,4 +69,5 @@ async def ask_for_title(
         raise LlmError(assembler.finish.failure)
     if assembler.failed or assembler.finish is None:
         raise LlmError(LlmFailure(message="the title request did not finish", code="NO_TITLE"))
-    return assembler.message(provider=config.provider, model=config.model).text()
+    reply = assembler.message(provider=config.provider, model=config.model).text()
+    return reply, assembler.usage

@@ -159,7 +159,7 @@ class TitleService:
         prompt = title_prompt(facts.prompt.text, facts.answer.text if facts.answer else None)
         try:
             async with asyncio.timeout(config.timeout_s):
-                reply = await ask_for_title(
+                reply, usage = await ask_for_title(
                     agent.llm,
                     provider=provider,
                     model=model,
@@ -177,7 +177,15 @@ class TitleService:
         if _pinned(session):
             return  # renamed by the person while the model thought
         session.append(
-            "session/title", SessionTitle(title=title, message_seqs=quoted, source="provider")
+            "session/title",
+            SessionTitle(
+                title=title,
+                message_seqs=quoted,
+                source="provider",
+                provider=provider,
+                model=model,
+                usage=usage,
+            ),
         )
 
 

@@ -17,8 +17,9 @@ from dsh.agent import Agent
 from dsh.commands import CommandContext
 from dsh.llm import UserMessage, UserSource, user_text
 from dsh.runtime import Runtime, start_runtime
-from dsh.session import SessionTitle, SessionTitleRequest, check_log
+from dsh.session import SessionTitle, SessionTitleRequest, check_log, session_spend
 from dsh.testing import FakeLLM, Fault, Reply
+from dsh.ui.entries import TranscriptFold
 from plugins.title import SERVICE, TitleService, clean_title, fallback_title
 from plugins.title.text import SYSTEM
 
@@ -112,6 +113,18 @@ async def test_an_interactive_session_gets_a_fallback_then_the_models_title(
     assert settled is not None
     assert (settled.title, settled.source) == ("Fix the CSV parser's quoted fields", "provider")
     assert [t.source for t in titles_of(agent)] == ["fallback", "provider"]
+    # The title call is paid for: its usage is logged and counted with the rest.
+    assert (settled.provider, settled.model) == ("deepseek", "deepseek-v4-flash")
+    assert settled.usage is not None
+    assert settled.usage.output_tokens > 0
+    spent = session_spend(agent.session.events, runtime.llm.cost)
+    assert spent.calls == 2
+    fold = TranscriptFold(cost=runtime.llm.cost)
+    for event in agent.session.events:
+        fold.apply(event)
+    assert fold.status.cost == spent.cost
+    assert spent.cost is not None
+    assert spent.cost > 0
 
     conversation, title_call = fake_llm.chat_requests
     assert not is_title_request(conversation.body)
