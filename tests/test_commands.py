@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
@@ -18,23 +18,7 @@ from dsh.llm import new_session_id
 from dsh.session import Session
 from dsh.session.events import CommandDone, CommandRun
 from dsh.session.header import SessionHeader
-
-
-@dataclass
-class Host:
-    shown: list[tuple[str, str]] = field(default_factory=list)
-
-    def show(self, text: str, *, level: str = "info") -> None:
-        self.shown.append((level, text))
-
-    async def new_session(self) -> None:
-        pass
-
-    async def open_session(self, session_id: str | None) -> None:
-        pass
-
-    async def quit(self) -> None:
-        pass
+from tests.support.command_host import RecordingHost
 
 
 @dataclass
@@ -73,7 +57,7 @@ async def test_commands_run_complete_and_log_their_runs() -> None:
     assert [c.name for c in root.commands.complete("c")] == ["compact", "crash"]
 
     session = Session(SessionHeader(id=new_session_id(), created_at=1, cwd="/w"), [])
-    host = Host()
+    host = RecordingHost()
     context = CommandContext(agent=Agent(session), root=root, host=host)
     assert await root.commands.run("/echo hi there", context)
     assert await root.commands.run("/compact", context)

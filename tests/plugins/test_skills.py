@@ -7,7 +7,7 @@ import asyncio
 import logging
 import shutil
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from plugins.skills import NONE_LEFT
 from plugins.skills.frontmatter import FrontMatterError, split_front_matter
 from plugins.skills.index import SkillIndex, skill_roots
 from plugins.skills.render import catalog
+from tests.support.command_host import RecordingHost
 
 PDF_BODY = "# Filling PDF forms\n\nRun `scripts/fill.py FORM DATA`; check every field."
 
@@ -236,23 +237,6 @@ class NewSkill(BaseModel):
     name: str
 
 
-@dataclass
-class Host:
-    shown: list[str] = field(default_factory=list)
-
-    def show(self, text: str, *, level: str = "info") -> None:
-        self.shown.append(text)
-
-    async def new_session(self) -> None:
-        pass
-
-    async def open_session(self, session_id: str | None) -> None:
-        pass
-
-    async def quit(self) -> None:
-        pass
-
-
 @pytest.fixture
 async def runtime(
     roots: Roots, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
@@ -361,10 +345,10 @@ async def test_skills_commands_list_and_hand_over_skills(
     runtime: Runtime, fake_llm: FakeLLM, roots: Roots
 ) -> None:
     agent = await runtime.agents.create(roots.project)
-    host = Host()
+    host = RecordingHost()
     context = CommandContext(agent, runtime.root, host)
     assert await runtime.root.commands.run("/skills", context)
-    [listing] = host.shown
+    [listing] = host.texts
     assert "secret-recipe [user only]: Only for the user." in listing
     assert "pdf-forms: Fill in PDF forms" in listing
     assert "Left out:" in listing
@@ -380,7 +364,7 @@ async def test_skills_commands_list_and_hand_over_skills(
 
     host.shown.clear()
     assert await runtime.root.commands.run("/skill missing", context)
-    assert host.shown == [
+    assert host.texts == [
         "no skill named 'missing' (found: deploy, notes, pdf-forms, secret-recipe)"
     ]
 

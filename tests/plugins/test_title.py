@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from dsh.testing import FakeLLM, Fault, Reply
 from dsh.ui.entries import TranscriptFold
 from plugins.title import SERVICE, TitleService, clean_title, fallback_title
 from plugins.title.text import SYSTEM
+from tests.support.command_host import RecordingHost
 
 PROMPT = "Please fix the CSV parser in src/csv.py: it splits quoted fields on their commas"
 
@@ -41,23 +41,6 @@ async def runtime(
     )
     yield started
     await started.aclose()
-
-
-@dataclass
-class Host:
-    shown: list[str] = field(default_factory=list)
-
-    def show(self, text: str, *, level: str = "info") -> None:
-        self.shown.append(text)
-
-    async def new_session(self) -> None:
-        pass
-
-    async def open_session(self, session_id: str | None) -> None:
-        pass
-
-    async def quit(self) -> None:
-        pass
 
 
 async def agent_for(runtime: Runtime, cwd: Path, *, auto_title: bool) -> Agent:
@@ -80,8 +63,8 @@ async def run_turn(agent: Agent, text: str = PROMPT) -> None:
     await asyncio.wait_for(agent.when_idle(), 10)
 
 
-async def command(runtime: Runtime, agent: Agent, line: str) -> Host:
-    host = Host()
+async def command(runtime: Runtime, agent: Agent, line: str) -> RecordingHost:
+    host = RecordingHost()
     assert await runtime.root.commands.run(line, CommandContext(agent, runtime.root, host))
     return host
 
@@ -185,17 +168,17 @@ async def test_a_title_set_by_hand_is_pinned(
 ) -> None:
     agent = await agent_for(runtime, tmp_path, auto_title=True)
     host = await command(runtime, agent, "/title")
-    assert host.shown == ["This session has no title yet."]
+    assert host.texts == ["This session has no title yet."]
 
     host = await command(runtime, agent, "/title   My   name ")
-    assert host.shown == ["Title set: My name"]
+    assert host.texts == ["Title set: My name"]
     fake_llm.add(Reply(text="Done."))
     await run_turn(agent)
     await service(runtime).settle(agent)
     assert len(fake_llm.chat_requests) == 1  # pinned: no fallback, no request
     assert [(t.title, t.source) for t in titles_of(agent)] == [("My name", "user")]
     host = await command(runtime, agent, "/title")
-    assert host.shown == ["Title: My name (user)"]
+    assert host.texts == ["Title: My name (user)"]
     runs = [e.data.name for e in agent.session.events if e.type == "command/run"]
     assert runs == ["title", "title", "title"]
 

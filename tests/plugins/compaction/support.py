@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from dsh.testing.reconstruct import check_requests
 from plugins.compaction import SERVICE, CompactionService, rebuild_request
 from plugins.compaction.request import INSTRUCTION
 from plugins.llm_deepseek import DEFAULT_MODELS
+from tests.support.command_host import RecordingHost
 
 WINDOW = 20_000
 """The test model's context window: compaction is due from 17,000 tokens."""
@@ -49,29 +49,8 @@ async def start(
     )
 
 
-@dataclass
-class Host:
-    shown: list[tuple[str, str]] = field(default_factory=list)
-
-    def show(self, text: str, *, level: str = "info") -> None:
-        self.shown.append((level, text))
-
-    async def new_session(self) -> None:
-        pass
-
-    async def open_session(self, session_id: str | None) -> None:
-        pass
-
-    async def quit(self) -> None:
-        pass
-
-    @property
-    def text(self) -> str:
-        return "\n".join(text for _, text in self.shown)
-
-
-async def command(runtime: Runtime, agent: Agent, line: str) -> Host:
-    host = Host()
+async def command(runtime: Runtime, agent: Agent, line: str) -> RecordingHost:
+    host = RecordingHost()
     assert await runtime.root.commands.run(line, CommandContext(agent, runtime.root, host))
     return host
 
