@@ -10,6 +10,16 @@ from pathlib import Path
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 
+# Files in $DSH_HOME that hold powers: no tool reads or writes them, whatever the mode.
+CREDENTIALS_FILE = "credentials.json"
+"""Stored keys (:mod:`dsh.credentials`)."""
+TRUST_FILE = "trust.toml"
+"""The folders the user trusts (:mod:`dsh.trust`)."""
+INSTALLATION_KEY_FILE = "installation.key"
+"""The per-installation secret that signs session grants (:mod:`dsh.tools.grants`)."""
+HOME_ENV_FILE = ".env"
+"""Keys in ``$DSH_HOME/.env`` (:mod:`dsh.credentials`)."""
+
 
 def dsh_home() -> Path:
     configured = os.environ.get("DSH_HOME")
@@ -56,3 +66,4 @@ def project_key(cwd: str | None) -> str:
         digest = hashlib.sha256(cwd.encode()).hexdigest()[:16]
         key = key[: MAX_SEGMENT - 4 - 17] + "_" + digest
     return f"--{key}--"
+

@@ -169,7 +169,8 @@ class ApprovalService:
                 return Gate(False, f"{tool.name} is not allowed: {assessment.reason}", "DENIED")
         approver = self.approver
         if approver is None:
-            reason = "no one is here to approve it (headless); allow it with --permission-mode or an allow rule"
+            hint = assessment.headless or "allow it with --permission-mode or an allow rule"
+            reason = f"no one is here to approve it (headless); {hint}"
             resolve("deny", "headless", reason=reason)
             return Gate(False, f"{tool.name} was not run: {reason}", "DENIED")
         grant = session_rule(tool, action) if assessment.grantable else None

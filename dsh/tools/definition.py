@@ -3,8 +3,9 @@
 
 A tool that changes anything says what a call would do with ``describe``: an
 :class:`Action` (its risk, a one-line summary, the command or a diff, the paths it
-writes). Permission rules and the approval dialog work from that, never from the raw
-arguments.
+writes). A read-only tool that opens files by path says which (``reads``), so secret
+files can be refused or asked for. Permission rules and the approval dialog work from
+that, never from the raw arguments.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ class Action:
     """Files the call would write, resolved (symlinks followed)."""
     command: str | None = None
     """The shell command, for ``bash(...)`` rules."""
+    reads: tuple[Path, ...] = ()
+    """Files (or folders searched) the call would read, absolute; checked as named and
+    with symlinks followed against the secret files (:mod:`dsh.tools.protected`)."""
+    workdir: Path | None = None
+    """Where ``command`` runs when not in the working directory: its relative paths
+    (``echo x > config``) are taken from there."""
 
 
 @dataclass

@@ -11,17 +11,30 @@ Rules are written ``tool(pattern)`` (or ``tool`` alone, any call):
 
 Deny rules win over allow rules. The mode decides what is left:
 
-=============  ===========  =================  =================  ===============
-mode           read tools   writes in the cwd  writes outside     commands, other
-=============  ===========  =================  =================  ===============
-read-only      allow        deny               deny               ask
-default        allow        ask                ask                ask
-accept-edits   allow        allow              ask                ask
-bypass         allow        allow              allow              allow
-=============  ===========  =================  =================  ===============
+=============  ===========  ==========  ==========  =========  ==========  ===========
+mode           read tools   secret      writes in   writes     protected   commands,
+                            stores      the cwd     outside    paths       other
+=============  ===========  ==========  ==========  =========  ==========  ===========
+read-only      allow        ask         deny        deny       deny        ask
+default        allow        ask         ask         ask        ask         ask
+accept-edits   allow        ask         allow       ask        ask         ask
+bypass         allow        allow       allow       allow      allow       allow
+=============  ===========  ==========  ==========  =========  ==========  ===========
 
-Writes to dsh's own configuration (a ``.dsh`` folder, ``$DSH_HOME``) are asked in
-every mode but bypass, whatever the rules: project settings can set the mode.
+The paths are those of :mod:`dsh.tools.protected`:
+
+- dsh's keys and trust store (``$DSH_HOME``'s ``credentials.json``, ``.env``,
+  ``trust.toml``, ``installation.key``) are denied in every mode, bypass included:
+  reading, writing, a redirection into them, or a command naming them.
+- *Secret stores* (``~/.ssh``, ``~/.aws``...) are read only when asked, in read-only
+  mode too; searches over a wider folder leave their files out.
+- *Protected paths* (``.git``, ``.dsh``, ``$DSH_HOME``, shell start-up files,
+  ``~/.ssh``, ``~/.gitconfig``...) are written, by a file tool or a redirection, only
+  when asked (commands in read-only mode are asked as any command is).
+
+Their asks are never offered "allow for this session", and no allow rule or grant
+covers them (nor a command whose words name one): project settings could set the
+mode, a hook or ``core.fsmonitor`` runs later without asking.
 """
 
 from __future__ import annotations
@@ -33,9 +46,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from dsh.paths import dsh_home
-from dsh.settings import PROJECT_DIR
 from dsh.tools.definition import Action, ToolDefinition
+from dsh.tools.protected import (
+    Protection,
+    command_protections,
+    read_protection,
+    write_protection,
+)
 from dsh.tools.shell import parse_command
 
 PermissionMode = Literal["read-only", "default", "accept-edits", "bypass"]
@@ -145,21 +162,6 @@ def inside(path: Path, cwd: Path) -> bool:
     return resolved == root or root in resolved.parents
 
 
-def configures_dsh(path: Path, cwd: Path) -> bool:
-    """Whether writing ``path`` changes how dsh itself runs: a project's ``.dsh``
-    folder (its settings can set the permission mode and rules, and load plugins), or
-    anything under ``$DSH_HOME`` (settings, credentials, session logs)."""
-    resolved = path.resolve()
-    if inside(resolved, dsh_home()):
-        return True
-    root = cwd.resolve()
-    try:
-        parts = resolved.relative_to(root).parts
-    except ValueError:
-        parts = resolved.parts
-    return PROJECT_DIR in parts[:-1]
-
-
 @dataclass(frozen=True)
 class Assessment:
     verdict: Verdict
@@ -168,6 +170,18 @@ class Assessment:
     """Whether "allow for this session" may be offered (not in read-only mode)."""
     by: Literal["mode", "rule"] = "mode"
     """What decided: the mode, or a rule (from settings, or granted this session)."""
+    headless: str | None = None
+    """For an ask: what tells the model why no one could allow it, headless (the
+    usual hint, "allow it with --permission-mode or an allow rule", when None)."""
+
+
+def protections(action: Action, cwd: Path) -> list[Protection]:
+    """The protected paths and secret files ``action`` touches, refusals first."""
+    found = [p for path in action.paths if (p := write_protection(path, cwd)) is not None]
+    found += [p for path in action.reads if (p := read_protection(path, cwd)) is not None]
+    if action.command is not None:
+        found += command_protections(action.command, action.workdir or cwd)
+    return sorted(found, key=lambda p: not p.refused)
 
 
 def assess(
@@ -180,8 +194,11 @@ def assess(
     deny: Iterable[Rule] = (),
     granted: Iterable[Rule] = (),
 ) -> Assessment:
-    """The verdict for one call, from rules, session grants and the mode."""
-    if action.risk == "read":
+    """The verdict for one call, from protected paths, rules, session grants and the mode."""
+    found = protections(action, cwd)
+    if found and found[0].refused:
+        return Assessment("deny", found[0].reason, grantable=False)
+    if action.risk == "read" and not found:
         return Assessment("allow", "reads only")
     denied = rules_deny(deny, tool, action, cwd)
     if denied is not None:
@@ -189,18 +206,22 @@ def assess(
     writes_outside = [p for p in action.paths if not inside(p, cwd)]
     if mode == "bypass":
         return Assessment("allow", "bypass mode")
+    if action.risk == "write" and mode == "read-only":
+        return Assessment("deny", "read-only mode allows no writes")
+    if found:
+        # Whatever the rules or grants say: a protected file runs things later without
+        # asking (a hook, core.fsmonitor, the mode in settings), a secret store holds
+        # keys. Each is the user's call, every time.
+        reason = found[0].reason
+        return Assessment(
+            "ask",
+            reason,
+            grantable=False,
+            headless=f"{reason}; only --permission-mode bypass allows it unasked",
+        )
     if action.risk == "write":
-        if mode == "read-only":
-            return Assessment("deny", "read-only mode allows no writes")
         if writes_outside:
             return Assessment("ask", f"writes outside the working directory: {writes_outside[0]}")
-        settings = [p for p in action.paths if configures_dsh(p, cwd)]
-        if settings:
-            # Whatever the mode, rules or grants say: a write that could change them
-            # (mode = "bypass" in .dsh/settings.toml) is the user's call, every time.
-            return Assessment(
-                "ask", f"writes dsh's own configuration: {settings[0]}", grantable=False
-            )
         if mode == "accept-edits":
             return Assessment("allow", "accept-edits mode")
     if rules_cover(allow, tool, action, cwd):

@@ -109,11 +109,16 @@ def first_line(command: str) -> str:
 
 
 def describe(arguments: BashArguments, context: ToolContext) -> Action:
+    workdir = None
+    if arguments.workdir:
+        # Where `> config` lands decides whether it writes .git/config.
+        workdir = Path(os.path.realpath(context.cwd / Path(arguments.workdir).expanduser()))
     return Action(
         risk="exec",
         summary=first_line(arguments.command),
         details=arguments.command,
         command=arguments.command,
+        workdir=workdir,
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsh.tools import ToolError
+from dsh.tools.protected import refusal
 
 SNIFF_BYTES = 8 * 1024
 """How much of a file's head decides whether it is text (a NUL there means binary)."""
@@ -72,6 +73,14 @@ def display_path(path: Path, cwd: Path) -> str:
             continue
         return relative.as_posix() or "."
     return str(path)
+
+
+def refuse_secret(target: Target, cwd: Path) -> None:
+    """Raise when ``target`` is one of dsh's keys or its trust store. The permission
+    policy refuses these before a call runs; this holds for a tool used without it."""
+    refused = refusal(target.path, cwd)
+    if refused is not None:
+        raise ToolError(f"refused: {refused.reason}.", "FS_REFUSED")
 
 
 def version_of(status: os.stat_result) -> str:

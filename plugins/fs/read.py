@@ -15,13 +15,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from dsh.tools import ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from plugins.fs.arguments import ReadArguments
 from plugins.fs.files import (
     SNIFF_BYTES,
     Target,
     not_text,
     os_error,
+    refuse_secret,
     require_regular,
     resolve,
     sniff,
@@ -198,8 +199,15 @@ def footer(window: Window) -> str:
 
 
 def read_tool(state: FsState) -> ToolDefinition:
+    async def describe(arguments: ReadArguments, context: ToolContext) -> Action:
+        # The file read, so the permission policy can refuse dsh's keys and ask
+        # before a secret store (~/.ssh/id_rsa) is read.
+        target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
+        return Action(risk="read", summary=f"read {target.display}", reads=(target.path,))
+
     async def execute(arguments: ReadArguments, context: ToolContext) -> ToolOutput:
         target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
+        refuse_secret(target, context.cwd)
         try:
             window = await asyncio.to_thread(read_window, target, arguments.offset, arguments.limit)
         except ToolError as error:
@@ -240,6 +248,7 @@ def read_tool(state: FsState) -> ToolDefinition:
         execute=execute,
         read_only=True,
         kind="read",
+        describe=describe,
         spill_output=False,
         present_call=read_call,
         present_result=read_result,

@@ -4,6 +4,10 @@ glob lists every file (hidden and git-ignored ones too, since a model looking fo
 file by name should find it) but never walks into version-control stores; grep
 searches what the project tracks, honouring .gitignore. Both cap what the model reads
 and save the full result through ``context.spill`` when it is longer.
+
+Neither shows dsh's own keys, nor, from a search over a wider folder, what is in a
+secret store such as ``~/.ssh`` (:mod:`dsh.tools.protected`); the result says how many
+files were left out. A search rooted in a secret store is asked for first.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dsh.tools import ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools.protected import SecretFilter
 from plugins.fs.arguments import GlobArguments, GrepArguments
-from plugins.fs.files import Target, display_path, os_error, resolve
+from plugins.fs.files import Target, display_path, os_error, refuse_secret, resolve
 from plugins.fs.present import glob_result, grep_result, search_call
 from plugins.fs.ripgrep import RgResult, is_pattern_error, run_rg
 
@@ -119,10 +124,20 @@ def _output(content: str, meta: dict[str, Any], spilled: Path | None) -> ToolOut
     return ToolOutput(content=content, meta=meta, spilled=spilled is not None and small)
 
 
+def _searched(kind: str, target: Target, what: str) -> Action:
+    return Action(risk="read", summary=f"{kind} {what} in {target.display}", reads=(target.path,))
+
+
 def glob_tool() -> ToolDefinition:
+    async def describe(arguments: GlobArguments, context: ToolContext) -> Action:
+        base, pattern = split_pattern(arguments.pattern, arguments.path)
+        folder = await asyncio.to_thread(resolve, base, context.cwd)
+        return _searched("glob", folder, pattern)
+
     async def execute(arguments: GlobArguments, context: ToolContext) -> ToolOutput:
         base, pattern = split_pattern(arguments.pattern, arguments.path)
         folder = await asyncio.to_thread(resolve, base, context.cwd)
+        refuse_secret(folder, context.cwd)
         await asyncio.to_thread(_require_directory, folder)
         args = [
             "--files",
@@ -135,7 +150,12 @@ def glob_tool() -> ToolDefinition:
         ]
         result = await _rg(args, folder.real, context)
         note = _check(result)
-        files = [raw.decode("utf-8", errors="replace") for raw in result.stdout.split(b"\0") if raw]
+        found = [raw.decode("utf-8", errors="replace") for raw in result.stdout.split(b"\0") if raw]
+        secrets = SecretFilter(folder.path)
+        files = await asyncio.to_thread(
+            lambda: [f for f in found if not secrets.hidden(folder.real / f)]
+        )
+        note += secrets.note()
         shown = files[:MAX_FILES]
         spilled: Path | None = None
         if not files:
@@ -157,6 +177,8 @@ def glob_tool() -> ToolDefinition:
             "files": shown,
             "spill": str(spilled) if spilled else None,
         }
+        if secrets.skipped:
+            meta["skipped"] = secrets.skipped
         return _output(content + note, meta, spilled)
 
     return ToolDefinition(
@@ -166,6 +188,7 @@ def glob_tool() -> ToolDefinition:
         execute=execute,
         read_only=True,
         kind="search",
+        describe=describe,
         present_call=search_call("glob"),
         present_result=glob_result,
     )
@@ -185,14 +208,23 @@ def _preview(field: dict[str, Any]) -> str:
     return encoded[:MAX_PREVIEW_BYTES].decode("utf-8", errors="ignore") + "… [line cut]"
 
 
-def parse_matches(stdout: bytes, cwd: Path) -> dict[str, list[tuple[int, str]]]:
-    """rg's JSON matches, by file shown relative to ``cwd``, in line order."""
+def parse_matches(
+    stdout: bytes, cwd: Path, secrets: SecretFilter | None = None
+) -> dict[str, list[tuple[int, str]]]:
+    """rg's JSON matches, by file shown relative to ``cwd``, in line order; the files
+    ``secrets`` hides are left out."""
     files: dict[str, list[tuple[int, str]]] = {}
+    hidden: dict[str, bool] = {}
     for raw in stdout.splitlines():
         if b'"type":"match"' not in raw[:24]:
             continue
         data = json.loads(raw)["data"]
         path = _text(data["path"], lambda b: b.decode("utf-8", errors="replace"))
+        if secrets is not None:
+            if path not in hidden:
+                hidden[path] = secrets.hidden(cwd / path)
+            if hidden[path]:
+                continue
         row = (int(data.get("line_number") or 0), _preview(data["lines"]))
         files.setdefault(display_path(Path(path), cwd), []).append(row)
     return files
@@ -212,8 +244,13 @@ def format_matches(files: dict[str, list[tuple[int, str]]], limit: int | None) -
 
 
 def grep_tool() -> ToolDefinition:
+    async def describe(arguments: GrepArguments, context: ToolContext) -> Action:
+        target = await asyncio.to_thread(resolve, arguments.path, context.cwd)
+        return _searched("grep", target, repr(arguments.pattern))
+
     async def execute(arguments: GrepArguments, context: ToolContext) -> ToolOutput:
         target = await asyncio.to_thread(resolve, arguments.path, context.cwd)
+        refuse_secret(target, context.cwd)
         await asyncio.to_thread(_require_exists, target)
         args = ["--json", f"--regexp={arguments.pattern}"]
         if arguments.include:
@@ -222,7 +259,9 @@ def grep_tool() -> ToolDefinition:
         args += ["--", str(target.path)]
         result = await _rg(args, context.cwd, context)
         note = _check(result)
-        files = await asyncio.to_thread(parse_matches, result.stdout, context.cwd)
+        secrets = SecretFilter(target.path)
+        files = await asyncio.to_thread(parse_matches, result.stdout, context.cwd, secrets)
+        note += secrets.note()
         total = sum(len(rows) for rows in files.values())
         spilled: Path | None = None
         if total == 0:
@@ -247,6 +286,8 @@ def grep_tool() -> ToolDefinition:
             "truncated": total > MAX_MATCHES,
             "spill": str(spilled) if spilled else None,
         }
+        if secrets.skipped:
+            meta["skipped"] = secrets.skipped
         return _output(content + note, meta, spilled)
 
     return ToolDefinition(
@@ -256,6 +297,7 @@ def grep_tool() -> ToolDefinition:
         execute=execute,
         read_only=True,
         kind="search",
+        describe=describe,
         present_call=search_call("grep"),
         present_result=grep_result,
     )

@@ -5,6 +5,10 @@ Each call finds the server for the file's language (starting it on first use), s
 it the file as it is on disk now, converts the position from what ``read`` shows
 (1-based line, 1-based character in code points) to the wire's (0-based, UTF-16), and
 renders the answer with ``render``.
+
+The file asked about is named in the call's action (``reads``), so dsh's own keys are
+refused and a secret store is asked for first; result lines are never shown from
+those files.
 """
 
 from __future__ import annotations
@@ -17,7 +21,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from dsh.tools import CallResult, TextView, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import (
+    Action,
+    CallResult,
+    TextView,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
+from dsh.tools.protected import SecretFilter, refusal
 from plugins.lsp import render, results
 from plugins.lsp.files import Source, display, read_lines_quietly, read_source, resolve
 from plugins.lsp.positions import Encoding, line_count, split_lines, to_wire
@@ -97,7 +110,20 @@ class LspArguments(BaseModel):
 def lsp_tool(service: LspService) -> ToolDefinition:
     config = service.config
 
+    async def describe(arguments: LspArguments, context: ToolContext) -> Action:
+        summary = _call_title(arguments.model_dump())
+        if not arguments.file_path.strip():
+            return Action(risk="read", summary=summary)
+        path = await asyncio.to_thread(_named, arguments.file_path, context.cwd)
+        return Action(risk="read", summary=summary, reads=(path,))
+
     async def execute(arguments: LspArguments, context: ToolContext) -> ToolOutput:
+        if arguments.file_path.strip():
+            refused = refusal(
+                await asyncio.to_thread(resolve, arguments.file_path, context.cwd), context.cwd
+            )
+            if refused is not None:
+                raise ToolError(f"refused: {refused.reason}.", "LSP_REFUSED")
         if arguments.operation == "workspace_symbols":
             text = await _workspace_symbols(service, arguments, context)
         else:
@@ -111,6 +137,7 @@ def lsp_tool(service: LspService) -> ToolDefinition:
         execute=execute,
         read_only=True,
         kind="search",
+        describe=describe,
         # Starting a server, one request, then waiting for diagnostics; the requests
         # have their own timeouts, this only backs them up.
         timeout_s=2 * config.request_timeout_s + config.diagnostics_wait_s + 30,
@@ -257,6 +284,12 @@ async def _read(service: LspService, path: Path, shown: str) -> Source:
         raise
 
 
+def _named(file_path: str, cwd: Path) -> Path:
+    """``file_path`` absolute, symlinks not followed (the policy checks both forms)."""
+    raw = os.path.expanduser(file_path) if file_path.startswith("~") else file_path
+    return Path(os.path.normpath(os.path.join(cwd, raw)))
+
+
 def _document(path: Path) -> dict[str, str]:
     return {"uri": path.as_uri()}
 
@@ -305,8 +338,12 @@ async def _texts(
     open, else the disk (one worker thread for them all)."""
     texts: dict[Path, list[str] | None] = dict(known)
     missing = []
+    secrets = SecretFilter()
     for span in spans[: render.MAX_LOCATIONS]:
         if span.path in texts:
+            continue
+        if secrets.hidden(span.path):  # a location, but never a line of dsh's keys
+            texts[span.path] = None
             continue
         document = server.documents.get(span.path)
         if document is not None:

@@ -4,10 +4,11 @@ When a person's prompt holds ``@path`` tokens (``explain @src/app.py, please``),
 that names a regular file inside the session's working directory attaches the file's
 text for that turn, and each that names a folder attaches a short listing of it
 (breadth first, ``.gitignore``'d entries left out). Symlinks are resolved first; what
-lies outside the working directory is not read. A mention that cannot be attached (not
-found, outside, binary, over the size limit) is named in a note with the reason, so
-the model knows what it did not get. A word that names nothing and does not look like
-a path (``@dataclass``, ``@alice``) is left alone.
+lies outside the working directory is not read, nor are dsh's own keys and trust
+store (:mod:`dsh.tools.protected`), wherever they are. A mention that cannot be
+attached (not found, outside, refused, binary, over the size limit) is named in a note
+with the reason, so the model knows what it did not get. A word that names nothing
+and does not look like a path (``@dataclass``, ``@alice``) is left alone.
 
 The prompt itself is sent unchanged. The attachments are the ``agent/prompt-submit``
 decision's additional contexts: user messages from this plugin that the loop logs

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dsh.tools.protected import refusal
+
 MENTION = re.compile(r"(?:^|\s)@(\S+)")
 TRAILING = ",.;:!?)]}>'\"`"
 """Punctuation a sentence may put right after a path: ``look at @a.py, then @b.py.``"""
@@ -118,6 +120,12 @@ def attach(text: str, cwd: Path, limits: Limits = Limits()) -> Attached:
             continue
         if not real.exists():  # a dangling link
             out.notes.append(f"@{written}: a link to nothing, so not read")
+            continue
+        # A person names the file, so a secret store is their call; dsh's own keys
+        # are never sent to a model, whoever asks.
+        refused = refusal(full, root)
+        if refused is not None:
+            out.notes.append(f"@{written}: not read: {refused.why}")
             continue
         if real in done:
             continue

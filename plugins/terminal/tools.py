@@ -28,6 +28,7 @@ from dsh.tools import (
     ToolOutput,
     child_environment,
 )
+from dsh.tools.protected import command_protections
 from plugins.terminal.keys import KeyError_, key_bytes
 from plugins.terminal.terminal import Terminal
 
@@ -346,8 +347,17 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
         await service.close(terminal)
         return f"closed {terminal.id}: {terminal.status()}"
 
-    def runs(summary: str, command: str | None = None) -> Action:
-        return Action(risk="exec", summary=summary, command=command)
+    def runs(summary: str, command: str | None = None, cwd: str = "", *, context: Any) -> Action:
+        workdir = (context.cwd / cwd).resolve() if cwd else None  # as open_ resolves it
+        return Action(risk="exec", summary=summary, command=command, workdir=workdir)
+
+    def typed(arguments: SendArguments, context: ToolContext) -> Action:
+        summary = f"type into {arguments.terminal_id}: {shlex.quote(arguments.text)}"
+        summary = f"{summary} {' '.join(arguments.keys)}".strip()
+        # What is typed is a command line too: naming dsh's keys refuses it (the
+        # policy denies reading them in every mode), best effort as for bash.
+        refused = [p.path for p in command_protections(arguments.text, context.cwd) if p.refused]
+        return Action(risk="exec", summary=summary, reads=tuple(refused))
 
     return [
         ToolDefinition(
@@ -360,7 +370,9 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             arguments=OpenArguments,
             execute=open_,
             kind="execute",
-            describe=lambda a, c: runs(f"terminal: {a.command or 'bash'}", a.command or "bash"),
+            describe=lambda a, c: runs(
+                f"terminal: {a.command or 'bash'}", a.command or "bash", a.cwd, context=c
+            ),
             present_result=present_screen,
         ),
         ToolDefinition(
@@ -372,9 +384,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             arguments=SendArguments,
             execute=send,
             kind="execute",
-            describe=lambda a, c: runs(
-                f"type into {a.terminal_id}: {shlex.quote(a.text)} {' '.join(a.keys)}".strip()
-            ),
+            describe=typed,
             present_result=present_screen,
         ),
         ToolDefinition(
@@ -404,7 +414,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             arguments=SignalArguments,
             execute=signal,
             kind="execute",
-            describe=lambda a, c: runs(f"signal {a.signal} to {a.terminal_id}"),
+            describe=lambda a, c: runs(f"signal {a.signal} to {a.terminal_id}", context=c),
         ),
         ToolDefinition(
             name="terminal_list",

@@ -107,7 +107,7 @@ async def test_no_way_out_of_the_project_is_written_without_approval(
         assert result.error.code == "DENIED", (refusal.arguments, result.error)
     reasons = [e.data.reason for e in of_type(events, "approval/requested")]
     assert sum("writes outside the working directory" in r for r in reasons) == 10, reasons
-    assert sum("writes dsh's own configuration" in r for r in reasons) == 1, reasons
+    assert sum("dsh's own settings" in r for r in reasons) == 1, reasons
 
 
 def snapshot(root: Path, *, skip: Path) -> dict[str, bytes | str]:

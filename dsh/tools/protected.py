@@ -1,0 +1,465 @@
+"""Protected paths and secret files: what no tool call changes unasked, and what no
+tool shows the model.
+
+Three lists, each checked against a path as named and with symlinks followed:
+
+- **Refused**, for reads and writes alike, in every mode (bypass included): dsh's own
+  keys and trust in ``$DSH_HOME``: ``credentials.json``, ``.env``, ``trust.toml`` and
+  ``installation.key``. With them a model could spend the user's keys, trust a folder
+  for itself or forge a session grant.
+- **Protected from writes**, where a change makes something run later, outside any
+  approval: any ``.git`` folder (``core.fsmonitor`` in its ``config`` runs on the next
+  ``git status``; hooks run on commit) and a worktree's ``.git`` file, a project's
+  ``.dsh`` folder and all of ``$DSH_HOME`` (settings can set the permission mode),
+  shell start-up files, ``~/.ssh``, git's user settings, login autostarts. Always
+  asked, even in accept-edits; never granted for the session nor covered by an allow
+  rule. Bypass allows them.
+- **Secret stores** in the home folder (``~/.ssh``, ``~/.aws``, ``~/.netrc``...):
+  reading one asks first in every mode but bypass, read-only included. A search over a
+  wider folder leaves their files out of its results.
+
+The home folder is ``Path.home()`` looked up at each call, and ``$DSH_HOME`` likewise,
+so a changed ``HOME`` is honoured at once.
+
+Commands are checked best effort (:func:`command_protections`): redirections are
+writes, and a static word naming a refused file refuses the command. Without a
+sandbox a command can still read anything its user can (``cd ~/.dsh; cat c*``); this
+stops the plain ways, such as ``cat ~/.dsh/credentials.json`` in bypass mode.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from dsh.paths import CREDENTIALS_FILE, HOME_ENV_FILE, INSTALLATION_KEY_FILE, TRUST_FILE, dsh_home
+from dsh.settings import PROJECT_DIR
+from dsh.tools.shell import parse_command
+
+_NEVER = "no tool may read or change it, in any mode"
+REFUSED_FILES: dict[str, str] = {
+    CREDENTIALS_FILE: f"dsh's stored API keys: {_NEVER}",
+    HOME_ENV_FILE: f"dsh's API keys ($DSH_HOME/.env): {_NEVER}",
+    TRUST_FILE: f"the list of folders you trust: {_NEVER}",
+    INSTALLATION_KEY_FILE: f"the key that signs your session grants: {_NEVER}",
+}
+"""The files of ``$DSH_HOME`` no tool touches, and why."""
+
+GIT_RUNS = "this file can make git run programs"
+GIT_DATA = "git's own folder: a change there can make git run programs or lose history"
+DSH_SETTINGS = "dsh's own settings: they can change what runs without asking"
+DSH_HOME_WHY = "dsh's own folder: its settings can change what runs without asking"
+SHELL_STARTUP = "this file runs in every new shell"
+
+# Relative to the home folder; a trailing "/" means the folder and all in it.
+HOME_WRITES: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            ".bashrc",
+            ".bash_profile",
+            ".bash_login",
+            ".bash_logout",
+            ".bash_aliases",
+            ".profile",
+            ".zshrc",
+            ".zshenv",
+            ".zprofile",
+            ".zlogin",
+            ".zlogout",
+            ".kshrc",
+            ".mkshrc",
+            ".cshrc",
+            ".tcshrc",
+            ".login",
+            ".logout",
+            ".config/fish/",
+            ".config/nushell/",
+            ".config/powershell/",
+        ),
+        SHELL_STARTUP,
+    ),
+    **dict.fromkeys(
+        (".xprofile", ".xsessionrc", ".xinitrc", ".config/autostart/"),
+        "this file runs when you log in",
+    ),
+    ".pam_environment": "this file sets the environment of every login",
+    ".config/environment.d/": "these files set the environment of every login",
+    ".config/systemd/user/": "services here run programs on their own",
+    ".ssh/": "ssh's keys and settings: a change can let others log in, or run programs "
+    "when you connect",
+    ".gitconfig": "git's settings for all your projects: they can make git run programs",
+    ".config/git/": "git's settings for all your projects: they can make git run programs",
+}
+"""Files in the home folder a write must ask for, and why."""
+
+SECRET_STORES: dict[str, str] = {
+    ".ssh/": "it holds your SSH keys",
+    ".gnupg/": "it holds your GPG keys",
+    ".aws/": "it holds your AWS credentials",
+    ".azure/": "it holds your Azure credentials",
+    ".config/gcloud/": "it holds your Google Cloud credentials",
+    ".kube/config": "it holds your Kubernetes credentials",
+    ".docker/config.json": "it holds your Docker registry logins",
+    ".netrc": "it holds passwords for remote hosts",
+    ".git-credentials": "it holds your saved git passwords",
+    ".config/gh/hosts.yml": "it holds your GitHub CLI token",
+    ".pgpass": "it holds your PostgreSQL passwords",
+    ".pypirc": "it can hold your PyPI token",
+    ".npmrc": "it can hold your npm token",
+    ".cargo/credentials": "it holds your crates.io token",
+    ".cargo/credentials.toml": "it holds your crates.io token",
+    ".password-store/": "it holds your passwords",
+    ".local/share/keyrings/": "it holds your desktop keyring",
+}
+"""Secret stores in the home folder: reading one asks first, in every mode but bypass."""
+
+SEARCH_NOTE = "dsh's own keys and secret stores such as ~/.ssh are never searched"
+
+
+@dataclass(frozen=True)
+class Protection:
+    """Why a path may not be touched unasked."""
+
+    path: Path
+    """The path as checked: absolute, as named."""
+    reason: str
+    """What the call does and why that matters, in the user's words:
+    ``writes .git/config: this file can make git run programs``."""
+    refused: bool = False
+    """Refused in every mode, bypass included (dsh's keys and trust)."""
+    why: str = ""
+    """The reason without the call's part: ``this file can make git run programs``."""
+
+
+# ---------------------------------------------------------------------- paths
+
+
+def _absolute(path: Path | str, cwd: Path) -> Path:
+    text = os.fspath(path)
+    if text.startswith("~"):
+        text = os.path.expanduser(text)
+    return Path(os.path.normpath(os.path.join(cwd, text)))
+
+
+def _forms(path: Path | str, cwd: Path) -> tuple[Path, ...]:
+    """The path as named (absolute) and with symlinks followed, each once."""
+    named = _absolute(path, cwd)
+    real = Path(os.path.realpath(named))
+    return (named,) if real == named else (named, real)
+
+
+def _under(path: Path, base: Path) -> PurePosixPath | None:
+    """``path`` relative to ``base`` (``.`` for itself), or None when outside."""
+    try:
+        return PurePosixPath(path.relative_to(base).as_posix())
+    except ValueError:
+        return None
+
+
+def _homes() -> tuple[Path, ...]:
+    return _forms(Path.home(), Path("/"))
+
+
+def _dsh_homes() -> tuple[Path, ...]:
+    return _forms(dsh_home(), Path("/"))
+
+
+def shown(path: Path, cwd: Path) -> str:
+    """``path`` as the user would write it: relative inside ``cwd``, ``~/...`` in the
+    home folder, else absolute."""
+    for base in _forms(cwd, Path("/")):
+        relative = _under(path, base)
+        if relative is not None and str(relative) != ".":
+            return str(relative)
+    for home in _homes():
+        relative = _under(path, home)
+        if relative is not None:
+            return "~" if str(relative) == "." else f"~/{relative}"
+    return str(path)
+
+
+def _match(relative: PurePosixPath, table: dict[str, str]) -> str | None:
+    text = str(relative)
+    for entry, why in table.items():
+        if entry.endswith("/"):
+            if text == entry[:-1] or text.startswith(entry):
+                return why
+        elif text == entry:
+            return why
+    return None
+
+
+def _refused_why(path: Path) -> str | None:
+    for home in _dsh_homes():
+        relative = _under(path, home)
+        if relative is not None and str(relative) in REFUSED_FILES:
+            return REFUSED_FILES[str(relative)]
+    return None
+
+
+def refused_paths() -> list[Path]:
+    """Every form (named, real) of every refused file, whether it exists or not."""
+    return [home / name for home in _dsh_homes() for name in REFUSED_FILES]
+
+
+def _write_why(path: Path) -> str | None:
+    parts = path.parts
+    if ".git" in parts:
+        rest = parts[len(parts) - parts[::-1].index(".git") :]
+        # The folder itself, a worktree's .git file (it says where git's data is),
+        # config, hooks: each decides what git runs.
+        if not rest or rest[-1] == "config" or "hooks" in rest or rest[0] == "info":
+            return GIT_RUNS
+        return GIT_DATA
+    if any(_under(path, home) is not None for home in _dsh_homes()):
+        return DSH_HOME_WHY
+    if PROJECT_DIR in parts:
+        return DSH_SETTINGS
+    for home in _homes():
+        relative = _under(path, home)
+        if relative is not None and (why := _match(relative, HOME_WRITES)) is not None:
+            return why
+    return None
+
+
+def _secret_store_why(path: Path) -> str | None:
+    for home in _homes():
+        relative = _under(path, home)
+        if relative is not None and (why := _match(relative, SECRET_STORES)) is not None:
+            return why
+    return None
+
+
+def _same_file(path: Path) -> Path | None:
+    """The refused file ``path`` is, by identity: a hard link, or another spelling on a
+    filesystem that ignores case."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    for refused in refused_paths():
+        try:
+            other = os.stat(refused)
+        except OSError:
+            continue
+        if (status.st_dev, status.st_ino) == (other.st_dev, other.st_ino):
+            return refused
+    return None
+
+
+def refusal(path: Path | str, cwd: Path, verb: str = "reads") -> Protection | None:
+    """A refusal when ``path`` is one of dsh's keys or its trust store (as named,
+    through a symlink, or as a hard link), else None."""
+    forms = _forms(path, cwd)
+    for form in forms:
+        why = _refused_why(form)
+        if why is not None:
+            return Protection(form, f"{verb} {shown(form, cwd)}: {why}", refused=True, why=why)
+    same = _same_file(forms[-1])
+    if same is not None:
+        why = _refused_why(same) or _NEVER
+        said = f"{verb} {shown(forms[0], cwd)}, which is {shown(same, cwd)}: {why}"
+        return Protection(forms[0], said, refused=True, why=why)
+    return None
+
+
+def write_protection(path: Path | str, cwd: Path) -> Protection | None:
+    """Why writing ``path`` must be asked every time (or is refused outright), or None
+    for an ordinary path. Relative paths are taken from ``cwd``."""
+    refused = refusal(path, cwd, "writes")
+    if refused is not None:
+        return refused
+    for form in _forms(path, cwd):
+        why = _write_why(form)
+        if why is not None:
+            return Protection(form, f"writes {shown(form, cwd)}: {why}", why=why)
+    return None
+
+
+def read_protection(path: Path | str, cwd: Path) -> Protection | None:
+    """Why reading ``path`` (a file, or a folder to search) is refused or must be asked
+    first, or None."""
+    refused = refusal(path, cwd, "reads")
+    if refused is not None:
+        return refused
+    for form in _forms(path, cwd):
+        why = _secret_store_why(form)
+        if why is not None:
+            return Protection(form, f"reads {shown(form, cwd)}: {why}", why=why)
+    return None
+
+
+class SecretFilter:
+    """For a search from ``root``: whether a file it found must be left out of what
+    the model reads. Refused files always are; files in a secret store are, unless
+    the search started inside that store (its reading was asked for already).
+
+    Built once per search; the real path of each folder is looked up once. Files found
+    by walking are never symlinks (ripgrep does not follow them), so a file's own
+    name is not resolved, and a search whose root holds no secret (as named or
+    resolved) can hide nothing: it is not looked at further."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self._refused = refused_paths()
+        stores: list[Path] = []
+        roots = _forms(root, Path("/")) if root is not None else ()
+        for home in _homes():
+            for entry in SECRET_STORES:
+                store = home / entry.rstrip("/")
+                if not any(_under(r, store) is not None for r in roots):
+                    stores.append(store)
+        self._stores = stores
+        self._anywhere = root is None or any(
+            _under(secret, r) is not None for secret in (*self._refused, *stores) for r in roots
+        )
+        self._folders: dict[str, Path] = {}
+        self.skipped = 0
+        """How many files the filter left out so far."""
+
+    def hidden(self, path: Path) -> bool:
+        if not self._anywhere:
+            return False
+        folder = str(path.parent)
+        real_folder = self._folders.get(folder)
+        if real_folder is None:
+            real_folder = self._folders[folder] = Path(os.path.realpath(folder))
+        for form in (path, real_folder / path.name):
+            if form in self._refused or any(_under(form, s) is not None for s in self._stores):
+                self.skipped += 1
+                return True
+        return False
+
+    def note(self) -> str:
+        """A line for the model when files were left out, else empty."""
+        if not self.skipped:
+            return ""
+        files = "file" if self.skipped == 1 else "files"
+        return f"\n\n({self.skipped} {files} left out: {SEARCH_NOTE}.)"
+
+
+# ---------------------------------------------------------------------- commands
+
+_VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+_GLOB = frozenset("*?[")
+
+
+def _expand(word: str, cwd: Path) -> Path | None:
+    """A command's static word as a path: ``~``, ``$HOME`` and ``$DSH_HOME`` expanded,
+    relative to ``cwd``; None when it holds any other variable."""
+    values = {"HOME": str(Path.home()), "DSH_HOME": str(dsh_home())}
+    unknown = False
+
+    def value(match: re.Match[str]) -> str:
+        nonlocal unknown
+        name = match.group(1) or match.group(2)
+        if name not in values:
+            unknown = True
+            return ""
+        return values[name]
+
+    text = _VARIABLE.sub(value, word)
+    if unknown or not text or "\x00" in text:
+        return None
+    return _absolute(text, cwd)
+
+
+def _candidates(word: str) -> list[str]:
+    """The word, and what follows an ``=`` or a leading ``@`` in it (``--out=FILE``,
+    ``of=FILE``, ``curl -d @FILE``)."""
+    found = [word]
+    if "=" in word:
+        found.append(word.split("=", 1)[1])
+    if word.startswith("@"):
+        found.append(word[1:])
+    return [w for w in found if w]
+
+
+def _variable(name: str, *also: str) -> str:
+    """A pattern for ``$NAME/``, ``${NAME}/`` and ``${NAME:-...}/`` (and ``also``)."""
+    forms = [rf"\${name}\b", rf"\$\{{{name}\b[^}}]*\}}", *(re.escape(a) for a in also)]
+    return "(?:" + "|".join(forms) + ")/+"
+
+
+def _mentions_refused(text: str) -> list[Path]:
+    """Refused files a text names literally: by absolute path, ``~/...``, or
+    ``$DSH_HOME/...`` in any of its spellings."""
+    found = []
+    homes = [str(h) for h in _homes()]
+    for path in refused_paths():
+        spellings = [re.escape(str(path))]
+        for home in homes:
+            relative = _under(path, Path(home))
+            if relative is not None:
+                spellings.append(_variable("HOME", "~") + re.escape(str(relative)))
+        spellings.append(_variable("DSH_HOME") + re.escape(path.name))
+        if re.search("|".join(f"(?:{s})(?![\\w.-])" for s in spellings), text):
+            found.append(path)
+    return found
+
+
+def command_protections(command: str, cwd: Path) -> list[Protection]:
+    """What a shell command touches that needs more than the usual approval: files its
+    redirections write (as :func:`write_protection` sees them), refused files any of
+    its static words names (refused, whatever the mode), and protected paths its words
+    name (so no allow rule or grant vouches for ``cp x .git/hooks/pre-commit``)."""
+    parsed = parse_command(command)
+    found: list[Protection] = []
+    for target in parsed.writes:
+        path = _expand(target, cwd)
+        protection = write_protection(path, cwd) if path is not None else None
+        if protection is not None:
+            found.append(protection)
+    refused = refused_paths()
+    for word in parsed.words:
+        for candidate in _candidates(word):
+            path = _expand(candidate, cwd)
+            if path is None:
+                continue
+            if _GLOB & set(candidate):
+                matched = [r for r in refused if _glob_matches(path, r)]
+                if matched:
+                    found.append(_refused_name(matched[0], cwd))
+                continue
+            protection = refusal(path, cwd, "names")
+            if protection is None and (why := _word_why(path)) is not None:
+                protection = Protection(path, f"names {shown(path, cwd)}: {why}", why=why)
+            if protection is not None:
+                found.append(protection)
+    found.extend(_refused_name(path, cwd) for path in _mentions_refused(command))
+    return _unique(found)
+
+
+def _glob_matches(pattern: Path, path: Path) -> bool:
+    """Whether bash would expand ``pattern`` to ``path``: part by part, and a name
+    starting with a dot only by a pattern part that does too."""
+    if len(pattern.parts) != len(path.parts):
+        return False
+    return all(
+        fnmatch.fnmatchcase(name, part) and (part.startswith(".") or not name.startswith("."))
+        for part, name in zip(pattern.parts, path.parts, strict=True)
+    )
+
+
+def _word_why(path: Path) -> str | None:
+    for form in _forms(path, Path("/")):
+        why = _write_why(form)
+        if why is not None:
+            return why
+    return None
+
+
+def _refused_name(path: Path, cwd: Path) -> Protection:
+    why = _refused_why(path) or _NEVER
+    return Protection(path, f"names {shown(path, cwd)}: {why}", refused=True, why=why)
+
+
+def _unique(found: Iterable[Protection]) -> list[Protection]:
+    # Refusals first: they decide the verdict.
+    seen: dict[tuple[Path, bool], Protection] = {}
+    for protection in found:
+        seen.setdefault((protection.path, protection.refused), protection)
+    return sorted(seen.values(), key=lambda p: not p.refused)
