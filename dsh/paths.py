@@ -66,4 +66,3 @@ def project_key(cwd: str | None) -> str:
         digest = hashlib.sha256(cwd.encode()).hexdigest()[:16]
         key = key[: MAX_SEGMENT - 4 - 17] + "_" + digest
     return f"--{key}--"
-

@@ -96,9 +96,13 @@ class Agent:
         write_soon: Callable[[], None] = lambda: None,
         write_error: Callable[[], BaseException | None] = lambda: None,
         cwd: Path,
+        opened_at: int | None = None,
     ) -> None:
         self.root = root
         self.session = session
+        self.opened_at = len(session.events) if opened_at is None else opened_at
+        """The log's length when this process took the session up: the events from
+        here on are this run's (a resume may log some before the agent exists)."""
         self.options = options
         self.llm = llm
         self.tools = tools

@@ -51,6 +51,11 @@ class AgentService:
         """An agent continuing a stored session (by id or unique prefix). Its provider
         and model are the session's last ones unless ``options`` says otherwise."""
         session = await self._sessions.open(session_id)
+        opened_at = len(session.events)
+        if self._tools.approvals is not None:
+            # At once, not at the first tool call: the person hears of grants that no
+            # longer hold when the session opens, even if no tool is ever called.
+            self._tools.approvals.restore(session)
         if options is None:
             header = session.request_header()
             options = self.defaults
@@ -59,12 +64,18 @@ class AgentService:
                     update={"provider": header.config.provider, "model": header.config.model}
                 )
         cwd = Path(session.header.cwd) if session.header.cwd else Path.cwd()
-        agent = await self._start(session, options, cwd, "resume", setup)
+        agent = await self._start(session, options, cwd, "resume", setup, opened_at)
         agent.inbox.restore(session.events)
         return agent
 
     async def _start(
-        self, session: Any, options: AgentOptions, cwd: Path, source: str, setup: Setup | None
+        self,
+        session: Any,
+        options: AgentOptions,
+        cwd: Path,
+        source: str,
+        setup: Setup | None,
+        opened_at: int | None = None,
     ) -> Agent:
         store = self._sessions
         agent = Agent(
@@ -78,6 +89,7 @@ class AgentService:
             write_soon=functools.partial(store.write_soon, session),
             write_error=functools.partial(store.write_error, session),
             cwd=cwd,
+            opened_at=opened_at,
         )
         if setup is not None:
             result = setup(agent.ctx)

@@ -388,6 +388,32 @@ class ApprovalResolved(Frozen):
     reason: str | None = None
     pattern: str | None = None
     by: Literal["user", "rule", "mode", "headless"] = "user"
+    mac: str | None = None
+    """For allow-session: this installation's signature of the grant
+    (:mod:`dsh.tools.grants`); a grant without a valid one is not restored on resume."""
+
+
+class GrantsIgnored(Frozen):
+    """Logged when a session is resumed and some of its "allow for this session"
+    grants do not hold: this installation did not sign them (or its key is refused)."""
+
+    count: PositiveInt
+    problem: str | None = None
+    """Why no grant could be checked (the installation key was refused), when that is why."""
+
+    def notice(self) -> str:
+        """What to tell the person (every front end says the same)."""
+        one = self.count == 1
+        grants = "1 session grant" if one else f"{self.count} session grants"
+        if self.problem is not None:
+            return (
+                f"{grants} in this log {'is' if one else 'are'} ignored: this installation's "
+                f"key cannot be used ({self.problem}); dsh will ask again"
+            )
+        return (
+            f"{grants} in this log {'was' if one else 'were'} not made on this installation "
+            f"and {'is' if one else 'are'} ignored; dsh will ask again"
+        )
 
 
 class CommandRun(Frozen):
@@ -509,6 +535,7 @@ _core_event("llm/retry", LlmRetry)
 _core_event("llm/retry-started", LlmRetryStarted)
 _core_event("approval/requested", ApprovalRequested)
 _core_event("approval/resolved", ApprovalResolved)
+_core_event("approval/grants-ignored", GrantsIgnored)
 _core_event("command/run", CommandRun)
 _core_event("command/done", CommandDone)
 _core_event("inbox/enqueued", InboxEnqueued)

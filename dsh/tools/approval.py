@@ -5,30 +5,37 @@
 a UI registered (the TUI's dialog, the line mode's prompt). With none registered (as
 in headless mode) an ask is a denial the model is told about. Every decision about a
 call that writes or runs something is logged as ``approval/requested`` and
-``approval/resolved``; an "allow for this session" answer is logged with its rule, so
-a resumed session remembers it.
+``approval/resolved``; an "allow for this session" answer is logged with its rule and
+signed with this installation's key (:mod:`dsh.tools.grants`), so a resumed session
+remembers it, and a log edited by hand, or made by another installation, grants nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from dsh.kernel import Context, Disposer
 from dsh.session import Session
-from dsh.session.events import ApprovalRequested, ApprovalResolved
+from dsh.session.events import ApprovalRequested, ApprovalResolved, GrantsIgnored
 from dsh.tools.definition import Action, Risk, ToolDefinition
+from dsh.tools.grants import InstallationKey, KeyRefused, grant_fields, sign, verify
 from dsh.tools.permissions import (
     MODES,
     Assessment,
     PermissionMode,
     Rule,
+    RuleError,
     assess,
     session_rule,
 )
 from dsh.wire import Frozen
+
+_log = logging.getLogger("dsh.approvals")
 
 ApprovalOutcome = Literal["allow_once", "allow_session", "deny", "cancelled", "unavailable"]
 
@@ -73,7 +80,9 @@ class ApprovalService:
         *,
         allow: Iterable[Rule] = (),
         deny: Iterable[Rule] = (),
+        home: Path | None = None,
     ) -> None:
+        """``home``: where the installation key lives (None: ``dsh_home()`` when needed)."""
         if mode not in MODES:
             raise ValueError(f"unknown permission mode {mode!r} (one of: {', '.join(MODES)})")
         self.mode: PermissionMode = mode
@@ -81,6 +90,7 @@ class ApprovalService:
         self.deny = list(deny)
         self._approvers: list[Approver] = []
         self._grants: dict[str, list[Rule]] = {}
+        self._key = InstallationKey(home)
 
     def bind_context(self, ctx: Context) -> BoundApprovals:
         return BoundApprovals(self, ctx)
@@ -99,19 +109,72 @@ class ApprovalService:
         return self._approvers[-1] if self._approvers else None
 
     def grants(self, session: Session) -> list[Rule]:
-        """Session grants, restored from the log the first time a session is seen."""
+        """Session grants, restored from the log the first time a session is seen: those
+        this installation signed. A resumed session was checked (and told) by
+        :meth:`restore` already; a session seen only here is checked quietly."""
         if session.id not in self._grants:
-            restored = []
-            for event in session.events:
-                data = event.data
-                if (
-                    isinstance(data, ApprovalResolved)
-                    and data.outcome == "allow-session"
-                    and data.pattern
-                ):
-                    restored.append(Rule.parse(data.pattern))
-            self._grants[session.id] = restored
+            self._grants[session.id] = self._verified(session)[0]
         return self._grants[session.id]
+
+    def restore(self, session: Session) -> list[Rule]:
+        """Check the grants of a session being resumed, and log
+        ``approval/grants-ignored`` when some do not hold, so every UI says so before
+        anything is asked (or quietly denied)."""
+        held, ignored, problem = self._verified(session)
+        self._grants[session.id] = held
+        if ignored:
+            session.append("approval/grants-ignored", GrantsIgnored(count=ignored, problem=problem))
+        return held
+
+    def _verified(self, session: Session) -> tuple[list[Rule], int, str | None]:
+        """The grants in the log that verify, how many did not, and why none could."""
+        tools: dict[str, str] = {}
+        claimed: list[tuple[list[str] | None, str, str | None]] = []  # (fields, pattern, mac)
+        for event in session.events:
+            data = event.data
+            if isinstance(data, ApprovalRequested):
+                tools[data.request_id] = data.tool
+            elif (
+                isinstance(data, ApprovalResolved)
+                and data.outcome == "allow-session"
+                and data.pattern
+            ):
+                # The tool is named by the request the grant answers: one without its
+                # request cannot be checked, and does not hold.
+                tool = tools.get(data.request_id)
+                fields = (
+                    None
+                    if tool is None
+                    else grant_fields(session.id, data.request_id, tool, data.outcome, data.pattern)
+                )
+                claimed.append((fields, data.pattern, data.mac))
+        if not claimed:
+            return [], 0, None  # nothing to check: the key is not even read
+        try:
+            # Not made when missing: with no key, no grant can have been signed here.
+            key = self._key.get(create=False)
+        except KeyRefused as refused:
+            return [], len(claimed), str(refused)
+        held: list[Rule] = []
+        for fields, pattern, mac in claimed:
+            if key is None or fields is None or not verify(key, fields, mac):
+                continue
+            try:
+                held.append(Rule.parse(pattern))
+            except RuleError:
+                continue  # signed, so written by dsh: by a version that reads it otherwise
+        return held, len(claimed) - len(held), None
+
+    def _sign_grant(self, session: Session, request_id: str, tool: str, pattern: str) -> str | None:
+        """The grant's MAC; None (the grant then holds until the process ends, and is
+        not restored) when the installation key cannot be used."""
+        try:
+            key = self._key.get(create=True)
+        except KeyRefused as refused:
+            _log.warning("the session grant %s will not survive a resume: %s", pattern, refused)
+            return None
+        assert key is not None
+        return sign(key, grant_fields(session.id, request_id, tool, "allow-session", pattern))
 
     async def check(
         self,
@@ -198,7 +261,9 @@ class ApprovalService:
             case "allow_session" if grant is not None:
                 rule = Rule.parse(decision.rule) if decision.rule else grant
                 self.grants(session).append(rule)
-                resolve("allow-session", "user", pattern=str(rule))
+                pattern = str(rule)
+                mac = self._sign_grant(session, request_id, tool.name, pattern)
+                resolve("allow-session", "user", pattern=pattern, mac=mac)
                 return Gate(True)
             case "allow_session":
                 resolve("allow-once", "user")

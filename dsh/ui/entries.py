@@ -39,6 +39,7 @@ from dsh.session.events import (
     CompactionStart,
     CompactionSummary,
     Corrupt,
+    GrantsIgnored,
     InboxClaimed,
     InboxDiscarded,
     InboxEnqueued,
@@ -272,6 +273,9 @@ class TranscriptFold:
             case Corrupt():
                 text = f"Line {data.line} of the session log could not be read: {data.error}"
                 return [self._add(NoticeEntry(f"corrupt:{event.seq}", event.seq, "error", text))]
+            case GrantsIgnored():
+                text = data.notice()
+                return [self._add(NoticeEntry(f"grants:{event.seq}", event.seq, "warning", text))]
             case CompactionStart():
                 self._set_state("compacting")
             case CompactionSummary():

@@ -51,7 +51,7 @@ from dsh.session import (
     TurnMaxTokens,
     session_spend,
 )
-from dsh.session.events import CancelByUser, InboxDiscarded
+from dsh.session.events import CancelByUser, GrantsIgnored, InboxDiscarded
 from dsh.session.records import dumps
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.permissions import PermissionMode
@@ -112,6 +112,10 @@ class Printer:
             self.json_line(event.to_dict())
         elif self.format == "text":
             self._text(event)
+        if isinstance(event.data, GrantsIgnored):
+            # A warning for the person, whatever the format: stdout may be a program's.
+            self.end_line()
+            self.note(f"dsh: {event.data.notice()}\n")
 
     def json_line(self, value: Any) -> None:
         """One JSON line; lone surrogates as their escapes, so it reads back the same."""
@@ -246,7 +250,9 @@ async def _run(
     printer = Printer(
         request.output_format, out, err, on_closed=lambda: agent.cancel(CancelByUser())
     )
-    agent.session.subscribe(printer, from_seq=first_live)
+    # From what this run logged, including what resuming logged before the agent existed
+    # (grants that no longer hold).
+    agent.session.subscribe(printer, from_seq=agent.opened_at)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, agent.cancel, CancelByUser())
     try:
