@@ -35,11 +35,10 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import AfterValidator
 
-from dsh.paths import PRIVATE_FILE, dsh_home, private_dir
+from dsh.paths import CREDENTIALS_FILE, PRIVATE_FILE, dsh_home, private_dir
 
 _log = logging.getLogger("dsh.credentials")
 
-CREDENTIALS_FILE = "credentials.json"
 ENV_FILE = ".env"
 LOCK_FILE = ".credentials.lock"
 MIN_REDACTED = 4
@@ -265,10 +264,20 @@ class CredentialStore:
     key set in another terminal or rotated in ``.env`` is used at the next request.
     """
 
-    def __init__(self, home: Path, cwd: Path, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        cwd: Path,
+        environ: Mapping[str, str] | None = None,
+        *,
+        project_env: bool = True,
+    ) -> None:
         self.home = home
         self.cwd = cwd
         self._environ = environ
+        self.project_env = project_env
+        """Whether ``<cwd>/.env`` is read: only in a folder the user trusts, since a
+        cloned repository writes it (see :mod:`dsh.trust`)."""
         self._noticed: builtins.set[_Notice] = builtins.set()
 
     @classmethod
@@ -320,7 +329,7 @@ class CredentialStore:
             source = CredentialSource("credentials-file", self.credentials_path)
             return Credential(Secret(value), source), notices
         layers: tuple[tuple[SourceKind, Path], ...] = (
-            ("project-env-file", self.cwd / ENV_FILE),
+            *((("project-env-file", self.cwd / ENV_FILE),) if self.project_env else ()),
             ("home-env-file", self.home / ENV_FILE),
         )
         for kind, path in layers:
@@ -504,6 +513,34 @@ def _parse_credentials(data: bytes, path: Path) -> dict[str, str]:
             raise CredentialsFileError(f"{path}: the value of {name} is not a string")
         stored[name] = value
     return stored
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``, lower-cased, the default port filled in: two
+    URLs with one origin reach the same server."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    port = port or {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+@dataclass(frozen=True)
+class KeyDestination:
+    """Where a provider's key may be sent: the base URL the user's own layers (user
+    settings, environment, flags) give that provider, never one a project set. A
+    trusted project may point a provider elsewhere; the key does not follow it."""
+
+    base_url: str | None
+    """None: the user's own layers do not configure this provider at all."""
+
+    def allows(self, url: str) -> bool:
+        return self.base_url is not None and origin(url) == origin(self.base_url)
 
 
 def key_reader(store: CredentialStore | None, ref: str) -> Callable[[], str | None]:

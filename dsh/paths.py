@@ -66,3 +66,24 @@ def project_key(cwd: str | None) -> str:
         digest = hashlib.sha256(cwd.encode()).hexdigest()[:16]
         key = key[: MAX_SEGMENT - 4 - 17] + "_" + digest
     return f"--{key}--"
+
+
+def unsafe_to_obey(path: Path) -> str | None:
+    """Why a file that configures dsh must not be obeyed, or None when it may be: it
+    (or the folder holding it) is writable by other users, or owned by someone other
+    than this user or root. Anyone able to write it could otherwise grant themselves
+    what its owner can do, as ssh's StrictModes reasons. Symlinks are followed: what
+    counts is the file that will be read."""
+    uid = os.geteuid()
+    real = path.resolve()
+    for target, what in ((real, "it"), (real.parent, f"its folder {real.parent}")):
+        try:
+            status = target.stat()
+        except OSError:
+            continue  # a missing file has nothing to obey; reading it reports the rest
+        if status.st_uid not in (uid, 0):
+            return f"{what} is owned by another user (uid {status.st_uid})"
+        if status.st_mode & 0o022 and not (target is real.parent and status.st_mode & 0o1000):
+            mode = status.st_mode & 0o777
+            return f"{what} can be written by other users (mode {mode:04o}; chmod go-w {target})"
+    return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ APPROVALS: ServiceKey[ApprovalService] = ServiceKey("approvals")
 QUESTIONS: ServiceKey[QuestionService] = ServiceKey("questions")
 AGENTS: ServiceKey[AgentService] = ServiceKey("agents")
 COMMANDS: ServiceKey[CommandService] = ServiceKey("commands")
+SETTINGS: ServiceKey[Settings] = ServiceKey("settings")
 
 
 @dataclass
@@ -56,29 +57,40 @@ async def start_runtime(
     plugin_configs: Mapping[str, Mapping[str, Any]] | None = None,
     disabled_plugins: Iterable[str] = (),
     permission_mode: PermissionMode | None = None,
+    settings: Settings | None = None,
 ) -> Runtime:
     """Build the root context with the core services and load plugins (discovered
     unless ``candidates`` is given), configured from the settings documents unless
     ``plugin_configs`` is given. Storage is touched only when first used.
 
+    ``settings`` are those the front end loaded (and settled the project's trust
+    for, see :mod:`dsh.ui.trusting`); without them the settings are loaded here, a
+    project's own configuration applying only if the project is trusted.
+
     Raises :class:`~dsh.settings.SettingsError` for a settings file it cannot use.
     """
     data = home or dsh_home()
     where = cwd or Path.cwd()
-    settings = load_settings(data, where)
+    if settings is None:
+        settings = load_settings(data, where)
     origins: dict[str, str] = {}
     if plugin_configs is None:
         plugin_configs = settings.plugin_configs()
         origins = {name: settings.origin("plugins", name) for name in plugin_configs}
         disabled_plugins = [*disabled_plugins, *settings.disabled_plugins()]
+    else:
+        # Given by the program itself (the demo's scripted server): the user's own.
+        own = {**settings.own, "plugins": {**settings.own_section("plugins"), **plugin_configs}}
+        settings = replace(settings, own=own)
     root = Context(name="core")
-    root.provide(CREDENTIALS, CredentialStore(data, where))
+    root.provide(SETTINGS, settings)
+    root.provide(CREDENTIALS, CredentialStore(data, where, project_env=settings.trusted))
     llm = LlmService(root)
     root.provide(LLM, llm)
     sessions = SessionStore.at(data, session_backend(), pricing=llm.cost)
     root.provide(SESSIONS, sessions)
     root.effect(lambda: sessions.aclose)
-    approvals = _approvals(settings, permission_mode)
+    approvals = _approvals(settings, permission_mode, data)
     root.provide(APPROVALS.name, approvals)
     root.provide(QUESTIONS.name, QuestionService())
     tools = ToolService(approvals, SpillStore(data))
@@ -106,13 +118,15 @@ async def start_runtime(
     return Runtime(root, host, sessions, llm, agents)
 
 
-def _approvals(settings: Settings, mode: PermissionMode | None) -> ApprovalService:
+def _approvals(settings: Settings, mode: PermissionMode | None, home: Path) -> ApprovalService:
     """The permission mode and rules: ``[permissions]`` in settings, the flag over it."""
     section = settings.section("permissions")
     where = settings.origin("permissions")
     try:
         allow = [Rule.parse(text) for text in section.get("allow", [])]
         deny = [Rule.parse(text) for text in section.get("deny", [])]
-        return ApprovalService(mode or section.get("mode", "default"), allow=allow, deny=deny)
+        return ApprovalService(
+            mode or section.get("mode", "default"), allow=allow, deny=deny, home=home
+        )
     except (RuleError, ValueError, TypeError) as error:
         raise SettingsError(f"{where} [permissions]: {error}") from None

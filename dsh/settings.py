@@ -2,9 +2,13 @@
 
 Layers, lowest first: the defaults (in the models that read each table), the user
 document ``$DSH_HOME/settings.toml``, the project document (the nearest
-``.dsh/settings.toml`` from the working directory up), the environment, and last the
-command line (flags such as ``--model`` apply over all of these). A later layer wins
-key by key. In the environment, ``DSH_<TABLE>__<KEY>=value`` sets ``table.key``
+``.dsh/settings.toml`` from the working directory up to the project root, never
+above the home folder), the environment, and last the command line (flags such as
+``--model`` apply over all of these). A later layer wins key by key; permission
+rules add up instead. The project document applies in full only in a folder the
+user trusts (:mod:`dsh.trust`); elsewhere only its keys that narrow what dsh does
+apply (:mod:`dsh.narrowing`). A settings file that another user owns or could write
+is refused. In the environment, ``DSH_<TABLE>__<KEY>=value`` sets ``table.key``
 (``DSH_AGENT__MODEL=deepseek-v4-pro``; a plugin's table is
 ``DSH_PLUGINS__LLM_DEEPSEEK__BASE_URL``, underscores in the plugin's name standing for
 hyphens); the value is read as a TOML value when it parses as one, else as text.
@@ -25,10 +29,16 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from dsh.narrowing import Ignored, narrow
+from dsh.paths import unsafe_to_obey
+
+if TYPE_CHECKING:
+    from dsh.trust import TrustState
 
 USER_FILE = "settings.toml"
 PROJECT_DIR = ".dsh"
@@ -56,6 +66,28 @@ class Settings:
 
     documents: tuple[Document, ...] = ()
     merged: dict[str, Any] = field(default_factory=dict)
+    own: dict[str, Any] = field(default_factory=dict)
+    """The user's own layers merged (user document, environment): what a project,
+    trusted or not, did not set. A key is sent only where these say
+    (:meth:`own_section`)."""
+    root: Path | None = None
+    """The project root trust is decided for."""
+    project: Path | None = None
+    """The project document found, applied in full or narrowed."""
+    trust: TrustState = "unknown"
+    ignored: tuple[Ignored, ...] = ()
+    """Keys of the project's configuration not applied: the folder is not trusted."""
+
+    @property
+    def trusted(self) -> bool:
+        return self.trust == "trusted"
+
+    def own_section(self, *keys: str) -> dict[str, Any]:
+        """The table at ``keys`` as the user's own layers set it."""
+        node: Any = self.own
+        for key in keys:
+            node = node.get(key, {}) if isinstance(node, dict) else {}
+        return dict(node) if isinstance(node, dict) else {}
 
     def section(self, *keys: str) -> dict[str, Any]:
         """The merged table at ``keys`` (empty if absent)."""
@@ -96,14 +128,20 @@ class Settings:
         return disabled
 
 
-def project_document(cwd: Path, home: Path | None = None) -> Path | None:
-    """The nearest ``.dsh/settings.toml`` from ``cwd`` up, not above the home folder."""
+def project_document(cwd: Path, root: Path | None = None, home: Path | None = None) -> Path | None:
+    """The nearest ``.dsh/settings.toml`` from ``cwd`` up to the project ``root`` (see
+    :func:`dsh.trust.project_root`), never above the home folder: a folder above the
+    project, such as a shared ``/tmp``, configures nothing."""
+    from dsh.trust import project_root
+
+    here = cwd.resolve()
+    top = (root or project_root(here)).resolve()
     stop = home.resolve() if home is not None else Path.home().resolve()
-    for folder in (cwd.resolve(), *cwd.resolve().parents):
+    for folder in (here, *here.parents):
         candidate = folder / PROJECT_DIR / USER_FILE
         if candidate.is_file():
             return candidate
-        if folder == stop:
+        if folder in (top, stop):
             break
     return None
 
@@ -161,26 +199,115 @@ def parse_value(text: str) -> Any:
 
 
 def load_settings(
-    home: Path, cwd: Path, *, environ: Mapping[str, str] | None = None, check: bool = True
+    home: Path,
+    cwd: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    check: bool = True,
+    trust: bool | None = None,
 ) -> Settings:
     """The user document, the project document and the environment, merged.
-    ``check=False`` skips validating the core tables (a quick look before start-up,
-    which validates them again)."""
-    paths = [home / USER_FILE]
-    project = project_document(cwd)
-    if project is not None and project != paths[0]:
-        paths.append(project)
-    documents = [read_document(p) for p in paths if p.is_file()]
+
+    The project document applies in full only when its project is trusted: by
+    ``trust=True`` (``--trust``), or a decision in the trust store when ``trust`` is
+    None. Otherwise only the keys that narrow apply (:func:`dsh.narrowing.narrow`),
+    and :attr:`Settings.ignored` lists the rest. A settings file another user could
+    have written is refused. ``check=False`` skips validating the core tables (a quick
+    look before start-up, which validates them again)."""
+    from dsh.trust import TrustError, TrustStore, project_root
+
+    root = project_root(cwd)
+    user_path = home / USER_FILE
+    project = project_document(cwd, root)
+    if project is not None and project.resolve() == user_path.resolve():
+        project = None  # $DSH_HOME is ~/.dsh and dsh runs in ~
+    for path in (user_path, project):
+        if path is not None and path.is_file():
+            problem = unsafe_to_obey(path)
+            if problem is not None:
+                raise SettingsError(
+                    f"{path}: refused, {problem}; a settings file decides what dsh may do "
+                    "without asking, so only you may write it"
+                )
+    own = [read_document(user_path)] if user_path.is_file() else []
     from_env = environment_document(os.environ if environ is None else environ)
     if from_env is not None:
-        documents.append(from_env)
-    merged: dict[str, Any] = {}
-    for document in documents:
-        merged = merge(merged, document.values)
-    settings = Settings(tuple(documents), merged)
+        own.append(from_env)
+    own_merged = merged_documents(own)
+    project_doc = read_document(project) if project is not None else None
+    env_names = project_env_names(cwd)
+    state: TrustState = "unknown"
+    if trust is not None:
+        state = "trusted" if trust else "untrusted"
+    elif project_doc is not None or env_names:
+        try:
+            state = TrustStore(home).state(root)
+        except TrustError as error:
+            raise SettingsError(str(error)) from None
+    ignored: list[Ignored] = []
+    documents = list(own[:1])
+    if project_doc is not None:
+        if state == "trusted":
+            documents.append(project_doc)
+        else:
+            kept, ignored = narrow(project_doc.values, own_merged)
+            documents.append(Document(project_doc.path, kept))
+    if env_names and state != "trusted":
+        ignored.append(
+            Ignored(
+                ".env",
+                ", ".join(env_names),
+                "would supply keys to the credential store (values not shown)",
+            )
+        )
+    documents.extend(own[1:])
+    settings = Settings(
+        tuple(documents),
+        merged_documents(documents),
+        own=own_merged,
+        root=root,
+        project=project,
+        trust=state,
+        ignored=tuple(ignored),
+    )
     if check:
         check_core_tables(settings)
     return settings
+
+
+def merged_documents(documents: Iterable[Document]) -> dict[str, Any]:
+    """The documents laid one on the next. Permission rules add up instead: a later
+    layer's ``deny = []`` must not erase the deny rules of the layers under it."""
+    merged: dict[str, Any] = {}
+    gathered: dict[str, list[Any]] = {"allow": [], "deny": []}
+    for document in documents:
+        merged = merge(merged, document.values)
+        table = document.values.get("permissions")
+        if isinstance(table, Mapping):
+            for name, rules in gathered.items():
+                value = table.get(name)
+                if isinstance(value, list):
+                    rules.extend(rule for rule in value if rule not in rules)
+    table = merged.get("permissions")
+    if isinstance(table, dict):
+        for name, rules in gathered.items():
+            if isinstance(table.get(name), list):
+                table[name] = rules
+    return merged
+
+
+def project_env_names(cwd: Path) -> list[str]:
+    """The names a project's ``.env`` assigns (never their values), or none."""
+    path = cwd / ".env"
+    if not path.is_file():
+        return []
+    from dsh.credentials import parse_env
+
+    try:
+        values, _ = parse_env(path.read_bytes().decode("utf-8-sig", errors="replace"))
+    except OSError:
+        return []
+    return sorted(values)
 
 
 def check_core_tables(settings: Settings) -> None:

@@ -86,7 +86,7 @@ def test_layers_defaults_user_project_environment(tmp_path: Path) -> None:
         "DSH_PLUGINS__LLM_DEEPSEEK__BASE_URL": "http://127.0.0.1:9",
         "DSH_HOME": "/ignored",
     }
-    settings = load_settings(home, project, environ=environ)
+    settings = load_settings(home, project, environ=environ, trust=True)
     assert settings.section("agent") == {"model": "b", "max_steps": 7}
     assert settings.plugin_configs()["llm-deepseek"] == {"base_url": "http://127.0.0.1:9"}
     assert settings.origin("agent").endswith("<environment>")

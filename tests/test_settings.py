@@ -31,7 +31,8 @@ def test_the_project_document_overrides_the_users_key_by_key(tmp_path: Path) -> 
         project / ".dsh" / "settings.toml", '[plugins.llm-deepseek]\nbase_url = "http://b"\n'
     )
     (project / "src").mkdir()
-    settings = load_settings(home, project / "src")  # found from a subfolder too
+    (project / ".git").mkdir()  # the project root: discovery goes up to it
+    settings = load_settings(home, project / "src", trust=True)  # found from a subfolder too
     assert settings.plugin_configs() == {
         "llm-deepseek": {"base_url": "http://b", "read_timeout": 60}
     }

@@ -10,7 +10,7 @@ from typing import Any
 
 from dsh import __version__
 
-SUBCOMMANDS = ("config", "plugins", "sessions")
+SUBCOMMANDS = ("config", "plugins", "sessions", "trust", "untrust")
 PICK = ""
 """``--resume`` given without an id."""
 
@@ -18,6 +18,9 @@ EPILOG = """commands:
   dsh plugins [--json]      the plugins found, where from, and which failed to load
   dsh sessions ACTION       list, show, search, export, import, rm, reindex sessions
   dsh config ACTION         path, list, get, set, unset settings
+  dsh trust [PATH]          trust a project: its .dsh/settings.toml applies in full
+  dsh trust --list          the folders trusted (or not)
+  dsh untrust PATH          stop trusting a project: its settings may only narrow
 
 examples:
   dsh -p "why does the build fail?"
@@ -91,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["read-only", "default", "accept-edits", "bypass"],
         help="what may run without asking (headless: what is not allowed is denied)",
     )
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="apply this folder's own configuration (.dsh/settings.toml, .env) in full for "
+        "this run, as if trusted (see `dsh trust`)",
+    )
     return parser
 
 
@@ -103,9 +112,11 @@ def build_command_parser() -> argparse.ArgumentParser:
     plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
     from dsh.cli.config import add_parser as add_config_parser
     from dsh.cli.sessions_parser import add_parser
+    from dsh.cli.trust import add_parsers as add_trust_parsers
 
     add_parser(commands)
     add_config_parser(commands)
+    add_trust_parsers(commands)
     return parser
 
 
@@ -148,6 +159,7 @@ def _session_choice(args: argparse.Namespace) -> dict[str, Any]:
         "provider": args.provider,
         "effort": args.effort,
         "permission_mode": args.permission_mode,
+        "trust": args.trust,
     }
 
 
@@ -189,6 +201,10 @@ def _command(args: argparse.Namespace) -> int:
             from dsh.cli.config import run_config
 
             return run_config(args)
+        case "trust" | "untrust":
+            from dsh.cli.trust import run_trust
+
+            return run_trust(args)
     return 2
 
 

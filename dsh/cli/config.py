@@ -62,13 +62,26 @@ def run_config(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO =
             case "get":
                 return _get(load_settings(home, cwd), _key(args.key), out, err)
             case "set":
-                return _set(home, cwd, _key(args.key), args.value, args.project, out)
+                code = _set(home, cwd, _key(args.key), args.value, args.project, out)
+                if args.project:
+                    _untrusted_note(load_settings(home, cwd, check=False), args.key, err)
+                return code
             case "unset":
                 return _unset(home, cwd, _key(args.key), args.project, out, err)
     except SettingsError as error:
         err.write(f"dsh config: {error}\n")
         return 1
     return 2
+
+
+def _untrusted_note(settings: Settings, key: str, err: TextIO) -> None:
+    for item in settings.ignored:
+        if item.key == key or item.key.startswith(f"{key}."):
+            err.write(
+                f"note: {key} does not apply while {settings.root} is not trusted "
+                f"({item.reason}); `dsh trust` applies it\n"
+            )
+            return
 
 
 def _key(text: str) -> list[str]:
@@ -106,13 +119,31 @@ def _list(settings: Settings, out: TextIO, *, as_json: bool) -> int:
             origins[key] = str(document.path)
     flat = _flatten(settings.merged)
     if as_json:
-        rows = [{"key": k, "value": v, "origin": origins.get(k)} for k, v in sorted(flat.items())]
+        rows: list[dict[str, Any]] = [
+            {"key": k, "value": v, "origin": origins.get(k)} for k, v in sorted(flat.items())
+        ]
+        # Keys of an untrusted project that are not in force: their value as shown
+        # (escaped), and why.
+        rows += [
+            {
+                "key": item.key,
+                "value": item.value,
+                "origin": str(settings.project) if item.key != ".env" else ".env",
+                "applied": False,
+                "reason": item.reason,
+            }
+            for item in settings.ignored
+        ]
         out.write(json.dumps(rows, indent=2) + "\n")
         return 0
     if not flat:
         out.write("(no settings: every key has its default)\n")
     for key, value in sorted(flat.items()):
         out.write(f"{key} = {_toml(value)}    # {origins.get(key, '?')}\n")
+    if settings.ignored:
+        out.write(f"# not applied: {settings.root} is not trusted (`dsh trust` applies them)\n")
+        for item in settings.ignored:
+            out.write(f"# {item.line()}\n")
     return 0
 
 

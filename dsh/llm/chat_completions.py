@@ -28,6 +28,7 @@ import httpx
 from pydantic import PositiveInt
 
 from dsh import __version__
+from dsh.credentials import KeyDestination
 from dsh.llm.adapter import LlmAdapter, Price, RetryPolicy
 from dsh.llm.blocks import ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from dsh.llm.ids import CallId
@@ -546,8 +547,11 @@ class ChatCompletionsAdapter(LlmAdapter):
         retry_policy: RetryPolicy | None = None,
         list_models_path: str | None = "/models",
         client: httpx.AsyncClient | None = None,
+        key_destination: KeyDestination | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.key_destination = key_destination or KeyDestination(self.base_url)
+        """Where the key may go; a request to any other origin carries none."""
         self.models = dict(models)
         self.fallback = fallback or ChatModel()
         self._api_key = api_key or (lambda: None)
@@ -589,7 +593,28 @@ class ChatCompletionsAdapter(LlmAdapter):
         return self.model(model).price
 
     def _request_headers(self, provider: str) -> tuple[dict[str, str], str | None]:
-        key = self._api_key()
+        destination = self.key_destination
+        key = self._api_key() if destination.allows(self.base_url) else None
+        if not key and self.key_required and not destination.allows(self.base_url):
+            where = self.credential or "the API key"
+            if destination.base_url is None:
+                why = (
+                    f"your own settings do not configure {provider}, so {where} is not "
+                    "sent anywhere for it"
+                )
+            else:
+                why = (
+                    f"{where} is sent only to {destination.base_url}, the address your own "
+                    f"settings give {provider}, not to {self.base_url}, which a project's "
+                    "settings chose"
+                )
+            fix = "configure it" if destination.base_url is None else "set its base_url"
+            raise LlmError(
+                LlmFailure(
+                    message=f"{why}; {fix} in $DSH_HOME/settings.toml to use that server",
+                    code="KEY_WITHHELD",
+                )
+            )
         if not key and self.key_required:
             where = f"set {self.credential}" if self.credential else "configure an API key"
             raise LlmError(

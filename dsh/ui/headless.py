@@ -83,6 +83,8 @@ class HeadlessRequest:
     title: bool = False
     cwd: Path | None = None
     permission_mode: PermissionMode | None = None
+    trust: bool = False
+    """``--trust``: apply the project's own configuration in full for this run."""
 
 
 class Printer:
@@ -197,13 +199,21 @@ def outcome(reason: Any, blocked: str | None) -> tuple[int, str | None]:
 async def run(
     request: HeadlessRequest, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
+    from dsh.paths import dsh_home
     from dsh.runtime import start_runtime
     from dsh.settings import SettingsError
+    from dsh.ui.trusting import ignored_lines, settle
 
     started = time.monotonic()
     cwd = (request.cwd or Path.cwd()).resolve()
     try:
-        runtime = await start_runtime(cwd=cwd, permission_mode=request.permission_mode)
+        # Nobody is here to ask: what an untrusted folder would widen is ignored.
+        settings = await settle(dsh_home(), cwd, trust=request.trust)
+        for line in ignored_lines(settings):
+            err.write(f"dsh: {line}\n")
+        runtime = await start_runtime(
+            cwd=cwd, permission_mode=request.permission_mode, settings=settings
+        )
     except SettingsError as error:
         err.write(f"dsh: {error}\n")
         return EXIT_FAILED

@@ -50,7 +50,7 @@ from dsh.ui.opening import (
     switch_session,
 )
 from dsh.ui.plain_commands import pick_session, register_commands
-from dsh.ui.plain_dialogs import Dialogs
+from dsh.ui.plain_dialogs import Dialogs, trust_asker
 from dsh.ui.plain_input import (
     Interrupted,
     LineReader,
@@ -81,6 +81,7 @@ class PlainRequest:
     provider: str | None = None
     effort: str | None = None
     permission_mode: PermissionMode | None = None
+    trust: bool = False
 
 
 def plain_console(output: TextIO | None = None, *, force_terminal: bool | None = None) -> Console:
@@ -115,9 +116,19 @@ async def run_plain(
     if runtime is None:
         from dsh.runtime import start_runtime
         from dsh.settings import SettingsError
+        from dsh.ui.trusting import ignored_lines, settle
 
+        # A script on stdin has nobody behind it to ask: as headless, untrusted
+        # configuration that widens anything is ignored.
+        interactive = input is not None or stdin_is_terminal()
+        ask = trust_asker(console, input, output) if interactive else None
         try:
-            runtime = await start_runtime(cwd=cwd, permission_mode=request.permission_mode)
+            settings = await settle(dsh_home(), cwd, trust=request.trust, ask=ask)
+            for line in ignored_lines(settings):
+                console.print(Text(line, style="yellow"), soft_wrap=True)
+            runtime = await start_runtime(
+                cwd=cwd, permission_mode=request.permission_mode, settings=settings
+            )
         except SettingsError as error:
             sys.stderr.write(f"dsh: {error}\n")
             return EXIT_FAILED

@@ -20,9 +20,65 @@ from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
 from dsh.ui.plain_input import Interrupted, Lines
 from dsh.ui.render import Indented, diff_text, highlighted
+from dsh.ui.trusting import Asker, TrustAnswer, TrustQuestion
 
 MAX_DETAIL_LINES = 40
 NUMBERS = re.compile(r"^\d+(?:\s*[,\s]\s*\d+)*$")
+
+
+def trust_asker(console: Console, input: Any = None, output: Any = None) -> Asker:
+    """The trust question as text, before the runtime (and the main prompt) exists:
+    what would change, then ``t``/``n``/``l``. Ctrl+C or the end of input decides
+    later."""
+
+    async def ask(question: TrustQuestion) -> TrustAnswer:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.output import DummyOutput
+
+        from dsh.narrowing import escaped
+
+        source = escaped(str(question.project)) if question.project else "This folder"
+        console.print(
+            Text.assemble(
+                ("? ", "bold yellow"),
+                (f"{source} would change what dsh does:", "bold"),
+            ),
+            soft_wrap=True,
+        )
+        for item in question.ignored:
+            shown = (
+                f".env keys {item.value}" if item.key == ".env" else f"{item.key} = {item.value}"
+            )
+            console.print(Text(f"  {shown}"), soft_wrap=True)
+            console.print(Text(f"    {item.reason}", style="dim"), soft_wrap=True)
+        console.print(
+            Text(
+                "Whoever wrote this repository chose these values. Until you trust "
+                f"{escaped(str(question.root))}, only settings that make dsh do less apply.",
+                style="dim",
+            ),
+            soft_wrap=True,
+        )
+        session: PromptSession[str] = PromptSession(
+            input=input, output=DummyOutput() if output is not None else None
+        )
+        while True:
+            try:
+                reply = await session.prompt_async(
+                    "Trust this folder? [t]rust / [n]o, don't trust / [l]ater: "
+                )
+            except (EOFError, KeyboardInterrupt):
+                return "later"
+            match reply.strip().lower():
+                case "t" | "trust":
+                    return "trust"
+                case "n" | "no":
+                    return "distrust"
+                case "l" | "later" | "":
+                    return "later"
+            console.print(Text("Please answer t, n or l.", style="yellow"))
+
+    return ask
 
 
 class Dialogs:

@@ -3,7 +3,9 @@
 Serves the provider route ``deepseek``. The endpoint is, first found: the ``base_url``
 setting, ``$DEEPSEEK_BASE_URL``, ``https://api.deepseek.com``; so any DeepSeek-
 compatible server or proxy can stand in. The key is read from the credential named
-by ``api_key_env`` (``DEEPSEEK_API_KEY``) at each request. Known models carry their
+by ``api_key_env`` (``DEEPSEEK_API_KEY``) at each request, and sent only to the
+endpoint the user's own settings and environment give (a project's cannot redirect
+it). Known models carry their
 context window, output cap, reasoning efforts and prices; settings may override any
 of it per model, and other model ids (``deepseek-chat``, ``deepseek-reasoner``...)
 pass through unchanged, with no thinking switch and no output cap sent.
@@ -15,13 +17,14 @@ import os
 
 from pydantic import BaseModel, Field, PositiveFloat
 
-from dsh.credentials import key_reader
+from dsh.credentials import KeyDestination, key_reader
 from dsh.kernel import Context, Plugin
 from dsh.llm import Price, RetryPolicy
 from dsh.llm.chat_completions import ChatCompletionsAdapter, ChatModel
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 PROVIDER = "deepseek"
+PLUGIN = "llm-deepseek"
 
 # DeepSeek bills by the million tokens, at half price outside its peak hours
 # (01:00-04:00 and 06:00-10:00 UTC on weekdays). Peak prices as of 2026-10.
@@ -73,22 +76,38 @@ def models_with(overrides: dict[str, ChatModel]) -> dict[str, ChatModel]:
 
 
 def apply(ctx: Context, config: Config) -> None:
+    from_env = os.environ.get("DEEPSEEK_BASE_URL")
+    base_url = config.base_url or from_env or DEFAULT_BASE_URL
     adapter = ChatCompletionsAdapter(
-        base_url=config.base_url or os.environ.get("DEEPSEEK_BASE_URL") or DEFAULT_BASE_URL,
+        base_url=base_url,
         models=models_with(config.models),
         api_key=key_reader(ctx.get("credentials", None), config.api_key_env),
         credential=config.api_key_env,
         read_timeout=config.read_timeout,
         retry_policy=config.retry,
+        key_destination=_key_destination(ctx, config, from_env),
     )
     ctx.llm.register_adapter([PROVIDER], adapter)
 
 
+def _key_destination(ctx: Context, config: Config, from_env: str | None) -> KeyDestination:
+    """The key goes only where the user's own layers point, never to an address a
+    project's settings chose, and only as the key they name."""
+    settings = ctx.get("settings", None)
+    if settings is None:  # loaded by a program, not from settings files: all its own
+        return KeyDestination(config.base_url or from_env or DEFAULT_BASE_URL)
+    own = settings.own_section("plugins", PLUGIN)
+    if own.get("api_key_env", Config().api_key_env) != config.api_key_env:
+        return KeyDestination(None)
+    own_base_url = own.get("base_url") if isinstance(own.get("base_url"), str) else None
+    return KeyDestination(own_base_url or from_env or DEFAULT_BASE_URL)
+
+
 plugin = Plugin(
-    name="llm-deepseek",
+    name=PLUGIN,
     description="DeepSeek models (V4 Flash, V4 Pro) with thinking mode",
     inject=("llm",),
-    optional=("credentials",),
+    optional=("credentials", "settings"),
     config=Config,
     apply=apply,
 )

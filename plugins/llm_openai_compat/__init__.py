@@ -10,17 +10,20 @@ Each configured provider gets a route of its own, so several can be used at once
     ]
 
 Models are listed from the server's ``/models`` when it has one; any model id is
-accepted. A provider without ``api_key_env`` sends no key.
+accepted. A provider without ``api_key_env`` sends no key; one with it sends the key
+only to the ``base_url`` the user's own settings give that provider.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field, PositiveFloat, field_validator
 
-from dsh.credentials import key_reader
+from dsh.credentials import KeyDestination, key_reader
 from dsh.kernel import Context, Plugin
 from dsh.llm import RetryPolicy
 from dsh.llm.chat_completions import ChatCompletionsAdapter, ChatModel
+
+PLUGIN = "llm-openai-compat"
 
 
 class Provider(BaseModel):
@@ -49,8 +52,21 @@ class Config(BaseModel):
     providers: list[Provider] = Field(default_factory=list)
 
 
+def _own_providers(ctx: Context, config: Config) -> dict[str, Provider]:
+    """The providers as the user's own layers configure them (not a project's)."""
+    settings = ctx.get("settings", None)
+    if settings is None:  # loaded by a program, not from settings files: all its own
+        return {provider.name: provider for provider in config.providers}
+    try:
+        own = Config.model_validate(settings.own_section("plugins", PLUGIN))
+    except ValueError:
+        return {}
+    return {provider.name: provider for provider in own.providers}
+
+
 def apply(ctx: Context, config: Config) -> None:
     seen: set[str] = set()
+    own = _own_providers(ctx, config)
     for provider in config.providers:
         if provider.name in seen:
             raise ValueError(f"provider {provider.name!r} is configured twice")
@@ -69,15 +85,25 @@ def apply(ctx: Context, config: Config) -> None:
             read_timeout=provider.read_timeout,
             retry_policy=provider.retry,
             list_models_path="/models" if provider.list_models else None,
+            key_destination=_key_destination(provider, own.get(provider.name)),
         )
         ctx.llm.register_adapter([provider.name], adapter)
 
 
+def _key_destination(provider: Provider, own: Provider | None) -> KeyDestination:
+    """The key goes to the provider's address as the user's own layers give it, and
+    only when they name the same key: a project can neither redirect a key nor have
+    another provider's key sent to this one."""
+    if own is None or own.api_key_env != provider.api_key_env:
+        return KeyDestination(None)
+    return KeyDestination(own.base_url)
+
+
 plugin = Plugin(
-    name="llm-openai-compat",
+    name=PLUGIN,
     description="OpenAI-compatible servers (Ollama, vLLM, llama.cpp, gateways)",
     inject=("llm",),
-    optional=("credentials",),
+    optional=("credentials", "settings"),
     config=Config,
     apply=apply,
 )

@@ -14,6 +14,7 @@ import shlex
 import shutil
 import sys
 import time
+import tomllib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -160,6 +161,57 @@ async def test_a_prompt_an_approval_and_an_answer_in_a_real_terminal(
     assert "idle" in status_line
     assert "tokens" in status_line
     assert len(fake_llm.chat_requests) == 2
+
+    await terminal.keys("C-q")
+    deadline = time.monotonic() + TIMEOUT
+    while not (status := terminal.exit_status()):
+        assert time.monotonic() < deadline, "dsh did not exit after Ctrl+Q"
+        await asyncio.sleep(0.05)
+    assert status == "0"
+
+
+async def test_the_trust_dialog_of_a_hostile_project_in_a_real_terminal(
+    tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal
+) -> None:
+    """A cloned project asks for ``bypass``: the dialog shows before anything runs,
+    what is typed meanwhile waits in the prompt, Tab Enter (the first answer) does
+    not trust it, and the first message then goes out under the user's own mode."""
+    fake_llm.add(Reply(text="Hello from the model."))
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    (project / ".git").mkdir(parents=True)
+    (project / ".dsh").mkdir()
+    settings = project / ".dsh" / "settings.toml"
+    settings.write_text('[permissions]\nmode = "bypass"\n')
+    settings.chmod(0o644)
+    command = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"]
+    await terminal.start(command, project, child_env(home, fake_llm))
+
+    dialog = await terminal.wait_for("Trust this folder?", limit=2 * TIMEOUT)  # a cold start
+    assert 'permissions.mode = "bypass"' in dialog
+    # No button has focus yet: the letters and Enter are for the prompt behind.
+    await terminal.keys("hello", literal=True)
+    await terminal.wait_for(lambda text: any("hello" in line for line in text.splitlines()))
+    await terminal.keys("Enter")
+    await terminal.wait_for("your message goes out when ready")
+    screen = await terminal.screen()
+    assert "Trust this folder?" in screen  # not answered by any of it
+    assert not (home / "trust.toml").exists()
+    assert fake_llm.chat_requests == []
+
+    await terminal.keys("Tab")
+    await terminal.keys("Enter")
+    screen = await terminal.wait_for("Hello from the model.")
+    assert "Trust this folder?" not in screen
+    assert "This folder is not trusted" in screen
+    assert "permissions.mode" in screen.split("This folder is not trusted", 1)[1]
+    folders = tomllib.loads((home / "trust.toml").read_text())["folders"]
+    assert {name: entry["trusted"] for name, entry in folders.items()} == {
+        str(project.resolve()): False
+    }
+    [request] = fake_llm.chat_requests
+    users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+    assert users[-1] == "hello"
 
     await terminal.keys("C-q")
     deadline = time.monotonic() + TIMEOUT

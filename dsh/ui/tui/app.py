@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from dsh.tools.permissions import PermissionMode
     from dsh.tools.questions import Answer
     from dsh.ui.entries import TranscriptFold
+    from dsh.ui.trusting import TrustAnswer, TrustQuestion
     from dsh.ui.tui.transcript import Transcript
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -84,6 +85,8 @@ class TuiRequest:
     theme: str | None = None
     draft: str | None = None
     """Text put in the prompt, not sent (the demo's first message)."""
+    trust: bool = False
+    """``--trust``: the project's own configuration applies in full for this run."""
 
 
 class DshApp(App[int]):
@@ -117,6 +120,8 @@ class DshApp(App[int]):
         self._unsubscribe: Callable[[], None] | None = None
         self._early: list[tuple[str, bool]] = []
         """What was sent before the runtime was ready."""
+        self._start_notes: list[tuple[str, str]] = []
+        """Notices from start-up, shown once the transcript is."""
         self._refresh_scheduled = False
         self._last_ctrl_c = 0.0
         self._shut_down = False
@@ -195,6 +200,8 @@ class DshApp(App[int]):
                     return
             await self._wire()
             await self._open_first()
+            for note, level in self._start_notes:
+                self.show(note, level=level)
         except Exception as error:  # shown, never a traceback over the screen
             self._fatal(f"dsh could not start: {error}")
             raise
@@ -250,31 +257,42 @@ class DshApp(App[int]):
         from dsh.runtime import start_runtime
         from dsh.settings import SettingsError, load_settings
         from dsh.setup import needs_setup
+        from dsh.ui.trusting import ignored_summary, settle
 
         request = self.request
         home = request.home or dsh_home()
         try:
-            settings = await asyncio.to_thread(load_settings, home, self.cwd)
-            if request.plugin_configs is None and needs_setup(
-                settings, CredentialStore(home, self.cwd)
-            ):
+            settings = await settle(home, self.cwd, trust=request.trust, ask=self._ask_trust)
+            credentials = CredentialStore(home, self.cwd, project_env=settings.trusted)
+            if request.plugin_configs is None and needs_setup(settings, credentials):
                 from dsh.ui.tui.screens.setup import SetupScreen
 
-                choice = await dialogs.wait_screen(
-                    self, SetupScreen(home, CredentialStore(home, self.cwd)), None
-                )
+                choice = await dialogs.wait_screen(self, SetupScreen(home, credentials), None)
                 if choice is None:
                     self._fatal("dsh: no model configured; nothing to do.")
                     return None
+                settings = await asyncio.to_thread(
+                    load_settings, home, self.cwd, trust=settings.trusted
+                )
+            summary = ignored_summary(settings)
+            if summary is not None:
+                self._start_notes.append((summary, "warning"))
             return await start_runtime(
                 home=home,
                 cwd=self.cwd,
                 plugin_configs=request.plugin_configs,
                 permission_mode=request.permission_mode,
+                settings=settings,
             )
         except SettingsError as error:
             self._fatal(f"dsh: {error}")
             return None
+
+    async def _ask_trust(self, question: TrustQuestion) -> TrustAnswer:
+        from dsh.ui.tui.screens.trust import TrustScreen
+
+        answer: TrustAnswer = await dialogs.wait_screen(self, TrustScreen(question), "later")
+        return answer
 
     def _fatal(self, message: str) -> None:
         self.exit_code = EXIT_FAILED
@@ -447,7 +465,10 @@ class DshApp(App[int]):
 
     def on_typed_early(self, message: TypedEarly) -> None:
         """Keys typed for the prompt as a dialog opened: back into the prompt."""
-        self.prompt_area.insert(message.text)
+        if message.text:
+            self.prompt_area.insert(message.text)
+        if message.submit:
+            self.prompt_area.action_submit()
 
     def on_prompt_area_queue_edit(self, message: PromptArea.QueueEdit) -> None:
         """Take the newest queued message back into the prompt to edit or drop it."""

@@ -25,11 +25,13 @@ GUARD_SECONDS = 0.15
 
 
 class TypedEarly(Message):
-    """Characters typed while a guarded dialog was opening, meant for the prompt."""
+    """Characters typed while a guarded dialog was opening, meant for the prompt
+    (``submit``: an Enter, which sends it)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, submit: bool = False) -> None:
         super().__init__()
         self.text = text
+        self.submit = submit
 
 
 class KeyGuard:

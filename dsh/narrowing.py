@@ -1,0 +1,175 @@
+"""What configuration from a folder the user has not trusted may do: only narrow.
+
+A project's ``.dsh/settings.toml`` is written by whoever wrote the repository. Until
+the user trusts the project (:mod:`dsh.trust`), each of its keys is kept only if it
+can make dsh do less than the user's own layers (user settings, environment) say:
+
+====================================  =============================================
+key                                   from an untrusted folder
+====================================  =============================================
+``permissions.mode``                  kept when stricter than or equal to the
+                                      user's own (read-only < default <
+                                      accept-edits < bypass), else ignored
+``permissions.deny``                  kept, added to the user's deny rules
+``permissions.allow``                 ignored
+``agent.provider``, ``agent.model``   kept: only providers the user configured
+                                      exist, since nothing here can add one
+``agent.reasoning_effort``,           kept
+``agent.temperature``
+``agent.max_steps``,                  kept when it lowers the user's limit (or
+``agent.max_tokens``                  sets one where there was none), else ignored
+``agent.auto_title``                  kept when false (it only adds a model call)
+``tui.theme``, ``tui.mouse``          kept: themes come only from dsh and
+                                      ``$DSH_HOME``
+``plugins.modules``                   ignored: it loads and runs Python code
+``plugins.disabled``                  ignored: the plugin list is the user's
+``plugins.<name>.…``                  ignored: providers, base URLs, headers,
+                                      ``api_key_env``, programs to start
+anything else                         ignored (unknown keys, and tables added
+                                      later such as MCP servers and hooks)
+====================================  =============================================
+
+The project's ``.env`` (keys for the credential store) is read only in a trusted
+folder; its names are listed with what is ignored, never its values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MODE_ORDER = {"read-only": 0, "default": 1, "accept-edits": 2, "bypass": 3}
+KEPT_AS_IS = {
+    ("agent", "provider"),
+    ("agent", "model"),
+    ("agent", "reasoning_effort"),
+    ("agent", "temperature"),
+    ("permissions", "deny"),
+    ("tui", "theme"),
+    ("tui", "mouse"),
+}
+LIMITS = {("agent", "max_steps"), ("agent", "max_tokens")}
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """One key of untrusted configuration that was not applied, and why."""
+
+    key: str
+    """Dotted, as in ``dsh config get``: ``permissions.mode``, or ``.env`` for the file."""
+    value: str
+    """The value as shown to the user: TOML-like text with control characters escaped,
+    so a hostile value cannot drive the terminal it is shown on."""
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.key} = {self.value} ({self.reason})"
+
+
+def narrow(
+    project: Mapping[str, Any], own: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[Ignored]]:
+    """The part of ``project`` an untrusted folder may set, given ``own`` (the user's
+    own layers merged), and every key left out."""
+    kept: dict[str, Any] = {}
+    ignored: list[Ignored] = []
+    for table, content in project.items():
+        if not isinstance(content, Mapping) or table not in ("agent", "permissions", "tui"):
+            for key, value in _leaves(table, content):
+                ignored.append(Ignored(escaped(key), shown(value), escaped(_reason_elsewhere(key))))
+            continue
+        own_table = own.get(table, {})
+        own_table = own_table if isinstance(own_table, Mapping) else {}
+        for key, value in content.items():
+            verdict = _verdict((table, key), value, own_table.get(key))
+            if verdict is None:
+                kept.setdefault(table, {})[key] = value
+            else:
+                ignored.append(Ignored(escaped(f"{table}.{key}"), shown(value), verdict))
+    return kept, ignored
+
+
+def _verdict(key: tuple[str, str], value: Any, own: Any) -> str | None:
+    """None to keep ``value``, else why it is ignored. A value of the wrong type is
+    kept, so that validation reports it with its file as for any settings file."""
+    if key in KEPT_AS_IS:
+        return None
+    if key == ("permissions", "mode"):
+        if value not in MODE_ORDER:
+            return None
+        current = own if own in MODE_ORDER else "default"
+        if MODE_ORDER[value] <= MODE_ORDER[current]:
+            return None
+        return f"would widen the permission mode from {current} to {value}"
+    if key == ("permissions", "allow"):
+        return "would let calls run without asking" if value else None
+    if key in LIMITS:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+        if own is None or (isinstance(own, int) and value <= own):
+            return None
+        return f"would raise your limit of {own}"
+    if key == ("agent", "auto_title"):
+        return None if value is False else "would add a model call"
+    return "not a key a project may set before you trust it"
+
+
+def _reason_elsewhere(key: str) -> str:
+    parts = key.split(".")
+    if parts[0] != "plugins":
+        return "not applied from a folder you have not trusted"
+    if len(parts) == 2:
+        return {
+            "modules": "would load and run Python code",
+            "disabled": "would change which plugins load",
+        }.get(parts[1], "would configure plugins")
+    last = parts[-1]
+    for words, reason in _PLUGIN_REASONS:
+        if any(word in last for word in words):
+            return reason
+    return f"would configure the {parts[1]} plugin"
+
+
+_PLUGIN_REASONS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("base_url", "url"), "would send requests, and possibly your key, to another address"),
+    (("headers", "header"), "would add headers to requests"),
+    (("api_key_env", "key", "token", "credential"), "would choose which key is sent"),
+    (("providers", "provider"), "would add or change model providers"),
+    (("command", "args", "program", "cmd", "server"), "would start a program"),
+    (("env",), "would set environment variables"),
+)
+
+
+def _leaves(prefix: str, value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, Mapping) and value:
+        found: list[tuple[str, Any]] = []
+        for key, inner in value.items():
+            found.extend(_leaves(f"{prefix}.{key}", inner))
+        return found
+    return [(prefix, value)]
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(value: Any, limit: int = 200) -> str:
+    """``value`` as one line of TOML-like text, control and bidi characters escaped."""
+    if isinstance(value, str):
+        text = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, list):
+        text = "[" + ", ".join(shown(item, limit) for item in value) + "]"
+    elif isinstance(value, Mapping):
+        text = "{" + ", ".join(f"{k} = {shown(v, limit)}" for k, v in value.items()) + "}"
+    else:
+        text = str(value)
+    text = escaped(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def escaped(text: str) -> str:
+    """``text`` with control and bidi characters as ``\\uXXXX``: safe to print."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -1,0 +1,82 @@
+"""Settling a project's trust before the runtime starts, the same in every front end.
+
+When the folder ships configuration that would change what dsh does and the user
+has not decided about it yet, an interactive front end asks once (the TUI's trust
+dialog, a text question in plain mode) and the answer is recorded in the trust
+store. Headless runs never ask: what the folder would widen is ignored, with one
+line naming each ignored key, unless ``--trust`` is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from dsh.narrowing import Ignored, escaped
+from dsh.settings import Settings, load_settings
+
+TrustAnswer = Literal["trust", "distrust", "later"]
+"""Trust (recorded), don't trust (recorded: not asked again), or decide later (this
+run goes untrusted, and the question comes back next time)."""
+
+
+@dataclass(frozen=True)
+class TrustQuestion:
+    root: Path
+    """The folder the answer is for (a git root, else the working directory)."""
+    project: Path | None
+    """The project settings file, if there is one."""
+    ignored: tuple[Ignored, ...]
+    """Exactly what trusting would change."""
+
+
+Asker = Callable[[TrustQuestion], Awaitable[TrustAnswer]]
+
+
+async def settle(
+    home: Path, cwd: Path, *, trust: bool = False, ask: Asker | None = None
+) -> Settings:
+    """The settings to start with. ``trust`` (``--trust``) trusts the project for this
+    run without recording it; ``ask`` is the front end's question, None when nobody
+    can answer (headless, a script)."""
+    settings = await asyncio.to_thread(load_settings, home, cwd, trust=True if trust else None)
+    if not settings.ignored or settings.trust != "unknown" or ask is None:
+        return settings
+    assert settings.root is not None
+    answer = await ask(TrustQuestion(settings.root, settings.project, settings.ignored))
+    if answer == "later":
+        return settings
+    from dsh.trust import TrustStore
+
+    await asyncio.to_thread(TrustStore(home).decide, settings.root, answer == "trust")
+    if answer == "trust":
+        return await asyncio.to_thread(load_settings, home, cwd, trust=True)
+    return settings
+
+
+def ignored_lines(settings: Settings) -> list[str]:
+    """One line per key not applied, for stderr or a notice."""
+    root = escaped(str(settings.root))
+    after = f"{root} is not trusted (`dsh trust` or --trust applies it)"
+    lines = []
+    for item in settings.ignored:
+        if item.key == ".env":
+            lines.append(f"ignored the keys in .env ({item.value}): {item.reason}; {after}")
+        else:
+            source = escaped(str(settings.project))
+            lines.append(f"ignored {item.line()} from {source}; {after}")
+    return lines
+
+
+def ignored_summary(settings: Settings) -> str | None:
+    """The keys not applied, in one notice for an interactive UI."""
+    if not settings.ignored:
+        return None
+    keys = ", ".join(item.key for item in settings.ignored)
+    return (
+        f"This folder is not trusted, so {len(settings.ignored)} of its settings are not "
+        f"applied: {keys}. `dsh trust` applies them."
+    )

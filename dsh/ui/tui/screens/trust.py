@@ -1,0 +1,156 @@
+"""The trust dialog: may this folder's own configuration apply?
+
+Shown once, before the runtime starts, when the project ships configuration that
+would change what dsh does (a ``.dsh/settings.toml``, a ``.env``) and the user has
+not decided about the folder yet. It lists exactly what trusting would change, key
+by key with its value and why it matters, and offers Trust, Don't trust (both
+recorded in the trust store) and Decide later (Esc: untrusted for this run).
+
+It opens while the person may already be typing their first prompt, so no letter
+answers it: the choice is made with Tab or the arrows and Enter, or the mouse.
+Until a button has focus, printable keys and Enter go back to the prompt.
+
+Public API: ``TrustScreen(question)``, a ``ModalScreen[TrustAnswer]``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import events, on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from dsh.narrowing import escaped
+from dsh.ui.trusting import TrustAnswer, TrustQuestion
+from dsh.ui.tui.screens.guard import TypedEarly
+
+MIN_CHANGES_ROWS = 3
+"""The list's border and one line: fewer would not show that it is there."""
+HINT = "Tab or ←/→ to choose, Enter to confirm · ↑/↓ scroll · Esc decides later (untrusted for now)"
+
+
+class TrustScreen(ModalScreen[TrustAnswer]):
+    DEFAULT_CSS = """
+    TrustScreen { align: center middle; }
+    TrustScreen #dialog {
+        width: 90%; max-width: 120; height: auto; max-height: 90%;
+        border: thick $warning; background: $surface; padding: 0 1;
+    }
+    TrustScreen #title { text-style: bold; }
+    TrustScreen #explain { color: $text-muted; margin: 1 0 0 0; }
+    TrustScreen #changes {
+        height: auto; max-height: 50vh; margin: 1 0 0 0;
+        border: round $panel-lighten-2; background: $background;
+    }
+    TrustScreen #hint { color: $text-muted; margin: 1 0 0 0; }
+    TrustScreen #buttons { height: auto; margin: 1 0 0 0; }
+    TrustScreen #buttons Button { margin: 0 1 0 0; min-width: 10; }
+    """
+    # Nothing focused, so keys go to the prompt: "" (None would take the app's
+    # AUTO_FOCUS, which in another app could focus a button at once).
+    AUTO_FOCUS = ""
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "answer('later')", "Decide later", show=False),
+        Binding("left", "app.focus_previous", show=False),
+        Binding("right", "app.focus_next", show=False),
+        Binding("up", "scroll_changes(-1)", show=False),
+        Binding("down", "scroll_changes(1)", show=False),
+        Binding("pageup", "scroll_changes(-10)", show=False),
+        Binding("pagedown", "scroll_changes(10)", show=False),
+    ]
+
+    def __init__(self, question: TrustQuestion) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        question = self.question
+        with Vertical(id="dialog"):
+            yield Static(
+                Text.assemble(
+                    ("Trust this folder? ", "bold"), escaped(str(question.root)), style="bold"
+                ),
+                id="title",
+            )
+            source = escaped(str(question.project)) if question.project else "this folder"
+            yield Static(
+                Text(
+                    f"{source} would change what dsh does. Whoever wrote this repository "
+                    "chose these values: trust it only if you trust them. Until then, only "
+                    "settings that make dsh do less apply."
+                ),
+                id="explain",
+            )
+            changes = VerticalScroll(id="changes")
+            changes.can_focus = False  # Tab goes straight to the answers
+            with changes:
+                yield Static(self._changes(), id="changes-body")
+            yield Static(HINT, id="hint")
+            with Horizontal(id="buttons"):
+                # The safe answer first: a stray Tab and Enter must not trust anything.
+                yield Button("Don't trust", id="distrust", variant="primary")
+                yield Button("Trust", id="trust", variant="warning")
+                yield Button("Decide later", id="later")
+
+    def _changes(self) -> Text:
+        text = Text()
+        for number, item in enumerate(self.question.ignored):
+            if number:
+                text.append("\n")
+            if item.key == ".env":
+                text.append(".env", style="bold")
+                text.append(f" keys {item.value}")
+            else:
+                text.append(item.key, style="bold")
+                text.append(f" = {item.value}")
+            text.append(f"\n  {item.reason}", style="dim")
+        return text
+
+    def on_resize(self, event: events.Resize) -> None:
+        # After the layout at the new size: how tall the rest is depends on the width.
+        self.call_after_refresh(self._fit_changes)
+
+    def _fit_changes(self) -> None:
+        """Give the list of changes only the rows the rest of the dialog leaves: in a
+        short terminal the list scrolls, and the answers stay on screen (a dialog of
+        auto height would cut them off its bottom instead)."""
+        dialog = self.query_one("#dialog")
+        changes = self.query_one("#changes", VerticalScroll)
+        rest = dialog.styles.gutter.height + changes.styles.margin.height
+        for child in dialog.children:
+            if child is not changes:
+                rest += child.outer_size.height + child.styles.margin.height
+        limit = min(self.size.height * 9 // 10 - rest, self.size.height // 2)
+        changes.styles.max_height = max(limit, MIN_CHANGES_ROWS)
+
+    def on_key(self, event: events.Key) -> None:
+        """Keys meant for the prompt behind go back to it until a button is chosen."""
+        if isinstance(self.focused, Button):
+            return
+        if event.key == "enter" or (event.is_printable and event.character):
+            event.stop()
+            event.prevent_default()
+            submit = event.key == "enter"
+            self.app.post_message(TypedEarly("" if submit else event.character or "", submit))
+
+    def action_scroll_changes(self, lines: int) -> None:
+        self.query_one("#changes", VerticalScroll).scroll_relative(y=lines, animate=False)
+
+    def action_answer(self, answer: TrustAnswer) -> None:
+        self.dismiss(answer)
+
+    @on(Button.Pressed)
+    def _button(self, event: Button.Pressed) -> None:
+        event.stop()
+        match event.button.id:
+            case "trust":
+                self.dismiss("trust")
+            case "distrust":
+                self.dismiss("distrust")
+            case _:
+                self.dismiss("later")

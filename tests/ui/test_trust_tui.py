@@ -1,0 +1,262 @@
+"""The workspace trust dialog in the real TUI: a cloned project whose
+``.dsh/settings.toml`` asks for ``bypass``, the real app starting its own runtime
+against the scripted model, and the answer read back from ``$DSH_HOME/trust.toml``."""
+
+from __future__ import annotations
+
+import asyncio
+import tomllib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.containers import VerticalScroll
+from textual.pilot import Pilot
+from textual.widgets import Button
+
+from dsh.testing import FakeLLM, Reply
+from dsh.trust import TrustStore
+from dsh.ui.tui.app import DshApp, TuiRequest
+from dsh.ui.tui.screens.trust import TrustScreen
+from tests.ui.tui_support import SIZE, screen_text, shown, until
+
+LIMIT = 30.0
+"""Any one wait: start-up imports the runtime and the plugins, slow on a loaded box."""
+NOTICE = "This folder is not trusted"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    folder = tmp_path / "home"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("DSH_HOME", str(folder))
+    return folder
+
+
+def make_project(tmp_path: Path, settings: str | None, env: str | None = None) -> Path:
+    """A cloned repository (its own ``.git``, so it is the trust root); its files
+    are 0644, as a clone leaves them."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    if settings is not None:
+        (project / ".dsh").mkdir()
+        path = project / ".dsh" / "settings.toml"
+        path.write_text(settings)
+        path.chmod(0o644)
+    if env is not None:
+        (project / ".env").write_text(env)
+        (project / ".env").chmod(0o644)
+    return project.resolve()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path, '[permissions]\nmode = "bypass"\n')
+
+
+@asynccontextmanager
+async def started(
+    home: Path,
+    project: Path,
+    fake_llm: FakeLLM,
+    *,
+    size: tuple[int, int] = SIZE,
+    **request: Any,
+) -> AsyncIterator[tuple[DshApp, Pilot[int]]]:
+    """The real app starting its own runtime in ``project`` (the trust question is
+    part of that start)."""
+    configs: dict[str, dict[str, Any]] = {
+        "llm-deepseek": {"base_url": fake_llm.base_url},
+        "title": {"generate": False},
+    }
+    app = DshApp(TuiRequest(cwd=project, home=home, plugin_configs=configs, **request))
+    async with app.run_test(size=size) as pilot:
+        try:
+            yield app, pilot
+        finally:
+            await app.shutdown()
+
+
+async def dialog(app: DshApp, pilot: Pilot[int]) -> TrustScreen:
+    """The trust dialog once it is on screen with its answers (it is the app's
+    screen a moment before it has composed them)."""
+
+    def composed() -> bool:
+        return isinstance(app.screen, TrustScreen) and len(app.screen.query(Button)) == 3
+
+    await until(pilot, composed, LIMIT, "the trust dialog")
+    assert isinstance(app.screen, TrustScreen)
+    return app.screen
+
+
+async def ready(app: DshApp) -> None:
+    await asyncio.wait_for(app.ready.wait(), LIMIT)
+
+
+def mode(app: DshApp) -> str:
+    assert app.runtime is not None
+    found: str = app.runtime.root.get("approvals").mode
+    return found
+
+
+def recorded(home: Path) -> dict[str, bool]:
+    """``trust.toml`` as folder -> trusted; empty when there is no file."""
+    path = home / "trust.toml"
+    if not path.exists():
+        return {}
+    folders = tomllib.loads(path.read_text())["folders"]
+    return {name: entry["trusted"] for name, entry in folders.items()}
+
+
+async def test_the_dialog_lists_the_key_and_dont_trust_is_recorded(
+    home: Path, project: Path, fake_llm: FakeLLM
+) -> None:
+    async with started(home, project, fake_llm) as (app, pilot):
+        screen = await dialog(app, pilot)
+        changes = shown(screen.query_one("#changes-body"))
+        assert 'permissions.mode = "bypass"' in changes
+        assert "would widen the permission mode from default to bypass" in changes
+        assert str(project) in shown(screen.query_one("#title"))
+        assert screen.focused is None  # keys go to the prompt until a button is chosen
+        await pilot.press("tab")
+        assert isinstance(screen.focused, Button)
+        assert screen.focused.id == "distrust"
+        await pilot.press("enter")
+        await ready(app)
+        assert recorded(home) == {str(project): False}
+        assert mode(app) == "default"
+        await until(pilot, lambda: NOTICE in screen_text(app), LIMIT, "the notice")
+        notice = next(line for line in screen_text(app).splitlines() if NOTICE in line)
+        assert "permissions.mode" in notice
+
+
+async def test_trust_is_recorded_and_the_mode_applies(
+    home: Path, project: Path, fake_llm: FakeLLM
+) -> None:
+    async with started(home, project, fake_llm) as (app, pilot):
+        screen = await dialog(app, pilot)
+        await pilot.press("tab", "right")
+        assert isinstance(screen.focused, Button)
+        assert screen.focused.id == "trust"
+        await pilot.press("enter")
+        await ready(app)
+        assert recorded(home) == {str(project): True}
+        assert mode(app) == "bypass"
+        assert NOTICE not in screen_text(app)
+
+
+async def test_escape_decides_later_and_the_next_start_asks_again(
+    home: Path, project: Path, fake_llm: FakeLLM
+) -> None:
+    async with started(home, project, fake_llm) as (app, pilot):
+        await dialog(app, pilot)
+        await pilot.press("escape")
+        await ready(app)
+        assert recorded(home) == {}
+        assert mode(app) == "default"
+        await until(pilot, lambda: NOTICE in screen_text(app), LIMIT, "the notice")
+    async with started(home, project, fake_llm) as (app, pilot):
+        await dialog(app, pilot)
+        await pilot.press("escape")
+        await ready(app)
+        assert recorded(home) == {}
+
+
+async def test_text_typed_while_the_dialog_is_open_goes_to_the_prompt(
+    home: Path, project: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="Hello to you."))
+    async with started(home, project, fake_llm) as (app, pilot):
+        screen = await dialog(app, pilot)
+        await pilot.press(*"hello")
+        assert app.prompt_area.text == "hello"
+        await pilot.press("enter")
+        await until(pilot, lambda: app.prompt_area.text == "", LIMIT, "the prompt to be sent")
+        # Neither the letters nor Enter answered it: nothing decided, nothing sent yet.
+        assert app.screen is screen
+        assert recorded(home) == {}
+        assert fake_llm.chat_requests == []
+        await pilot.press("tab", "enter")
+        await ready(app)
+        await until(pilot, lambda: fake_llm.chat_requests, LIMIT, "the first request")
+        messages = fake_llm.chat_requests[0].body["messages"]
+        assert [m["content"] for m in messages if m["role"] == "user"][-1] == "hello"
+        assert recorded(home) == {str(project): False}
+        await until(pilot, lambda: "Hello to you." in screen_text(app), LIMIT, "the answer")
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+async def test_a_folder_already_decided_is_not_asked_again(
+    home: Path, project: Path, fake_llm: FakeLLM, trusted: bool
+) -> None:
+    TrustStore(home).decide(project, trusted)
+    async with started(home, project, fake_llm) as (app, pilot):
+        # The question would hold the start up: ready means it was not asked.
+        await ready(app)
+        assert not isinstance(app.screen, TrustScreen)
+        assert mode(app) == ("bypass" if trusted else "default")
+        await pilot.pause()
+        assert (NOTICE in screen_text(app)) is not trusted
+    assert recorded(home) == {str(project): trusted}
+
+
+async def test_the_trust_flag_is_not_asked_and_applies_the_settings(
+    home: Path, project: Path, fake_llm: FakeLLM
+) -> None:
+    async with started(home, project, fake_llm, trust=True) as (app, pilot):
+        await ready(app)
+        assert not isinstance(app.screen, TrustScreen)
+        assert mode(app) == "bypass"
+        await pilot.pause()
+        assert NOTICE not in screen_text(app)
+    assert recorded(home) == {}  # --trust is for this run only
+
+
+async def test_a_project_without_configuration_is_never_asked(
+    home: Path, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    project = make_project(tmp_path, None)
+    async with started(home, project, fake_llm) as (app, pilot):
+        await ready(app)
+        assert not isinstance(app.screen, TrustScreen)
+        assert mode(app) == "default"
+        await pilot.pause()
+        assert NOTICE not in screen_text(app)
+    assert recorded(home) == {}
+
+
+async def test_a_long_list_scrolls_and_the_answers_stay_on_a_small_screen(
+    home: Path, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    settings = (
+        '[permissions]\nmode = "bypass"\nallow = ["bash(*)"]\n'
+        '[plugins]\nmodules = ["repo_tools.plugin"]\n'
+        '[plugins.llm-deepseek]\nbase_url = "https://api.example.com/v1"\n'
+        'headers = { "X-Team" = "a" }\n'
+    )
+    project = make_project(tmp_path, settings, env="DEEPSEEK_API_KEY=sk-theirs\n")
+    async with started(home, project, fake_llm, size=(100, 40)) as (app, pilot):
+        screen = await dialog(app, pilot)
+        changes = shown(screen.query_one("#changes-body"))
+        assert ".env keys DEEPSEEK_API_KEY" in changes
+        assert "sk-theirs" not in changes
+
+        def answers_inside(height: int) -> bool:
+            box = screen.query_one("#dialog").content_region
+            inside = all(box.contains_region(b.region) for b in screen.query(Button))
+            return inside and box.bottom <= height
+
+        await until(pilot, lambda: answers_inside(40), LIMIT, "the answers on a tall screen")
+        # The classic terminal: the whole list no longer fits, so it gives up rows.
+        await pilot.resize_terminal(80, 24)
+        await until(pilot, lambda: answers_inside(24), LIMIT, "the answers on a small screen")
+        body = screen.query_one("#changes", VerticalScroll)
+        assert body.max_scroll_y > 0  # the rest of the list is a scroll away
+        await pilot.press("tab", "right", "enter")
+        await ready(app)
+        assert recorded(home) == {str(project): True}
+        assert mode(app) == "bypass"
