@@ -338,6 +338,14 @@ class CredentialStore:
                 return Credential(Secret(value), CredentialSource(kind, path)), notices
         return None, notices
 
+    def withheld(self, ref: str) -> Path | None:
+        """The project ``.env`` that holds ``ref`` but is not read (the folder is not
+        trusted), for the error that says the key is missing."""
+        if self.project_env:
+            return None
+        path = self.cwd / ENV_FILE
+        return path if self._read_env(path, []).get(ref) else None
+
     def _shadowed(self, ref: str) -> bool:
         return bool(self.environ().get(ref))
 
@@ -546,13 +554,19 @@ class KeyDestination:
 def key_reader(store: CredentialStore | None, ref: str) -> Callable[[], str | None]:
     """A function returning credential ``ref``'s value afresh at each call: from
     ``store`` (the ``credentials`` service) when there is one, else the environment.
-    Adapters call it per request, so a key set while dsh runs is used at once."""
+    Adapters call it per request, so a key set while dsh runs is used at once. Raises
+    :class:`CredentialError` when the key is only in a project ``.env`` not read."""
     check_ref(ref)
 
     def read() -> str | None:
         if store is None:
             return os.environ.get(ref) or None
         found = store.resolve(ref)
+        if found is None and (unread := store.withheld(ref)) is not None:
+            raise CredentialError(
+                f"{ref} is set only in {unread}, which dsh reads only in a folder you "
+                "trust: run `dsh trust` there, or pass --trust for one run"
+            )
         return found.value.reveal() if found is not None else None
 
     return read

@@ -30,7 +30,9 @@ anything else                         ignored (unknown keys, and tables added
 ====================================  =============================================
 
 The project's ``.env`` (keys for the credential store) is read only in a trusted
-folder; its names are listed with what is ignored, never its values.
+folder. It is not listed with what is ignored (most projects keep their own app's
+settings there, none of dsh's business); when a key dsh needs is found only there,
+the error that says the key is missing says so.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class Ignored:
     """One key of untrusted configuration that was not applied, and why."""
 
     key: str
-    """Dotted, as in ``dsh config get``: ``permissions.mode``, or ``.env`` for the file."""
+    """Dotted, as in ``dsh config get``: ``permissions.mode``."""
     value: str
     """The value as shown to the user: TOML-like text with control characters escaped,
     so a hostile value cannot drive the terminal it is shown on."""
@@ -125,10 +127,11 @@ def _reason_elsewhere(key: str) -> str:
             "modules": "would load and run Python code",
             "disabled": "would change which plugins load",
         }.get(parts[1], "would configure plugins")
-    last = parts[-1]
-    for words, reason in _PLUGIN_REASONS:
-        if any(word in last for word in words):
-            return reason
+    # The innermost part that says what it is: headers.X-Team is a header.
+    for part in reversed(parts[2:]):
+        for words, reason in _PLUGIN_REASONS:
+            if any(word in part.lower() for word in words):
+                return reason
     return f"would configure the {parts[1]} plugin"
 
 

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from dsh.trust import TrustState
 
 USER_FILE = "settings.toml"
+ENV_FILE = ".env"
+"""A project's keys for the credential store, read only when the project is trusted."""
 PROJECT_DIR = ".dsh"
 ENV_PREFIX = "DSH_"
 # DSH_* names that are not settings (read by their own code, or meant for children).
@@ -235,11 +237,10 @@ def load_settings(
         own.append(from_env)
     own_merged = merged_documents(own)
     project_doc = read_document(project) if project is not None else None
-    env_names = project_env_names(cwd)
     state: TrustState = "unknown"
     if trust is not None:
         state = "trusted" if trust else "untrusted"
-    elif project_doc is not None or env_names:
+    elif project_doc is not None or (cwd / ENV_FILE).is_file():  # else nothing to decide
         try:
             state = TrustStore(home).state(root)
         except TrustError as error:
@@ -252,14 +253,6 @@ def load_settings(
         else:
             kept, ignored = narrow(project_doc.values, own_merged)
             documents.append(Document(project_doc.path, kept))
-    if env_names and state != "trusted":
-        ignored.append(
-            Ignored(
-                ".env",
-                ", ".join(env_names),
-                "would supply keys to the credential store (values not shown)",
-            )
-        )
     documents.extend(own[1:])
     settings = Settings(
         tuple(documents),
@@ -294,20 +287,6 @@ def merged_documents(documents: Iterable[Document]) -> dict[str, Any]:
             if isinstance(table.get(name), list):
                 table[name] = rules
     return merged
-
-
-def project_env_names(cwd: Path) -> list[str]:
-    """The names a project's ``.env`` assigns (never their values), or none."""
-    path = cwd / ".env"
-    if not path.is_file():
-        return []
-    from dsh.credentials import parse_env
-
-    try:
-        values, _ = parse_env(path.read_bytes().decode("utf-8-sig", errors="replace"))
-    except OSError:
-        return []
-    return sorted(values)
 
 
 def check_core_tables(settings: Settings) -> None:

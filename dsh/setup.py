@@ -77,8 +77,10 @@ def needs_setup(settings: Settings, credentials: CredentialStore) -> bool:
     provider = agent.get("provider", "deepseek")
     if provider != "deepseek":
         return False  # another route: its own plugin says what it needs at the first call
-    ref = settings.section("plugins", "llm-deepseek").get("api_key_env", DEEPSEEK_KEY)
-    return credentials.resolve(str(ref)) is None
+    ref = str(settings.section("plugins", "llm-deepseek").get("api_key_env", DEEPSEEK_KEY))
+    # A key only in the .env of a folder not trusted: the first call says so, and how
+    # to have it read; the setup screen would ask for a key the user has.
+    return credentials.resolve(ref) is None and credentials.withheld(ref) is None
 
 
 def save_setup(home: Path, credentials: CredentialStore, choice: SetupChoice) -> Path:

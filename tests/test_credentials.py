@@ -31,6 +31,7 @@ from dsh.credentials import (
     Secret,
     ShadowedCredentialError,
     check_ref,
+    key_reader,
     parse_env,
     redact,
 )
@@ -578,3 +579,20 @@ def test_redact_leaves_short_values_and_text_without_secrets() -> None:
     assert redact("nothing here", Secret(CANARY)) == "nothing here"
     assert redact("no secrets given") == "no secrets given"
     assert redact("empty", Secret("")) == "empty"
+
+
+def test_a_project_env_file_is_read_only_when_the_project_is_trusted(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    (project / ".env").write_text("DEEPSEEK_API_KEY=sk-from-the-repo\n")
+    trusted = CredentialStore(home, project, environ={})
+    assert trusted.resolve("DEEPSEEK_API_KEY") is not None
+    assert trusted.withheld("DEEPSEEK_API_KEY") is None
+    untrusted = CredentialStore(home, project, environ={}, project_env=False)
+    assert untrusted.resolve("DEEPSEEK_API_KEY") is None
+    assert untrusted.withheld("DEEPSEEK_API_KEY") == project / ".env"
+    assert untrusted.withheld("OTHER_KEY") is None
+    with pytest.raises(CredentialError, match=r"reads only in a folder you trust") as raised:
+        key_reader(untrusted, "DEEPSEEK_API_KEY")()
+    assert "sk-from-the-repo" not in str(raised.value)
+    assert key_reader(untrusted, "OTHER_KEY")() is None

@@ -128,7 +128,7 @@ def _list(settings: Settings, out: TextIO, *, as_json: bool) -> int:
             {
                 "key": item.key,
                 "value": item.value,
-                "origin": str(settings.project) if item.key != ".env" else ".env",
+                "origin": str(settings.project),
                 "applied": False,
                 "reason": item.reason,
             }

@@ -28,7 +28,7 @@ import httpx
 from pydantic import PositiveInt
 
 from dsh import __version__
-from dsh.credentials import KeyDestination
+from dsh.credentials import CredentialError, KeyDestination
 from dsh.llm.adapter import LlmAdapter, Price, RetryPolicy
 from dsh.llm.blocks import ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from dsh.llm.ids import CallId
@@ -594,7 +594,10 @@ class ChatCompletionsAdapter(LlmAdapter):
 
     def _request_headers(self, provider: str) -> tuple[dict[str, str], str | None]:
         destination = self.key_destination
-        key = self._api_key() if destination.allows(self.base_url) else None
+        try:
+            key = self._api_key() if destination.allows(self.base_url) else None
+        except CredentialError as error:  # a key in a project .env not read, say
+            raise LlmError(LlmFailure(message=str(error), code="MISSING_CREDENTIAL")) from None
         if not key and self.key_required and not destination.allows(self.base_url):
             where = self.credential or "the API key"
             if destination.base_url is None:

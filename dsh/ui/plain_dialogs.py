@@ -46,10 +46,7 @@ def trust_asker(console: Console, input: Any = None, output: Any = None) -> Aske
             soft_wrap=True,
         )
         for item in question.ignored:
-            shown = (
-                f".env keys {item.value}" if item.key == ".env" else f"{item.key} = {item.value}"
-            )
-            console.print(Text(f"  {shown}"), soft_wrap=True)
+            console.print(Text(f"  {item.key} = {item.value}"), soft_wrap=True)
             console.print(Text(f"    {item.reason}", style="dim"), soft_wrap=True)
         console.print(
             Text(

@@ -61,14 +61,8 @@ def ignored_lines(settings: Settings) -> list[str]:
     """One line per key not applied, for stderr or a notice."""
     root = escaped(str(settings.root))
     after = f"{root} is not trusted (`dsh trust` or --trust applies it)"
-    lines = []
-    for item in settings.ignored:
-        if item.key == ".env":
-            lines.append(f"ignored the keys in .env ({item.value}): {item.reason}; {after}")
-        else:
-            source = escaped(str(settings.project))
-            lines.append(f"ignored {item.line()} from {source}; {after}")
-    return lines
+    source = escaped(str(settings.project))
+    return [f"ignored {item.line()} from {source}; {after}" for item in settings.ignored]
 
 
 def ignored_summary(settings: Settings) -> str | None:

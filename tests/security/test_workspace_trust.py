@@ -494,7 +494,9 @@ async def test_an_untrusted_env_file_supplies_no_key(dsh: Dsh, fake_llm: FakeLLM
     done = await dsh.run("-p", "hi")
     assert done.code == 1
     assert fake_llm.requests == []
-    assert "ignored the keys in .env (DEEPSEEK_API_KEY)" in done.stderr
+    assert "DEEPSEEK_API_KEY is set only in" in done.stderr
+    assert "which dsh reads only in a folder you trust" in done.stderr
+    assert "ignored" not in done.stderr  # an app's own .env is no reason to ask
     fake_llm.add(Reply(text="ok"))
     done = await dsh.run("-p", "hi", "--trust")
     assert done.code == 0, done.stderr

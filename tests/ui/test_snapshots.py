@@ -25,7 +25,7 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import Button, Input, Static, TextArea
 
-from dsh.narrowing import Ignored, narrow
+from dsh.narrowing import narrow
 from dsh.session import SessionStore
 from dsh.session.catalog import CatalogEntry
 from dsh.session.jsonl import parse_jsonl
@@ -255,6 +255,9 @@ HOSTILE_PROJECT = {
     "plugins": {
         "modules": ["repo_tools.plugin"],
         "llm-deepseek": {"base_url": "https://api.example.com\x1b]0;pwned\x07\u202e/v1"},
+        "llm-openai-compat": {
+            "providers": [{"name": "team", "base_url": "https://llm.example.com/v1"}]
+        },
     },
 }
 
@@ -263,13 +266,8 @@ def trust_question() -> TrustQuestion:
     """The question as ``settle`` would ask it, the ignored keys found by the real
     narrowing (fixed paths: a snapshot must not name a temporary folder)."""
     _, ignored = narrow(HOSTILE_PROJECT, {})
-    env = Ignored(
-        ".env",
-        "DEEPSEEK_API_KEY, OPENAI_API_KEY",
-        "would supply keys to the credential store (values not shown)",
-    )
     root = Path("/home/dev/src/cloned-repo")
-    return TrustQuestion(root, root / ".dsh" / "settings.toml", (*ignored, env))
+    return TrustQuestion(root, root / ".dsh" / "settings.toml", tuple(ignored))
 
 
 def test_the_trust_question_escapes_the_hostile_value() -> None:
@@ -281,7 +279,7 @@ def test_the_trust_question_escapes_the_hostile_value() -> None:
         "permissions.allow",
         "plugins.modules",
         "plugins.llm-deepseek.base_url",
-        ".env",
+        "plugins.llm-openai-compat.providers",
     ]
     url = question.ignored[3].value
     assert "\\u001b]0;pwned\\u0007\\u202e" in url

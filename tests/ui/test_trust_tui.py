@@ -219,7 +219,9 @@ async def test_the_trust_flag_is_not_asked_and_applies_the_settings(
 async def test_a_project_without_configuration_is_never_asked(
     home: Path, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    project = make_project(tmp_path, None)
+    """Not even for the app's own ``.env`` (most projects have one): dsh does not
+    read it there, and says so only if the key it needs is found in it alone."""
+    project = make_project(tmp_path, None, env="DATABASE_URL=postgres://x\nSECRET_KEY=s\n")
     async with started(home, project, fake_llm) as (app, pilot):
         await ready(app)
         assert not isinstance(app.screen, TrustScreen)
@@ -238,12 +240,12 @@ async def test_a_long_list_scrolls_and_the_answers_stay_on_a_small_screen(
         '[plugins.llm-deepseek]\nbase_url = "https://api.example.com/v1"\n'
         'headers = { "X-Team" = "a" }\n'
     )
-    project = make_project(tmp_path, settings, env="DEEPSEEK_API_KEY=sk-theirs\n")
+    project = make_project(tmp_path, settings)
     async with started(home, project, fake_llm, size=(100, 40)) as (app, pilot):
         screen = await dialog(app, pilot)
         changes = shown(screen.query_one("#changes-body"))
-        assert ".env keys DEEPSEEK_API_KEY" in changes
-        assert "sk-theirs" not in changes
+        assert 'plugins.llm-deepseek.headers.X-Team = "a"' in changes
+        assert "would add headers to requests" in changes
 
         def answers_inside(height: int) -> bool:
             box = screen.query_one("#dialog").content_region

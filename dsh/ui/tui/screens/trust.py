@@ -1,7 +1,7 @@
 """The trust dialog: may this folder's own configuration apply?
 
 Shown once, before the runtime starts, when the project ships configuration that
-would change what dsh does (a ``.dsh/settings.toml``, a ``.env``) and the user has
+would change what dsh does (its ``.dsh/settings.toml``) and the user has
 not decided about the folder yet. It lists exactly what trusting would change, key
 by key with its value and why it matters, and offers Trust, Don't trust (both
 recorded in the trust store) and Decide later (Esc: untrusted for this run).
@@ -102,12 +102,8 @@ class TrustScreen(ModalScreen[TrustAnswer]):
         for number, item in enumerate(self.question.ignored):
             if number:
                 text.append("\n")
-            if item.key == ".env":
-                text.append(".env", style="bold")
-                text.append(f" keys {item.value}")
-            else:
-                text.append(item.key, style="bold")
-                text.append(f" = {item.value}")
+            text.append(item.key, style="bold")
+            text.append(f" = {item.value}")
             text.append(f"\n  {item.reason}", style="dim")
         return text
 
