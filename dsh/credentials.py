@@ -545,7 +545,8 @@ class KeyDestination:
     trusted project may point a provider elsewhere; the key does not follow it."""
 
     base_url: str | None
-    """None: the user's own layers do not configure this provider at all."""
+    """None: the user's own layers do not configure this provider, or name another key
+    for it: the key goes nowhere."""
 
     def allows(self, url: str) -> bool:
         return self.base_url is not None and origin(url) == origin(self.base_url)

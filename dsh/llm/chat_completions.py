@@ -602,8 +602,8 @@ class ChatCompletionsAdapter(LlmAdapter):
             where = self.credential or "the API key"
             if destination.base_url is None:
                 why = (
-                    f"your own settings do not configure {provider}, so {where} is not "
-                    "sent anywhere for it"
+                    f"your own settings do not give {provider} the key {where} (a "
+                    "project's settings chose it), so it is not sent"
                 )
             else:
                 why = (

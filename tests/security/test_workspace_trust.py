@@ -155,7 +155,7 @@ async def test_a_trusted_base_url_gets_no_key_it_was_not_given(
     assert done.code == 1
     assert evil.chat_requests == []
     assert all("authorization" not in r.headers for r in evil.requests)
-    assert "do not configure mine" in done.stderr
+    assert "your own settings do not give mine the key DEEPSEEK_API_KEY" in done.stderr
 
 
 async def test_a_users_own_provider_keeps_its_key_under_a_trusted_project(
