@@ -210,7 +210,9 @@ async def test_approval_without_details_answers_from_the_buttons_keys() -> None:
 async def test_keys_typed_as_the_approval_opens_are_ignored() -> None:
     app = Host()
     async with app.run_test(size=(100, 30)) as pilot:
-        screen = ApprovalScreen(request(), guard_seconds=0.5)
+        # A guard no loaded machine outlasts while the keys are handled; then it is
+        # opened by hand rather than waited out.
+        screen = ApprovalScreen(request(), guard_seconds=30)
         app.open(screen)
         await pilot.press("y", "enter", "a", "escape", "f")  # meant for the prompt
         assert app.results == []
@@ -218,7 +220,7 @@ async def test_keys_typed_as_the_approval_opens_are_ignored() -> None:
         assert not screen.in_feedback
         await until(pilot, lambda: len(app.typed) == 3)
         assert "".join(app.typed) == "yaf"  # handed back for the prompt, not lost
-        await until(pilot, lambda: screen.guard.open)
+        screen.guard.seconds = 0
         await pilot.press("y")
         await until(pilot, lambda: bool(app.results))
         assert app.results == [ApprovalDecision(outcome="allow_once")]
@@ -421,14 +423,14 @@ async def test_question_click_picks_an_option() -> None:
 async def test_question_ignores_keys_typed_as_it_opens() -> None:
     app = Host()
     async with app.run_test(size=(100, 30)) as pilot:
-        screen = QuestionScreen([LANGUAGE], guard_seconds=0.5)
+        screen = QuestionScreen([LANGUAGE], guard_seconds=30)  # see the approval's test
         app.open(screen)
         await pilot.press("enter", "escape", "o", "k")
         assert app.results == []
         assert app.screen is screen
         await until(pilot, lambda: len(app.typed) == 2)
         assert "".join(app.typed) == "ok"
-        await until(pilot, lambda: screen.guard.open)
+        screen.guard.seconds = 0
         await pilot.press("enter")
         await until(pilot, lambda: bool(app.results))
         assert app.results == [[Answer(id="lang", selected=("Python",))]]
