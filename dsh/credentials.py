@@ -20,22 +20,20 @@ since any of it may be a secret.
 from __future__ import annotations
 
 import builtins
-import fcntl
 import hmac
 import json
 import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import AfterValidator
 
-from dsh.paths import CREDENTIALS_FILE, PRIVATE_FILE, dsh_home, private_dir
+from dsh.paths import CREDENTIALS_FILE, PRIVATE_FILE, dsh_home, private_dir, private_lock
 
 _log = logging.getLogger("dsh.credentials")
 
@@ -413,7 +411,7 @@ class CredentialStore:
                 f"an empty value for {ref} would count as absent; use unset to remove it"
             )
         self._refuse_if_shadowed(ref, "set")
-        with self._locked():
+        with private_lock(self.home, LOCK_FILE):
             stored = self._read_credentials([])
             stored[ref] = secret.reveal()
             self._write_credentials(stored)
@@ -424,7 +422,7 @@ class CredentialStore:
         self._refuse_if_shadowed(ref, "unset")
         if not self.credentials_path.exists():
             return False
-        with self._locked():
+        with private_lock(self.home, LOCK_FILE):
             stored = self._read_credentials([])
             if ref not in stored:
                 return False
@@ -439,18 +437,6 @@ class CredentialStore:
                 f"process and takes precedence over {self.credentials_path}, so the "
                 f"change would not be used; unset the variable first"
             )
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        # Two `dsh` processes setting different names must not lose one of them in
-        # the read-modify-write.
-        private_dir(self.home)
-        fd = os.open(self.home / LOCK_FILE, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # and with it the lock
 
     def _write_credentials(self, stored: Mapping[str, str]) -> None:
         folder = private_dir(self.home)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 PRIVATE_DIR = 0o700
@@ -43,6 +46,20 @@ def private_dir(path: Path) -> Path:
     if path.stat().st_mode & 0o777 != PRIVATE_DIR:
         path.chmod(PRIVATE_DIR)
     return path
+
+
+@contextmanager
+def private_lock(folder: Path, name: str) -> Iterator[None]:
+    """An exclusive lock on ``folder/name`` (made private, with the folder), held for
+    a read-modify-write of a file there: two dsh processes changing it at once must
+    not lose one of the changes. Closing the file releases it."""
+    private_dir(folder)
+    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")

@@ -86,17 +86,11 @@ class Settings:
 
     def own_section(self, *keys: str) -> dict[str, Any]:
         """The table at ``keys`` as the user's own layers set it."""
-        node: Any = self.own
-        for key in keys:
-            node = node.get(key, {}) if isinstance(node, dict) else {}
-        return dict(node) if isinstance(node, dict) else {}
+        return _table(self.own, keys)
 
     def section(self, *keys: str) -> dict[str, Any]:
         """The merged table at ``keys`` (empty if absent)."""
-        node: Any = self.merged
-        for key in keys:
-            node = node.get(key, {}) if isinstance(node, dict) else {}
-        return dict(node) if isinstance(node, dict) else {}
+        return _table(self.merged, keys)
 
     def origin(self, *keys: str) -> str:
         """Which files set the table at ``keys``, for error messages."""
@@ -128,6 +122,13 @@ class Settings:
                 f"{self.origin('plugins')}: plugins.disabled must be a list of plugin names"
             )
         return disabled
+
+
+def _table(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    node: Any = values
+    for key in keys:
+        node = node.get(key, {}) if isinstance(node, dict) else {}
+    return dict(node) if isinstance(node, dict) else {}
 
 
 def project_document(cwd: Path, root: Path | None = None, home: Path | None = None) -> Path | None:
@@ -216,7 +217,7 @@ def load_settings(
     and :attr:`Settings.ignored` lists the rest. A settings file another user could
     have written is refused. ``check=False`` skips validating the core tables (a quick
     look before start-up, which validates them again)."""
-    from dsh.trust import TrustError, TrustStore, project_root
+    from dsh.trust import TrustStore, project_root
 
     root = project_root(cwd)
     user_path = home / USER_FILE
@@ -241,10 +242,7 @@ def load_settings(
     if trust is not None:
         state = "trusted" if trust else "untrusted"
     elif project_doc is not None or (cwd / ENV_FILE).is_file():  # else nothing to decide
-        try:
-            state = TrustStore(home).state(root)
-        except TrustError as error:
-            raise SettingsError(str(error)) from None
+        state = TrustStore(home).state(root)  # a TrustError is a SettingsError
     ignored: list[Ignored] = []
     documents = list(own[:1])
     if project_doc is not None:
@@ -283,9 +281,12 @@ def merged_documents(documents: Iterable[Document]) -> dict[str, Any]:
                     rules.extend(rule for rule in value if rule not in rules)
     table = merged.get("permissions")
     if isinstance(table, dict):
-        for name, rules in gathered.items():
-            if isinstance(table.get(name), list):
-                table[name] = rules
+        # A new table: with one layer setting it, ``merge`` handed over that document's
+        # own, which must not change under it.
+        added = {
+            name: rules for name, rules in gathered.items() if isinstance(table.get(name), list)
+        }
+        merged["permissions"] = {**table, **added}
     return merged
 
 

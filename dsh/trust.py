@@ -18,25 +18,23 @@ trust store that someone else could have written is refused, like a settings fil
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import tomllib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from dsh.paths import PRIVATE_FILE, TRUST_FILE, private_dir, unsafe_to_obey
+from dsh.paths import TRUST_FILE, private_lock, unsafe_to_obey
+from dsh.settings import SettingsError, read_document, write_private
 
 TrustState = Literal["trusted", "untrusted", "unknown"]
 LOCK_FILE = ".trust.lock"
 
 
-class TrustError(ValueError):
-    """The trust store cannot be used; the message names it."""
+class TrustError(SettingsError):
+    """The trust store cannot be used; the message names it. A settings error: dsh
+    cannot know which configuration applies without it."""
 
 
 def project_root(cwd: Path) -> Path:
@@ -85,13 +83,7 @@ class TrustStore:
                 f"{path}: refused, {problem}; it decides which folders may configure dsh, "
                 "so only you may write it"
             )
-        try:
-            with path.open("rb") as handle:
-                data = tomllib.load(handle)
-        except tomllib.TOMLDecodeError as error:
-            raise TrustError(f"{path}: not valid TOML: {error}") from None
-        except OSError as error:
-            raise TrustError(f"{path}: cannot be read: {error.strerror}") from None
+        data = read_document(path).values  # its SettingsError names the file
         folders = data.get("folders", {})
         if not isinstance(folders, dict):
             raise TrustError(f"{path}: folders must be a table of folder paths")
@@ -112,30 +104,20 @@ class TrustStore:
     def decide(self, root: Path, trusted: bool) -> None:
         """Record the user's decision for ``root`` (replacing any earlier one)."""
         _encodable(root)
-        with self._locked():
+        with private_lock(self.home, LOCK_FILE):
             kept = [d for d in self.decisions() if d.root != root]
             stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             self._write([*kept, Decision(root, trusted, stamp)])
 
     def forget(self, root: Path) -> bool:
         """Drop any decision for ``root``; whether there was one."""
-        with self._locked():
+        with private_lock(self.home, LOCK_FILE):
             decisions = self.decisions()
             kept = [d for d in decisions if d.root != root]
             if len(kept) == len(decisions):
                 return False
             self._write(kept)
             return True
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        private_dir(self.home)
-        fd = os.open(self.home / LOCK_FILE, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
 
     def _write(self, decisions: list[Decision]) -> None:
         lines = [
@@ -147,8 +129,6 @@ class TrustStore:
             lines.append(f"trusted = {'true' if decision.trusted else 'false'}")
             if decision.decided:
                 lines.append(f"decided = {toml_string(decision.decided)}")
-        from dsh.settings import write_private
-
         write_private(self.path, "\n".join(lines) + "\n")
 
 

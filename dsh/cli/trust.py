@@ -36,7 +36,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 def run_trust(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     from dsh.settings import SettingsError, load_settings
-    from dsh.trust import TrustError, TrustStore, project_root
+    from dsh.trust import TrustStore, project_root
 
     home = dsh_home()
     store = TrustStore(home)
@@ -71,7 +71,7 @@ def run_trust(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = 
         for item in before:
             out.write(f"  now applied: {item.key} = {item.value}\n")
         return 0
-    except (TrustError, SettingsError) as error:
+    except SettingsError as error:  # the trust store's own errors among them
         err.write(f"dsh {args.command}: {error}\n")
         return 1
 

@@ -552,6 +552,7 @@ class ChatCompletionsAdapter(LlmAdapter):
         self.base_url = base_url.rstrip("/")
         self.key_destination = key_destination or KeyDestination(self.base_url)
         """Where the key may go; a request to any other origin carries none."""
+        self._key_withheld = not self.key_destination.allows(self.base_url)
         self.models = dict(models)
         self.fallback = fallback or ChatModel()
         self._api_key = api_key or (lambda: None)
@@ -594,11 +595,7 @@ class ChatCompletionsAdapter(LlmAdapter):
 
     def _request_headers(self, provider: str) -> tuple[dict[str, str], str | None]:
         destination = self.key_destination
-        try:
-            key = self._api_key() if destination.allows(self.base_url) else None
-        except CredentialError as error:  # a key in a project .env not read, say
-            raise LlmError(LlmFailure(message=str(error), code="MISSING_CREDENTIAL")) from None
-        if not key and self.key_required and not destination.allows(self.base_url):
+        if self._key_withheld and self.key_required:
             where = self.credential or "the API key"
             if destination.base_url is None:
                 why = (
@@ -618,6 +615,10 @@ class ChatCompletionsAdapter(LlmAdapter):
                     code="KEY_WITHHELD",
                 )
             )
+        try:
+            key = None if self._key_withheld else self._api_key()
+        except CredentialError as error:  # a key in a project .env not read, say
+            raise LlmError(LlmFailure(message=str(error), code="MISSING_CREDENTIAL")) from None
         if not key and self.key_required:
             where = f"set {self.credential}" if self.credential else "configure an API key"
             raise LlmError(

@@ -32,7 +32,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -219,17 +219,18 @@ def _write_why(path: Path) -> str | None:
         return DSH_HOME_WHY
     if PROJECT_DIR in parts:
         return DSH_SETTINGS
-    for home in _homes():
-        relative = _under(path, home)
-        if relative is not None and (why := _match(relative, HOME_WRITES)) is not None:
-            return why
-    return None
+    return _in_home(path, HOME_WRITES)
 
 
 def _secret_store_why(path: Path) -> str | None:
+    return _in_home(path, SECRET_STORES)
+
+
+def _in_home(path: Path, table: dict[str, str]) -> str | None:
+    """Why ``path`` is in ``table`` (entries relative to the home folder), if it is."""
     for home in _homes():
         relative = _under(path, home)
-        if relative is not None and (why := _match(relative, SECRET_STORES)) is not None:
+        if relative is not None and (why := _match(relative, table)) is not None:
             return why
     return None
 
@@ -270,26 +271,25 @@ def refusal(path: Path | str, cwd: Path, verb: str = "reads") -> Protection | No
 def write_protection(path: Path | str, cwd: Path) -> Protection | None:
     """Why writing ``path`` must be asked every time (or is refused outright), or None
     for an ordinary path. Relative paths are taken from ``cwd``."""
-    refused = refusal(path, cwd, "writes")
-    if refused is not None:
-        return refused
-    for form in _forms(path, cwd):
-        why = _write_why(form)
-        if why is not None:
-            return Protection(form, f"writes {shown(form, cwd)}: {why}", why=why)
-    return None
+    return _protection(path, cwd, "writes", _write_why)
 
 
 def read_protection(path: Path | str, cwd: Path) -> Protection | None:
     """Why reading ``path`` (a file, or a folder to search) is refused or must be asked
     first, or None."""
-    refused = refusal(path, cwd, "reads")
+    return _protection(path, cwd, "reads", _secret_store_why)
+
+
+def _protection(
+    path: Path | str, cwd: Path, verb: str, why_of: Callable[[Path], str | None]
+) -> Protection | None:
+    refused = refusal(path, cwd, verb)
     if refused is not None:
         return refused
     for form in _forms(path, cwd):
-        why = _secret_store_why(form)
+        why = why_of(form)
         if why is not None:
-            return Protection(form, f"reads {shown(form, cwd)}: {why}", why=why)
+            return Protection(form, f"{verb} {shown(form, cwd)}: {why}", why=why)
     return None
 
 
