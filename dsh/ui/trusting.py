@@ -70,7 +70,9 @@ def ignored_summary(settings: Settings) -> str | None:
     if not settings.ignored:
         return None
     keys = ", ".join(item.key for item in settings.ignored)
+    count = len(settings.ignored)
+    settings_are = "1 of its settings is" if count == 1 else f"{count} of its settings are"
     return (
-        f"This folder is not trusted, so {len(settings.ignored)} of its settings are not "
-        f"applied: {keys}. `dsh trust` applies them."
+        f"This folder is not trusted, so {settings_are} not applied: {keys}. "
+        "`dsh trust` applies them."
     )

@@ -5,13 +5,13 @@ against the scripted model, and the answer read back from ``$DSH_HOME/trust.toml
 from __future__ import annotations
 
 import asyncio
-import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual import events
 from textual.containers import VerticalScroll
 from textual.pilot import Pilot
 from textual.widgets import Button
@@ -104,12 +104,8 @@ def mode(app: DshApp) -> str:
 
 
 def recorded(home: Path) -> dict[str, bool]:
-    """``trust.toml`` as folder -> trusted; empty when there is no file."""
-    path = home / "trust.toml"
-    if not path.exists():
-        return {}
-    folders = tomllib.loads(path.read_text())["folders"]
-    return {name: entry["trusted"] for name, entry in folders.items()}
+    """The trust store's decisions, folder -> trusted."""
+    return {str(d.root): d.trusted for d in TrustStore(home).decisions()}
 
 
 async def test_the_dialog_lists_the_key_and_dont_trust_is_recorded(
@@ -172,8 +168,9 @@ async def test_text_typed_while_the_dialog_is_open_goes_to_the_prompt(
     fake_llm.add(Reply(text="Hello to you."))
     async with started(home, project, fake_llm) as (app, pilot):
         screen = await dialog(app, pilot)
-        await pilot.press(*"hello")
-        assert app.prompt_area.text == "hello"
+        await pilot.press(*"hel")
+        screen.post_message(events.Paste("lo"))  # a bracketed paste, as a terminal sends
+        await until(pilot, lambda: app.prompt_area.text == "hello", LIMIT, "the paste")
         await pilot.press("enter")
         await until(pilot, lambda: app.prompt_area.text == "", LIMIT, "the prompt to be sent")
         # Neither the letters nor Enter answered it: nothing decided, nothing sent yet.

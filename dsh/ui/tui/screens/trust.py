@@ -8,7 +8,8 @@ recorded in the trust store) and Decide later (Esc: untrusted for this run).
 
 It opens while the person may already be typing their first prompt, so no letter
 answers it: the choice is made with Tab or the arrows and Enter, or the mouse.
-Until a button has focus, printable keys and Enter go back to the prompt.
+Until a button has focus, printable keys and Enter go back to the prompt; pastes
+always do.
 
 Public API: ``TrustScreen(question)``, a ``ModalScreen[TrustAnswer]``.
 """
@@ -133,6 +134,13 @@ class TrustScreen(ModalScreen[TrustAnswer]):
             event.prevent_default()
             submit = event.key == "enter"
             self.app.post_message(TypedEarly("" if submit else event.character or "", submit))
+
+    def on_paste(self, event: events.Paste) -> None:
+        """A paste meant for the prompt goes back to it too (nothing here takes text)."""
+        event.stop()
+        event.prevent_default()
+        if event.text:
+            self.app.post_message(TypedEarly(event.text))
 
     def action_scroll_changes(self, lines: int) -> None:
         self.query_one("#changes", VerticalScroll).scroll_relative(y=lines, animate=False)
