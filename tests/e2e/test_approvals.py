@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import Dsh, close_stdin, finish, send, stream_events
-
-
-@pytest.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
-    installation = Dsh(tmp_path, fake_llm)
-    yield installation
-    await installation.kill_leftovers()
 
 
 def tool_messages(server: FakeLLM, request: int = -1) -> list[str]:

@@ -11,12 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from dsh.session import AssistantMessageData, SessionEvent, TurnEnd, check_log
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec, Usage
@@ -34,15 +31,6 @@ from tests.e2e.harness import (
     text_of,
     user_texts,
 )
-
-
-@pytest_asyncio.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
-    installation = Dsh(tmp_path, fake_llm)
-    try:
-        yield installation
-    finally:
-        await installation.kill_leftovers()
 
 
 def echo(text: str, delay: float = 0.0) -> ToolCallSpec:

@@ -14,13 +14,13 @@ import shlex
 import shutil
 import sys
 import time
-import tomllib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from dsh.trust import TrustStore
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TMUX = shutil.which("tmux")
@@ -205,10 +205,8 @@ async def test_the_trust_dialog_of_a_hostile_project_in_a_real_terminal(
     assert "Trust this folder?" not in screen
     assert "This folder is not trusted" in screen
     assert "permissions.mode" in screen.split("This folder is not trusted", 1)[1]
-    folders = tomllib.loads((home / "trust.toml").read_text())["folders"]
-    assert {name: entry["trusted"] for name, entry in folders.items()} == {
-        str(project.resolve()): False
-    }
+    decisions = TrustStore(home).decisions()
+    assert {str(d.root): d.trusted for d in decisions} == {str(project.resolve()): False}
     [request] = fake_llm.chat_requests
     users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
     assert users[-1] == "hello"

@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -150,15 +148,6 @@ def text_of_result(message: Any) -> str:
 
 
 # ---------------------------------------------------------------------- end to end
-
-
-@pytest_asyncio.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
-    installation = Dsh(tmp_path, fake_llm)
-    try:
-        yield installation
-    finally:
-        await installation.kill_leftovers()
 
 
 @pytest.mark.parametrize(

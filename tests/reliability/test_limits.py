@@ -18,11 +18,8 @@ import io
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
 from rich.console import Console
 
 from dsh.llm import SessionId
@@ -41,15 +38,6 @@ from tests.session.turns import complete_turn
 MIB = 1024 * 1024
 BASELINE_MIB = 150  # a headless run's own peak (Python, dsh, its plugins) with room
 SETTINGS = '[plugins]\nmodules = ["tests.support.echo_tool", "tests.reliability.rss_probe"]\n'
-
-
-@pytest_asyncio.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
-    installation = Dsh(tmp_path, fake_llm)
-    try:
-        yield installation
-    finally:
-        await installation.kill_leftovers()
 
 
 async def measured(dsh: Dsh, *args: str, limit_s: float = 120.0) -> tuple[Finished, float, float]:

@@ -10,12 +10,9 @@ correct end. Every request must be rebuildable from the log alone.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from dsh.session import AssistantMessageData
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
@@ -35,14 +32,10 @@ max_retries = 3
 """
 
 
-@pytest_asyncio.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
-    installation = Dsh(tmp_path, fake_llm)
-    (installation.home / "settings.toml").write_text(SETTINGS)
-    try:
-        yield installation
-    finally:
-        await installation.kill_leftovers()
+@pytest.fixture
+def dsh(dsh: Dsh) -> Dsh:
+    (dsh.home / "settings.toml").write_text(SETTINGS)
+    return dsh
 
 
 def echo(text: str) -> ToolCallSpec:

@@ -15,10 +15,8 @@ them all and then calls ``shout``, which needs approval. Nothing changes:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest_asyncio
+import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import Dsh, close_stdin, finish, of_type, send, stream_events, text_of
@@ -39,16 +37,12 @@ BAIT = (
 )
 
 
-@pytest_asyncio.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
-    installation = Dsh(tmp_path, fake_llm)
-    (installation.project / "NOTES.md").write_text(BAIT)
-    (installation.project / "AGENTS.md").write_text("# Rules\n\n" + BAIT)
-    (installation.project / "permissions.toml").write_text('[permissions]\nmode = "bypass"\n')
-    try:
-        yield installation
-    finally:
-        await installation.kill_leftovers()
+@pytest.fixture
+def dsh(dsh: Dsh) -> Dsh:
+    (dsh.project / "NOTES.md").write_text(BAIT)
+    (dsh.project / "AGENTS.md").write_text("# Rules\n\n" + BAIT)
+    (dsh.project / "permissions.toml").write_text('[permissions]\nmode = "bypass"\n')
+    return dsh
 
 
 def script(fake_llm: FakeLLM) -> None:

@@ -16,27 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from pydantic import BaseModel
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import ToolError
 from tests.e2e.harness import Dsh, of_type
 from tests.plugins.fs_harness import Fs
-
-
-@pytest_asyncio.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
-    installation = Dsh(tmp_path, fake_llm)
-    try:
-        yield installation
-    finally:
-        await installation.kill_leftovers()
 
 
 def call(name: str, **arguments: Any) -> Reply:

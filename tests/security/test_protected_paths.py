@@ -18,12 +18,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from pydantic import BaseModel
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
@@ -42,18 +40,14 @@ HOOK = "#!/bin/sh\ntouch PWNED\n"
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
-@pytest_asyncio.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
+@pytest.fixture
+def dsh(dsh: Dsh) -> Dsh:
     """An installation whose child runs with a home folder of the test's own."""
-    installation = Dsh(tmp_path, fake_llm)
-    user_home = tmp_path / "userhome"
+    user_home = dsh.root / "userhome"
     user_home.mkdir()
-    base_env = installation.env
-    installation.env = lambda: {**base_env(), "HOME": str(user_home)}  # type: ignore[method-assign]
-    try:
-        yield installation
-    finally:
-        await installation.kill_leftovers()
+    base_env = dsh.env
+    dsh.env = lambda: {**base_env(), "HOME": str(user_home)}  # type: ignore[method-assign]
+    return dsh
 
 
 def user_home(dsh: Dsh) -> Path:

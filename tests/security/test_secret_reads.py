@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from dsh.credentials import CredentialStore
 from dsh.llm import user_text
@@ -37,21 +35,17 @@ SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nssh-canary-58c2f1\n"
 NEVER = "no tool may read or change it, in any mode"
 
 
-@pytest_asyncio.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
-    """An installation with a stored key, and a home folder (``tmp_path`` itself, so
+@pytest.fixture
+def dsh(dsh: Dsh) -> Dsh:
+    """An installation with a stored key, and a home folder (the test's root, so
     ``~/home`` is ``$DSH_HOME``) holding an SSH key."""
-    installation = Dsh(tmp_path, fake_llm)
-    CredentialStore(installation.home, installation.project).set("OTHER_API_KEY", CANARY)
-    (installation.home / ".env").write_text(f"ANOTHER_API_KEY={CANARY}\n")
-    (tmp_path / ".ssh").mkdir()
-    (tmp_path / ".ssh" / "id_rsa").write_text(SSH_KEY)
-    base_env = installation.env
-    installation.env = lambda: {**base_env(), "HOME": str(tmp_path)}  # type: ignore[method-assign]
-    try:
-        yield installation
-    finally:
-        await installation.kill_leftovers()
+    CredentialStore(dsh.home, dsh.project).set("OTHER_API_KEY", CANARY)
+    (dsh.home / ".env").write_text(f"ANOTHER_API_KEY={CANARY}\n")
+    (dsh.root / ".ssh").mkdir()
+    (dsh.root / ".ssh" / "id_rsa").write_text(SSH_KEY)
+    base_env = dsh.env
+    dsh.env = lambda: {**base_env(), "HOME": str(dsh.root)}  # type: ignore[method-assign]
+    return dsh
 
 
 def call(name: str, **arguments: Any) -> Reply:

@@ -28,15 +28,6 @@ CANARY = "sk-canary-3f9a0c1e"
 
 
 @pytest_asyncio.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
-    installation = Dsh(tmp_path, fake_llm)
-    try:
-        yield installation
-    finally:
-        await installation.kill_leftovers()
-
-
-@pytest_asyncio.fixture
 async def evil() -> AsyncIterator[FakeLLM]:
     """The attacker's own server, which a hostile repository points dsh at."""
     async with FakeLLM() as server:

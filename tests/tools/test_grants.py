@@ -14,14 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
 
 from dsh.llm import new_session_id
 from dsh.paths import INSTALLATION_KEY_FILE
 from dsh.session import Session, SessionEvent
 from dsh.session.events import ApprovalResolved, GrantsIgnored
 from dsh.session.header import SessionHeader
-from dsh.tools import Action, ToolContext, ToolDefinition
+from dsh.tools import Action
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest, ApprovalService
 from dsh.tools.grants import (
     KEY_BYTES,
@@ -33,6 +32,7 @@ from dsh.tools.grants import (
 )
 from dsh.tools.permissions import Rule
 from dsh.ui.entries import NoticeEntry, TranscriptFold
+from tests.tools.test_pipeline import SHOUT  # the same approval-needing tool
 
 KEY = bytes(range(KEY_BYTES))
 FIELDS = grant_fields("s1", "r1", "bash", "allow-session", "bash(touch:*)")
@@ -170,23 +170,6 @@ def test_a_key_that_is_a_link_or_not_a_key_is_refused(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- the approvals service
 
 
-class Say(BaseModel):
-    text: str = ""
-
-
-async def shout(args: Say, context: ToolContext) -> str:
-    return args.text.upper()
-
-
-SHOUT = ToolDefinition(
-    name="shout",
-    description="Shout.",
-    arguments=Say,
-    execute=shout,
-    describe=lambda args, context: Action(
-        risk="exec", summary=f"shout {args.text}", command=f"shout {args.text}"
-    ),
-)
 ACTION = Action(risk="exec", summary="shout hi", command="shout hi")
 
 

@@ -3,10 +3,11 @@ server, the echo test tool, and no background title call."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from prompt_toolkit.input import PipeInput, create_pipe_input
 
 from dsh.runtime import Runtime
 from dsh.testing import FakeLLM
@@ -23,3 +24,10 @@ async def runtime(
     started = await make_runtime(tmp_path / "home", tmp_path, fake_llm)
     yield started
     await started.aclose()
+
+
+@pytest.fixture
+def pipe() -> Iterator[PipeInput]:
+    """Input for plain mode (see tests/ui/plain_support.py)."""
+    with create_pipe_input() as created:
+        yield created

@@ -7,7 +7,6 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,63 +16,12 @@ from prompt_toolkit.input import PipeInput, create_pipe_input
 from dsh.runtime import Runtime
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools.questions import Question, QuestionOption
-from dsh.ui.plain import PlainRequest, plain_console, run_plain
+from dsh.ui.plain import plain_console
 from dsh.ui.plain_commands import ago
 from dsh.ui.plain_dialogs import parse_answer
 from dsh.ui.plain_input import path_completions
-
-TIMEOUT = 10.0
-
-
-@pytest.fixture
-def pipe() -> Iterator[PipeInput]:
-    with create_pipe_input() as created:
-        yield created
-
-
-class Plain:
-    """A plain-mode run: type into its pipe, read what it printed."""
-
-    def __init__(
-        self,
-        runtime: Runtime,
-        pipe: PipeInput,
-        cwd: Path,
-        out: io.StringIO | None = None,
-        **req: Any,
-    ) -> None:
-        self.pipe = pipe
-        self.out = out or io.StringIO()
-        request = PlainRequest(cwd=cwd, **req)
-        self.task = asyncio.create_task(
-            run_plain(request, input=pipe, output=self.out, runtime=runtime)
-        )
-
-    @property
-    def text(self) -> str:
-        return self.out.getvalue()
-
-    def type(self, text: str) -> None:
-        self.pipe.send_text(text)
-
-    async def wait_for(self, needle: str, *, count: int = 1) -> str:
-        async def poll() -> None:
-            while self.text.count(needle) < count:
-                if self.task.done():
-                    raise AssertionError(
-                        f"plain mode ended early: {self.task.result()}\n{self.text}"
-                    )
-                await asyncio.sleep(0.01)
-
-        try:
-            await asyncio.wait_for(poll(), TIMEOUT)
-        except TimeoutError:
-            raise AssertionError(f"{needle!r} never printed:\n{self.text}") from None
-        return self.text
-
-    async def quit(self) -> int:
-        self.type("\x04")  # Ctrl+D
-        return await asyncio.wait_for(self.task, TIMEOUT)
+from tests.support.plain_script import run_plain_script
+from tests.ui.plain_support import TIMEOUT, Plain
 
 
 def tool_messages(server: FakeLLM, request: int = -1) -> list[str]:
@@ -404,31 +352,12 @@ async def test_a_script_on_stdin_runs_prompt_by_prompt(
     fake_llm.add(Reply(text="One."))
     fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="shout", arguments={"text": "hey"})]))
     fake_llm.add(Reply(text="Two."))
-    code = (
-        "import asyncio, sys; from dsh.ui.plain import PlainRequest, run_plain; "
-        "sys.exit(asyncio.run(run_plain(PlainRequest())))"
-    )
-    env = {
-        **__import__("os").environ,
-        "DSH_HOME": str(home),
-        "DEEPSEEK_API_KEY": "sk-test",
-        "PYTHONPATH": str(Path(__file__).parents[2]),
-    }
-    env.pop("NO_COLOR", None)
-    child = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        code,
-        cwd=tmp_path,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(child.communicate(b"first\nsecond\ny\n"), 60)
-    assert child.returncode == 0, err.decode()
-    lines = out.decode().splitlines()
-    assert "\x1b" not in out.decode()
+    # No NO_COLOR: the output must be plain because stdout is no terminal.
+    env = {"DSH_HOME": str(home), "DEEPSEEK_API_KEY": "sk-test", "NO_COLOR": None}
+    code, out, err = await run_plain_script(tmp_path, b"first\nsecond\ny\n", env)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "\x1b" not in out
     assert lines[1:] == [
         "> first",
         "One.",

@@ -6,11 +6,9 @@ the plugin's)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
 
 from dsh.session import CompactionEnd, CompactionStart, CompactionSummary, SessionEvent, check_log
 from dsh.testing import FakeLLM, Reply
@@ -40,14 +38,10 @@ BIG1 = "alpha " * 2_700  # ~4,000 tokens, sent as arguments and echoed back
 BIG2 = "omega " * 2_700
 
 
-@pytest_asyncio.fixture
-async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
-    installation = Dsh(tmp_path, fake_llm)
-    (installation.home / "settings.toml").write_text(SETTINGS)
-    try:
-        yield installation
-    finally:
-        await installation.kill_leftovers()
+@pytest.fixture
+def dsh(dsh: Dsh) -> Dsh:
+    (dsh.home / "settings.toml").write_text(SETTINGS)
+    return dsh
 
 
 def bodies(server: FakeLLM) -> list[dict[str, Any]]:
