@@ -5,6 +5,7 @@ This module is public API: plugins import from ``dsh.tools``.
 
 from __future__ import annotations
 
+from dsh.tools.approval import denied_reads
 from dsh.tools.definition import (
     Action,
     Risk,
@@ -64,6 +65,7 @@ __all__ = [
     "ToolService",
     "ToolView",
     "child_environment",
+    "denied_reads",
     "parse_arguments",
     "scrubbed",
 ]

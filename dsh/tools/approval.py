@@ -22,7 +22,7 @@ from typing import Any, Literal
 from dsh.kernel import Context, Disposer
 from dsh.session import Session
 from dsh.session.events import ApprovalRequested, ApprovalResolved, GrantsIgnored
-from dsh.tools.definition import Action, Risk, ToolDefinition
+from dsh.tools.definition import Action, Risk, ToolContext, ToolDefinition
 from dsh.tools.grants import InstallationKey, KeyRefused, grant_fields, sign, verify
 from dsh.tools.permissions import (
     MODES,
@@ -31,7 +31,10 @@ from dsh.tools.permissions import (
     Rule,
     RuleError,
     assess,
-    session_rule,
+    describe_grant,
+    parse_rules,
+    read_denied,
+    session_rules,
 )
 from dsh.wire import Frozen
 
@@ -50,7 +53,10 @@ class ApprovalRequest(Frozen):
     risk: Risk
     reason: str | None = None
     grant: str | None = None
-    """The rule "allow for this session" would add; None when it cannot be offered."""
+    """The rules "allow for this session" would add (comma-separated); None when it
+    cannot be offered."""
+    grant_covers: str | None = None
+    """What that grant allows, in words: ``exactly `rm -rf build` ``."""
 
 
 class ApprovalDecision(Frozen):
@@ -91,6 +97,11 @@ class ApprovalService:
         self._approvers: list[Approver] = []
         self._grants: dict[str, list[Rule]] = {}
         self._key = InstallationKey(home)
+
+    def read_denied(self, path: Path, cwd: Path) -> bool:
+        """Whether a deny rule hides ``path`` from every reading tool (searches leave
+        it out, mentions do not attach it)."""
+        return read_denied(self.deny, path, cwd) is not None
 
     def bind_context(self, ctx: Context) -> BoundApprovals:
         return BoundApprovals(self, ctx)
@@ -160,7 +171,7 @@ class ApprovalService:
             if key is None or fields is None or not verify(key, fields, mac):
                 continue
             try:
-                held.append(Rule.parse(pattern))
+                held.extend(parse_rules(pattern))
             except RuleError:
                 continue  # signed, so written by dsh: by a version that reads it otherwise
         return held, len(claimed) - len(held), None
@@ -236,7 +247,7 @@ class ApprovalService:
             reason = f"no one is here to approve it (headless); {hint}"
             resolve("deny", "headless", reason=reason)
             return Gate(False, f"{tool.name} was not run: {reason}", "DENIED")
-        grant = session_rule(tool, action) if assessment.grantable else None
+        grant = session_rules(tool, action) if assessment.grantable else None
         request = ApprovalRequest(
             id=request_id,
             session_id=session.id,
@@ -246,7 +257,10 @@ class ApprovalService:
             details=action.details,
             risk=action.risk,
             reason=assessment.reason,
-            grant=str(grant) if grant is not None else None,
+            grant=", ".join(str(rule) for rule in grant) if grant else None,
+            grant_covers=(
+                describe_grant(grant, commands=action.command is not None) if grant else None
+            ),
         )
         try:
             decision = await approver(request)
@@ -258,10 +272,13 @@ class ApprovalService:
             case "allow_once":
                 resolve("allow-once", "user")
                 return Gate(True)
-            case "allow_session" if grant is not None:
-                rule = Rule.parse(decision.rule) if decision.rule else grant
-                self.grants(session).append(rule)
-                pattern = str(rule)
+            case "allow_session" if grant:
+                try:
+                    rules = parse_rules(decision.rule) if decision.rule else grant
+                except RuleError:
+                    rules = grant  # an edit that does not read grants what was shown
+                self.grants(session).extend(rules)
+                pattern = ", ".join(str(rule) for rule in rules)
                 mac = self._sign_grant(session, request_id, tool.name, pattern)
                 resolve("allow-session", "user", pattern=pattern, mac=mac)
                 return Gate(True)
@@ -277,6 +294,17 @@ class ApprovalService:
                 return Gate(
                     False, f"{tool.name} was not run: the approval was {decision.outcome}", "DENIED"
                 )
+
+
+def denied_reads(context: ToolContext) -> Callable[[Path], bool] | None:
+    """For a tool that reads many files (a search): what the deny rules hide from it,
+    or None when they hide nothing."""
+    services = context.services
+    approvals = services.get("approvals", None) if services is not None else None
+    if approvals is None or not any(rule.kind == "read" for rule in approvals.deny):
+        return None
+    cwd = context.cwd
+    return lambda path: bool(approvals.read_denied(path, cwd))
 
 
 class BoundApprovals:

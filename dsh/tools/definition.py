@@ -57,6 +57,12 @@ class Action:
     workdir: Path | None = None
     """Where ``command`` runs when not in the working directory: its relative paths
     (``echo x > config``) are taken from there."""
+    target: str | None = None
+    """What a rule naming the tool matches its pattern against (``terminal_send(python3)``:
+    the program typed into), instead of the summary."""
+    unchecked: str | None = None
+    """Why no rule can vouch for this call and deny rules cannot see all it does (keys
+    that edit a shell's line before it runs): always asked, never granted."""
 
 
 @dataclass

@@ -1,15 +1,27 @@
 """Permission modes and rules: whether a tool call may run, must be asked, or is denied.
 
-Rules are written ``tool(pattern)`` (or ``tool`` alone, any call):
+Rules are written ``tool(pattern)`` (or ``tool`` alone, any call); ``docs/security.md``
+has the whole language with examples. Three names are kinds of action, not tools:
 
-- ``bash(git status)`` allows exactly that command; ``bash(git status:*)`` that command
-  followed by anything. A command is allowed only when every simple command in it is
-  (see :mod:`dsh.tools.shell`); redirections to files, loops and the like never match.
-- ``edit(src/**)`` covers every file-writing tool (``edit``, ``write``, ``multi_edit``) for
-  paths matching the glob, relative to the working directory.
-- Any other name matches that tool by name, the pattern against its summary.
+- ``bash(...)`` covers every call that runs a shell command: ``bash`` (background jobs
+  too), ``terminal_open``, and ``terminal_send`` to a shell. ``bash(git status)``
+  matches exactly that command, ``bash(git status:*)`` that command followed by
+  anything. A command is analysed (:mod:`dsh.tools.shell`): wrappers are looked
+  through (``timeout 5 rm x`` runs ``rm``), an allow rule must cover every command it
+  runs, and a command with anything the analysis cannot vouch for (a substitution, a
+  redirection that writes, a loop, ``eval``...) is never allowed by a rule.
+- ``edit(glob)`` covers every call that writes files, by path relative to the
+  working directory.
+- ``read(glob)`` covers every call that reads files by path (read, grep, glob, lsp);
+  a denied path is also left out of searches and ``@`` mentions.
 
-Deny rules win over allow rules. The mode decides what is left:
+Any other name matches tools by name (``mcp__github__*`` is a glob), and its pattern
+the call's target (a terminal's program) or summary.
+
+Deny rules win over everything, in every mode (bypass included), for every tool that
+can do what they forbid. A command the analysis cannot fully see (``eval``, a computed
+program name) is asked about when a deny rule could apply to it, even in bypass mode.
+The mode decides what is left:
 
 =============  ===========  ==========  ==========  =========  ==========  ===========
 mode           read tools   secret      writes in   writes     protected   commands,
@@ -40,27 +52,32 @@ mode, a hook or ``core.fsmonitor`` runs later without asking.
 from __future__ import annotations
 
 import fnmatch
+import functools
+import os
 import re
-from collections.abc import Iterable
+import shlex
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from dsh.tools.definition import Action, ToolDefinition
+from dsh.tools.programs import SYSTEM_DIRS, grant_words
 from dsh.tools.protected import (
     Protection,
     command_protections,
     read_protection,
     write_protection,
 )
-from dsh.tools.shell import parse_command
+from dsh.tools.shell import Analysis, Invocation, analyse
+from dsh.tools.shell_words import Word
 
 PermissionMode = Literal["read-only", "default", "accept-edits", "bypass"]
 MODES: tuple[PermissionMode, ...] = ("read-only", "default", "accept-edits", "bypass")
 Verdict = Literal["allow", "ask", "deny"]
-FILE_TOOLS = frozenset({"edit", "write", "multi_edit"})
+Kind = Literal["bash", "edit", "read", "tool"]
 
-_RULE = re.compile(r"^\s*([A-Za-z][\w-]*)\s*(?:\((.*)\))?\s*$", re.S)
+_RULE = re.compile(r"^\s*([A-Za-z*][\w*-]*)\s*(?:\((.*)\))?\s*$", re.S)
 
 
 class RuleError(ValueError):
@@ -83,76 +100,301 @@ class Rule:
     def __str__(self) -> str:
         return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
 
-    def matches_command(self, command: str) -> bool:
-        """Whether this rule's pattern matches one simple command's text."""
-        if self.pattern is None or self.pattern == "*":
-            return True
-        words = command.split()
-        if self.pattern.endswith(":*"):
-            prefix = self.pattern[:-2].split()
-            return words[: len(prefix)] == prefix
-        return words == self.pattern.split()
+    @property
+    def kind(self) -> Kind:
+        return self.tool if self.tool in ("bash", "edit", "read") else "tool"  # type: ignore[return-value]
+
+    @property
+    def any(self) -> bool:
+        return self.pattern is None or self.pattern == "*"
+
+    def command_words(self) -> tuple[list[str], bool]:
+        """The pattern's words, and whether it is a prefix (``:*``)."""
+        return _command_words(self.pattern or "")
+
+    def applies(self, tool: ToolDefinition, action: Action) -> bool:
+        """Whether this rule speaks about ``tool``'s call at all."""
+        match self.kind:
+            case "bash":
+                return action.command is not None
+            case "edit":
+                return bool(action.paths)
+            case "read":
+                return bool(action.reads) or tool.name == "read"
+        return fnmatch.fnmatchcase(tool.name, self.tool)
 
     def matches_path(self, path: Path, cwd: Path) -> bool:
         if self.pattern is None:
             return True
-        try:
-            # Action paths are real paths, so compare them with the real cwd.
-            shown = path.relative_to(cwd.resolve()).as_posix()
-        except ValueError:
-            shown = path.as_posix()
-        pattern = self.pattern
-        if pattern.endswith("/**"):
-            return shown == pattern[:-3] or shown.startswith(pattern[:-2])
-        return fnmatch.fnmatchcase(shown, pattern) or fnmatch.fnmatchcase(
-            shown, pattern.replace("**/", "")
+        return any(_glob_path(self.pattern, form) for form in _path_forms(path, cwd))
+
+
+@functools.lru_cache(maxsize=1024)
+def _command_words(pattern: str) -> tuple[list[str], bool]:
+    prefix = pattern.endswith(":*")
+    if prefix:
+        pattern = pattern[:-2]
+    try:
+        words = shlex.split(pattern)
+    except ValueError:
+        words = pattern.split()
+    return words, prefix
+
+
+def parse_rules(text: str) -> list[Rule]:
+    """Rules separated by commas (``bash(ls:*), bash(grep:*)``), as a grant is shown."""
+    rules: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            rules.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    rules.append("".join(current))
+    return [Rule.parse(rule) for rule in rules if rule.strip()]
+
+
+def _path_forms(path: Path, cwd: Path) -> list[str]:
+    """The path relative to the working directory (as named and resolved), else absolute."""
+    forms: list[str] = []
+    roots = {cwd, Path(os.path.realpath(cwd))}
+    for candidate in (path, Path(os.path.realpath(path))):
+        for root in roots:
+            try:
+                forms.append(candidate.relative_to(root).as_posix())
+            except ValueError:
+                continue
+        forms.append(candidate.as_posix())
+    return list(dict.fromkeys(forms))
+
+
+def _glob_path(pattern: str, shown: str) -> bool:
+    if pattern.endswith("/**"):
+        base = pattern[:-3]
+        return (
+            shown == base
+            or shown.startswith(base + "/")
+            or fnmatch.fnmatchcase(shown, pattern.replace("/**", "/*"))
         )
+    return fnmatch.fnmatchcase(shown, pattern) or fnmatch.fnmatchcase(
+        shown, pattern.replace("**/", "")
+    )
 
 
-def _applies(rule: Rule, tool: ToolDefinition) -> bool:
-    if rule.tool == "edit":
-        return tool.name in FILE_TOOLS
-    return rule.tool == tool.name
+# ----------------------------------------------------------------- commands
 
 
-def rule_matches(rule: Rule, tool: ToolDefinition, action: Action, cwd: Path) -> bool:
-    """Whether ``rule`` covers the whole of ``action``."""
-    if not _applies(rule, tool):
+def _program_matches(pattern: str, word: Word, *, resolve: bool) -> bool:
+    """A program word against a rule's word: a path matches by its base name when
+    ``resolve`` (deny rules), else only when it is a system program's path."""
+    value = word.value
+    if value is None:
         return False
-    if action.command is not None:
-        parsed = parse_command(action.command)
-        return parsed.checkable and all(rule.matches_command(c) for c in parsed.commands)
-    if action.paths and rule.tool == "edit":
-        return all(rule.matches_path(path, cwd) for path in action.paths)
-    return rule.pattern is None or fnmatch.fnmatchcase(action.summary, rule.pattern)
+    if "/" in pattern or "/" not in value:
+        return value == pattern
+    base = value.rsplit("/", 1)[-1]
+    return base == pattern and (resolve or value.startswith(SYSTEM_DIRS))
+
+
+def _allowed_by(rule: Rule, invocation: Invocation) -> bool:
+    if rule.any:
+        return True
+    words, prefix = rule.command_words()
+    if not words or (invocation.open_ended and not prefix):
+        return False
+    layers = invocation.layers
+    real = layers[-1].argv
+    for index, layer in enumerate(layers):
+        argv = layer.argv
+        # Where the real program starts in this layer: the rule must reach it, so
+        # `bash(timeout:*)` never allows what timeout runs.
+        start = 0 if layer.wrapper == "git" or index == len(layers) - 1 else len(argv) - len(real)
+        if len(words) > start and _words_match(words, prefix, argv, start, resolve=False):
+            return True
+        if layer.privileged:
+            return False  # sudo, env X=1: the rule must name the wrapper
+    return False
+
+
+def _words_match(
+    words: Sequence[str], prefix: bool, argv: Sequence[Word], start: int, *, resolve: bool
+) -> bool:
+    if len(argv) < len(words) or (not prefix and len(argv) != len(words)):
+        return False
+    for index, (pattern, word) in enumerate(zip(words, argv, strict=False)):
+        if index in (0, start):
+            if not _program_matches(pattern, word, resolve=resolve):
+                return False
+        elif not word.static or word.value != pattern:
+            return False
+    return True
+
+
+DenyMatch = Literal["yes", "maybe"] | None
+
+
+def _denied_by(rule: Rule, invocation: Invocation) -> DenyMatch:
+    if rule.any:
+        return "yes"
+    words, prefix = rule.command_words()
+    if not words:
+        return None
+    found: DenyMatch = None
+    for layer in invocation.layers:
+        result = _deny_layer(words, prefix, layer.argv)
+        if result == "yes":
+            return "yes"
+        found = found or result
+    return found
+
+
+def _deny_layer(words: Sequence[str], prefix: bool, argv: Sequence[Word]) -> DenyMatch:
+    result: DenyMatch = "yes"
+    for index, pattern in enumerate(words):
+        if index >= len(argv):
+            return None
+        word = argv[index]
+        if word.value is None or word.glob:
+            # Computed, or a pattern bash may expand to the rule's word.
+            if word.value is not None and not fnmatch.fnmatchcase(
+                pattern, word.value.rsplit("/", 1)[-1] if index == 0 else word.value
+            ):
+                return None
+            result = "maybe"
+            continue
+        if index == 0:
+            if not _program_matches(pattern, word, resolve=True):
+                return None
+        elif word.value != pattern:
+            return None
+    if result == "yes" and not prefix and len(argv) != len(words):
+        return None
+    return result
+
+
+def commands_covered(rules: Iterable[Rule], analysis: Analysis) -> bool:
+    """Whether every command the analysis found is allowed by some rule, and the
+    analysis vouches for all of it."""
+    relevant = list(rules)
+    if not analysis.checkable or not relevant:
+        return False
+    return all(
+        any(_allowed_by(rule, invocation) for rule in relevant)
+        for invocation in analysis.invocations
+        if not invocation.transparent
+    )
 
 
 def rules_cover(rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd: Path) -> bool:
-    """Whether every part of ``action`` is allowed by some rule (for commands: each simple
-    command by some rule, not necessarily the same one)."""
-    relevant = [rule for rule in rules if _applies(rule, tool)]
-    if not relevant:
+    """Whether every part of ``action`` is allowed by some rule (for commands: each
+    command it runs by some rule, not necessarily the same one)."""
+    relevant = [rule for rule in rules if rule.applies(tool, action)]
+    if not relevant or action.unchecked is not None:
         return False
     if action.command is not None:
-        parsed = parse_command(action.command)
-        return parsed.checkable and all(
-            any(rule.matches_command(command) for rule in relevant) for command in parsed.commands
-        )
-    return any(rule_matches(rule, tool, action, cwd) for rule in relevant)
+        if any(rule.kind == "tool" and rule.pattern is None for rule in relevant):
+            return True  # the tool itself is allowed, whatever it runs
+        commands = [rule for rule in relevant if _about_commands(rule)]
+        return commands_covered(commands, analyse(action.command))
+    return any(_covers_call(rule, tool, action, cwd) for rule in relevant)
+
+
+def _about_commands(rule: Rule) -> bool:
+    """Whether a rule's pattern is read as a command (``bash(...)``, or a pattern for a
+    tool that runs commands: ``terminal_send(git status:*)``)."""
+    return rule.kind == "bash" or (rule.kind == "tool" and rule.pattern is not None)
+
+
+def _covers_call(rule: Rule, tool: ToolDefinition, action: Action, cwd: Path) -> bool:
+    """A rule that is not about commands, against a whole call."""
+    match rule.kind:
+        case "bash":
+            return False
+        case "edit":
+            return all(rule.matches_path(path, cwd) for path in action.paths)
+        case "read":
+            reads = action.reads
+            return bool(reads) and all(rule.matches_path(path, cwd) for path in reads)
+    if rule.pattern is None:
+        return True
+    return fnmatch.fnmatchcase(action.target or action.summary, rule.pattern)
+
+
+@dataclass(frozen=True)
+class Denial:
+    rule: Rule
+    certain: bool
+    """False: the call might do what the rule forbids (the analysis cannot see all)."""
+    why: str = ""
 
 
 def rules_deny(
     rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd: Path
-) -> Rule | None:
-    """The first deny rule touching any part of ``action``."""
+) -> Denial | None:
+    """The first deny rule that forbids ``action``, or else one that might."""
+    maybe: Denial | None = None
     for rule in rules:
-        if not _applies(rule, tool):
+        if action.command is not None and rule.kind in ("read", "edit") and rule.pattern:
+            # A command naming a denied file (cat secrets/x, cp x secrets/) is denied too.
+            named = _named_paths(action.command, action.workdir or cwd)
+            if any(rule.matches_path(path, cwd) for path in named):
+                return Denial(rule, True)
+        if not rule.applies(tool, action):
             continue
-        if action.command is not None:
-            parts = parse_command(action.command).commands or [action.command]
-            if any(rule.matches_command(part) for part in parts):
-                return rule
-        elif rule_matches(rule, tool, action, cwd):
+        if action.command is not None and _about_commands(rule):
+            analysis = analyse(action.command)
+            programs = analysis.programs
+            words = rule.command_words()[0]
+            if rule.any or programs is None or not words or _base(words[0]) in programs:
+                results = [_denied_by(rule, inv) for inv in analysis.invocations]
+            else:
+                results = []  # the rule's program runs nowhere in it
+            if "yes" in results:
+                return Denial(rule, True)
+            hidden = analysis.hidden or ([action.unchecked] if action.unchecked else [])
+            if maybe is None and ("maybe" in results or hidden):
+                why = hidden[0] if hidden else "a word is computed at run time"
+                maybe = Denial(rule, False, why)
+            continue
+        if rule.kind in ("read", "edit"):
+            paths = action.reads if rule.kind == "read" else action.paths
+            if rule.pattern is None or any(rule.matches_path(p, cwd) for p in paths):
+                return Denial(rule, True)
+            continue
+        if rule.pattern is None or fnmatch.fnmatchcase(
+            action.target or action.summary, rule.pattern
+        ):
+            return Denial(rule, True)
+    return maybe
+
+
+def _named_paths(command: str, cwd: Path) -> list[Path]:
+    """The paths a command's static words could name (``~`` and ``$HOME`` expanded)."""
+    paths = []
+    for word in analyse(command).words:
+        for candidate in (word, word.split("=", 1)[-1]):
+            text = candidate.replace("${HOME}", "~")
+            if "${" in text or not text:
+                continue
+            path = Path(os.path.expanduser(text))
+            paths.append(path if path.is_absolute() else cwd / path)
+    return paths
+
+
+def _base(program: str) -> str:
+    return program.rsplit("/", 1)[-1]
+
+
+def read_denied(rules: Iterable[Rule], path: Path, cwd: Path) -> Rule | None:
+    """The deny rule that hides ``path`` from every reading tool, if any."""
+    for rule in rules:
+        if rule.kind == "read" and rule.matches_path(path, cwd):
             return rule
     return None
 
@@ -198,11 +440,19 @@ def assess(
     found = protections(action, cwd)
     if found and found[0].refused:
         return Assessment("deny", found[0].reason, grantable=False)
+    denied = rules_deny(deny, tool, action, cwd)
+    if denied is not None and denied.certain:
+        return Assessment("deny", f"denied by the rule {denied.rule}", by="rule")
+    if denied is not None:
+        reason = f"the deny rule {denied.rule} cannot be checked: {denied.why}"
+        return Assessment(
+            "ask",
+            reason,
+            grantable=False,
+            headless=f"{reason}; write the command so that what it runs is plain",
+        )
     if action.risk == "read" and not found:
         return Assessment("allow", "reads only")
-    denied = rules_deny(deny, tool, action, cwd)
-    if denied is not None:
-        return Assessment("deny", f"denied by the rule {denied}", by="rule")
     writes_outside = [p for p in action.paths if not inside(p, cwd)]
     if mode == "bypass":
         return Assessment("allow", "bypass mode")
@@ -228,36 +478,77 @@ def assess(
         return Assessment("allow", "an allow rule in settings", by="rule")
     if mode != "read-only" and rules_cover(granted, tool, action, cwd):
         return Assessment("allow", "allowed for this session", by="rule")
+    unchecked = _unchecked(action)
+    if unchecked is not None:
+        return Assessment(
+            "ask",
+            f"no rule can allow it: {unchecked}",
+            grantable=False,
+            headless=f"no rule can allow it unasked: {unchecked}",
+        )
     return Assessment("ask", f"{action.risk} needs approval", grantable=mode != "read-only")
 
 
-def session_rule(tool: ToolDefinition, action: Action) -> Rule:
-    """The rule an "allow for this session" answer grants: for a command, its first
-    word (or two, for tools like git and npm with subcommands); for a file, the tool."""
+def _unchecked(action: Action) -> str | None:
+    if action.unchecked is not None:
+        return action.unchecked
     if action.command is not None:
-        parsed = parse_command(action.command)
-        words = parsed.commands[0].split() if parsed.commands else action.command.split()
-        keep = 2 if len(words) > 1 and words[0] in _SUBCOMMAND_TOOLS else 1
-        return Rule(tool.name, " ".join(words[:keep]) + ":*")
-    if tool.name in FILE_TOOLS:
-        return Rule("edit")
-    return Rule(tool.name)
+        analysis = analyse(action.command)
+        if analysis.unchecked:
+            return analysis.unchecked[0]
+    return None
 
 
-_SUBCOMMAND_TOOLS = frozenset(
-    {
-        "git",
-        "npm",
-        "pnpm",
-        "yarn",
-        "cargo",
-        "go",
-        "uv",
-        "pip",
-        "docker",
-        "kubectl",
-        "make",
-        "python",
-        "python3",
-    }
-)
+# ----------------------------------------------------------------- session grants
+
+
+def session_rules(tool: ToolDefinition, action: Action) -> list[Rule] | None:
+    """The rules an "allow for this session" answer grants, or None when none can be
+    offered. For a command, one per command it runs: the exact command, or the smallest
+    safe prefix (see :func:`dsh.tools.programs.grant_words`); for file writes, ``edit``;
+    otherwise the tool (for its target, when the call names one)."""
+    if action.command is not None:
+        if action.unchecked is not None:
+            return None
+        analysis = analyse(action.command)
+        if not analysis.checkable:
+            return None
+        rules: list[Rule] = []
+        for invocation in analysis.invocations:
+            if invocation.transparent:
+                continue
+            offered = grant_words(invocation.layers)
+            if offered is None:
+                return None
+            words, prefix = offered
+            if invocation.nested:  # what find -exec runs: that command, exactly
+                words = [w.value or "" for w in invocation.layers[0].argv]
+                prefix = False
+            pattern = " ".join(shlex.quote(w) for w in words) + (":*" if prefix else "")
+            rule = Rule(tool.name, pattern)
+            if rule not in rules:
+                rules.append(rule)
+        return rules or None
+    if action.paths:
+        return [Rule("edit")]
+    if action.target is not None:
+        return [Rule(tool.name, action.target)]
+    return [Rule(tool.name)]
+
+
+def describe_grant(rules: Sequence[Rule], *, commands: bool) -> str:
+    """What a grant will allow, in words, for the dialog (``commands``: the rules were
+    offered for a call that runs a command)."""
+    parts = []
+    for rule in rules:
+        if commands and rule.pattern and not rule.any:
+            words, prefix = rule.command_words()
+            command = " ".join(shlex.quote(w) for w in words)
+            parts.append(f"`{command}` and `{command} …`" if prefix else f"exactly `{command}`")
+        elif rule.kind == "edit":
+            parts.append("edits to files inside the working directory")
+        elif rule.pattern is not None:
+            parts.append(f"{rule.tool} calls for {rule.pattern}")
+        else:
+            parts.append(f"every {rule.tool} call")
+    return "; ".join(parts)

@@ -30,6 +30,7 @@ stops the plain ways, such as ``cat ~/.dsh/credentials.json`` in bypass mode.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -38,7 +39,7 @@ from pathlib import Path, PurePosixPath
 
 from dsh.paths import CREDENTIALS_FILE, HOME_ENV_FILE, INSTALLATION_KEY_FILE, TRUST_FILE, dsh_home
 from dsh.settings import PROJECT_DIR
-from dsh.tools.shell import parse_command
+from dsh.tools.shell import analyse
 
 _NEVER = "no tool may read or change it, in any mode"
 REFUSED_FILES: dict[str, str] = {
@@ -161,11 +162,17 @@ def _under(path: Path, base: Path) -> PurePosixPath | None:
 
 
 def _homes() -> tuple[Path, ...]:
-    return _forms(Path.home(), Path("/"))
+    return _folder_forms(os.path.expanduser("~"))
 
 
 def _dsh_homes() -> tuple[Path, ...]:
-    return _forms(dsh_home(), Path("/"))
+    return _folder_forms(os.fspath(dsh_home()))
+
+
+@functools.lru_cache(maxsize=16)
+def _folder_forms(folder: str) -> tuple[Path, ...]:
+    # Asked for every word of every command: the home folders, looked up once each.
+    return _forms(folder, Path("/"))
 
 
 def shown(path: Path, cwd: Path) -> str:
@@ -303,7 +310,11 @@ class SecretFilter:
     name is not resolved, and a search whose root holds no secret (as named or
     resolved) can hide nothing: it is not looked at further."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(
+        self, root: Path | None = None, *, denied: Callable[[Path], bool] | None = None
+    ) -> None:
+        """``denied``: also leave out what this says (the deny rules' ``read(...)``)."""
+        self._denied = denied
         self._refused = refused_paths()
         stores: list[Path] = []
         roots = _forms(root, Path("/")) if root is not None else ()
@@ -319,8 +330,14 @@ class SecretFilter:
         self._folders: dict[str, Path] = {}
         self.skipped = 0
         """How many files the filter left out so far."""
+        self.denied = 0
+        """How many of them a deny rule hid."""
 
     def hidden(self, path: Path) -> bool:
+        if self._denied is not None and self._denied(path):
+            self.skipped += 1
+            self.denied += 1
+            return True
         if not self._anywhere:
             return False
         folder = str(path.parent)
@@ -338,7 +355,11 @@ class SecretFilter:
         if not self.skipped:
             return ""
         files = "file" if self.skipped == 1 else "files"
-        return f"\n\n({self.skipped} {files} left out: {SEARCH_NOTE}.)"
+        why = SEARCH_NOTE if self.denied < self.skipped else ""
+        if self.denied:
+            why = f"{why}; " if why else ""
+            why += "the user's deny rules hide some files from every reading tool"
+        return f"\n\n({self.skipped} {files} left out: {why}.)"
 
 
 # ---------------------------------------------------------------------- commands
@@ -350,6 +371,8 @@ _GLOB = frozenset("*?[")
 def _expand(word: str, cwd: Path) -> Path | None:
     """A command's static word as a path: ``~``, ``$HOME`` and ``$DSH_HOME`` expanded,
     relative to ``cwd``; None when it holds any other variable."""
+    if "$" not in word:
+        return _absolute(word, cwd) if word and "\x00" not in word else None
     values = {"HOME": str(Path.home()), "DSH_HOME": str(dsh_home())}
     unknown = False
 
@@ -390,6 +413,8 @@ def _mentions_refused(text: str) -> list[Path]:
     found = []
     homes = [str(h) for h in _homes()]
     for path in refused_paths():
+        if path.name not in text:
+            continue  # every spelling ends with the file's name
         spellings = [re.escape(str(path))]
         for home in homes:
             relative = _under(path, Path(home))
@@ -406,16 +431,22 @@ def command_protections(command: str, cwd: Path) -> list[Protection]:
     redirections write (as :func:`write_protection` sees them), refused files any of
     its static words names (refused, whatever the mode), and protected paths its words
     name (so no allow rule or grant vouches for ``cp x .git/hooks/pre-commit``)."""
-    parsed = parse_command(command)
+    parsed = analyse(command)
     found: list[Protection] = []
+    # Each spelling once; an option (-v, --short) names no file, unless it holds one
+    # (--output=FILE), which _candidates finds.
+    words = [w for w in dict.fromkeys(parsed.words) if not w.startswith("-") or "=" in w]
     for target in parsed.writes:
         path = _expand(target, cwd)
         protection = write_protection(path, cwd) if path is not None else None
         if protection is not None:
             found.append(protection)
     refused = refused_paths()
-    for word in parsed.words:
+    ordinary = _Ordinary(cwd)
+    for word in words:
         for candidate in _candidates(word):
+            if ordinary(candidate):
+                continue
             path = _expand(candidate, cwd)
             if path is None:
                 continue
@@ -431,6 +462,85 @@ def command_protections(command: str, cwd: Path) -> list[Protection]:
                 found.append(protection)
     found.extend(_refused_name(path, cwd) for path in _mentions_refused(command))
     return _unique(found)
+
+
+class _Ordinary:
+    """A quick first look at a command's word: True when the path it names cannot be
+    protected (not under a protected folder, nothing there yet, no link on the way), so
+    the full checks are left for the few words that might be. A command of thousands
+    of words is decided in milliseconds this way."""
+
+    def __init__(self, cwd: Path) -> None:
+        roots = [os.fspath(home) for home in _dsh_homes()]
+        for home in _homes():
+            roots += [os.path.join(home, e.rstrip("/")) for e in (*HOME_WRITES, *SECRET_STORES)]
+        self._cwd = os.fspath(cwd)
+        self._roots = tuple(roots)
+        self._under_roots = tuple(root + "/" for root in roots)
+        self._known: dict[str, bool] = {}
+        self._listing: frozenset[str] | None = None
+        self._plain_cwd = False
+
+    def __call__(self, word: str) -> bool:
+        if "$" in word or "\x00" in word or _GLOB & set(word):
+            return False
+        first = word.split("/", 1)[0]
+        if first and first not in (".", "..", "~") and not word.startswith("~"):
+            # Relative: when its first part is not in the working directory, nothing
+            # is there and no link is on the way (one listing for the whole command).
+            names = self._names()
+            if names is not None and first not in names:
+                return True
+        if word.startswith("~"):
+            word = os.path.expanduser(word)
+        text = os.path.normpath(os.path.join(self._cwd, word))
+        parts = text.split("/")
+        if ".git" in parts or PROJECT_DIR in parts:
+            return False
+        if text in self._roots or text.startswith(self._under_roots):
+            return False
+        if os.path.lexists(text):
+            return False  # it exists: a link, a hard link? the full checks say
+        # Nothing there yet: the nearest folder that exists must be where it says it is.
+        return self._plain_folder(os.path.dirname(text))
+
+    def _names(self) -> frozenset[str] | None:
+        """What the working directory holds, when it is a plain folder (no link, not
+        protected itself); None otherwise (every word then gets the full look)."""
+        if self._listing is None:
+            cwd = self._cwd
+            parts = cwd.split("/")
+            plain = (
+                ".git" not in parts
+                and PROJECT_DIR not in parts
+                and cwd not in self._roots
+                and not cwd.startswith(self._under_roots)
+                and os.path.realpath(cwd) == cwd
+            )
+            try:
+                self._listing = frozenset(os.listdir(cwd)) if plain else frozenset()
+                self._plain_cwd = plain
+            except OSError:
+                self._listing, self._plain_cwd = frozenset(), False
+        return self._listing if self._plain_cwd else None
+
+    def _plain_folder(self, folder: str) -> bool:
+        missing = []  # folders not there, nearest first: they share the answer
+        known = self._known.get(folder)
+        while known is None:
+            if os.path.lexists(folder):
+                known = os.path.realpath(folder) == folder
+                break
+            missing.append(folder)
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                known = True
+                break
+            folder = parent
+            known = self._known.get(folder)
+        for path in (*missing, folder):
+            self._known[path] = known
+        return known
 
 
 def _glob_matches(pattern: Path, path: Path) -> bool:

@@ -102,7 +102,10 @@ class Dialogs:
                 self.console.print(Text(f"  {request.reason}", style="dim"), soft_wrap=True)
             if request.details:
                 self.console.print(Indented(approval_details(request)))
-            always = f"[a]lways this session ({request.grant}) / " if request.grant else ""
+            if request.grant:
+                covers = request.grant_covers or request.grant
+                self.console.print(Text(f"  [a] allows for this session: {covers}", style="dim"))
+            always = "[a]lways this session / " if request.grant else ""
             question = f"Allow? [y]es once / {always}[n]o / [f]eedback: "
             while True:
                 try:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput, denied_reads
 from dsh.tools.protected import SecretFilter
 from plugins.fs.arguments import GlobArguments, GrepArguments
 from plugins.fs.files import Target, display_path, os_error, refuse_secret, resolve
@@ -151,7 +151,7 @@ def glob_tool() -> ToolDefinition:
         result = await _rg(args, folder.real, context)
         note = _check(result)
         found = [raw.decode("utf-8", errors="replace") for raw in result.stdout.split(b"\0") if raw]
-        secrets = SecretFilter(folder.path)
+        secrets = SecretFilter(folder.path, denied=denied_reads(context))
         files = await asyncio.to_thread(
             lambda: [f for f in found if not secrets.hidden(folder.real / f)]
         )
@@ -259,7 +259,7 @@ def grep_tool() -> ToolDefinition:
         args += ["--", str(target.path)]
         result = await _rg(args, context.cwd, context)
         note = _check(result)
-        secrets = SecretFilter(target.path)
+        secrets = SecretFilter(target.path, denied=denied_reads(context))
         files = await asyncio.to_thread(parse_matches, result.stdout, context.cwd, secrets)
         note += secrets.note()
         total = sum(len(rows) for rows in files.values())

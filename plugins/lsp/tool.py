@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +30,7 @@ from dsh.tools import (
     ToolDefinition,
     ToolError,
     ToolOutput,
+    denied_reads,
 )
 from dsh.tools.protected import SecretFilter, refusal
 from plugins.lsp import render, results
@@ -193,7 +195,7 @@ async def _on_file(service: LspService, arguments: LspArguments, context: ToolCo
             key=lambda s: (str(s.path), s.line, s.character),
         )
         empty = "No references found."
-    texts = await _texts(server, spans, {source.path: lines})
+    texts = await _texts(server, spans, {source.path: lines}, denied_reads(context))
     return render.locations(spans, context.cwd, texts, server.encoding, empty)
 
 
@@ -332,13 +334,16 @@ def _checked(parse: Any, answer: Any, server: LanguageServer, operation: str) ->
 
 
 async def _texts(
-    server: LanguageServer, spans: list[results.Span], known: dict[Path, list[str]]
+    server: LanguageServer,
+    spans: list[results.Span],
+    known: dict[Path, list[str]],
+    denied: Callable[[Path], bool] | None = None,
 ) -> dict[Path, list[str] | None]:
     """The lines of every file the spans are in: from what we have, what the server has
     open, else the disk (one worker thread for them all)."""
     texts: dict[Path, list[str] | None] = dict(known)
     missing = []
-    secrets = SecretFilter()
+    secrets = SecretFilter(denied=denied)
     for span in spans[: render.MAX_LOCATIONS]:
         if span.path in texts:
             continue

@@ -104,7 +104,14 @@ def apply(ctx: Context, config: Config) -> None:
         text = message.text()
         if "@" not in text:
             return decision
-        attached = await asyncio.to_thread(attach, text, Path(cwd), limits)
+        approvals = ctx.get("approvals", None)
+        root = Path(cwd)
+        denied = (
+            (lambda path: bool(approvals.read_denied(path, root)))
+            if approvals is not None and approvals.deny
+            else None
+        )
+        attached = await asyncio.to_thread(attach, text, root, limits, denied)
         extra = messages(attached)
         if not extra:
             return decision

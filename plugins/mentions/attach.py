@@ -88,8 +88,14 @@ def _display(path: Path, root: Path) -> str:
     return relative or "."
 
 
-def attach(text: str, cwd: Path, limits: Limits = Limits()) -> Attached:
-    """What the mentions in ``text`` attach, reading only inside ``cwd``."""
+def attach(
+    text: str,
+    cwd: Path,
+    limits: Limits = Limits(),
+    denied: Callable[[Path], bool] | None = None,
+) -> Attached:
+    """What the mentions in ``text`` attach, reading only inside ``cwd``; ``denied``
+    says what the user's deny rules hide from every reading tool."""
     out = Attached()
     tokens = mentions(text)
     if not tokens:
@@ -127,12 +133,15 @@ def attach(text: str, cwd: Path, limits: Limits = Limits()) -> Attached:
         if refused is not None:
             out.notes.append(f"@{written}: not read: {refused.why}")
             continue
+        if denied is not None and (denied(full) or denied(real)):
+            out.notes.append(f"@{written}: not read: a deny rule in the settings hides it")
+            continue
         if real in done:
             continue
         done.add(real)
         shown = _display(real, root)
         if real.is_dir():
-            listing = folder_listing(real, root, limits.max_entries)
+            listing = folder_listing(real, root, limits.max_entries, denied)
             body_size = len(listing.encode(errors="surrogatepass"))  # odd file names
             if used + body_size > limits.max_total_bytes:
                 out.notes.append(f"@{written}: left out, {_over_budget(used, limits)}")
@@ -239,7 +248,9 @@ def _ignored(path: Path, is_dir: bool, rules: list[_Ignore]) -> bool:
     return False
 
 
-def folder_listing(folder: Path, root: Path, max_entries: int) -> str:
+def folder_listing(
+    folder: Path, root: Path, max_entries: int, denied: Callable[[Path], bool] | None = None
+) -> str:
     """Entries of ``folder`` and below, breadth first, as paths relative to ``root``
     (folders end with ``/``), leaving out ``.git`` and what .gitignore files ignore."""
     # The .gitignore files above the folder, from the repository root (or the working
@@ -273,7 +284,7 @@ def folder_listing(folder: Path, root: Path, max_entries: int) -> str:
             except OSError:
                 is_dir = False
             path = Path(entry.path)
-            if _ignored(path, is_dir, rules):
+            if _ignored(path, is_dir, rules) or (denied is not None and denied(path)):
                 continue
             if len(found) >= max_entries or scanned > MAX_SCANNED:
                 more = True

@@ -56,6 +56,11 @@ class Terminal:
         self.id = terminal_id
         self.owner = owner
         self.name = name
+        self.cwd = cwd
+        self.repl: str | None = None
+        """The program typed into, when not a shell (see ``tools.repl_program``)."""
+        self.line: str | None = ""
+        """A shell's command line typed so far (None: edited by keys, unknown)."""
         self.rows, self.cols = rows, cols
         self.started = time.monotonic()
         import pyte  # 15-20 ms, paid when the first terminal opens, not at every start

@@ -29,8 +29,10 @@ from dsh.tools import (
     child_environment,
 )
 from dsh.tools.protected import command_protections
+from dsh.tools.shell import SHELLS, analyse
 from plugins.terminal.keys import KeyError_, key_bytes
 from plugins.terminal.terminal import Terminal
+from plugins.terminal.typing import typed as typing_into
 
 SIGNALS = {"INT", "TERM", "KILL", "HUP", "TSTP", "QUIT", "CONT"}
 SHELL = ["bash", "--noprofile", "--norc", "-i"]
@@ -229,6 +231,25 @@ def _meta(terminal: Terminal) -> dict[str, Any]:
     }
 
 
+def _typed_bytes(arguments: SendArguments) -> bytes:
+    try:
+        return arguments.text.encode() + b"".join(key_bytes(k) for k in arguments.keys)
+    except KeyError_ as error:
+        raise ToolError(str(error), "TERMINAL_BAD_KEY") from None
+
+
+def repl_program(command: str) -> str | None:
+    """The program whose input a terminal opened with ``command`` takes, when that is
+    one plain program and not a shell; None: what is typed is judged as commands."""
+    if not command.strip():
+        return None
+    analysis = analyse(command)
+    if len(analysis.invocations) != 1 or analysis.unchecked or analysis.hidden:
+        return None
+    name = analysis.invocations[0].layers[-1].program
+    return None if name is None or name in SHELLS else name
+
+
 def _status_line(terminal: Terminal) -> str:
     return f"[terminal {terminal.id}: {terminal.status()}]"
 
@@ -278,6 +299,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             )
         except OSError as error:
             raise ToolError(f"could not start the terminal: {error}", "TERMINAL_SPAWN") from None
+        terminal.repl = repl_program(arguments.command)
         settle = ReadArguments(terminal_id=terminal.id, wait="quiet", timeout_ms=2_000)
         await wait_for(terminal, settle, context.signal)
         head = f"started terminal {terminal.id} ({terminal.name}), {terminal.cols}x{terminal.rows}"
@@ -291,10 +313,9 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
                 f"terminal {terminal.id} has {terminal.status()}; open another",
                 "TERMINAL_EXITED",
             )
-        try:
-            data = arguments.text.encode() + b"".join(key_bytes(k) for k in arguments.keys)
-        except KeyError_ as error:
-            raise ToolError(str(error), "TERMINAL_BAD_KEY") from None
+        data = _typed_bytes(arguments)
+        if terminal.repl is None:
+            terminal.line = typing_into(terminal.line, data.decode(errors="replace")).rest
         terminal.write(data)
         settle = ReadArguments(
             terminal_id=terminal.id, wait="quiet", timeout_ms=2_000, quiet_ms=200
@@ -347,17 +368,40 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
         await service.close(terminal)
         return f"closed {terminal.id}: {terminal.status()}"
 
-    def runs(summary: str, command: str | None = None, cwd: str = "", *, context: Any) -> Action:
+    def runs(
+        summary: str,
+        command: str | None = None,
+        cwd: str = "",
+        *,
+        context: Any,
+        target: str | None = None,
+    ) -> Action:
         workdir = (context.cwd / cwd).resolve() if cwd else None  # as open_ resolves it
-        return Action(risk="exec", summary=summary, command=command, workdir=workdir)
+        return Action(risk="exec", summary=summary, command=command, workdir=workdir, target=target)
 
     def typed(arguments: SendArguments, context: ToolContext) -> Action:
         summary = f"type into {arguments.terminal_id}: {shlex.quote(arguments.text)}"
         summary = f"{summary} {' '.join(arguments.keys)}".strip()
         # What is typed is a command line too: naming dsh's keys refuses it (the
-        # policy denies reading them in every mode), best effort as for bash.
+        # policy denies reading them in every mode).
         refused = [p.path for p in command_protections(arguments.text, context.cwd) if p.refused]
-        return Action(risk="exec", summary=summary, reads=tuple(refused))
+        terminal = service.get(owner(context), arguments.terminal_id)
+        if terminal.repl is not None:
+            return Action(risk="exec", summary=summary, reads=tuple(refused), target=terminal.repl)
+        into = typing_into(terminal.line, _typed_bytes(arguments).decode(errors="replace"))
+        if into.command is None:
+            # Nothing runs before Enter; keys that edit the line are still the user's call.
+            risk = "read" if into.rest is not None else "exec"
+            return Action(risk=risk, summary=summary, reads=tuple(refused), target="shell")
+        return Action(
+            risk="exec",
+            summary=summary,
+            details=into.command,
+            command=into.command,
+            reads=tuple(refused),
+            unchecked=into.unknown,
+            workdir=terminal.cwd,
+        )
 
     return [
         ToolDefinition(
@@ -370,8 +414,14 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             arguments=OpenArguments,
             execute=open_,
             kind="execute",
+            # An interactive shell alone runs nothing yet: what is typed into it is
+            # judged when it is typed. A command is judged as bash would run it.
             describe=lambda a, c: runs(
-                f"terminal: {a.command or 'bash'}", a.command or "bash", a.cwd, context=c
+                f"terminal: {a.command or 'bash'}",
+                a.command if a.command.strip() else None,
+                a.cwd,
+                context=c,
+                target=None if a.command.strip() else "shell",
             ),
             present_result=present_screen,
         ),

