@@ -398,18 +398,17 @@ _GIT_GLOBAL_FLAGS = (
     "--man-path",
     "--info-path",
 )
-_GIT_SAFE_KEYS = re.compile(
+_GIT_SAFE_KEYS = (
     r"(color|advice|column|i18n|user|author|committer|status|log|format|pretty|init|help"
     r"|gc|pack|fetch\.prune|pull\.rebase|pull\.ff|push\.default|merge\.conflictstyle"
     r"|rebase\.autosquash|diff\.(noprefix|renames|algorithm|mnemonicprefix|relative|context"
     r"|colormoved|indentheuristic)|core\.(quotepath|autocrlf|safecrlf|abbrev|filemode"
-    r"|ignorecase|eol|whitespace|compression|precomposeunicode|longpaths))(\..*)?",
-    re.I,
+    r"|ignorecase|eol|whitespace|compression|precomposeunicode|longpaths))(\..*)?"
 )
 """``git -c`` keys that cannot name a program; any other key (``core.fsmonitor``,
 ``core.pager``, ``alias.*``, ``diff.external``...) is asked about."""
 
-_GIT_SUBCOMMAND_OPTIONS = re.compile(
+_GIT_SUBCOMMAND_OPTIONS = (
     r"--(upload-pack|receive-pack|exec|extcmd|open-files-in-pager|template|config|output"
     r"|ext-diff|tool)\b.*"
 )
@@ -452,7 +451,7 @@ def _git(argv: tuple[Word, ...], found: Unwrapped) -> tuple[Word, ...]:
             i += 1 if "=" in value else 2
             if name == "-c":
                 key = (given or "").split("=", 1)[0]
-                if given is None or not _GIT_SAFE_KEYS.fullmatch(key):
+                if given is None or not re.fullmatch(_GIT_SAFE_KEYS, key, re.I):
                     found.fail(f"git -c {key or '(computed)'} may name a program to run")
                     return argv
             continue
@@ -474,7 +473,7 @@ def _git(argv: tuple[Word, ...], found: Unwrapped) -> tuple[Word, ...]:
     for value in rest[1:]:
         if value is None:
             continue
-        if _GIT_SUBCOMMAND_OPTIONS.fullmatch(value) or (
+        if re.fullmatch(_GIT_SUBCOMMAND_OPTIONS, value) or (
             (sub in ("rebase",) and value in ("-x",))
             or (sub in ("grep",) and value.startswith("-O"))
         ):
@@ -594,7 +593,7 @@ def _sed(argv: tuple[Word, ...], found: Unwrapped) -> None:
             return
 
 
-_AWK_RUNS = re.compile(r"system|\||getline|@load|@include|\b(print|printf)\b[^;}]*>")
+_AWK_RUNS = r"system|\||getline|@load|@include|\b(print|printf)\b[^;}]*>"
 
 
 def _awk(argv: tuple[Word, ...], found: Unwrapped) -> None:
@@ -611,30 +610,30 @@ def _awk(argv: tuple[Word, ...], found: Unwrapped) -> None:
         if value.startswith("-") and value != "-":
             i += 1
             continue
-        if _AWK_RUNS.search(value):
+        if re.search(_AWK_RUNS, value):
             found.fail("an awk program that may run commands or write files")
         return
 
 
-_OPTIONS_THAT_RUN: dict[frozenset[str], re.Pattern[str]] = {
-    frozenset({"rg"}): re.compile(r"--pre(=.*)?|--pre-glob.*"),
-    frozenset({"sort"}): re.compile(r"--compress-program.*|-o.*|--output.*"),
-    frozenset({"man"}): re.compile(r"-[PHX].*|--pager.*|--html.*|--browser.*"),
-    frozenset({"tar", "gtar", "bsdtar"}): re.compile(
-        r"--(to-command|checkpoint-action|use-compress-program|info-script|new-volume-script"
-        r"|rsh-command|rmt-command).*|-[IF].*"
-    ),
-    frozenset({"zip"}): re.compile(r"-TT.*|--unzip-command.*"),
-    frozenset({"rsync"}): re.compile(r"-e.*|--rsh.*|--rsync-path.*"),
-    frozenset({"ssh", "scp", "sftp"}): re.compile(
-        r"(?i)-o\s*(proxycommand|localcommand|permitlocalcommand|knownhostscommand|match)"
-        r".*|-F.*|proxycommand.*"
-    ),
-    frozenset({"vim", "vi", "nvim", "view", "ex", "vimdiff"}): re.compile(r"-[cS].*|--cmd|\+.*"),
-    frozenset({"less", "more"}): re.compile(r"\+.*[!|].*"),
-    frozenset({"nc", "ncat", "netcat"}): re.compile(r"-[ec].*|--(sh-)?exec.*|--lua-exec.*"),
-    frozenset({"socat"}): re.compile(r"(?i).*\b(exec|system):.*"),
-    frozenset({"emacs"}): re.compile(r"--eval.*|-l.*|--load.*|-f.*|--funcall.*|--batch"),
+_OPTIONS_THAT_RUN: dict[frozenset[str], str] = {
+    frozenset({"rg"}): r"--pre(=.*)?|--pre-glob.*",
+    frozenset({"sort"}): r"--compress-program.*|-o.*|--output.*",
+    frozenset({"man"}): r"-[PHX].*|--pager.*|--html.*|--browser.*",
+    frozenset(
+        {"tar", "gtar", "bsdtar"}
+    ): r"--(to-command|checkpoint-action|use-compress-program|info-script|new-volume-script"
+    r"|rsh-command|rmt-command).*|-[IF].*",
+    frozenset({"zip"}): r"-TT.*|--unzip-command.*",
+    frozenset({"rsync"}): r"-e.*|--rsh.*|--rsync-path.*",
+    frozenset(
+        {"ssh", "scp", "sftp"}
+    ): r"(?i)-o\s*(proxycommand|localcommand|permitlocalcommand|knownhostscommand|match)"
+    r".*|-F.*|proxycommand.*",
+    frozenset({"vim", "vi", "nvim", "view", "ex", "vimdiff"}): r"-[cS].*|--cmd|\+.*",
+    frozenset({"less", "more"}): r"\+.*[!|].*",
+    frozenset({"nc", "ncat", "netcat"}): r"-[ec].*|--(sh-)?exec.*|--lua-exec.*",
+    frozenset({"socat"}): r"(?i).*\b(exec|system):.*",
+    frozenset({"emacs"}): r"--eval.*|-l.*|--load.*|-f.*|--funcall.*|--batch",
 }
 
 
@@ -648,7 +647,7 @@ def _program_options(name: str, argv: tuple[Word, ...], found: Unwrapped) -> Non
     if pattern is None:
         return
     for value in _values(argv[1:]):
-        if value is not None and pattern.fullmatch(value):
+        if value is not None and re.fullmatch(pattern, value):
             found.fail(f"{name} {value[:40]} runs a program or writes a file")
             return
 
@@ -831,7 +830,7 @@ EXACT_ONLY = frozenset(
 """Programs that run their arguments or destroy what they name: a grant covers the
 exact command only."""
 
-_PYTHONS = re.compile(r"python(\d+(\.\d+)?)?|pypy\d*")
+_PYTHONS = r"python(\d+(\.\d+)?)?|pypy\d*"
 _NON_PREFIX_FLAGS = {
     "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls"),
 }
@@ -873,7 +872,7 @@ def _grant_for(
         w.startswith(flag) for w in words for flag in _NON_PREFIX_FLAGS[name]
     ):
         return words, False
-    if _PYTHONS.fullmatch(name):
+    if re.fullmatch(_PYTHONS, name):
         if len(words) >= 3 and words[1] == "-m" and re.fullmatch(r"[\w.]+", words[2]):
             if words[2] in ("pip", "venv", "ensurepip", "http.server", "pydoc"):
                 return words, False

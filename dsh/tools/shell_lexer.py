@@ -46,8 +46,7 @@ ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
 # What needs the grammar, wherever it is: substitutions and the expansions that can
 # hold spaces or other words, heredocs and here-strings, arithmetic.
 _NEEDS_GRAMMAR = re.compile(r"\$[({\['\"]|`|<<|\(\(")
-_TOKEN = re.compile(
-    r"""
+_TOKEN = r"""
     [ \t]*
     (?:
       ([0-9]*(?:>>|>&|<&|>\||<>|>|<)|&>>|&>)                                   # redirection
@@ -57,11 +56,10 @@ _TOKEN = re.compile(
     | ($)                                                                        # the end
     | (.)                                                                        # other
     )
-    """,
-    re.X | re.S,
-)
+    """
 """One token: (redirection, word, separator, end, other), all empty for a comment.
-``findall`` gives them as tuples without a Python call per token."""
+``findall`` gives them as tuples without a Python call per token. Compiled on first
+use (by ``re``'s cache), not when dsh starts."""
 
 
 @dataclass
@@ -80,7 +78,7 @@ def simple_commands(source: str) -> list[SimpleCommand] | None:
     current = SimpleCommand()
     pending = False  # after && || |, a command must follow (newlines may come first)
     redirect: str | None = None
-    for operator, text, separator, _, other in _TOKEN.findall(source):
+    for operator, text, separator, _, other in re.findall(_TOKEN, source, re.X | re.S):
         if text:
             if redirect is not None:
                 current.redirects.append((redirect, text))

@@ -153,3 +153,19 @@ def test_the_rule_offered_for_the_session() -> None:
     assert offered(command("rm -rf build")) == ["bash(rm -rf build)"]
     assert offered(command("git commit -m 'fix it'")) == ["bash(git commit:*)"]
     assert offered(write(Path("/w/a")), EDIT) == ["edit"]
+
+
+def test_rules_name_tools_by_glob_as_for_mcp_servers(tmp_path: Path) -> None:
+    issue = ToolDefinition(
+        name="mcp__github__create_issue", description="", arguments=Args, execute=nothing
+    )
+    other = ToolDefinition(
+        name="mcp__jira__create_issue", description="", arguments=Args, execute=nothing
+    )
+    call = Action(risk="exec", summary="create an issue")
+    deny = [Rule.parse("mcp__github__*")]
+    for mode in ("default", "bypass"):
+        assert assess(mode, issue, call, tmp_path, deny=deny).verdict == "deny"  # type: ignore[arg-type]
+    assert assess("bypass", other, call, tmp_path, deny=deny).verdict == "allow"
+    allowed = assess("default", other, call, tmp_path, allow=[Rule.parse("mcp__jira__*")])
+    assert allowed.verdict == "allow"
