@@ -1,0 +1,117 @@
+"""Deciding a long command: the permission engine on a 10 KB bash command.
+
+Target: a 10 KB command is decided (analysed, unwrapped, checked against allow and deny
+rules and the protected paths) in at most 5 ms, so that a model's long script never
+makes a call wait on its permission check.
+
+The target is for the 10 KB commands a model sends: a heredoc that writes a file, a
+``python3 -c`` script, a commit message, a script of 40 ordinary steps with quotes and
+pipes; the figure is the slowest one's median. Two stress shapes (400 short commands,
+144 commands with substitutions and wrappers) are measured beside it, without a target:
+they are decided in tens of milliseconds. Each is decided uncached (the analysis cache
+is cleared before every run), 31 times; medians with their range.
+
+Run: .venv/bin/python bench/permissions.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+from report import machine, verdict  # bench/report.py, beside this script
+
+from dsh.tools import Action, ToolDefinition
+from dsh.tools.permissions import Rule, assess
+from dsh.tools.shell import analyse
+
+TARGET = 0.005  # s
+RUNS = 31
+SIZE = 10_000
+
+
+class _Args(BaseModel):
+    pass
+
+
+async def _nothing(args: _Args, context: object) -> str:
+    return ""
+
+
+BASH = ToolDefinition(name="bash", description="", arguments=_Args, execute=_nothing)
+ALLOW = [Rule.parse(r) for r in ("bash(git status:*)", "bash(ls:*)", "bash(grep:*)")]
+DENY = [Rule.parse(r) for r in ("bash(rm:*)", "bash(git push:*)")]
+
+
+def _fill(unit: str, joiner: str) -> str:
+    parts: list[str] = []
+    while len(joiner.join(parts)) < SIZE:
+        parts.append(unit.format(n=len(parts)))
+    return joiner.join(parts)
+
+
+_PYTHON = "def f{n}(x):\n    return [y * {n} for y in range(x) if y % 3]\n\n"
+_STEP = (
+    'grep -rn "TODO({n})" src/module_{n} --include="*.py" | head -n 20; '
+    "python3 -m pytest -q tests/test_{n}.py -k 'not slow' 2>&1 | tail -n 5"
+)
+
+SHAPES = {
+    # What a model sends: one long command, or a script of ordinary steps.
+    "a heredoc writing a file": "cat > src/generated.py <<'EOF'\n" + _fill(_PYTHON, "") + "EOF",
+    "python3 -c with a script": "python3 -c '" + _fill(_PYTHON, "").replace("'", "") + "'",
+    "a commit message": 'git commit -m "' + "Fix the parser; " * (SIZE // 16) + '"',
+    "a script of 40 steps": _fill(_STEP, " && "),
+}
+STRESS = {
+    # Adversarial sizes of parts: figures, beside the target.
+    "400 chained commands": _fill("git status --short src/m{n}.py | grep -v x{n}", " && "),
+    "144 commands with substitutions and wrappers": _fill(
+        'timeout 5 ls "$(git status --short d{n})" ${{x:-`ls d{n}`}} > /dev/null', "; "
+    ),
+}
+
+
+def decide(command: str, cwd: Path) -> str:
+    analyse.cache_clear()
+    action = Action(risk="exec", summary=command[:80], command=command)
+    return assess("default", BASH, action, cwd, allow=ALLOW, deny=DENY).verdict
+
+
+def _median(command: str, cwd: Path) -> tuple[float, float, float, str]:
+    times = []
+    result = ""
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        result = decide(command, cwd)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times), max(times), result
+
+
+def main() -> None:
+    print(f"machine: {machine()}")
+    with tempfile.TemporaryDirectory() as folder:
+        cwd = Path(folder)
+        decide("ls", cwd)  # the parser is loaded once per process, as in dsh
+        worst = 0.0
+        for label, shapes in (("10 KB commands", SHAPES), ("stress, no target", STRESS)):
+            print(f"{label}:")
+            for name, command in shapes.items():
+                median, low, high, result = _median(command, cwd)
+                if shapes is SHAPES:
+                    worst = max(worst, median)
+                print(
+                    f"  {name} ({len(command):,} chars, {result}): median "
+                    f"{median * 1000:.2f} ms (range {low * 1000:.2f}-{high * 1000:.2f} ms)"
+                )
+    print(
+        f"decide a 10 KB command: {worst * 1000:.2f} ms, the slowest shape's median "
+        f"(target <= {TARGET * 1000:.0f} ms: {verdict(worst <= TARGET)})"
+    )
+
+
+if __name__ == "__main__":
+    main()
