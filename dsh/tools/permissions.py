@@ -108,7 +108,7 @@ class Rule:
     def any(self) -> bool:
         return self.pattern is None or self.pattern == "*"
 
-    def command_words(self) -> tuple[list[str], bool]:
+    def command_words(self) -> tuple[tuple[str, ...], bool]:
         """The pattern's words, and whether it is a prefix (``:*``)."""
         return _command_words(self.pattern or "")
 
@@ -130,7 +130,7 @@ class Rule:
 
 
 @functools.lru_cache(maxsize=1024)
-def _command_words(pattern: str) -> tuple[list[str], bool]:
+def _command_words(pattern: str) -> tuple[tuple[str, ...], bool]:
     prefix = pattern.endswith(":*")
     if prefix:
         pattern = pattern[:-2]
@@ -138,7 +138,7 @@ def _command_words(pattern: str) -> tuple[list[str], bool]:
         words = shlex.split(pattern)
     except ValueError:
         words = pattern.split()
-    return words, prefix
+    return tuple(words), prefix
 
 
 def parse_rules(text: str) -> list[Rule]:
@@ -231,8 +231,8 @@ def _words_match(
         if index in (0, start):
             if not _program_matches(pattern, word, resolve=resolve):
                 return False
-        elif not word.static or word.value != pattern:
-            return False
+        elif word.value is None or word.value != pattern:
+            return False  # a pattern (*.py) matches only the same pattern
     return True
 
 
@@ -298,17 +298,17 @@ def rules_cover(rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd
     if not relevant or action.unchecked is not None:
         return False
     if action.command is not None:
-        if any(rule.kind == "tool" and rule.pattern is None for rule in relevant):
-            return True  # the tool itself is allowed, whatever it runs
         commands = [rule for rule in relevant if _about_commands(rule)]
         return commands_covered(commands, analyse(action.command))
     return any(_covers_call(rule, tool, action, cwd) for rule in relevant)
 
 
 def _about_commands(rule: Rule) -> bool:
-    """Whether a rule's pattern is read as a command (``bash(...)``, or a pattern for a
-    tool that runs commands: ``terminal_send(git status:*)``)."""
-    return rule.kind == "bash" or (rule.kind == "tool" and rule.pattern is not None)
+    """Whether a rule is read as a command pattern for a call that runs one:
+    ``bash(...)``, or a rule naming a tool that runs commands (``terminal_send(git
+    status:*)``; ``terminal_open`` alone is any command, as ``bash`` alone is, so
+    neither vouches for a command the analysis cannot)."""
+    return rule.kind in ("bash", "tool")
 
 
 def _covers_call(rule: Rule, tool: ToolDefinition, action: Action, cwd: Path) -> bool:
@@ -377,8 +377,8 @@ def rules_deny(
 def _named_paths(command: str, cwd: Path) -> list[Path]:
     """The paths a command's static words could name (``~`` and ``$HOME`` expanded)."""
     paths = []
-    for word in analyse(command).words:
-        for candidate in (word, word.split("=", 1)[-1]):
+    for word in dict.fromkeys(analyse(command).words):
+        for candidate in dict.fromkeys((word, word.split("=", 1)[-1])):
             text = candidate.replace("${HOME}", "~")
             if "${" in text or not text:
                 continue

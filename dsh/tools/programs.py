@@ -843,13 +843,14 @@ def grant_words(layers: Sequence[Layer]) -> tuple[list[str], bool] | None:
     as written; git's global options are left out of a git grant."""
     wrapped = any(layer.wrapper not in (None, "git") for layer in layers)
     invocation_argv = layers[0].argv if wrapped else layers[-1].argv
-    values = _values(invocation_argv)
-    if not values or values[0] is None:
+    # A pattern (*.tmp) is granted as written: a rule matches only the same pattern.
+    values = [w.value for w in invocation_argv]
+    if not values or values[0] is None or invocation_argv[0].glob:
         return None
     exact = [v for v in values if v is not None]
     if len(exact) != len(values):
         # A computed word: only a prefix of static words can be offered.
-        offered = _grant_for(exact[:3], invocation_argv, wrapped)
+        offered = _grant_for(exact[:3], wrapped)
         return (
             offered
             if offered is not None
@@ -857,14 +858,12 @@ def grant_words(layers: Sequence[Layer]) -> tuple[list[str], bool] | None:
             and all(v is not None for v in values[: len(offered[0])])
             else None
         )
-    return _grant_for(exact, invocation_argv, wrapped)
+    return _grant_for(exact, wrapped)
 
 
-def _grant_for(
-    words: list[str], invocation_argv: tuple[Word, ...], wrapped: bool
-) -> tuple[list[str], bool] | None:
+def _grant_for(words: list[str], wrapped: bool) -> tuple[list[str], bool] | None:
     name = words[0]
-    if wrapped or "/" in name or any(w.glob for w in invocation_argv):
+    if wrapped or "/" in name:
         return words, False
     if name in EXACT_ONLY:
         return words, False

@@ -169,3 +169,24 @@ def test_rules_name_tools_by_glob_as_for_mcp_servers(tmp_path: Path) -> None:
     assert assess("bypass", other, call, tmp_path, deny=deny).verdict == "allow"
     allowed = assess("default", other, call, tmp_path, allow=[Rule.parse("mcp__jira__*")])
     assert allowed.verdict == "allow"
+
+
+def test_a_pattern_is_granted_as_written_and_covers_only_itself(tmp_path: Path) -> None:
+    [grant] = session_rules(BASH, command("rm *.tmp")) or []
+    assert str(grant) == "bash(rm '*.tmp')"
+    assert (
+        assess("default", BASH, command("rm *.tmp"), tmp_path, granted=[grant]).verdict == "allow"
+    )
+    assert assess("default", BASH, command("rm *.txt"), tmp_path, granted=[grant]).verdict == "ask"
+    assert session_rules(BASH, command("r? x")) is None  # a program found by a pattern
+
+
+def test_a_tool_allowed_by_name_still_runs_no_command_the_analysis_cannot_vouch_for(
+    tmp_path: Path,
+) -> None:
+    runner = ToolDefinition(name="runner", description="", arguments=Args, execute=nothing)
+    allow = [Rule.parse("runner")]
+    assert assess("default", runner, command("make test"), tmp_path, allow=allow).verdict == "allow"
+    hidden = assess("default", runner, command("eval 'rm -rf x'"), tmp_path, allow=allow)
+    assert hidden.verdict == "ask"
+    assert hidden.grantable is False
