@@ -29,6 +29,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsh.bulk import collector_paused
 from dsh.tools.programs import SHELLS, Layer, is_plain_program, unwrap
 from dsh.tools.shell_lexer import join_continued_lines, simple_commands
 from dsh.tools.shell_words import Word, read_heredoc, read_word
@@ -160,7 +161,10 @@ def analyse(command: str) -> Analysis:
     if len(command) > MAX_LENGTH:
         found.fail(f"the command is longer than {MAX_LENGTH:,} characters", hides=True)
         return found
-    _Analyser(found).script(command, 0)
+    # Thousands of objects that stay alive (the result is cached): the collector would
+    # walk them again and again while they are built, as for a session's events.
+    with collector_paused():
+        _Analyser(found).script(command, 0)
     return found
 
 
