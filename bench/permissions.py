@@ -7,8 +7,8 @@ makes a call wait on its permission check.
 The target is for the 10 KB commands a model sends: a heredoc that writes a file, a
 ``python3 -c`` script, a commit message, a script of 40 ordinary steps with quotes and
 pipes; the figure is the slowest one's median. Two stress shapes (400 short commands,
-144 commands with substitutions and wrappers) are measured beside it, without a target:
-they are decided in tens of milliseconds. Each is decided uncached (the analysis cache
+144 commands with substitutions and wrappers) are measured beside it, without a target
+(7-35 ms on the two-core CI VM). Each is decided uncached (the analysis cache
 is cleared before every run), 31 times; medians with their range.
 
 Run: .venv/bin/python bench/permissions.py
