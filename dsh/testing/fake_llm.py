@@ -118,8 +118,14 @@ class RecordedRequest:
 
 
 def _json_bytes(value: Any) -> bytes:
-    # DeepSeek sends compact JSON with non-ASCII text as UTF-8.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    # DeepSeek sends compact JSON with non-ASCII text as UTF-8. A lone surrogate (a
+    # script sending hostile text) has no UTF-8 form: it goes as a \u escape, which is
+    # valid JSON that a client must cope with.
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def _pieces(text: str, size: int) -> list[str]:

@@ -3,7 +3,8 @@
 A permission rule such as ``bash(git status:*)`` may allow a command only when every
 part of it is allowed and the analysis can vouch for all of it. ``git status; rm -rf
 ~`` is two commands; ``echo $(curl x)`` runs ``curl``; ``timeout 5 rm x`` runs ``rm``;
-``echo x > file`` writes a file. The statements are found with the real bash grammar
+``echo x > file`` writes a file. Scripts of simple commands are split by
+:mod:`dsh.tools.shell_lexer` (as bash splits them), the rest by the real bash grammar
 (tree-sitter-bash); every word is read again by :mod:`dsh.tools.shell_words`, which
 finds the scripts hidden in it (``${x:-`cmd`}``), and each of those is analysed in
 turn; wrappers are looked through by :mod:`dsh.tools.programs`.
@@ -194,7 +195,12 @@ class _Analyser:
                     self.redirected(operator, target, depth)
                 self.invocation(" ".join(command.words), argv, depth)
             return
-        tree = _parser().parse(source.encode())
+        try:
+            encoded = source.encode()
+        except UnicodeEncodeError:  # a lone surrogate from the model's JSON: not text
+            found.fail("the command holds characters that are not text", hides=True)
+            return
+        tree = _parser().parse(encoded)
         if tree.root_node.has_error:
             found.fail("the command does not parse as bash", hides=True)
         stack = [tree.root_node]

@@ -348,6 +348,8 @@ LONG_AND_ODD = Group(
             "IFS=,; ls,-la",
             "ls\x00; touch {P}",
             "ls; t\\\nouch {P}",
+            "ls \ud800$(touch {P})",
+            "echo \udcff | touch {P}",
         ),
     ),
 )
