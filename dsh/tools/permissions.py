@@ -66,6 +66,7 @@ from dsh.tools.programs import SYSTEM_DIRS, grant_words
 from dsh.tools.protected import (
     Protection,
     command_protections,
+    is_path_text,
     read_protection,
     write_protection,
 )
@@ -380,7 +381,7 @@ def _named_paths(command: str, cwd: Path) -> list[Path]:
     for word in dict.fromkeys(analyse(command).words):
         for candidate in dict.fromkeys((word, word.split("=", 1)[-1])):
             text = candidate.replace("${HOME}", "~")
-            if "${" in text or not text:
+            if "${" in text or not text or not is_path_text(text):
                 continue
             path = Path(os.path.expanduser(text))
             paths.append(path if path.is_absolute() else cwd / path)

@@ -390,6 +390,18 @@ def _expand(word: str, cwd: Path) -> Path | None:
     return _absolute(text, cwd)
 
 
+def is_path_text(text: str) -> bool:
+    """Whether ``text`` could name a file: a NUL byte (``$'\\0'``) or a lone surrogate
+    (hostile JSON) cannot be passed to the system at all, so such a word names nothing."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _candidates(word: str) -> list[str]:
     """The word, and what follows an ``=`` or a leading ``@`` in it (``--out=FILE``,
     ``of=FILE``, ``curl -d @FILE``)."""
@@ -435,8 +447,14 @@ def command_protections(command: str, cwd: Path) -> list[Protection]:
     found: list[Protection] = []
     # Each spelling once; an option (-v, --short) names no file, unless it holds one
     # (--output=FILE), which _candidates finds.
-    words = [w for w in dict.fromkeys(parsed.words) if not w.startswith("-") or "=" in w]
+    words = [
+        w
+        for w in dict.fromkeys(parsed.words)
+        if (not w.startswith("-") or "=" in w) and is_path_text(w)
+    ]
     for target in parsed.writes:
+        if not is_path_text(target):
+            continue
         path = _expand(target, cwd)
         protection = write_protection(path, cwd) if path is not None else None
         if protection is not None:

@@ -155,3 +155,31 @@ async def test_the_corpus_through_dsh_p(group: Group, dsh: Dsh, fake_llm: FakeLL
         for text in results.values():
             assert "corpus-secret-value" not in str(text)
             assert "secrets/token.txt" not in str(text)
+
+
+FUZZ_ALPHABET = [
+    *"abcrm $`'\"\\(){}[]<>|&;#\n\t=*?!~@%^-+:,./0123456789",
+    *("$(", "${", "<<", "<<<", "((", "\ud800", "\x00", "é", "$'", "\\\n", "$'\\0'"),
+    *("-c", "bash", "sudo", "git", "env", "xargs", "find", "-exec", "~/", "secrets/"),
+]
+
+
+def test_hostile_commands_are_always_decided_never_raise(tmp_path: Path) -> None:
+    """Random commands of bash's special characters, NUL bytes and lone surrogates:
+    each gets a verdict (and a grant, or none), never an exception."""
+    import random
+
+    from dsh.tools.permissions import session_rules
+    from dsh.tools.shell import analyse
+
+    pick = random.Random(17)
+    allow = [Rule.parse("bash(ls:*)")]
+    deny = [Rule.parse("bash(rm:*)"), Rule.parse("read(secrets/**)")]
+    for _ in range(2_000):
+        command = "".join(pick.choice(FUZZ_ALPHABET) for _ in range(pick.randint(1, 40)))
+        analyse.cache_clear()
+        action = Action(risk="exec", summary="fuzz", command=command)
+        for mode in ("default", "bypass"):
+            verdict = assess(mode, BASH, action, tmp_path, allow=allow, deny=deny)  # type: ignore[arg-type]
+            assert verdict.verdict in ("allow", "ask", "deny")
+        session_rules(BASH, action)
