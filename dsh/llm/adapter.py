@@ -32,6 +32,9 @@ class RetryPolicy(Frozen):
     """A provider's ``Retry-After`` is honoured up to this long."""
     jitter: NonNegativeFloat = 0.1
     retryable_codes: frozenset[str] = RETRYABLE_CODES
+    retryable_before_content: frozenset[str] = frozenset({"STREAM_CLOSED", "MALFORMED_RESPONSE"})
+    """Also retried when no content has arrived yet: a stream that ended, broke or went
+    wrong before its first block is an attempt that never started."""
 
     def delay_ms(self, retry: int, provider_retry_after_ms: int | None, unit: float) -> int:
         """The wait before retry number ``retry`` (1-based). ``unit`` is a random number

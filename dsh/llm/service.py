@@ -28,13 +28,18 @@ from dsh.llm.request import (
     ResolvedModel,
 )
 from dsh.llm.stream import (
+    BlockEnd,
+    BlockStart,
     Finish,
     FinishAborted,
     FinishError,
     LlmError,
     LlmFailure,
+    ReasoningDelta,
     StreamChunk,
+    TextDelta,
     TokenUsage,
+    ToolCallDelta,
 )
 from dsh.wire import Frozen
 
@@ -42,6 +47,8 @@ if TYPE_CHECKING:
     from dsh.kernel import Context
 
 RETRY_EVENT = "llm/retry"
+_CONTENT = (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd)
+"""Chunks that show the user something: after one, a failed attempt is not retried."""
 STREAM_WATERFALL = "llm/stream"
 
 
@@ -274,28 +281,42 @@ class LlmService:
         *,
         on_retry: Callable[[RetryNotice], Any] | None = None,
     ) -> AsyncIterator[StreamChunk]:
-        """Attempts until one succeeds, fails for good, or has delivered anything."""
+        """Attempts until one succeeds, fails for good, or has delivered content.
+
+        Until the first block starts, what an attempt sends (its usage so far) is held
+        back: an attempt that fails then is retried as if it never started, and what it
+        sent is dropped with it."""
         retry = 0
         while True:
-            delivered = False
+            started = False
+            held: list[StreamChunk] = []
             finish: Finish | None = None
             async with contextlib.aclosing(self.attempt(options)) as attempt:
                 async for chunk in attempt:
                     if isinstance(chunk, Finish):
                         finish = chunk
                         break
-                    delivered = True
+                    if not started:
+                        if not isinstance(chunk, _CONTENT):
+                            held.append(chunk)
+                            continue
+                        started = True
+                        for early in held:
+                            yield early
+                        held = []
                     yield chunk
             assert finish is not None  # attempt() always ends with one
             failure = failure_of(finish)
             policy = self._policy(options.provider)
             if (
                 failure is None
-                or delivered
+                or started
                 or isinstance(finish.reason, FinishAborted)
-                or failure.code not in policy.retryable_codes
+                or failure.code not in policy.retryable_codes | policy.retryable_before_content
                 or retry >= policy.max_retries
             ):
+                for early in held:
+                    yield early
                 yield finish
                 return
             retry += 1

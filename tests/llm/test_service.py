@@ -35,6 +35,7 @@ from dsh.llm import (
     TextBlock,
     TextDelta,
     TokenUsage,
+    UsageChunk,
     assemble,
     user_text,
 )
@@ -334,3 +335,37 @@ def test_cost_uses_the_adapters_price_and_off_peak_hours() -> None:
     assert price.cost(one_million, tuesday_peak) == 1.0
     assert price.cost(one_million, tuesday_night) == 0.5
     assert price.cost(one_million, saturday_peak_hour) == 0.5
+
+
+async def test_an_attempt_that_fails_before_any_content_is_retried_as_if_never_started() -> None:
+    """Issue 18: a stream closed (or gone wrong) before its first block is retried with
+    the usual back-off; what it sent before failing (usage) is dropped with it."""
+    closed = LlmFailure(message="the model server closed the stream", code="STREAM_CLOSED")
+    garbled = LlmFailure(message="malformed response", code="MALFORMED_RESPONSE")
+    early_usage = UsageChunk(usage=TokenUsage(input_tokens=7, output_tokens=0))
+    service = LlmService()
+    service.register_adapter(
+        ["p"],
+        Scripted(
+            [early_usage, Finish(reason=FinishError(failure=closed))],
+            [Finish(reason=FinishError(failure=garbled))],
+            reply("at last"),
+        ),
+    )
+    notices: list[RetryNotice] = []
+    chunks = await collect(service, options(), notices)
+    assert [n.failure.code for n in notices] == ["STREAM_CLOSED", "MALFORMED_RESPONSE"]
+    assert early_usage not in chunks
+    assert assemble(chunks).content == (TextBlock(text="at last"),)
+
+
+async def test_once_content_arrived_a_closed_stream_is_not_retried() -> None:
+    closed = LlmFailure(message="the model server closed the stream", code="STREAM_CLOSED")
+    service = LlmService()
+    adapter = Scripted([*reply("partial")[:2], Finish(reason=FinishError(failure=closed))])
+    service.register_adapter(["p"], adapter)
+    notices: list[RetryNotice] = []
+    chunks = await collect(service, options(), notices)
+    assert notices == []
+    assert len(adapter.calls) == 1
+    assert chunks[-1].reason.failure.code == "STREAM_CLOSED"  # type: ignore[union-attr]

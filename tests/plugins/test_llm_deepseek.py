@@ -450,6 +450,22 @@ async def test_server_errors_are_retried_until_they_pass_or_run_out(
     assert [n.retry for n in notices] == [1, 2, 3]
 
 
+async def test_a_stream_that_closes_after_the_role_chunk_is_retried(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the role chunk, then the connection closes (or a malformed event comes
+    first): nothing was shown, so it is retried like a failed connection."""
+    fake_llm.add(Reply(text="never seen", cut_after=1))
+    fake_llm.add(Reply(text="never seen either", malformed_at=0))
+    fake_llm.add(Reply(text="Here it is."))
+    service = await deepseek(fake_llm.base_url, monkeypatch)
+    notices: list[RetryNotice] = []
+    assembled = assemble(await run(service, request(), notices))
+    assert assembled.content == (TextBlock(text="Here it is."),)
+    assert [n.failure.code for n in notices] == ["STREAM_CLOSED", "MALFORMED_RESPONSE"]
+    assert len(fake_llm.requests) == 3
+
+
 async def test_a_stream_cut_midway_keeps_what_arrived_and_is_not_retried(
     fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:

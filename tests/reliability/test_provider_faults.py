@@ -83,6 +83,32 @@ async def test_recoverable_faults_mid_conversation_are_retried_and_the_turn_comp
     assert not any(isinstance(a, AssistantMessageData) and a.interrupted for a in answers)
 
 
+async def test_a_stream_that_closes_before_any_content_is_retried(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """Only the role chunk then the end of the stream, or a malformed first event: the
+    user saw nothing, so it is retried like a failed connection (it ended the turn with
+    STREAM_CLOSED before)."""
+    fake_llm.add(
+        Reply(tool_calls=[echo("a")]),
+        Reply(text="never seen", cut_after=1),  # the role chunk, then the stream ends
+        Reply(text="never seen", malformed_at=0),
+        Reply(text="Back after two retries."),
+    )
+
+    done = await dsh.run("-p", "echo a")
+
+    assert done.code == 0, done.stderr
+    assert done.stdout == "Back after two retries.\n"
+    events = await dsh.checked_events()
+    retries = [e.data for e in of_type(events, "llm/retry")]
+    assert [r.failure.code for r in retries] == ["STREAM_CLOSED", "MALFORMED_RESPONSE"]
+    sent = bodies(fake_llm)
+    assert sent[1] == sent[2] == sent[3]  # the same request, as for any retry
+    answers = [e.data for e in of_type(events, "assistant/message")]
+    assert not any(isinstance(a, AssistantMessageData) and a.interrupted for a in answers)
+
+
 async def test_retries_that_run_out_end_the_turn_with_one_line(dsh: Dsh, fake_llm: FakeLLM) -> None:
     fake_llm.add(Reply(tool_calls=[echo("a")]), *(Reply(fault=Fault(status=503)) for _ in range(4)))
 
