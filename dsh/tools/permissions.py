@@ -62,11 +62,11 @@ from pathlib import Path
 from typing import Literal
 
 from dsh.tools.definition import Action, ToolDefinition
-from dsh.tools.programs import SYSTEM_DIRS, grant_words
+from dsh.tools.programs import SYSTEM_DIRS, base_name, grant_words
 from dsh.tools.protected import (
     Protection,
     command_protections,
-    is_path_text,
+    named_paths,
     read_protection,
     write_protection,
 )
@@ -199,8 +199,7 @@ def _program_matches(pattern: str, word: Word, *, resolve: bool) -> bool:
         return False
     if "/" in pattern or "/" not in value:
         return value == pattern
-    base = value.rsplit("/", 1)[-1]
-    return base == pattern and (resolve or value.startswith(SYSTEM_DIRS))
+    return base_name(value) == pattern and (resolve or value.startswith(SYSTEM_DIRS))
 
 
 def _allowed_by(rule: Rule, invocation: Invocation) -> bool:
@@ -264,7 +263,7 @@ def _deny_layer(words: Sequence[str], prefix: bool, argv: Sequence[Word]) -> Den
         if word.value is None or word.glob:
             # Computed, or a pattern bash may expand to the rule's word.
             if word.value is not None and not fnmatch.fnmatchcase(
-                pattern, word.value.rsplit("/", 1)[-1] if index == 0 else word.value
+                pattern, base_name(word.value) if index == 0 else word.value
             ):
                 return None
             result = "maybe"
@@ -340,10 +339,12 @@ def rules_deny(
 ) -> Denial | None:
     """The first deny rule that forbids ``action``, or else one that might."""
     maybe: Denial | None = None
+    named: list[Path] | None = None  # looked up once, for the first path rule
     for rule in rules:
         if action.command is not None and rule.kind in ("read", "edit") and rule.pattern:
             # A command naming a denied file (cat secrets/x, cp x secrets/) is denied too.
-            named = _named_paths(action.command, action.workdir or cwd)
+            if named is None:
+                named = named_paths(action.command, action.workdir or cwd)
             if any(rule.matches_path(path, cwd) for path in named):
                 return Denial(rule, True)
         if not rule.applies(tool, action):
@@ -352,7 +353,7 @@ def rules_deny(
             analysis = analyse(action.command)
             programs = analysis.programs
             words = rule.command_words()[0]
-            if rule.any or programs is None or not words or _base(words[0]) in programs:
+            if rule.any or programs is None or not words or base_name(words[0]) in programs:
                 results = [_denied_by(rule, inv) for inv in analysis.invocations]
             else:
                 results = []  # the rule's program runs nowhere in it
@@ -373,23 +374,6 @@ def rules_deny(
         ):
             return Denial(rule, True)
     return maybe
-
-
-def _named_paths(command: str, cwd: Path) -> list[Path]:
-    """The paths a command's static words could name (``~`` and ``$HOME`` expanded)."""
-    paths = []
-    for word in dict.fromkeys(analyse(command).words):
-        for candidate in dict.fromkeys((word, word.split("=", 1)[-1])):
-            text = candidate.replace("${HOME}", "~")
-            if "${" in text or not text or not is_path_text(text):
-                continue
-            path = Path(os.path.expanduser(text))
-            paths.append(path if path.is_absolute() else cwd / path)
-    return paths
-
-
-def _base(program: str) -> str:
-    return program.rsplit("/", 1)[-1]
 
 
 def read_denied(rules: Iterable[Rule], path: Path, cwd: Path) -> Rule | None:

@@ -98,12 +98,17 @@ class Unwrapped:
             self.hidden.append(why)
 
 
+def base_name(program: str) -> str:
+    """``/bin/rm`` is ``rm``."""
+    return program.rsplit("/", 1)[-1]
+
+
 def program_name(word: Word) -> str | None:
     """The program a command word names: the base name of a path, None when computed."""
     if not word.static or word.value is None:
         return None
     value = word.value
-    return value.rsplit("/", 1)[-1] if "/" in value.rstrip("/") else value
+    return base_name(value) if "/" in value.rstrip("/") else value
 
 
 def _values(words: Sequence[Word]) -> list[str | None]:

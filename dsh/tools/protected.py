@@ -402,6 +402,21 @@ def is_path_text(text: str) -> bool:
     return True
 
 
+def named_paths(command: str, cwd: Path) -> list[Path]:
+    """The paths a command's static words could name, each once, as
+    :func:`command_protections` reads them (``--out=FILE``, ``@FILE``, ``~``,
+    ``$HOME``, ``$DSH_HOME``; relative to ``cwd``)."""
+    paths: dict[Path, None] = {}
+    for word in dict.fromkeys(analyse(command).words):
+        if not is_path_text(word):
+            continue
+        for candidate in _candidates(word):
+            path = _expand(candidate, cwd)
+            if path is not None:
+                paths[path] = None
+    return list(paths)
+
+
 def _candidates(word: str) -> list[str]:
     """The word, and what follows an ``=`` or a leading ``@`` in it (``--out=FILE``,
     ``of=FILE``, ``curl -d @FILE``)."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh.bulk import collector_paused
-from dsh.tools.programs import SHELLS, Layer, is_plain_program, unwrap
+from dsh.tools.programs import SHELLS, Layer, base_name, is_plain_program, unwrap
 from dsh.tools.shell_lexer import join_continued_lines, simple_commands
 from dsh.tools.shell_words import Word, read_heredoc, read_word
 
@@ -128,7 +128,7 @@ class Analysis:
                 head = layer.argv[0]
                 if head.value is None or head.glob:
                     return None
-                names.add(head.value.rsplit("/", 1)[-1])
+                names.add(base_name(head.value))
         return frozenset(names)
 
     @property
