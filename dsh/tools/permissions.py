@@ -62,7 +62,8 @@ from pathlib import Path
 from typing import Literal
 
 from dsh.tools.definition import Action, ToolDefinition
-from dsh.tools.programs import SYSTEM_DIRS, base_name, grant_words
+from dsh.tools.grant_policy import grant_words
+from dsh.tools.programs import SYSTEM_DIRS, base_name
 from dsh.tools.protected import (
     Protection,
     command_protections,
@@ -490,7 +491,7 @@ def _unchecked(action: Action) -> str | None:
 def session_rules(tool: ToolDefinition, action: Action) -> list[Rule] | None:
     """The rules an "allow for this session" answer grants, or None when none can be
     offered. For a command, one per command it runs: the exact command, or the smallest
-    safe prefix (see :func:`dsh.tools.programs.grant_words`); for file writes, ``edit``;
+    safe prefix (see :func:`dsh.tools.grant_policy.grant_words`); for file writes, ``edit``;
     otherwise the tool (for its target, when the call names one)."""
     if action.command is not None:
         if action.unchecked is not None:
