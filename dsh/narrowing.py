@@ -37,10 +37,11 @@ the error that says the key is missing says so.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from dsh.control_chars import visible
 
 MODE_ORDER = {"read-only": 0, "default": 1, "accept-edits": 2, "bypass": 3}
 KEPT_AS_IS = {
@@ -80,7 +81,7 @@ def narrow(
     for table, content in project.items():
         if not isinstance(content, Mapping) or table not in ("agent", "permissions", "tui"):
             for key, value in _leaves(table, content):
-                ignored.append(Ignored(escaped(key), shown(value), escaped(_reason_elsewhere(key))))
+                ignored.append(Ignored(_named(key), shown(value), _named(_reason_elsewhere(key))))
             continue
         own_table = own.get(table, {})
         own_table = own_table if isinstance(own_table, Mapping) else {}
@@ -89,7 +90,7 @@ def narrow(
             if verdict is None:
                 kept.setdefault(table, {})[key] = value
             else:
-                ignored.append(Ignored(escaped(f"{table}.{key}"), shown(value), verdict))
+                ignored.append(Ignored(_named(f"{table}.{key}"), shown(value), verdict))
     return kept, ignored
 
 
@@ -154,11 +155,9 @@ def _leaves(prefix: str, value: Any) -> list[tuple[str, Any]]:
     return [(prefix, value)]
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
 def shown(value: Any, limit: int = 200) -> str:
-    """``value`` as one line of TOML-like text, control and bidi characters escaped."""
+    """``value`` as one line of TOML-like text, its control and bidi characters made
+    visible (:func:`dsh.control_chars.visible`)."""
     if isinstance(value, str):
         text = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     elif isinstance(value, bool):
@@ -169,10 +168,9 @@ def shown(value: Any, limit: int = 200) -> str:
         text = "{" + ", ".join(f"{k} = {shown(v, limit)}" for k, v in value.items()) + "}"
     else:
         text = str(value)
-    text = escaped(text)
+    text = visible(text, one_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def escaped(text: str) -> str:
-    """``text`` with control and bidi characters as ``\\uXXXX``: safe to print."""
-    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+def _named(text: str) -> str:
+    return visible(text, one_line=True)

@@ -46,16 +46,43 @@ class AgentService:
         return await self._start(session, options, cwd, "startup", setup)
 
     async def resume(
-        self, session_id: str, options: AgentOptions | None = None, *, setup: Setup | None = None
+        self,
+        session_id: str,
+        options: AgentOptions | None = None,
+        *,
+        setup: Setup | None = None,
+        wait: bool = False,
     ) -> Agent:
         """An agent continuing a stored session (by id or unique prefix). Its provider
-        and model are the session's last ones unless ``options`` says otherwise."""
-        session = await self._sessions.open(session_id)
+        and model are the session's last ones unless ``options`` says otherwise. Raises
+        :class:`~dsh.session.SessionBusyError` when another process writes the
+        session, or with ``wait`` waits until it lets the session go."""
+        session = await self._sessions.open(session_id, wait=wait)
         opened_at = len(session.events)
         if self._tools.approvals is not None:
             # At once, not at the first tool call: the person hears of grants that no
             # longer hold when the session opens, even if no tool is ever called.
             self._tools.approvals.restore(session)
+        if options is None:
+            header = session.request_header()
+            options = self.defaults
+            if header is not None:
+                options = options.model_copy(
+                    update={"provider": header.config.provider, "model": header.config.model}
+                )
+        cwd = Path(session.header.cwd) if session.header.cwd else Path.cwd()
+        agent = await self._start(session, options, cwd, "resume", setup, opened_at)
+        agent.inbox.restore(session.events)
+        return agent
+
+    async def fork(
+        self, session_id: str, options: AgentOptions | None = None, *, setup: Setup | None = None
+    ) -> Agent:
+        """An agent on a new session that continues a stored one (by id or unique
+        prefix) from its last event; the stored one is only read, so this works while
+        another process writes it."""
+        session = await self._sessions.fork(session_id)
+        opened_at = len(session.events)
         if options is None:
             header = session.request_header()
             options = self.defaults

@@ -82,6 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue the latest session of this directory",
     )
+    parser.add_argument(
+        "--fork-session",
+        action="store_true",
+        help="with --resume or --continue: continue in a new session, leaving that one "
+        "as it is (works while another dsh has it open)",
+    )
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="with --resume or --continue: if another dsh has the session open, wait "
+        "until it closes it",
+    )
     parser.add_argument("--max-steps", type=int, metavar="N", help="end a turn after N steps")
     parser.add_argument(
         "--title",
@@ -121,11 +133,19 @@ def build_command_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from dsh.control_chars import VisibleStream
+
+    # Every note on stderr, whoever writes it and whatever it quotes (a file name the
+    # model chose, a line of a stored log), shows control characters as pictures.
+    sys.stderr = VisibleStream.around(sys.stderr)
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] in SUBCOMMANDS:
         return _command(build_command_parser().parse_args(args_list))
     parser = build_parser()
     args = parser.parse_args(args_list)
+    if (args.fork_session or args.wait) and not (args.resume or args.continue_last):
+        flag = "--fork-session" if args.fork_session else "--wait"
+        parser.error(f"{flag} goes with --resume or --continue")
     if args.max_steps is not None and args.max_steps < 1:
         parser.error("--max-steps must be at least 1")
     if (args.headless or args.plain) and args.resume == PICK:
@@ -160,6 +180,8 @@ def _session_choice(args: argparse.Namespace) -> dict[str, Any]:
         "effort": args.effort,
         "permission_mode": args.permission_mode,
         "trust": args.trust,
+        "fork": args.fork_session,
+        "wait": args.wait,
     }
 
 
@@ -188,6 +210,10 @@ def _tui(args: argparse.Namespace) -> int:
 
 
 def _command(args: argparse.Namespace) -> int:
+    from dsh.control_chars import VisibleStream
+
+    if sys.stdout.isatty():  # what a person reads; into a pipe it stays exact
+        sys.stdout = VisibleStream.around(sys.stdout)
     match args.command:
         case "plugins":
             from dsh.cli.plugins import run_plugins

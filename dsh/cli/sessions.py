@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from dsh.control_chars import visible
 from dsh.paths import dsh_home
 from dsh.session import LoadedSession, SessionStore
 from dsh.session.catalog import CatalogEntry
@@ -90,7 +91,7 @@ class _Cli:
             print(f"No sessions{where}.")
         else:
             for entry in entries:
-                print(_row(entry) + (f"  [{entry.cwd}]" if self.args.all else ""))
+                print(visible(_row(entry) + (f"  [{entry.cwd}]" if self.args.all else "")))
         return 0
 
     async def search(self) -> int:
@@ -102,7 +103,7 @@ class _Cli:
             print(f"Nothing found for {text!r}.")
         for hit in hits:
             snippet = " ".join(hit.snippet.split())
-            print(f"{hit.session_id[:8]}  seq {hit.seq:<5} {hit.type:<17} {snippet}")
+            print(visible(f"{hit.session_id[:8]}  seq {hit.seq:<5} {hit.type:<17} {snippet}"))
         return 0
 
     async def export(self) -> int:

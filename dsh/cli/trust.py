@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from dsh.narrowing import escaped
+from dsh.control_chars import visible
 from dsh.paths import dsh_home
 
 if TYPE_CHECKING:
@@ -49,13 +49,15 @@ def run_trust(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = 
         target = Path(args.path or ".").expanduser().absolute()
         if not target.exists():
             if args.command == "untrust" and store.forget(target):
-                out.write(f"Forgot {escaped(str(target))} (it no longer exists).\n")
+                out.write(f"Forgot {visible(str(target), one_line=True)} (it no longer exists).\n")
                 return 0
-            err.write(f"dsh {args.command}: {escaped(str(target))}: no such folder\n")
+            err.write(
+                f"dsh {args.command}: {visible(str(target), one_line=True)}: no such folder\n"
+            )
             return 1
         folder = target if target.is_dir() else target.parent
         root = project_root(folder)
-        shown = escaped(str(root))
+        shown = visible(str(root), one_line=True)
         if args.command == "untrust":
             store.decide(root, False)
             out.write(
@@ -84,5 +86,5 @@ def _list(store: TrustStore, out: TextIO) -> int:
     for decision in sorted(decisions, key=lambda d: str(d.root)):
         state = "trusted  " if decision.trusted else "untrusted"
         when = f"  (since {decision.decided})" if decision.decided else ""
-        out.write(f"{state}  {escaped(str(decision.root))}{when}\n")
+        out.write(f"{state}  {visible(str(decision.root), one_line=True)}{when}\n")
     return 0

@@ -56,6 +56,7 @@ from dsh.session.events import (
 from dsh.session.header import SessionHeader
 from dsh.session.history import derive_history, event_message
 from dsh.session.invariants import check_log
+from dsh.session.lock import Holder, SessionBusyError, SessionLocks
 from dsh.session.persistence import (
     CorruptSessionError,
     FormatUnsupportedError,
@@ -92,6 +93,7 @@ __all__ = [
     "EventFormatError",
     "ForkError",
     "FormatUnsupportedError",
+    "Holder",
     "LoadIssue",
     "LoadedSession",
     "ModelCall",
@@ -104,8 +106,10 @@ __all__ = [
     "SearchHit",
     "SeqMismatchError",
     "Session",
+    "SessionBusyError",
     "SessionEvent",
     "SessionHeader",
+    "SessionLocks",
     "SessionNotFoundError",
     "SessionPersistence",
     "SessionStore",

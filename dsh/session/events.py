@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, TypeAlias, TypeGuard
 from pydantic import BaseModel, NonNegativeInt, PositiveInt, ValidationError, model_validator
 from pydantic_core import PydanticSerializationError
 
+from dsh.control_chars import escape_in_json
 from dsh.llm import (
     AssistantMessage,
     BlockStart,
@@ -611,7 +612,7 @@ class SessionEvent:
             text += f',"surfaceOp":{op}'
         if self.source_event_seqs is not None:
             text += f',"sourceEventSeqs":[{",".join(map(str, self.source_event_seqs))}]'
-        return text + "}"
+        return escape_in_json(text + "}")
 
 
 def parse_payload(type_name: str, data: Any) -> BaseModel:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import json
 import os
 import tempfile
@@ -90,7 +91,8 @@ def parse_jsonl(data: bytes, location: str) -> tuple[LoadedSession, int]:
 
 
 def _cut(path: Path, size: int) -> None:
-    """Drop everything past ``size`` bytes, durably."""
+    """Drop everything past ``size`` bytes (a torn last record), durably: only ever
+    done by the session's one writer as it opens the session (it holds the lock)."""
     with open(path, "r+b") as handle:
         handle.truncate(size)
         os.fsync(handle.fileno())
@@ -164,13 +166,27 @@ class JsonlPersistence:
         await asyncio.to_thread(_fsync_file, known.path)
 
     def _write(self, known: _File, data: bytes, sync: bool) -> int:
+        """Append ``data`` at the end of the log, which must be where this writer left
+        it: a log that grew meanwhile was written by someone else (the session lock
+        keeps them out; see :mod:`dsh.session.lock`), and is refused, never cut."""
         if known.size == 0:
             return self._write_new(known, data)
         with open(known.path, "r+b") as handle:
-            handle.truncate(known.size)  # a torn tail left since the last load goes
-            handle.seek(known.size)
-            handle.write(data)
-            handle.flush()
+            end = handle.seek(0, os.SEEK_END)
+            if end != known.size:
+                raise PersistenceError(
+                    f"{known.path}: the log is {end} bytes where this writer left "
+                    f"{known.size}: another process wrote to it; nothing appended"
+                )
+            try:
+                handle.write(data)
+                handle.flush()
+            except OSError:
+                # A short write (a full disk) leaves part of a record: take back what
+                # this writer itself just added, so the log ends where it was.
+                with contextlib.suppress(OSError):
+                    handle.truncate(known.size)
+                raise
             if sync:
                 os.fsync(handle.fileno())
         return known.size + len(data)

@@ -1,4 +1,6 @@
-"""A session as a Markdown transcript, for reading and sharing (``dsh sessions export``)."""
+"""A session as a Markdown transcript, for reading and sharing (``dsh sessions show``
+and ``export``). Control characters in it are shown as pictures
+(:func:`dsh.control_chars.visible`), so the file is safe to print on a terminal."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import datetime
 import json
 from collections.abc import Sequence
 
+from dsh.control_chars import visible
 from dsh.llm import PluginSource, ReasoningBlock, TextBlock, ToolCallBlock
 from dsh.session.events import (
     AssistantMessageData,
@@ -84,4 +87,5 @@ def to_markdown(header: SessionHeader, events: Sequence[SessionEvent]) -> str:
                 reason = event.data.reason.kind if isinstance(event.data, TurnEnd) else "?"
                 if reason not in ("completed",):
                     out += [f"*Turn ended: {reason}*", ""]
-    return "\n".join(out).rstrip() + "\n"
+    # Read on a terminal (``dsh sessions show``, ``cat``), nothing in it may drive one.
+    return visible("\n".join(out).rstrip() + "\n")

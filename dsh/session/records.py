@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeGuard
 
+from dsh.control_chars import escape_in_json
 from dsh.llm import CallId, ReasoningDelta, TextDelta, ToolCallDelta
 from dsh.session.events import AssistantChunk, EventFormatError, SessionEvent, parse_event
 
@@ -28,10 +29,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON that refuses NaN and infinities, and writes lone surrogates as
-    their escapes, so that the text always encodes as UTF-8 and reads back the same."""
+    """Compact JSON that refuses NaN and infinities, and writes lone surrogates (and
+    what a terminal could obey) as their escapes (:func:`dsh.control_chars.escape_in_json`):
+    the text always encodes as UTF-8, reads back the same, and is safe to print."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return escape_surrogates(text)
+    return escape_in_json(text)
 
 
 def escape_surrogates(text: str) -> str:

@@ -23,6 +23,7 @@ from dsh.session.catalog import Catalog, CatalogEntry
 from dsh.session.events import SessionEvent
 from dsh.session.header import SessionHeader
 from dsh.session.jsonl import JsonlPersistence
+from dsh.session.lock import SessionLocks
 from dsh.session.persistence import SessionNotFoundError, SessionPersistence
 from dsh.session.repair import closing_events
 from dsh.session.session import Session, now_ms
@@ -72,9 +73,13 @@ class SessionStore:
         catalog: Catalog | None = None,
         *,
         window: float = 0.2,
+        locks: SessionLocks | None = None,
     ) -> None:
         self.persistence = persistence
         self.catalog = catalog
+        self.locks = locks
+        """One writer per session: the sessions this store writes are locked (see
+        :mod:`dsh.session.lock`); None for a store only tests write."""
         self._window = window
         self._writers: dict[SessionId, SessionWriter] = {}
         # Stored batches reach the catalog through one ordered queue, off the path of
@@ -90,7 +95,11 @@ class SessionStore:
     def at(
         cls, home: Path, backend: Backend = "jsonl", *, pricing: Pricing | None = None
     ) -> SessionStore:
-        return cls(make_persistence(backend, home), Catalog(home, pricing=pricing))
+        return cls(
+            make_persistence(backend, home),
+            Catalog(home, pricing=pricing),
+            locks=SessionLocks(home / "locks"),
+        )
 
     # ------------------------------------------------------------------ live sessions
 
@@ -113,15 +122,29 @@ class SessionStore:
             seed_length=len(seed) if parent is not None else None,
             origin=origin,
         )
-        await self.persistence.create(header)
+        if self.locks is not None:
+            self.locks.acquire(header.id)
+        try:
+            await self.persistence.create(header)
+        except BaseException:
+            self._release(header.id)
+            raise
         session = Session(header, seed)
         self._attach(session, stored=0)
         return session
 
-    async def open(self, session_id: str) -> Session:
-        """Open a stored session (by id or unique id prefix) to continue it."""
+    async def open(self, session_id: str, *, wait: bool = False) -> Session:
+        """Open a stored session (by id or unique id prefix) to continue it: this store
+        becomes its one writer. Raises :class:`SessionBusyError` when another process
+        writes it, or with ``wait`` waits until that process lets it go."""
         resolved = await self.resolve(session_id)
-        loaded = await self.persistence.load(resolved)
+        if self.locks is not None:
+            await self.locks.acquire_waiting(resolved, wait=wait)
+        try:
+            loaded = await self.persistence.load(resolved)
+        except BaseException:
+            self._release(resolved)
+            raise
         for issue in loaded.issues:
             _log.warning("%s", issue)
         # Index what storage holds before the session's writer can index anything newer.
@@ -134,11 +157,21 @@ class SessionStore:
         return session
 
     async def fork(self, source_id: str, at_seq: int | None = None) -> Session:
-        """A new session continuing from ``source_id``'s events up to ``at_seq``."""
+        """A new session continuing from ``source_id``'s events up to ``at_seq`` (by
+        default its last finished turn: another process may be in the middle of one).
+        The source is only read."""
         resolved = await self.resolve(source_id)
         loaded = await self.persistence.inspect(resolved)
         events = loaded.events
+        if self.locks is not None and self.locks.busy(resolved):
+            # The turn its writer has open is not interrupted, only unfinished.
+            events = events[: len(events) - len(loaded.repaired)]
         boundary = len(events) - 1 if at_seq is None else at_seq
+        if at_seq is None and closing_events(events):
+            ends = [e.seq for e in events if e.type == "turn/end"]
+            if not ends:
+                raise ForkError(f"session {resolved} has no finished turn to continue from yet")
+            boundary = ends[-1]
         if not 0 <= boundary < len(events):
             raise ForkError(f"seq {boundary} is not in session {resolved} (0..{len(events) - 1})")
         seed = events[: boundary + 1]
@@ -249,13 +282,20 @@ class SessionStore:
         """Write what is queued, stop following the session, and index it."""
         writer = self._writers.pop(session.id, None)
         written = await writer.close() if writer is not None else True
+        self._release(session.id)
         await self.indexed()
         return written
+
+    def _release(self, session_id: str) -> None:
+        if self.locks is not None:
+            self.locks.release(session_id)
 
     async def aclose(self) -> None:
         for session_id in list(self._writers):
             writer = self._writers.pop(session_id)
             await writer.close()
+        if self.locks is not None:
+            self.locks.release_all()
         await self.indexed()
         if self._indexer is not None:
             self._indexer.cancel()
@@ -295,8 +335,13 @@ class SessionStore:
         writer = self._writers.pop(resolved, None)
         if writer is not None:
             await writer.close()
-        await self.indexed()
-        await self.persistence.delete(resolved)
-        if self.catalog is not None:
-            await self.catalog.forget(resolved)
+        if self.locks is not None:
+            self.locks.acquire(resolved)  # not from under another process writing it
+        try:
+            await self.indexed()
+            await self.persistence.delete(resolved)
+            if self.catalog is not None:
+                await self.catalog.forget(resolved)
+        finally:
+            self._release(resolved)
         return resolved

@@ -7,6 +7,12 @@ status, a notice, a turn's footer), the session's status (model, state, tokens,
 cost, cache hits), the queued follow-ups and the todo list, and says which entries
 each event added or changed. Since nothing else feeds it, a resumed session looks
 exactly like a live one.
+
+Every text the fold keeps is safe to show on a terminal: the control characters and
+escape sequences in what the model, a tool or a stored log said are made visible by
+:func:`dsh.control_chars.visible` as they come in. Only a tool call's ``arguments``
+stay as sent (they are JSON to parse); whatever shows a value parsed from them passes
+it through ``visible`` too (see :mod:`dsh.ui.render`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dsh.control_chars import visible
 from dsh.llm import (
     BlockEnd,
     BlockStart,
@@ -237,7 +244,10 @@ class TranscriptFold:
             case TurnEnd():
                 return self._turn_end(event, data)
             case RequestContext():
-                self.status.provider, self.status.model = data.provider, data.model
+                self.status.provider, self.status.model = (
+                    visible(data.provider),
+                    visible(data.model),
+                )
                 self.status.context_window = data.context_window
                 self._set_state("thinking")
             case LlmRetry():
@@ -246,35 +256,38 @@ class TranscriptFold:
                     f"{data.provider}: {data.failure.message} - retry {data.retry} of "
                     f"{data.max_retries} in {seconds:.1f} s"
                 )
+                text = visible(text)
                 return [
                     self._add(NoticeEntry(f"retry:{data.retry_id}", event.seq, "warning", text))
                 ]
             case TodoWrite():
-                self.todos = [Todo(t.content, t.status) for t in data.todos]
+                self.todos = [Todo(visible(t.content), t.status) for t in data.todos]
             case InboxEnqueued():
                 self.queued[data.item_id] = Queued(
-                    data.item_id, data.message.text(), data.placement
+                    data.item_id, visible(data.message.text()), data.placement
                 )
             case InboxUpdated():
                 item = self.queued.get(data.item_id)
                 if item is not None:
-                    item.text = data.message.text()
+                    item.text = visible(data.message.text())
             case InboxClaimed() | InboxDiscarded():
                 for item_id in data.item_ids:
                     self.queued.pop(item_id, None)
                 if isinstance(data, InboxDiscarded) and data.reason == "blocked":
-                    text = f"Your message was blocked: {data.detail or 'no reason given'}"
+                    text = visible(f"Your message was blocked: {data.detail or 'no reason given'}")
                     return [
                         self._add(NoticeEntry(f"blocked:{event.seq}", event.seq, "error", text))
                     ]
             case SessionTitle():
-                self.status.title = data.title
+                self.status.title = visible(data.title)
                 self._count(event)  # a title the model made was paid for
             case Corrupt():
-                text = f"Line {data.line} of the session log could not be read: {data.error}"
+                text = visible(
+                    f"Line {data.line} of the session log could not be read: {data.error}"
+                )
                 return [self._add(NoticeEntry(f"corrupt:{event.seq}", event.seq, "error", text))]
             case GrantsIgnored():
-                text = data.notice()
+                text = visible(data.notice())
                 return [self._add(NoticeEntry(f"grants:{event.seq}", event.seq, "warning", text))]
             case CompactionStart():
                 self._set_state("compacting")
@@ -290,18 +303,18 @@ class TranscriptFold:
             case CompactionEnd():
                 self._set_state("idle" if data.turn is None else "thinking")
                 if data.error:
-                    text = f"Compaction failed: {data.error}"
+                    text = visible(f"Compaction failed: {data.error}")
                     return [
                         self._add(NoticeEntry(f"compaction:{event.seq}", event.seq, "error", text))
                     ]
             case CommandRun():
-                label = f"/{data.name}" + (f" {data.args}" if data.args else "")
+                label = visible(f"/{data.name}" + (f" {data.args}" if data.args else ""))
                 entry = NoticeEntry(f"command:{data.command_id}", event.seq, "info", label)
                 return [self._add(entry)]
             case CommandDone():
                 entry_ = self._by_key.get(f"command:{data.command_id}")
                 if isinstance(entry_, NoticeEntry) and data.text:
-                    entry_.text = f"{entry_.text}\n{data.text}"
+                    entry_.text = f"{entry_.text}\n{visible(data.text)}"
                     entry_.level = "error" if data.kind == "error" else "info"
                     return [entry_]
         return []
@@ -320,10 +333,15 @@ class TranscriptFold:
         source = message.source
         if isinstance(source, PluginSource):
             entry: Entry = ContextEntry(
-                f"context:{event.seq}", event.seq, source.plugin, source.form, message.text()
+                f"context:{event.seq}",
+                event.seq,
+                source.plugin,
+                source.form,
+                visible(message.text()),
             )
         else:
-            entry = UserEntry(f"user:{event.seq}", event.seq, message.text(), steering=steering)
+            text = visible(message.text())
+            entry = UserEntry(f"user:{event.seq}", event.seq, text, steering=steering)
         return [self._add(entry)]
 
     def _chunk(self, event: SessionEvent, data: AssistantChunk) -> list[Entry]:
@@ -342,7 +360,7 @@ class TranscriptFold:
                     kind = AnswerEntry if isinstance(chunk, TextDelta) else ReasoningEntry
                     entry = self._add(kind(key, event.seq, data.turn, data.step))
                 assert isinstance(entry, StreamedEntry)
-                entry.parts.append(text)
+                entry.parts.append(visible(text))
                 return [entry]
             case BlockEnd():
                 entry = self._by_key.get(key)
@@ -363,7 +381,7 @@ class TranscriptFold:
                 if not isinstance(entry, kind):
                     entry = self._add(kind(key, event.seq, data.turn, data.step))
                 assert isinstance(entry, StreamedEntry)
-                entry.parts[:] = [block.text]
+                entry.parts[:] = [visible(block.text)]
                 entry.done = True
                 changed.append(entry)
         if data.usage is not None:
@@ -386,7 +404,7 @@ class TranscriptFold:
             f"tool:{data.call_id}",
             event.seq,
             data.call_id,
-            data.name,
+            visible(data.name),
             data.arguments,
             started_ms=event.time,
         )
@@ -398,7 +416,7 @@ class TranscriptFold:
         if not isinstance(entry, ToolEntry):
             return []
         self._tools_by_request[data.request_id] = entry
-        entry.status, entry.approval = "awaiting-approval", data.summary
+        entry.status, entry.approval = "awaiting-approval", visible(data.summary)
         self._set_state("waiting-for-you", entry.name)
         return [entry]
 
@@ -407,7 +425,7 @@ class TranscriptFold:
         if entry is None or entry.status != "awaiting-approval":
             return []
         if data.outcome == "deny":
-            entry.status, entry.denial = "denied", data.reason
+            entry.status, entry.denial = "denied", visible(data.reason) if data.reason else None
         else:
             entry.status = "running"
             self._set_state("running-tool", entry.name)
@@ -419,7 +437,7 @@ class TranscriptFold:
             return []
         entry.ended_ms = event.time
         block = data.message.content[0]
-        entry.result = (
+        entry.result = visible(
             joined_text(block.content) if isinstance(block, ToolResultBlock) else block_text(block)
         )
         entry.meta = data.meta
@@ -445,7 +463,7 @@ class TranscriptFold:
             case TurnAborted():
                 outcome, reason = "cancelled", "cancelled"
             case TurnFailed(error=failure):
-                outcome, reason = "failed", failure.message
+                outcome, reason = "failed", visible(failure.message)
             case TurnMaxSteps(limit=limit):
                 outcome, reason = "stopped", f"stopped after {limit} steps"
             case TurnMaxTokens():

@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from dsh.control_chars import VisibleStream, printable
 from dsh.llm import TextDelta, user_text
 from dsh.session import (
     AssistantChunk,
@@ -60,14 +60,6 @@ from dsh.tools.questions import Answer
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def printable(text: str) -> str:
-    """``text`` with each lone surrogate (half an emoji cut by a provider, say) as
-    U+FFFD: UTF-8 cannot encode one, and one would fail the whole write."""
-    return _SURROGATE.sub("\ufffd", text)
-
 
 @dataclass(frozen=True)
 class HeadlessRequest:
@@ -85,6 +77,10 @@ class HeadlessRequest:
     permission_mode: PermissionMode | None = None
     trust: bool = False
     """``--trust``: apply the project's own configuration in full for this run."""
+    fork: bool = False
+    """``--fork-session``: continue the resumed session in a new one."""
+    wait: bool = False
+    """``--wait``: if another dsh writes the session, wait until it closes it."""
 
 
 class Printer:
@@ -164,6 +160,13 @@ class Printer:
             self._text_open = False
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or fake stream
+        return False
+
+
 def final_text(events: list[SessionEvent]) -> str:
     """The text of the last assistant message that made no tool call."""
     for event in reversed(events):
@@ -206,6 +209,11 @@ async def run(
 
     started = time.monotonic()
     cwd = (request.cwd or Path.cwd()).resolve()
+    # Notes are for a person; so is text on a terminal. Text into a pipe or a file
+    # stays exactly what the model wrote, and JSON escapes what a terminal obeys.
+    err = VisibleStream.around(err)
+    if request.output_format == "text" and _is_terminal(out):
+        out = VisibleStream.around(out)
     try:
         # Nobody is here to ask: what an untrusted folder would widen is ignored.
         settings = await settle(dsh_home(), cwd, trust=request.trust)
@@ -226,32 +234,34 @@ async def run(
 async def _run(
     runtime: Any, request: HeadlessRequest, cwd: Path, started: float, out: TextIO, err: TextIO
 ) -> int:
-    agents = runtime.agents
-    changes = {
+    from dsh.session import PersistenceError
+    from dsh.ui.opening import NothingToContinue, open_agent
+
+    options = {
         key: value
         for key, value in (
-            ("provider", request.provider),
-            ("model", request.model),
-            ("reasoning_effort", request.effort),
             ("max_steps", request.max_steps),
             ("auto_title", True if request.title else None),
         )
         if value is not None
     }
     try:
-        if request.resume or request.continue_last:
-            target = request.resume
-            if target is None:
-                latest = await runtime.sessions.latest(str(cwd))
-                if latest is None:
-                    err.write(f"dsh: no earlier session in {cwd} to continue\n")
-                    return EXIT_FAILED
-                target = latest.id
-            agent = await agents.resume(target)
-            agent.set_options(**changes)
-        else:
-            agent = await agents.create(cwd, agents.defaults.model_copy(update=changes))
-    except (LookupError, ValueError) as error:
+        agent, _ = await open_agent(
+            runtime,
+            cwd,
+            resume=request.resume,
+            continue_last=request.continue_last,
+            model=request.model,
+            provider=request.provider,
+            effort=request.effort,
+            fork=request.fork,
+            wait=request.wait,
+            options=options,
+        )
+    except NothingToContinue:
+        err.write(f"dsh: no earlier session in {cwd} to continue\n")
+        return EXIT_FAILED
+    except (LookupError, ValueError, PersistenceError) as error:
         err.write(f"dsh: {error}\n")
         return EXIT_FAILED
 

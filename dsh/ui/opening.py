@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
@@ -29,19 +30,26 @@ async def open_agent(
     model: str | None = None,
     provider: str | None = None,
     effort: str | None = None,
+    fork: bool = False,
+    wait: bool = False,
+    options: Mapping[str, Any] | None = None,
 ) -> tuple[Agent, bool]:
     """The agent to show and whether it was resumed (its log is to be replayed):
     session ``resume`` (an id or prefix), the latest of ``cwd`` with
     ``continue_last``, else a new one; with the given model, provider and effort.
+    ``fork``: the chosen session continues in a new one (it is only read); ``wait``:
+    if another process writes it, wait until that one closes it. ``options``: more
+    agent options to set (``max_steps``, ``auto_title``).
 
-    Raises LookupError (no such session, nothing to continue), ValueError or OSError
-    (a log that cannot be opened)."""
+    Raises LookupError (no such session, nothing to continue), SessionBusyError
+    (another process writes it), ValueError or OSError (a log that cannot be opened)."""
     agents = runtime.agents
     changes = {
         key: value
         for key, value in (("provider", provider), ("model", model), ("reasoning_effort", effort))
         if value is not None
     }
+    changes.update(options or {})
     if resume or continue_last:
         target = resume
         if target is None:
@@ -49,10 +57,24 @@ async def open_agent(
             if latest is None:
                 raise NothingToContinue(f"No earlier session in {cwd} to continue.")
             target = latest.id
-        agent = await agents.resume(target)
+        if fork:
+            agent = await agents.fork(target)
+        else:
+            agent = await agents.resume(target, wait=wait)
         agent.set_options(**changes)
         return agent, True
     return await agents.create(cwd, agents.defaults.model_copy(update=changes)), False
+
+
+BusyChoice = Literal["fork", "wait", "read", "new"]
+BUSY_CHOICES: tuple[tuple[BusyChoice, str], ...] = (
+    ("fork", "Continue it in a new session (the other dsh keeps this one)"),
+    ("wait", "Wait until the other dsh closes it, then continue it"),
+    ("read", "Only read it"),
+    ("new", "Start a new session instead"),
+)
+"""What a UI offers when the session to open is being written by another process
+(:class:`~dsh.session.SessionBusyError`), in this order."""
 
 
 class SessionHost(Protocol):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -37,12 +38,14 @@ from rich.console import Console
 from rich.text import Text
 
 from dsh.commands import CommandContext, parse_command
-from dsh.llm import user_text
+from dsh.llm import SessionId, user_text
 from dsh.paths import dsh_home
+from dsh.session import PersistenceError, SessionBusyError
 from dsh.session.events import CancelByUser
 from dsh.tools.permissions import PermissionMode
 from dsh.ui.entries import TranscriptFold
 from dsh.ui.opening import (
+    BUSY_CHOICES,
     NothingToContinue,
     close_agent,
     open_agent,
@@ -62,6 +65,7 @@ from dsh.ui.plain_input import (
     stdin_is_terminal,
 )
 from dsh.ui.plain_printer import TranscriptPrinter
+from dsh.ui.render import VisibleOutput
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
@@ -82,6 +86,8 @@ class PlainRequest:
     effort: str | None = None
     permission_mode: PermissionMode | None = None
     trust: bool = False
+    fork: bool = False
+    wait: bool = False
 
 
 def plain_console(output: TextIO | None = None, *, force_terminal: bool | None = None) -> Console:
@@ -89,7 +95,7 @@ def plain_console(output: TextIO | None = None, *, force_terminal: bool | None =
     codes at all, not even bold; rich drops colour by itself for ``TERM=dumb`` and
     for output that is not a terminal."""
     no_color = bool(os.environ.get("NO_COLOR"))
-    return Console(
+    console = Console(
         file=output,
         force_terminal=force_terminal,
         color_system=None if no_color else "auto",
@@ -97,6 +103,8 @@ def plain_console(output: TextIO | None = None, *, force_terminal: bool | None =
         highlight=False,
         emoji=False,
     )
+    console.push_render_hook(VisibleOutput())
+    return console
 
 
 async def run_plain(
@@ -282,20 +290,50 @@ class PlainApp:
 
     async def _open_first(self) -> int:
         request = self.request
+        opened = functools.partial(
+            open_agent,
+            self.runtime,
+            self.cwd,
+            model=request.model,
+            provider=request.provider,
+            effort=request.effort,
+        )
         try:
-            agent, resumed = await open_agent(
-                self.runtime,
-                self.cwd,
+            agent, resumed = await opened(
                 resume=request.resume,
                 continue_last=request.continue_last,
-                model=request.model,
-                provider=request.provider,
-                effort=request.effort,
+                fork=request.fork,
+                wait=request.wait,
             )
         except NothingToContinue as error:
             self.show(str(error), level="error")
             return EXIT_FAILED
-        except (LookupError, ValueError, OSError) as error:
+        except SessionBusyError as busy:
+            self.show(f"dsh: {busy}", level="error")
+            if not isinstance(self.reader, PromptReader):
+                return EXIT_FAILED  # a script on stdin: nobody to choose
+            labels = [label for _, label in BUSY_CHOICES]
+            picked = await self.dialogs.choose("What now?", labels)
+            if picked is None:
+                return EXIT_FAILED
+            choice = BUSY_CHOICES[picked][0]
+            if choice == "read":
+                stored = SessionId(busy.session_id)
+                loaded = await self.runtime.sessions.persistence.inspect(stored)
+                TranscriptPrinter(self.console, self.tools, self.fold).replay(loaded.events)
+                return EXIT_OK
+            if choice == "wait":
+                self.show("Waiting for the other dsh to close it (Ctrl+C gives up)…")
+            try:
+                agent, resumed = await opened(
+                    resume=None if choice == "new" else busy.session_id,
+                    fork=choice == "fork",
+                    wait=choice == "wait",
+                )
+            except (LookupError, ValueError, OSError, PersistenceError) as error:
+                self.show(f"dsh: {error}", level="error")
+                return EXIT_FAILED
+        except (LookupError, ValueError, OSError, PersistenceError) as error:
             self.show(f"dsh: {error}", level="error")
             return EXIT_FAILED
         await self.attach(agent, replay=resumed)

@@ -35,9 +35,11 @@ def trust_asker(console: Console, input: Any = None, output: Any = None) -> Aske
         from prompt_toolkit import PromptSession
         from prompt_toolkit.output import DummyOutput
 
-        from dsh.narrowing import escaped
+        from dsh.control_chars import visible
 
-        source = escaped(str(question.project)) if question.project else "This folder"
+        source = (
+            visible(str(question.project), one_line=True) if question.project else "This folder"
+        )
         console.print(
             Text.assemble(
                 ("? ", "bold yellow"),
@@ -51,7 +53,7 @@ def trust_asker(console: Console, input: Any = None, output: Any = None) -> Aske
         console.print(
             Text(
                 "Whoever wrote this repository chose these values. Until you trust "
-                f"{escaped(str(question.root))}, only settings that make dsh do less apply.",
+                f"{visible(str(question.root), one_line=True)}, only settings that make dsh do less apply.",
                 style="dim",
             ),
             soft_wrap=True,

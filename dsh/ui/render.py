@@ -12,22 +12,34 @@ one-line summary of the arguments and the result text.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from typing import Any, Protocol
 
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import (
+    Console,
+    ConsoleOptions,
+    ConsoleRenderable,
+    Group,
+    RenderableType,
+    RenderHook,
+    RenderResult,
+)
 from rich.panel import Panel
 from rich.segment import Segment
 from rich.syntax import Syntax
 from rich.text import Text
 
+from dsh.control_chars import is_visible, visible
+from dsh.tools.approval import ApprovalRequest
 from dsh.tools.definition import ToolDefinition
 from dsh.tools.presentation import (
     CallResult,
     ChecklistView,
     CommandView,
     DiffView,
+    FileDiff,
     Presentation,
     ScreenView,
     TextView,
@@ -102,8 +114,39 @@ def tool_presentation(tools: ToolLookup | None, entry: ToolEntry) -> Presentatio
             log.exception("presenter of tool %s failed", entry.name)
             view = None
         if view is not None:
-            return view
+            return visible_view(view)
     return generic_view(entry)
+
+
+def visible_view(view: Presentation) -> Presentation:
+    """``view`` with every text made safe to show (:func:`dsh.control_chars.visible`):
+    a presenter builds it from the call's arguments and result, which the model and
+    the tool chose."""
+    changes: dict[str, Any] = {}
+    for item in dataclasses.fields(view):
+        value = getattr(view, item.name)
+        if isinstance(value, str):
+            changes[item.name] = visible(value)
+    match view:
+        case DiffView(files=files):
+            changes["files"] = tuple(
+                FileDiff(visible(f.path), visible(f.diff), f.added, f.removed) for f in files
+            )
+        case ScreenView(rows=rows):
+            changes["rows"] = tuple(visible(row) for row in rows)
+        case ChecklistView(items=items):
+            changes["items"] = tuple((visible(text), status) for text, status in items)
+    return dataclasses.replace(view, **changes)
+
+
+def visible_request(request: ApprovalRequest) -> ApprovalRequest:
+    """What an approval dialog shows of ``request``: its texts made safe to show (the
+    command, the path and the diff are the model's)."""
+    shown = ("tool_name", "summary", "details", "reason", "grant", "grant_covers")
+    update = {
+        name: visible(value) for name in shown if isinstance(value := getattr(request, name), str)
+    }
+    return request.model_copy(update=update)
 
 
 def generic_view(entry: ToolEntry) -> TextView:
@@ -121,15 +164,15 @@ def tool_summary(entry: ToolEntry, width: int = SUMMARY_WIDTH) -> str:
     text when it is not a JSON object."""
     args = parse_arguments(entry.arguments)
     if args is None:
-        return _one_line(entry.arguments, width)
+        return _one_line(visible(entry.arguments), width)
     for key in SUMMARY_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value:
-            return _one_line(value, width)
+            return _one_line(visible(value), width)
     if not args:
         return ""
     compact = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
-    return _one_line(compact, width)
+    return _one_line(visible(compact), width)
 
 
 def _one_line(text: str, width: int) -> str:
@@ -333,6 +376,27 @@ class Indented:
             yield margin
             yield from line
             yield Segment.line()
+
+
+class VisibleOutput(RenderHook):
+    """A console render hook that shows every control character of what is printed as
+    a picture (:func:`dsh.control_chars.visible`): pushed on plain mode's console, so
+    nothing printed there can drive the terminal, whichever code printed it."""
+
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Visible(renderable) for renderable in renderables]
+
+
+class _Visible:
+    def __init__(self, renderable: ConsoleRenderable) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for segment in console.render(self.renderable, options):
+            if segment.control or is_visible(segment.text):
+                yield segment
+            else:
+                yield Segment(visible(segment.text), segment.style)
 
 
 # ---------------------------------------------------------------- one-liners

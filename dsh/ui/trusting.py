@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from dsh.narrowing import Ignored, escaped
+from dsh.control_chars import visible
+from dsh.narrowing import Ignored
 from dsh.settings import Settings, load_settings
 
 TrustAnswer = Literal["trust", "distrust", "later"]
@@ -59,9 +60,9 @@ async def settle(
 
 def ignored_lines(settings: Settings) -> list[str]:
     """One line per key not applied, for stderr or a notice."""
-    root = escaped(str(settings.root))
+    root = visible(str(settings.root), one_line=True)
     after = f"{root} is not trusted (`dsh trust` or --trust applies it)"
-    source = escaped(str(settings.project))
+    source = visible(str(settings.project), one_line=True)
     return [f"ignored {item.line()} from {source}; {after}" for item in settings.ignored]
 
 

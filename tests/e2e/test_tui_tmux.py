@@ -8,96 +8,18 @@ tmux is touched; every wait polls the screen and is bounded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import shlex
-import shutil
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.trust import TrustStore
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-TMUX = shutil.which("tmux")
-TIMEOUT = 15.0  # any one wait; never reached when sound, generous for a loaded box
-SESSION = "dsh-e2e"
+from tests.support.tmux import TIMEOUT, TMUX, Terminal, child_env
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
-
-
-class Terminal:
-    """One tmux server on a private socket, running one window of 100x30."""
-
-    def __init__(self, root: Path) -> None:
-        self.socket = root / "tmux.sock"
-        self.config = root / "tmux.conf"
-        self.config.write_text("set -g status off\nset -g default-shell /bin/sh\n")
-
-    async def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
-        assert TMUX is not None
-        child = await asyncio.create_subprocess_exec(
-            TMUX,
-            "-S",
-            str(self.socket),
-            "-f",
-            str(self.config),
-            *args,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(child.communicate(), TIMEOUT)
-        assert child.returncode == 0, f"tmux {args[0]} failed: {err.decode()}"
-        return out.decode()
-
-    async def start(self, command: list[str], cwd: Path, env: dict[str, str]) -> None:
-        """Run ``command`` in the window; its exit status lands in :attr:`status_file`
-        (tmux itself may be slow to reap a process on a loaded machine)."""
-        line = f"{shlex.join(command)}; echo $? > {shlex.quote(str(self.status_file))}"
-        await self.tmux(
-            "new-session", "-d", "-s", SESSION, "-x", "100", "-y", "30", "-c", str(cwd),
-            line,
-            env=env,
-        )  # fmt: skip
-
-    @property
-    def status_file(self) -> Path:
-        return self.socket.parent / "exit-status"
-
-    def exit_status(self) -> str:
-        """The command's exit status once it has ended, else ``""``."""
-        try:
-            return self.status_file.read_text().strip()
-        except FileNotFoundError:
-            return ""
-
-    async def screen(self) -> str:
-        return await self.tmux("capture-pane", "-p", "-t", SESSION)
-
-    async def keys(self, *keys: str, literal: bool = False) -> None:
-        await self.tmux("send-keys", "-t", SESSION, *(["-l"] if literal else []), *keys)
-
-    async def wait_for(self, wanted: str | Callable[[str], bool], limit: float = TIMEOUT) -> str:
-        """The screen once it shows ``wanted`` (or ``wanted(screen)`` holds)."""
-        check = wanted if callable(wanted) else (lambda text: wanted in text)
-        deadline = time.monotonic() + limit
-        while True:
-            text = await self.screen()
-            if check(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {wanted!r}; the screen:\n{text}")
-            await asyncio.sleep(0.05)
-
-    async def close(self) -> None:
-        if self.socket.exists():
-            with contextlib.suppress(AssertionError):  # already gone
-                await self.tmux("kill-server")
 
 
 @pytest.fixture
@@ -107,19 +29,6 @@ async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
         yield term
     finally:
         await term.close()
-
-
-def child_env(home: Path, server: FakeLLM) -> dict[str, str]:
-    cleared = ("DSH_", "DEEPSEEK_", "OPENAI_", "TMUX", "NO_COLOR")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(cleared)}
-    env.update(
-        DSH_HOME=str(home),
-        DEEPSEEK_API_KEY="sk-test",
-        DSH_PLUGINS__LLM_DEEPSEEK__BASE_URL=server.base_url,
-        DSH_PLUGINS__TITLE__GENERATE="false",
-        PYTHONPATH=str(ROOT),
-    )
-    return env
 
 
 async def test_a_prompt_an_approval_and_an_answer_in_a_real_terminal(

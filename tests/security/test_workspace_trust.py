@@ -292,7 +292,7 @@ async def test_a_trust_store_others_can_write_is_refused(dsh: Dsh, fake_llm: Fak
     assert not (dsh.project / "PWNED").exists()
 
 
-async def test_hostile_bytes_in_ignored_values_are_shown_escaped(
+async def test_hostile_bytes_in_ignored_values_are_shown_as_pictures(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
     project_settings(
@@ -304,8 +304,8 @@ async def test_hostile_bytes_in_ignored_values_are_shown_escaped(
     done = await dsh.run("-p", "hi")
     assert done.code == 0, done.stderr
     assert "\x1b" not in done.stderr
-    assert "\\u001b]52;c;" in done.stderr
-    assert "plugins.\\u001b[2J.x" in done.stderr
+    assert "␛]52;c;" in done.stderr
+    assert "plugins.␛[2J.x" in done.stderr
 
 
 # ------------------------------------------------------------------ the per-key table

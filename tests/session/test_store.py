@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from dsh.session import (
     AmbiguousSessionError,
     Catalog,
     ForkError,
+    SessionBusyError,
     SessionEvent,
     SessionNotFoundError,
     SessionStore,
@@ -35,7 +37,10 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 def reopen(store: SessionStore, home: Path) -> SessionStore:
-    """The same storage seen from a new process."""
+    """The same storage seen from a new process, once the first has died (the kernel
+    drops a dead process's locks)."""
+    if store.locks is not None:
+        store.locks.release_all()
     return SessionStore.at(home, store.persistence.name)  # type: ignore[arg-type]
 
 
@@ -260,6 +265,35 @@ async def test_fork_refuses_a_point_inside_a_turn(store: SessionStore) -> None:
         await store.fork(source.id, 2)
     with pytest.raises(ForkError, match="not in session"):
         await store.fork(source.id, 999)
+
+
+async def test_a_session_has_one_writer_at_a_time(store: SessionStore, tmp_path: Path) -> None:
+    session = await store.create("/w")
+    complete_turn(session, "hello", "hi", with_tool=False)
+    assert await store.flush(session)
+    other = SessionStore.at(tmp_path, store.persistence.name)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(SessionBusyError) as caught:
+            await other.open(session.id)
+        assert caught.value.holder is not None
+        assert caught.value.holder.pid == os.getpid()
+        assert f"pid {os.getpid()}" in str(caught.value)
+        assert "--fork-session" in str(caught.value)
+        assert "--wait" in str(caught.value)
+        with pytest.raises(SessionBusyError):
+            await other.delete(session.id)
+        # Reading it, and forking it, need no lock.
+        forked = await other.fork(session.id)
+        assert forked.id != session.id
+        # --wait: opened as soon as the writer closes it.
+        waiting = asyncio.ensure_future(other.open(session.id, wait=True))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        await store.close(session)
+        reopened = await asyncio.wait_for(waiting, 10)
+        assert reopened.last_turn == 1
+    finally:
+        await other.aclose()
 
 
 async def test_opening_a_crashed_session_closes_its_turn_and_reports_it(

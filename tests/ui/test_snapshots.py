@@ -248,7 +248,7 @@ def test_session_picker(snap_compare: Snap, tmp_path: Path, theme: str) -> None:
 
 
 # What a cloned repository's .dsh/settings.toml might carry. The base URL hides a
-# terminal title sequence and a bidi override: the dialog must show them escaped.
+# terminal title sequence and a bidi override: the dialog must show them as pictures.
 HOSTILE_PROJECT = {
     "permissions": {"mode": "bypass", "allow": ["bash(*)"], "deny": ["bash(rm:*)"]},
     "agent": {"model": "deepseek-v4-pro"},
@@ -282,7 +282,7 @@ def test_the_trust_question_escapes_the_hostile_value() -> None:
         "plugins.llm-openai-compat.providers",
     ]
     url = question.ignored[3].value
-    assert "\\u001b]0;pwned\\u0007\\u202e" in url
+    assert "␛]0;pwned␇<U+202E>" in url
     assert not any(ord(c) < 0x20 or c == "\u202e" for c in url)
 
 

@@ -18,6 +18,7 @@ commands service, acting as their :class:`~dsh.commands.CommandHost`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import time
 from collections.abc import Callable
@@ -29,9 +30,11 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.notifications import SeverityLevel
 from textual.widgets import Static
 
 from dsh.bulk import collector_paused
+from dsh.control_chars import visible
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.prompt import CompletionMenu, PromptArea
 from dsh.ui.tui.screens.guard import TypedEarly
@@ -40,6 +43,7 @@ from dsh.ui.tui.status import QueuePanel, StatusBar, TodoPanel
 if TYPE_CHECKING:
     from dsh.agent import Agent
     from dsh.runtime import Runtime
+    from dsh.session import SessionBusyError
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
     from dsh.tools.permissions import PermissionMode
     from dsh.tools.questions import Answer
@@ -87,6 +91,10 @@ class TuiRequest:
     """Text put in the prompt, not sent (the demo's first message)."""
     trust: bool = False
     """``--trust``: the project's own configuration applies in full for this run."""
+    fork: bool = False
+    """``--fork-session``: the resumed session continues in a new one."""
+    wait: bool = False
+    """``--wait``: a session another dsh writes is opened once that one closes it."""
 
 
 class DshApp(App[int]):
@@ -114,6 +122,8 @@ class DshApp(App[int]):
         self.runtime: Runtime | None = runtime
         self._owns_runtime = runtime is None
         self.agent: Agent | None = None
+        self.read_only: SessionBusyError | None = None
+        """Set when the person chose only to read a session another dsh writes."""
         self.fold: TranscriptFold | None = None
         self.transcript: Transcript | None = None
         self.exit_code = EXIT_OK
@@ -179,6 +189,26 @@ class DshApp(App[int]):
         if problem:
             self.notify(problem, severity="warning")
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Textual's toast, its texts made safe to show: an error's message may quote
+        what the model or a tool said (so it is not read as markup either, unless a
+        caller says it holds only its own)."""
+        super().notify(
+            visible(message),
+            title=visible(title),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
+
     # ------------------------------------------------------------------ start-up
 
     @work(group="boot", exclusive=True)
@@ -225,7 +255,7 @@ class DshApp(App[int]):
         try:
             if not await persistence.exists(SessionId(session_id)):
                 return  # a prefix: the catalog resolves it once the runtime is up
-            loaded = await persistence.load(SessionId(session_id))
+            loaded = await persistence.inspect(SessionId(session_id))  # only read
         finally:
             await persistence.close()
         fold = TranscriptFold()
@@ -314,6 +344,7 @@ class DshApp(App[int]):
         await self._mount_transcript(self.ui.get("tools"))
 
     async def _open_first(self) -> None:
+        from dsh.session import PersistenceError, SessionBusyError
         from dsh.ui.opening import NothingToContinue, open_agent
 
         request = self.request
@@ -322,23 +353,63 @@ class DshApp(App[int]):
         resume = request.resume
         if request.pick:
             resume = await self.pick_session()
+        opened = functools.partial(
+            open_agent,
+            runtime,
+            self.cwd,
+            model=request.model,
+            provider=request.provider,
+            effort=request.effort,
+        )
         try:
-            agent, resumed = await open_agent(
-                runtime,
-                self.cwd,
+            agent, resumed = await opened(
                 resume=resume,
                 continue_last=request.continue_last and resume is None,
-                model=request.model,
-                provider=request.provider,
-                effort=request.effort,
+                fork=request.fork,
+                wait=request.wait,
             )
         except NothingToContinue as error:
             self.show(f"{error} Starting a new one.", level="warning")
             agent, resumed = await open_agent(runtime, self.cwd, model=request.model)
-        except (LookupError, ValueError, OSError) as error:
+        except SessionBusyError as busy:
+            choice = await dialogs.choose_for_busy(self, str(busy))
+            if choice is None:
+                self.exit(1, message=f"dsh: {busy}")
+                return
+            if choice == "read":
+                await self._read_only(busy)
+                return
+            if choice == "wait":
+                self.status_bar.note = "waiting for the other dsh to close the session…"
+                self.status_bar.show()
+            agent, resumed = await opened(
+                resume=None if choice == "new" else busy.session_id,
+                fork=choice == "fork",
+                wait=choice == "wait",
+            )
+            self.status_bar.note = ""
+        except (LookupError, ValueError, OSError, PersistenceError) as error:
             self._fatal(f"dsh: {error}")
             raise
         await self.attach(agent, replay=resumed)
+
+    async def _read_only(self, busy: SessionBusyError) -> None:
+        """Show the session another dsh writes, as it is now, and write nothing."""
+        from dsh.llm import SessionId
+        from dsh.ui.entries import TranscriptFold
+
+        assert self.runtime is not None
+        loaded = await self.runtime.sessions.persistence.inspect(SessionId(busy.session_id))
+        fold = TranscriptFold(cost=self.runtime.llm.cost)
+        with collector_paused():
+            for event in loaded.events:
+                fold.apply(event)
+        transcript = await self._mount_transcript(self.runtime.root.get("tools"))
+        await transcript.show(fold)
+        self.status_bar.fold = fold
+        self.read_only = busy
+        self.status_bar.note = "read-only: another dsh writes this session"
+        self.status_bar.show()
 
     # ------------------------------------------------------------------ the session
 
@@ -407,8 +478,7 @@ class DshApp(App[int]):
         if wanted == self._terminal_title or driver is None or self.is_headless:
             return
         self._terminal_title = wanted
-        clean = "".join(c for c in wanted if c.isprintable())[:120]
-        driver.write(f"\x1b]2;{clean}\x07")
+        driver.write(f"\x1b]2;{visible(wanted, one_line=True)[:120]}\x07")
 
     async def detach(self) -> None:
         from dsh.ui.opening import close_agent
@@ -433,6 +503,9 @@ class DshApp(App[int]):
         queued after it with ``queue``)."""
         text = text.strip()
         if not text:
+            return
+        if self.read_only is not None:
+            self.show(f"Nothing is sent: {self.read_only}", level="warning")
             return
         if not self.ready.is_set() or self.agent is None:
             self._early.append((text, queue))
@@ -550,7 +623,7 @@ class DshApp(App[int]):
         if self.transcript is None:
             self.notify(text, severity="error" if severity == "error" else "information")
             return
-        entry = NoticeEntry(f"ui:{time.monotonic_ns()}", 0, severity, text)
+        entry = NoticeEntry(f"ui:{time.monotonic_ns()}", 0, severity, visible(text))
         self.transcript.add_local(NoticeView(entry))
 
     async def new_session(self) -> None:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from dsh.session import Catalog
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
     from dsh.tools.questions import Answer, Question
+    from dsh.ui.opening import BusyChoice
 
 T = TypeVar("T")
 
@@ -84,3 +85,12 @@ async def pick_session(
         app, SessionPicker(entries, cwd, catalog_search(catalog)), None
     )
     return picked
+
+
+async def choose_for_busy(app: App[Any], message: str) -> BusyChoice | None:
+    """What to do with a session another dsh writes (``message`` says which and who):
+    a :data:`~dsh.ui.opening.BUSY_CHOICES` choice, or None to quit."""
+    from dsh.ui.tui.screens.busy import BusyScreen
+
+    choice: BusyChoice | None = await wait_screen(app, BusyScreen(message), None)
+    return choice

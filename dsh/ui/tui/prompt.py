@@ -24,6 +24,7 @@ from textual.message import Message
 from textual.widgets import OptionList, TextArea
 from textual.widgets.option_list import Option
 
+from dsh.control_chars import visible
 from dsh.ui.prompt_history import PromptHistory
 from dsh.ui.tui.completion import (
     Choice,
@@ -257,7 +258,7 @@ class PromptArea(TextArea):
 
 
 def _option(choice: Choice) -> Option:
-    label = Text(choice.label, style="bold")
+    label = Text(visible(choice.label), style="bold")  # a file's name is the repository's
     if choice.meta:
-        label.append(f"  {choice.meta}", style="dim")
+        label.append(visible(f"  {choice.meta}"), style="dim")
     return Option(label)

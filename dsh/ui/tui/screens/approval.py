@@ -35,8 +35,9 @@ from textual.screen import ModalScreen
 from textual.theme import Theme
 from textual.widgets import Button, Input, Static
 
+from dsh.control_chars import visible
 from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
-from dsh.ui.render import diff_text
+from dsh.ui.render import diff_text, visible_request
 from dsh.ui.tui.screens.guard import GUARD_SECONDS, KeyGuard
 
 DIFF_MARKERS = ("@@", "+++ ", "--- ", "diff --git ")
@@ -82,12 +83,14 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     def __init__(self, request: ApprovalRequest, *, guard_seconds: float = GUARD_SECONDS) -> None:
         super().__init__()
         self.request = request
+        self.shown = visible_request(request)
+        """What the dialog shows: the request with its texts made safe to show."""
         self.guard = KeyGuard(guard_seconds)
 
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        request = self.request
+        request = self.shown
         with Vertical(id="dialog"):
             title = Text.assemble(
                 ("? ", "bold"),
@@ -134,7 +137,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         added = variables.get("diff-added") or variables.get("success")
         removed = variables.get("diff-removed") or variables.get("error")
         return details_renderable(
-            self.request,
+            self.shown,
             added=rich_colour(added, "green"),
             removed=rich_colour(removed, "red"),
             dark=self.app.current_theme.dark,
@@ -214,8 +217,9 @@ def is_diff(details: str) -> bool:
 def details_renderable(
     request: ApprovalRequest, *, added: str = "green", removed: str = "red", dark: bool = True
 ) -> RenderableType:
-    """A diff coloured as one, a command as shell code, anything else as text."""
-    details = (request.details or "").rstrip("\n")
+    """A diff coloured as one, a command as shell code, anything else as text; its
+    control characters made visible."""
+    details = visible(request.details or "").rstrip("\n")
     if is_diff(details):
         return diff_renderable(details, added=added, removed=removed)
     if request.risk == "exec":

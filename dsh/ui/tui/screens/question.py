@@ -34,6 +34,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from dsh.control_chars import visible
 from dsh.tools.questions import Answer, Question
 from dsh.ui.tui.screens.guard import GUARD_SECONDS, KeyGuard
 
@@ -123,11 +124,11 @@ class QuestionScreen(ModalScreen[list[Answer] | None]):
             if question.header:
                 title.append(" · ")
         if question.header:
-            title.append(question.header)
+            title.append(visible(question.header))
         header = self.query_one("#header", Static)
         header.update(title)
         header.display = bool(title)
-        self.query_one("#question", Static).update(Text(question.question))
+        self.query_one("#question", Static).update(Text(visible(question.question)))
         self.toggled = set()
         choices = self.query_one(Choices)
         choices.set_options(
@@ -148,11 +149,11 @@ class QuestionScreen(ModalScreen[list[Answer] | None]):
         text = Text()
         if self.question.multi_select:
             text.append(CHECKED if index in self.toggled else UNCHECKED)
-        text.append(option.label, style="bold")
+        text.append(visible(option.label), style="bold")
         if option.description:
             text.append("\n")
             text.append("    " if self.question.multi_select else "  ")
-            text.append(option.description, style="dim")
+            text.append(visible(option.description), style="dim")
         return text
 
     def _hint(self) -> str:

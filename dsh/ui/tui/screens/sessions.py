@@ -35,6 +35,7 @@ from textual.timer import Timer
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from dsh.control_chars import visible
 from dsh.session.catalog import Catalog, CatalogEntry
 from dsh.ui.entries import format_cost
 
@@ -190,13 +191,14 @@ def local_matches(entries: Sequence[CatalogEntry], text: str) -> list[CatalogEnt
 
 def session_prompt(entry: CatalogEntry, cwd: str, now_ms: int) -> Text:
     """Two lines: the title; then age, turns, cost and (another's) directory."""
-    text = Text(entry.display_title, style="bold", no_wrap=True, overflow="ellipsis")
+    title = visible(entry.display_title)
+    text = Text(title, style="bold", no_wrap=True, overflow="ellipsis")
     facts = [format_age(now_ms - entry.updated_at)]
     facts.append(f"{entry.turns} turn" + ("" if entry.turns == 1 else "s"))
     if entry.cost is not None:
         facts.append(format_cost(entry.cost))
     if entry.cwd and entry.cwd != cwd:
-        facts.append(short_path(entry.cwd))
+        facts.append(visible(short_path(entry.cwd)))
     facts.append(entry.id[:8])
     text.append("\n  " + " · ".join(facts), style="dim")
     return text

@@ -26,7 +26,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from dsh.narrowing import escaped
+from dsh.control_chars import visible
 from dsh.ui.trusting import TrustAnswer, TrustQuestion
 from dsh.ui.tui.screens.guard import TypedEarly
 
@@ -74,11 +74,15 @@ class TrustScreen(ModalScreen[TrustAnswer]):
         with Vertical(id="dialog"):
             yield Static(
                 Text.assemble(
-                    ("Trust this folder? ", "bold"), escaped(str(question.root)), style="bold"
+                    ("Trust this folder? ", "bold"),
+                    visible(str(question.root), one_line=True),
+                    style="bold",
                 ),
                 id="title",
             )
-            source = escaped(str(question.project)) if question.project else "this folder"
+            source = (
+                visible(str(question.project), one_line=True) if question.project else "this folder"
+            )
             yield Static(
                 Text(
                     f"{source} would change what dsh does. Whoever wrote this repository "
@@ -103,9 +107,9 @@ class TrustScreen(ModalScreen[TrustAnswer]):
         for number, item in enumerate(self.question.ignored):
             if number:
                 text.append("\n")
-            text.append(item.key, style="bold")
-            text.append(f" = {item.value}")
-            text.append(f"\n  {item.reason}", style="dim")
+            text.append(visible(item.key), style="bold")
+            text.append(visible(f" = {item.value}"))
+            text.append(visible(f"\n  {item.reason}"), style="dim")
         return text
 
     def on_resize(self, event: events.Resize) -> None:
