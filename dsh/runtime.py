@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from dsh.credentials import CredentialStore
 from dsh.kernel import Candidate, Context, PluginHost, ServiceKey, discover
 from dsh.llm import LlmService
 from dsh.paths import dsh_home
+from dsh.processes import sweep
 from dsh.prompt import PROMPT, PromptService, register_core_sections
 from dsh.session import SessionStore
 from dsh.session.store import session_backend
@@ -108,6 +110,9 @@ async def start_runtime(
     )
     root.provide(AGENTS, agents)
     root.provide(COMMANDS.name, CommandService())  # each context gets its own view
+    # What an earlier dsh that died left running (if its watchdog died with it) ends
+    # now, before anything here starts children of its own.
+    await asyncio.to_thread(sweep, data)
     host = PluginHost(root)
     await host.load(
         discover(settings.plugin_modules()) if candidates is None else candidates,

@@ -83,6 +83,7 @@ class _Cli:
     async def list(self) -> int:
         assert self.store.catalog is not None
         cwd = None if self.args.all else os.getcwd()
+        await self.store.index_missing(cwd)
         entries = await self.store.catalog.list(cwd=cwd, limit=self.args.limit)
         if self.args.json:
             print(json.dumps([entry.__dict__ for entry in entries], indent=2))

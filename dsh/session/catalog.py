@@ -290,6 +290,14 @@ class Catalog:
         async with db.execute(query, params) as rows:
             return [CatalogEntry(*row) for row in await rows.fetchall()]
 
+    async def ids(self, *, cwd: str | None = None) -> set[str]:
+        """The ids of the indexed sessions (only ``cwd``'s when given)."""
+        db = await self._connect()
+        where = "WHERE cwd = ?" if cwd is not None else ""
+        params = [text_column(cwd)] if cwd is not None else []
+        async with db.execute(f"SELECT id FROM sessions {where}", params) as rows:
+            return {row[0] for row in await rows.fetchall()}
+
     async def ids_starting_with(self, prefix: str) -> builtins.list[str]:
         db = await self._connect()
         escaped = text_column(prefix) or ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import glob
 import json
 import os
 import tempfile
@@ -256,17 +257,20 @@ class JsonlPersistence:
             session_id in self._files or await asyncio.to_thread(self._find, session_id) is not None
         )
 
-    async def list(self) -> builtins.list[SessionHeader]:
-        return await asyncio.to_thread(self._list)
+    async def list(self, cwd: str | None = None) -> builtins.list[SessionHeader]:
+        return await asyncio.to_thread(self._list, cwd)
 
-    def _list(self) -> builtins.list[SessionHeader]:
+    def _list(self, cwd: str | None) -> builtins.list[SessionHeader]:
+        folder = "*" if cwd is None else glob.escape(project_key(cwd))
         headers = []
-        for path in sorted(self.root.glob(f"*/*/{FILE_NAME}")):
+        for path in sorted(self.root.glob(f"{folder}/*/{FILE_NAME}")):
             try:
                 with open(path, "rb") as handle:
-                    headers.append(parse_header(handle.readline(), str(path)))
+                    header = parse_header(handle.readline(), str(path))
             except (OSError, PersistenceError):
                 continue
+            if cwd is None or header.cwd == cwd:
+                headers.append(header)
         return headers
 
     async def delete(self, session_id: SessionId) -> bool:

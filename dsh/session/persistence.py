@@ -92,8 +92,8 @@ class SessionPersistence(Protocol):
     async def inspect(self, session_id: SessionId) -> LoadedSession:
         """Read a session with the same repairs, in memory only."""
 
-    async def list(self) -> builtins.list[SessionHeader]:
-        """Every stored session's header."""
+    async def list(self, cwd: str | None = None) -> builtins.list[SessionHeader]:
+        """Every stored session's header (only ``cwd``'s when given)."""
 
     async def exists(self, session_id: SessionId) -> bool:
         """Whether a session is stored (or created here and not yet written)."""

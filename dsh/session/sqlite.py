@@ -264,10 +264,12 @@ class SqlitePersistence:
         async with db.execute(query, (text_column(session_id),)) as rows:
             return await rows.fetchone() is not None
 
-    async def list(self) -> builtins.list[SessionHeader]:
+    async def list(self, cwd: str | None = None) -> builtins.list[SessionHeader]:
         db = await self._connect()
         headers = []
-        async with db.execute("SELECT id, header FROM sessions ORDER BY created_at") as rows:
+        where, params = ("WHERE cwd = ?", (text_column(cwd),)) if cwd is not None else ("", ())
+        query = f"SELECT id, header FROM sessions {where} ORDER BY created_at"
+        async with db.execute(query, params) as rows:
             async for session_id, text in rows:
                 try:
                     headers.append(self._parse_header(text, session_id))

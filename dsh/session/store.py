@@ -90,6 +90,9 @@ class SessionStore:
         self._indexer: asyncio.Task[None] | None = None
         self._index_now = asyncio.Event()
         self._index_waiters = 0
+        self._never_indexed: set[SessionId] = set()
+        """Sessions whose first batch is queued: indexed at once, not after the delay,
+        so that a new session is found by ``--continue`` as soon as possible."""
 
     @classmethod
     def at(
@@ -130,6 +133,7 @@ class SessionStore:
             self._release(header.id)
             raise
         session = Session(header, seed)
+        self._never_indexed.add(session.id)
         self._attach(session, stored=0)
         return session
 
@@ -203,8 +207,11 @@ class SessionStore:
         assert self.catalog is not None
         while True:
             waiting = [await self._index_queue.get()]
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._index_now.wait(), INDEX_DELAY_S)
+            if waiting[0][0].id in self._never_indexed:
+                self._never_indexed.discard(waiting[0][0].id)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._index_now.wait(), INDEX_DELAY_S)
             while not self._index_queue.empty():  # whatever queued up meanwhile
                 waiting.append(self._index_queue.get_nowait())
             # Consecutive batches of one session go to the index in one commit.
@@ -314,6 +321,8 @@ class SessionStore:
             return SessionId(id_or_prefix)
         if self.catalog is not None:
             matches = await self.catalog.ids_starting_with(id_or_prefix)
+            if not matches and await self.index_missing():
+                matches = await self.catalog.ids_starting_with(id_or_prefix)
         else:
             matches = [h.id for h in await self.persistence.list() if h.id.startswith(id_or_prefix)]
         if not matches:
@@ -326,9 +335,30 @@ class SessionStore:
         """The most recently updated session of ``cwd``."""
         if self.catalog is None:
             return None
-        await self.indexed()
+        await self.index_missing(cwd)
         found = await self.catalog.list(cwd=cwd, limit=1)
         return found[0] if found else None
+
+    async def index_missing(self, cwd: str | None = None) -> int:
+        """Index the stored sessions (of ``cwd``) the catalog does not know: a process
+        killed between a session's first write and its index entry leaves one. So a
+        session is found (``--continue``, ``--resume`` by prefix, ``dsh sessions
+        list``) once its first event is stored, whatever became of its writer. Returns
+        how many were missing."""
+        await self.indexed()
+        if self.catalog is None:
+            return 0
+        known = await self.catalog.ids(cwd=cwd)
+        missing = [h for h in await self.persistence.list(cwd) if h.id not in known]
+        for header in missing:
+            loaded = await self.persistence.inspect(header.id)
+            await self.catalog.record(
+                loaded.header,
+                loaded.events,
+                backend=self.persistence.name,
+                location=self.persistence.location(header.id),
+            )
+        return len(missing)
 
     async def delete(self, id_or_prefix: str) -> SessionId:
         resolved = await self.resolve(id_or_prefix)

@@ -69,7 +69,7 @@ async def pick_session(app: PlainApp) -> str | None:
     catalog = sessions.catalog
     if catalog is None:
         raise CommandError("no session catalog to list sessions from; give an id")
-    await sessions.indexed()
+    await sessions.index_missing()
     recent = await catalog.list(cwd=str(app.cwd), limit=RECENT_SESSIONS)
     if not recent:
         app.show(f"No sessions in {app.cwd} yet.")

@@ -21,6 +21,8 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from dsh.processes import adopt, child_options
+
 GRACE_S = 3.0
 """Between SIGTERM and SIGKILL, and the longest wait for pipes after the exit."""
 KILL_WAIT_S = 1.0
@@ -131,8 +133,9 @@ async def spawn_shell(
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out_write,
             stderr=err_write,
-            start_new_session=True,
+            **child_options(),  # its own group, ended with dsh
         )
+        adopt(process.pid)
     except BaseException as error:
         os.close(out_read)
         os.close(err_read)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dsh.kernel import Context, Plugin
+from dsh.processes import adopt, child_options
 from dsh.prompt import PROMPT, PromptContext, Render, per_workspace
 
 GIT_TIMEOUT = 2.0
@@ -135,7 +136,9 @@ async def _git(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, bytes, 
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        **child_options(),
     )
+    adopt(process.pid)
     try:
         out, err = await process.communicate()
     except BaseException:

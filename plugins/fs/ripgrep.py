@@ -10,6 +10,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from dsh.processes import adopt, child_options
 from dsh.tools import ToolError
 
 TIMEOUT_S = 30.0
@@ -71,7 +72,9 @@ async def run_rg(
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        **child_options(),
     )
+    adopt(process.pid)
     work = asyncio.ensure_future(_collect(process, max_bytes))
     stop = asyncio.ensure_future(signal.wait())
     try:

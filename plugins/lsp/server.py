@@ -29,6 +29,7 @@ from typing import Any
 
 from dsh import __version__
 from dsh.kernel import Context
+from dsh.processes import adopt, child_options
 from dsh.tools import ToolError, child_environment
 from plugins.lsp.diagnostics import DiagnosticsStore
 from plugins.lsp.files import Stamp, to_uri
@@ -138,9 +139,10 @@ class LanguageServer:
                 stderr=asyncio.subprocess.PIPE,
                 cwd=self.root,
                 env=env,
-                start_new_session=True,
                 limit=READ_LIMIT,
+                **child_options(),  # its own group, ended with dsh
             )
+            adopt(process.pid)
         except OSError as error:
             raise ToolError(
                 f"could not start the {self.label}: {error.strerror or error}.", "LSP_UNAVAILABLE"

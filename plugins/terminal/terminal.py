@@ -21,6 +21,8 @@ from pathlib import Path
 
 from ptyprocess import PtyProcess
 
+from dsh.processes import adopt, child_options
+
 ANSI = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC … BEL / ST
     r"|\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
@@ -79,8 +81,13 @@ class Terminal:
         self.exit_code: int | None = None
         self.exit_signal: int | None = None
         self.listeners: list[Callable[[Terminal], None]] = []
-        self.process = PtyProcess.spawn(argv, cwd=str(cwd), env=env, dimensions=(rows, cols))
+        # A session of its own (ptyprocess's setsid), and death with dsh.
+        preexec = child_options().get("preexec_fn")
+        self.process = PtyProcess.spawn(
+            argv, cwd=str(cwd), env=env, dimensions=(rows, cols), preexec_fn=preexec
+        )
         self.pid: int = self.process.pid
+        adopt(self.pid)
         self._fd: int = self.process.fd
         os.set_blocking(self._fd, False)
         self._loop = asyncio.get_running_loop()

@@ -607,7 +607,7 @@ class DshApp(App[int]):
         assert self.runtime is not None
         sessions = self.runtime.sessions
         return await dialogs.pick_session(
-            self, sessions.catalog, sessions.indexed, str(self.cwd), self.show
+            self, sessions.catalog, sessions.index_missing, str(self.cwd), self.show
         )
 
     # ------------------------------------------------------------------ CommandHost

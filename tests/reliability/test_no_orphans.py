@@ -1,0 +1,147 @@
+"""No process dsh started outlives it: killed with SIGKILL, dsh takes down its bash
+commands (and what they started), its background jobs, its terminals and its
+language server within 2 s;
+and if its watchdog died with it, the next dsh to start ends the leftovers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+from dsh.testing import Reply, ToolCallSpec
+from tests.e2e.harness import Dsh
+
+MARKERS = ("4171", "4172", "4173", "4174")
+"""Unusual ``sleep`` lengths, to find the processes this test's dsh started."""
+LIMIT_S = 2.0
+
+
+PROJECTS: list[Path] = []
+"""The project of the running test: its language server works there."""
+
+
+def running(markers: tuple[str, ...] = MARKERS) -> dict[int, str]:
+    """The live (not zombie) ``sleep N`` processes of the markers, and the language
+    server working in the test's project (as ``"pylsp"``), by pid."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
+            state = Path(f"/proc/{entry.name}/stat").read_bytes().rpartition(b")")[2].split()[0]
+        except OSError:
+            continue
+        if state in (b"Z", b"X") or len(cmdline) < 2:
+            continue
+        if cmdline[0] == b"sleep" and cmdline[1].decode() in markers:
+            found[int(entry.name)] = cmdline[1].decode()
+        elif any(part.endswith(b"pylsp") for part in cmdline[:2]):
+            with contextlib.suppress(OSError):
+                if Path(os.readlink(f"/proc/{entry.name}/cwd")) in PROJECTS:
+                    found[int(entry.name)] = "pylsp"
+    return found
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(f"/proc/{entry.name}/stat").read_bytes().rpartition(b")")[2].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+async def wait_until(condition, limit: float, what: str) -> float:  # type: ignore[no-untyped-def]
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > limit:
+            raise AssertionError(f"{what}: still {running()} after {limit} s")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - started
+
+
+def busy_turn(dsh: Dsh) -> None:
+    """A background job, a terminal, and a command that starts a child of its own
+    and then waits: all still running when dsh is killed."""
+    (dsh.project / "app.py").write_text("def main():\n    return 1\n")
+    PROJECTS[:] = [dsh.project.resolve()]
+    dsh.server.add(
+        Reply(
+            tool_calls=[
+                ToolCallSpec(
+                    name="lsp", arguments={"operation": "document_symbols", "file_path": "app.py"}
+                ),
+                ToolCallSpec(
+                    name="bash",
+                    arguments={
+                        "command": "sleep 4171",
+                        "description": "A job",
+                        "run_in_background": True,
+                    },
+                ),
+                ToolCallSpec(name="terminal_open", arguments={"command": "sleep 4172"}),
+                ToolCallSpec(
+                    name="bash",
+                    arguments={
+                        "command": "sleep 4173 & sleep 4174; echo done",
+                        "description": "Wait",
+                    },
+                ),
+            ]
+        )
+    )
+    dsh.server.add(Reply(text="never reached"))
+
+
+async def started_all(dsh: Dsh) -> asyncio.subprocess.Process:
+    busy_turn(dsh)
+    child = await dsh.start("-p", "keep busy", "--permission-mode", "bypass")
+    everything = {*MARKERS, "pylsp"}
+    await wait_until(lambda: set(running().values()) == everything, 20, "not all started")
+    return child
+
+
+async def test_a_killed_dsh_takes_every_child_with_it(dsh: Dsh) -> None:
+    assert running() == {}, "leftovers of an earlier run"
+    child = await started_all(dsh)
+    child.send_signal(signal.SIGKILL)
+    await child.wait()
+    took = await wait_until(lambda: not running(), LIMIT_S, "children outlived dsh")
+    assert took <= LIMIT_S
+
+
+async def test_leftovers_of_a_dsh_whose_watchdog_died_too_end_at_the_next_start(
+    dsh: Dsh,
+) -> None:
+    assert running() == {}, "leftovers of an earlier run"
+    child = await started_all(dsh)
+    watchdogs = [
+        pid
+        for pid in children_of(child.pid)
+        if b"-S\0-I\0-c" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    assert len(watchdogs) == 1
+    os.kill(watchdogs[0], signal.SIGKILL)
+    child.send_signal(signal.SIGKILL)
+    await child.wait()
+    # The parent-death signal ended what dsh started itself (a shell that ran one
+    # program became that program); the grandchildren of the command's shell
+    # survive, as nothing else knew of them.
+    grandchildren = {"4173", "4174"}
+    await wait_until(lambda: set(running().values()) <= grandchildren, LIMIT_S, "children")
+    assert set(running().values()) == grandchildren
+    # The next dsh to start ends it (this one has nothing to ask the model).
+    done = await dsh.run("sessions", "list")  # not a runtime: no sweep
+    assert done.code == 0
+    assert set(running().values()) == grandchildren
+    await dsh.run("-p", "/cost")
+    await wait_until(lambda: not running(), LIMIT_S, "leftovers after the next start")
