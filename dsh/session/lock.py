@@ -65,9 +65,6 @@ class SessionLocks:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session_id)
         return self.folder / f"{safe}.lock"
 
-    def holds(self, session_id: str) -> bool:
-        return session_id in self._held
-
     def acquire(self, session_id: str) -> None:
         """Take the session's lock now, or raise :class:`SessionBusyError`."""
         if session_id in self._held:

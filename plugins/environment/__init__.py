@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dsh.kernel import Context, Plugin
-from dsh.processes import adopt, child_options
+from dsh.processes import helper_command
 from dsh.prompt import PROMPT, PromptContext, Render, per_workspace
 
 GIT_TIMEOUT = 2.0
@@ -128,17 +128,16 @@ def git_environment() -> dict[str, str]:
 async def _git(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, bytes, bytes]:
     """Run git to its end: (exit status, stdout, stderr). A git still running when this
     is cancelled (a timeout, the assembly going away) is killed and reaped."""
+    argv, options = helper_command(["git", *args])  # dies with dsh
     process = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
+        *argv,
         cwd=cwd,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        **child_options(),
+        **options,
     )
-    adopt(process.pid)
     try:
         out, err = await process.communicate()
     except BaseException:
