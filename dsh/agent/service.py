@@ -63,26 +63,22 @@ class AgentService:
             # At once, not at the first tool call: the person hears of grants that no
             # longer hold when the session opens, even if no tool is ever called.
             self._tools.approvals.restore(session)
-        if options is None:
-            header = session.request_header()
-            options = self.defaults
-            if header is not None:
-                options = options.model_copy(
-                    update={"provider": header.config.provider, "model": header.config.model}
-                )
-        cwd = Path(session.header.cwd) if session.header.cwd else Path.cwd()
-        agent = await self._start(session, options, cwd, "resume", setup, opened_at)
-        agent.inbox.restore(session.events)
-        return agent
+        return await self._continue(session, options, setup, opened_at)
 
     async def fork(
         self, session_id: str, options: AgentOptions | None = None, *, setup: Setup | None = None
     ) -> Agent:
         """An agent on a new session that continues a stored one (by id or unique
-        prefix) from its last event; the stored one is only read, so this works while
-        another process writes it."""
+        prefix) from its last finished turn; the stored one is only read, so this works
+        while another process writes it."""
         session = await self._sessions.fork(session_id)
-        opened_at = len(session.events)
+        return await self._continue(session, options, setup, len(session.events))
+
+    async def _continue(
+        self, session: Session, options: AgentOptions | None, setup: Setup | None, opened_at: int
+    ) -> Agent:
+        """An agent on a session that already holds a conversation: with the session's
+        last provider and model unless ``options`` says otherwise."""
         if options is None:
             header = session.request_header()
             options = self.defaults

@@ -89,6 +89,13 @@ def hostile_turn(server: FakeLLM, *, command: str, title: bool = False) -> None:
 PRINT = f"printf '%s\\n' 'out:{HOSTILE}'"
 
 
+def live_turn(dsh: Dsh) -> None:
+    """A turn that asks first: the approval dialog shows the hostile command."""
+    tee = {"command": f"{PRINT} | tee x", "description": "Tee"}
+    dsh.server.add(Reply(tool_calls=[ToolCallSpec(name="bash", arguments=tee)]))
+    dsh.server.add(Reply(text=f"Live: {HOSTILE} end."))
+
+
 async def stored_session(dsh: Dsh) -> str:
     """A session made by ``dsh -p`` into pipes, hostile everywhere: its stdout is the
     model's text byte for byte; its stderr notes show the escapes as pictures."""
@@ -160,40 +167,17 @@ async def test_headless_on_a_terminal_and_stored_sessions_shown(
 
 async def test_the_tui_live_and_resumed(dsh: Dsh, terminal: Terminal) -> None:
     session_id = await stored_session(dsh)
-    # A live turn that asks first: the approval dialog shows the hostile command.
-    dsh.server.add(
-        Reply(
-            tool_calls=[
-                ToolCallSpec(
-                    name="bash", arguments={"command": f"{PRINT} | tee x", "description": "Tee"}
-                )
-            ]
-        )
-    )
-    dsh.server.add(Reply(text=f"Live: {HOSTILE} end."))
+    live_turn(dsh)
     command = dsh_command("--resume", session_id)
     await terminal.start(command, dsh.project, tty_env(dsh), record=True)
     screen = await terminal.wait_for("The answer: Q0␛]52;c;cHduZWQ=␇Q1")  # the stored answer
     assert "out:Q0␛]52" in screen  # the stored command's output, on its card
     await terminal.keys("go on", literal=True)
     await terminal.wait_for(lambda text: "│ go on" in text)
-    # An Enter right after start-up can still be lost (issue 19): press until it went.
-    for _ in range(20):
-        await terminal.keys("Enter")
-        try:
-            await terminal.wait_for(lambda text: "│ go on" not in text, limit=0.5)
-            break
-        except AssertionError:
-            continue
+    await terminal.press_until("Enter", "│ go on")
     dialog = await terminal.wait_for("Allow once")
     assert "Q0␛]52;c;cHduZWQ=␇Q1" in dialog
-    for _ in range(20):  # the dialog ignores keys for its first moments
-        await terminal.keys("y")
-        try:
-            await terminal.wait_for(lambda text: "Allow once" not in text, limit=0.4)
-            break
-        except AssertionError:
-            continue
+    await terminal.press_until("y", "Allow once")
     screen = await terminal.wait_for("Live: Q0␛]52;c;cHduZWQ=␇Q1")
     assert "␛[2JQ5␛[?1049hQ6␛ZQ7␛[2JQ8␛]0;C1-TITLE␛\\Q9" in screen
     await terminal.keys("C-q")
@@ -209,16 +193,7 @@ async def test_the_tui_live_and_resumed(dsh: Dsh, terminal: Terminal) -> None:
 
 async def test_plain_mode_live_and_resumed(dsh: Dsh, terminal: Terminal) -> None:
     session_id = await stored_session(dsh)
-    dsh.server.add(
-        Reply(
-            tool_calls=[
-                ToolCallSpec(
-                    name="bash", arguments={"command": f"{PRINT} | tee x", "description": "Tee"}
-                )
-            ]
-        )
-    )
-    dsh.server.add(Reply(text=f"Live: {HOSTILE} end."))
+    live_turn(dsh)
     command = dsh_command("--plain", "--resume", session_id)
     await terminal.start(command, dsh.project, tty_env(dsh), record=True)
     await terminal.wait_for("The answer: Q0␛]52;c;cHduZWQ=␇Q1")

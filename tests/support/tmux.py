@@ -120,6 +120,18 @@ class Terminal:
                 raise AssertionError(f"timed out waiting for {wanted!r}; the screen:\n{text}")
             await asyncio.sleep(0.05)
 
+    async def press_until(self, key: str, gone: str, *, tries: int = 20) -> None:
+        """Press ``key`` until ``gone`` is off the screen: a dialog ignores keys for its
+        first moments, and an Enter right after start-up can still be lost (issue 19)."""
+        for _ in range(tries):
+            await self.keys(key)
+            try:
+                await self.wait_for(lambda text: gone not in text, limit=0.4)
+                return
+            except AssertionError:
+                continue
+        raise AssertionError(f"{gone!r} stayed on screen after {tries} presses of {key}")
+
     async def close(self) -> None:
         if self.socket.exists():
             with contextlib.suppress(AssertionError):  # already gone
