@@ -119,3 +119,30 @@ async def test_the_trust_dialog_of_a_hostile_project_in_a_real_terminal(
         assert time.monotonic() < deadline, "dsh did not exit after Ctrl+Q"
         await asyncio.sleep(0.05)
     assert status == "0"
+
+
+async def test_text_and_enter_in_one_burst_even_while_starting(
+    tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal
+) -> None:
+    """Terminal automation types text and Enter in one write: right after launch
+    (the runtime still loading) and again later; each time all of it is sent."""
+    fake_llm.add(Reply(text="Answer one."))
+    fake_llm.add(Reply(text="Answer two."))
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    command = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"]
+    await terminal.start(command, project, child_env(home, fake_llm))
+    await terminal.wait_for("Ask dsh anything")  # the prompt is up, the runtime may not be
+    await terminal.keys("hello there", "Enter")
+    await terminal.wait_for("Answer one.")
+    await terminal.keys("list files", "Enter")
+    screen = await terminal.wait_for("Answer two.")
+    assert "Ask dsh anything" in screen  # the prompt is empty again
+    sent = [
+        [m["content"] for m in request.body["messages"] if m["role"] == "user"][-1]
+        for request in fake_llm.chat_requests
+    ]
+    assert sent == ["hello there", "list files"]
+    await terminal.keys("C-q")
+    assert await terminal.wait_exit() == "0"

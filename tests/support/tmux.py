@@ -122,7 +122,7 @@ class Terminal:
 
     async def press_until(self, key: str, gone: str, *, tries: int = 20) -> None:
         """Press ``key`` until ``gone`` is off the screen: a dialog ignores keys for its
-        first moments, and an Enter right after start-up can still be lost (issue 19)."""
+        first moments (so that keys meant for the prompt do not answer it)."""
         for _ in range(tries):
             await self.keys(key)
             try:

@@ -86,6 +86,48 @@ async def test_a_long_answer_is_streamed_in_sealed_frozen_parts(
         assert frozen.first().source == answer  # type: ignore[attr-defined]
 
 
+async def test_an_answer_that_ends_on_its_timer_stays_on_screen(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The 10 Hz timer that finds the answer ended must not cancel itself before the
+    finished view is mounted (the answer used to vanish into a blank gap)."""
+    from textual.widgets import Markdown
+
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        for round_ in range(5):
+            entry = AnswerEntry(f"answer:{round_}", 1, turn=1, step=round_)
+            view = AnswerView(entry, live=True)
+            await app.query_one(Transcript).mount(view)
+            entry.parts.append(f"Answer number {round_}, streamed. ")
+            await until(pilot, lambda v=view: bool(v.query(Markdown)), what="the live part")
+            entry.parts.append("The end.")
+            entry.done = True  # no sync(): the timer finds it
+            await until(pilot, lambda v=view: not v.live, what="the end")
+            await pilot.pause(0.3)
+            frozen = view.query(".frozen")
+            assert len(frozen) == 1, f"round {round_}: the answer vanished"
+            assert frozen.first().source == entry.text  # type: ignore[attr-defined]
+
+
+async def test_text_and_enter_in_one_burst_send_the_whole_text(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Keys that arrive in one read (terminal automation, a fast typist) apply in the
+    order typed: the Enter after them sends all of them (and Tab queues all)."""
+    from textual import events
+
+    fake_llm.add(Reply(text="first"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        for char in "list files":
+            app.post_message(events.Key(char, char))
+        app.post_message(events.Key("enter", "\r"))
+        await until(pilot, lambda: len(fake_llm.chat_requests) == 1, what="the request")
+        await until(pilot, lambda: app.agent.status == "idle", what="the turn")
+        assert app.prompt_area.text == ""
+        users = [m for m in fake_llm.chat_requests[0].body["messages"] if m["role"] == "user"]
+        assert users[-1]["content"] == "list files"
+
+
 def test_cut_point_skips_blank_lines_inside_code_fences() -> None:
     assert cut_point("a\n\nb") == 3
     assert cut_point("a\n\n```\nx\n\ny") == 3

@@ -57,12 +57,6 @@ class PromptArea(TextArea):
     PromptArea:focus { border: round $accent; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("down", "menu_move(1)", show=False, priority=True),
-        Binding("up", "menu_move(-1)", show=False, priority=True),
-        Binding("tab,enter", "menu_accept", show=False, priority=True),
-        Binding("escape", "menu_close", show=False, priority=True),
-        Binding("enter", "submit", "Send", priority=True, id="prompt.submit"),
-        Binding("tab", "queue", "Queue", show=False, priority=True, id="prompt.queue"),
         Binding("ctrl+j,shift+enter,alt+enter", "newline", show=False, id="prompt.newline"),
         # A subclass's bindings replace its base's for the same key: say them again.
         Binding("up", "cursor_up", show=False),
@@ -104,15 +98,41 @@ class PromptArea(TextArea):
 
     # ------------------------------------------------------------------ actions
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action.startswith("menu_"):  # False: the next binding for the key runs
-            # Keys typed in a burst run before the Changed messages they caused:
-            # look at the text as it is now, not as the menu last saw it.
-            self._refresh_menu()
-            return self.menu.display and self.menu.option_count > 0
-        if action == "queue":
-            return self.running()
-        return True
+    async def _on_key(self, event: events.Key) -> None:
+        """Enter, Tab, Up, Down and Esc, for the menu and for sending, are handled
+        here, in the prompt's own queue of keys: as bindings of high priority they
+        ran as the app received them, ahead of the characters typed before them in
+        the same burst (``hello`` and Enter in one read sent an empty prompt)."""
+        handler = self._key_handler(event.key)
+        if handler is None:
+            await super()._on_key(event)
+            return
+        event.stop()
+        event.prevent_default()
+        handler()
+
+    def _key_handler(self, key: str) -> Callable[[], None] | None:
+        if key in ("enter", "tab", "up", "down", "escape") and self._menu_open():
+            match key:
+                case "enter" | "tab":
+                    return self.action_menu_accept
+                case "up":
+                    return lambda: self.action_menu_move(-1)
+                case "down":
+                    return lambda: self.action_menu_move(1)
+                case _:
+                    return self.action_menu_close
+        if key == "enter":
+            return self.action_submit
+        if key == "tab" and self.running():
+            return self.action_queue
+        return None
+
+    def _menu_open(self) -> bool:
+        # Keys typed in a burst run before the Changed messages they caused: look at
+        # the text as it is now, not as the menu last saw it.
+        self._refresh_menu()
+        return bool(self.menu.display and self.menu.option_count > 0)
 
     def action_menu_move(self, step: int) -> None:
         highlighted = self.menu.highlighted or 0

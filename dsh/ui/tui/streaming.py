@@ -132,12 +132,14 @@ class AnswerView(Vertical):
     async def _finish(self, source: str) -> None:
         """The answer ended: one frozen view of all of it, and no more timer."""
         self.live = False
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
         with self.app.batch_update():
             await self.remove_children()
             await self.mount(frozen(source))
         self._part = None
         self.live_source = ""
         self._shown = len(source)
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            # Last, and never from inside the timer's own callback (this may be it):
+            # stopping a timer cancels the task that runs its callback.
+            self.call_later(timer.stop)
