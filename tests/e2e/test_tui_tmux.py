@@ -146,3 +146,27 @@ async def test_text_and_enter_in_one_burst_even_while_starting(
     assert sent == ["hello there", "list files"]
     await terminal.keys("C-q")
     assert await terminal.wait_exit() == "0"
+
+
+async def test_a_bracketed_paste_goes_in_once_and_in_order(
+    tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal
+) -> None:
+    fake_llm.add(Reply(text="Pasted, thanks."))
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    command = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"]
+    await terminal.start(command, project, child_env(home, fake_llm))
+    await terminal.wait_for("/help lists commands")  # the session is open
+    pasted = "alpha line 1\nbeta line 2\ngamma line 3"
+    await terminal.tmux("set-buffer", "-b", "dsh-test", pasted)
+    await terminal.tmux("paste-buffer", "-p", "-b", "dsh-test", "-t", "dsh-e2e")
+    screen = await terminal.wait_for("gamma line 3")
+    assert screen.count("alpha line 1") == 1
+    await terminal.keys("Enter")
+    await terminal.wait_for("Pasted, thanks.")
+    [request] = fake_llm.chat_requests
+    users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+    assert users[-1] == pasted
+    await terminal.keys("C-q")
+    assert await terminal.wait_exit() == "0"

@@ -335,6 +335,29 @@ async def test_a_long_paste_collapses_and_is_sent_whole(
         assert "line 49" in str(users[-1]["content"])
 
 
+async def test_pastes_go_in_once_in_order_and_are_counted_right(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from textual import events
+
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        prompt = app.prompt_area  # a paste reaches the app, which hands it to the prompt
+        app.post_message(events.Paste("one line"))
+        await pilot.pause()
+        assert prompt.text == "one line"
+        prompt.set_text("")
+        three = "alpha line 1\nbeta line 2\ngamma line 3"
+        app.post_message(events.Paste(three))
+        await pilot.pause()
+        assert prompt.text == three
+        prompt.set_text("")
+        forty = "".join(f"row {i}\n" for i in range(40))  # a final newline, as copied
+        app.post_message(events.Paste(forty))
+        await pilot.pause()
+        assert prompt.text == "[pasted text #1, 40 lines]"
+        assert prompt.expanded_text() == forty
+
+
 async def test_resume_shows_the_session_as_it_was(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

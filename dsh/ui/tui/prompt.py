@@ -203,12 +203,13 @@ class PromptArea(TextArea):
     # ------------------------------------------------------------------ pasting
 
     async def _on_paste(self, event: events.Paste) -> None:
+        # Textual calls every class's _on_paste in turn (TextArea's inserts a short
+        # paste after this one returns): calling it here too put a paste in twice.
         text = event.text.replace("\r\n", "\n").replace("\r", "\n")
-        lines = text.count("\n") + 1
+        lines = len(text.splitlines()) or 1  # a copied block's final newline ends a line
         if lines <= PASTE_LINES and len(text) <= PASTE_CHARS:
-            await super()._on_paste(event)
             return
-        event.prevent_default()
+        event.prevent_default()  # TextArea's handler does not run
         event.stop()
         number = len(self._pastes) + 1
         self._pastes[number] = text
