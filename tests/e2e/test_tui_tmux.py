@@ -46,7 +46,7 @@ async def test_a_prompt_an_approval_and_an_answer_in_a_real_terminal(
     home.mkdir()
     project.mkdir()
     command = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"]
-    await terminal.start(command, project, child_env(home, fake_llm))
+    await terminal.start(command, project, child_env(home, fake_llm), record=True)
 
     await terminal.wait_for("/help lists commands")  # the session is open
     await terminal.keys("say hi from the shell", literal=True)
@@ -70,6 +70,10 @@ async def test_a_prompt_an_approval_and_an_answer_in_a_real_terminal(
         assert time.monotonic() < deadline, "dsh did not exit after Ctrl+Q"
         await asyncio.sleep(0.05)
     assert status == "0"
+    # Once the UI has left the alternate screen: the way back to this session.
+    [session] = [p.name for p in (home / "sessions").glob("*/*") if p.is_dir()]
+    after = terminal.raw().rpartition(b"\x1b[?1049l")[2]
+    assert f"Resume this session with: dsh --resume {session}".encode() in after
 
 
 async def test_the_trust_dialog_of_a_hostile_project_in_a_real_terminal(

@@ -250,6 +250,32 @@ async def test_escape_cancels_the_turn(runtime: Runtime, tmp_path: Path, fake_ll
         await until(pilot, lambda: "cancelled" in screen_text(app), what="the footer")
 
 
+async def test_ctrl_c_stops_a_reply_then_clears_then_quits_and_names_the_session(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="word " * 400, chunk_size=4, chunk_delay_ms=20))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "talk a lot")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.fold.status.state == "answering", what="the reply")
+        await pilot.press("ctrl+c")  # stops the reply; the app stays
+        await until(pilot, lambda: app.agent.status == "idle", what="the cancel")
+        await until(pilot, lambda: "cancelled" in screen_text(app), what="the footer")
+        await pilot.pause(0.1)
+        assert app.is_running
+        assert "cancelling" not in str(app.status_bar.render())  # not stale
+        session_id = app.agent.id
+        await type_text(app, pilot, "half typed")
+        await pilot.press("ctrl+c")  # clears the prompt
+        assert app.prompt_area.text == ""
+        assert app.is_running
+        await pilot.press("ctrl+c")  # the first of two
+        assert app.is_running
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: not app.is_running, what="the quit")
+    assert app.resumable == session_id
+
+
 async def test_queued_message_can_be_taken_back_with_up(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

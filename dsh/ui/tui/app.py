@@ -52,8 +52,9 @@ if TYPE_CHECKING:
     from dsh.ui.tui.transcript import Transcript
 
 EXIT_OK, EXIT_FAILED = 0, 1
-QUIT_WINDOW_S = 2.0
-"""A second Ctrl+C within this many seconds quits."""
+QUIT_WINDOW_S = 1.0
+"""On an idle, empty prompt a second Ctrl+C within this many seconds quits."""
+CANCELLING = "cancelling…"
 KEYS_HELP = (
     "Keys: Enter sends (while a turn runs it steers the turn) · Tab queues a follow-up"
     " while a turn runs · Ctrl+J or Shift+Enter adds a line · Up/Down browse earlier"
@@ -124,6 +125,9 @@ class DshApp(App[int]):
         self.agent: Agent | None = None
         self.read_only: SessionBusyError | None = None
         """Set when the person chose only to read a session another dsh writes."""
+        self.resumable: str | None = None
+        """The session last shown, once closed, if anything was said in it: named
+        in the ``dsh --resume`` hint printed on exit."""
         self.fold: TranscriptFold | None = None
         self.transcript: Transcript | None = None
         self.exit_code = EXIT_OK
@@ -464,6 +468,8 @@ class DshApp(App[int]):
         fold = self.fold
         if fold is None:
             return
+        if self.status_bar.note == CANCELLING and fold.status.state == "idle":
+            self.status_bar.note = ""  # the cancelled turn has ended
         self.status_bar.show()
         self.query_one(QueuePanel).show(fold)
         self.query_one(TodoPanel).show(fold)
@@ -489,6 +495,7 @@ class DshApp(App[int]):
             self._unsubscribe = None
         if agent is not None and self.runtime is not None:
             await close_agent(self.runtime, agent)
+            self.resumable = agent.id if agent.session.last_turn > 0 else None
 
     def _turn_running(self) -> bool:
         return self.agent is not None and self.agent.status != "idle"
@@ -553,24 +560,35 @@ class DshApp(App[int]):
         if self.agent.update_inbox(item.item_id, Remove()):
             self.prompt_area.set_text(item.text)
 
-    def action_cancel_turn(self) -> None:
-        if self.agent is not None and self._turn_running():
-            from dsh.session.events import CancelByUser
+    def action_cancel_turn(self) -> bool:
+        """Esc: cancel the running turn. False when none runs."""
+        if self.agent is None or not self._turn_running():
+            return False
+        from dsh.session.events import CancelByUser
 
-            self.agent.cancel(CancelByUser())
-            self.status_bar.note = "cancelling…"
-            self.status_bar.show()
+        self.agent.cancel(CancelByUser())
+        self.status_bar.note = CANCELLING
+        self.status_bar.show()
+        return True
 
     def action_interrupt(self) -> None:
-        """Ctrl+C: copy a selection, else clear the prompt, else (twice) quit."""
+        """Ctrl+C: copy the selected text (transcript or prompt), else cancel the
+        running turn, else clear the prompt, else (twice within a moment) quit."""
         prompt = self.prompt_area
-        if prompt.selected_text:
-            self.copy_to_clipboard(prompt.selected_text)
+        selected = self.screen.get_selected_text() or prompt.selected_text
+        if selected:
+            self.copy_to_clipboard(selected)
+            self.screen.clear_selection()
+            lines = selected.count("\n") + 1
+            self.notify(f"Copied {lines} line{'s' if lines != 1 else ''}.", timeout=1.5)
             return
         now = time.monotonic()
+        if self.action_cancel_turn():
+            self._last_ctrl_c = 0.0  # stopping a reply is not the first press of a quit
+            return
         if prompt.text:
             prompt.set_text("")
-            self._last_ctrl_c = now
+            self._last_ctrl_c = 0.0  # nor is clearing what was typed
             return
         if now - self._last_ctrl_c < QUIT_WINDOW_S:
             self.run_worker(self.quit(), group="quit")
@@ -669,9 +687,13 @@ def _history_file(app: DshApp, cwd: Path) -> Path:
 
 
 async def run_tui(request: TuiRequest, *, mouse: bool = True) -> int:
+    import sys
+
     app = DshApp(request)
     try:
         code = await app.run_async(mouse=mouse)
     finally:
         await app.shutdown()
+    if app.resumable is not None:  # the terminal is the shell's again
+        sys.stdout.write(f"Resume this session with: dsh --resume {app.resumable}\n")
     return code if isinstance(code, int) else app.exit_code
