@@ -276,6 +276,36 @@ async def test_ctrl_c_stops_a_reply_then_clears_then_quits_and_names_the_session
     assert app.resumable == session_id
 
 
+async def test_page_keys_scroll_the_transcript_from_the_prompt(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="\n\n".join(f"Paragraph {i}." for i in range(80))))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "a long answer please")
+        await pilot.press("enter")
+        await until(pilot, lambda: "Paragraph 79." in screen_text(app), what="the answer")
+        await until(pilot, lambda: app.agent.status == "idle", what="the turn")
+        await pilot.pause(0.2)
+        transcript = app.query_one(Transcript)
+        bottom = transcript.scroll_y
+        assert bottom > 0
+        await type_text(app, pilot, "draft")
+        await pilot.press("pageup")
+        await pilot.pause(0.1)
+        assert transcript.scroll_y < bottom
+        assert app.prompt_area.text == "draft"  # the prompt is untouched
+        await pilot.press("pagedown", "pagedown", "pagedown")
+        await pilot.pause(0.1)
+        assert transcript.scroll_y == bottom
+        app.prompt_area.set_text("")
+        await pilot.press("home")
+        await pilot.pause(0.1)
+        assert transcript.scroll_y == 0
+        await pilot.press("end")
+        await pilot.pause(0.1)
+        assert transcript.scroll_y == transcript.max_scroll_y
+
+
 async def test_queued_message_can_be_taken_back_with_up(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -58,8 +58,10 @@ CANCELLING = "cancelling…"
 KEYS_HELP = (
     "Keys: Enter sends (while a turn runs it steers the turn) · Tab queues a follow-up"
     " while a turn runs · Ctrl+J or Shift+Enter adds a line · Up/Down browse earlier"
-    " prompts · Esc cancels the turn · Ctrl+C clears the prompt, twice quits ·"
-    " PgUp/PgDn scroll · click a tool card or a thought to expand it"
+    " prompts · Esc cancels the turn · Ctrl+C copies the selection, else stops the"
+    " reply, else clears the prompt, else (twice) quits · PgUp/PgDn scroll, and"
+    " Home/End on an empty prompt · select text with the mouse · click a tool card or"
+    " a thought to expand it"
 )
 PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript")
 """What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
@@ -597,15 +599,30 @@ class DshApp(App[int]):
         self.notify("Press Ctrl+C again to quit.", timeout=QUIT_WINDOW_S)
 
     def action_scroll_transcript(self, direction: int) -> None:
+        self.scroll_transcript("page_up" if direction < 0 else "page_down")
+
+    def on_prompt_area_scroll(self, message: PromptArea.Scroll) -> None:
+        self.scroll_transcript(message.where)
+
+    def scroll_transcript(self, where: str) -> None:
+        """``page_up``, ``page_down``, ``top`` (paging in older entries) or ``bottom``
+        (where it follows new output again)."""
         transcript = self.transcript
         if transcript is None:
             return
-        if direction < 0:
-            if transcript.scroll_y <= 0:
+        match where:
+            case "page_up":
+                if transcript.scroll_y <= 0:
+                    self.run_worker(transcript.page_up(), group="page")
+                transcript.scroll_page_up(animate=False)
+            case "page_down":
+                transcript.scroll_page_down(animate=False)
+            case "top":
                 self.run_worker(transcript.page_up(), group="page")
-            transcript.scroll_page_up()
-        else:
-            transcript.scroll_page_down()
+                transcript.scroll_home(animate=False)
+            case _:
+                transcript.scroll_end(animate=False)
+                transcript.anchor()
 
     async def on_unmount(self) -> None:
         await self.shutdown()  # however the app ended: close the session and the runtime

@@ -5,6 +5,8 @@ queues the text as a follow-up instead; Shift+Enter, Alt+Enter or Ctrl+J start a
 new line (most terminals send Shift+Enter as a plain Enter: Ctrl+J always works).
 Up on the first row and Down on the last browse earlier prompts. While the
 completion menu is open, Up/Down move in it, Tab or Enter accept, Esc closes it.
+PgUp/PgDn (and Home/End on an empty prompt) scroll the transcript. These keys are
+handled in the prompt's own queue, in the order typed (see ``_on_key``).
 
 A paste longer than :data:`PASTE_LINES` lines or :data:`PASTE_CHARS` characters
 shows as ``[pasted text #1, 40 lines]``; the text itself is sent.
@@ -75,6 +77,14 @@ class PromptArea(TextArea):
     class QueueEdit(Message):
         """Up on an empty prompt while follow-ups wait: take the last one back."""
 
+    class Scroll(Message):
+        """A key that scrolls the transcript: ``page_up``, ``page_down``, ``top`` or
+        ``bottom``."""
+
+        def __init__(self, where: str) -> None:
+            super().__init__()
+            self.where = where
+
     def __init__(self, menu: CompletionMenu, **kwargs: Any) -> None:
         super().__init__(
             id="prompt",
@@ -111,7 +121,7 @@ class PromptArea(TextArea):
         event.prevent_default()
         handler()
 
-    def _key_handler(self, key: str) -> Callable[[], None] | None:
+    def _key_handler(self, key: str) -> Callable[[], object] | None:
         if key in ("enter", "tab", "up", "down", "escape") and self._menu_open():
             match key:
                 case "enter" | "tab":
@@ -126,6 +136,12 @@ class PromptArea(TextArea):
             return self.action_submit
         if key == "tab" and self.running():
             return self.action_queue
+        # The transcript scrolls from the prompt: PgUp/PgDn always (the prompt is a
+        # few lines high), Home/End when nothing is typed (else they edit the line).
+        scroll = {"pageup": "page_up", "pagedown": "page_down", "home": "top", "end": "bottom"}
+        if key in ("pageup", "pagedown") or (key in ("home", "end") and not self.text):
+            message = self.Scroll(scroll[key])
+            return lambda: self.post_message(message)
         return None
 
     def _menu_open(self) -> bool:
