@@ -201,11 +201,29 @@ async def test_a_question_is_answered_in_its_dialog(
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, QuestionScreen), what="the question")
         await pilot.pause(0.3)
+        status = str(app.status_bar.render())
+        assert "waiting for you" in status
+        assert "running" not in status
         await pilot.press("down", "enter")
         await until(pilot, lambda: "Blue it is." in screen_text(app), what="the answer")
         request = fake_llm.requests[-1].body
         tool_results = [m for m in request["messages"] if m["role"] == "tool"]
         assert "Blue" in tool_results[-1]["content"]
+        assert "waiting for you" not in str(app.status_bar.render())
+
+
+async def test_the_status_bar_shows_the_model_a_switch_chose(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="hi"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "hello")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.agent.status == "idle" and fake_llm.requests, what="turn")
+        await until(pilot, lambda: "deepseek-v4-flash" in str(app.status_bar.render()))
+        await type_text(app, pilot, "/model deepseek-v4-pro")
+        await pilot.press("enter")
+        await until(pilot, lambda: "deepseek-v4-pro" in str(app.status_bar.render()))
 
 
 async def test_enter_while_running_steers_and_tab_queues(

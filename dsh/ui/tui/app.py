@@ -472,6 +472,9 @@ class DshApp(App[int]):
             return
         if self.status_bar.note == CANCELLING and fold.status.state == "idle":
             self.status_bar.note = ""  # the cancelled turn has ended
+        # The model the next request will use (a /model switch is not in the log
+        # until that request): the bar shows it while nothing runs.
+        self.status_bar.next_model = self.agent.options.model if self.agent else None
         self.status_bar.show()
         self.query_one(QueuePanel).show(fold)
         self.query_one(TodoPanel).show(fold)
@@ -533,6 +536,8 @@ class DshApp(App[int]):
             except Exception as error:
                 self.show(f"/{parsed[0]} failed: {error}", level="error")
                 return
+            finally:
+                self._refresh_panels()  # a command may switch the model or the mode
             if not known:
                 self.show(f"Unknown command /{parsed[0]} (/help lists them).", level="error")
             return
@@ -636,7 +641,13 @@ class DshApp(App[int]):
         return await dialogs.ask_approval(self, request)
 
     async def answer(self, questions: Any, agent: Any) -> list[Answer] | None:
-        return await dialogs.ask_questions(self, questions)
+        self.status_bar.asking = True  # the log says a tool runs; it waits for the person
+        self.status_bar.show()
+        try:
+            return await dialogs.ask_questions(self, questions)
+        finally:
+            self.status_bar.asking = False
+            self.status_bar.show()
 
     async def pick_session(self) -> str | None:
         assert self.runtime is not None

@@ -26,6 +26,10 @@ class StatusBar(Static):
         super().__init__(id="status")
         self.fold: TranscriptFold | None = None
         self.note = "starting…"
+        self.asking = False
+        """A question dialog waits for the person (the log only says a tool runs)."""
+        self.next_model: str | None = None
+        """The model the next request will use, shown while idle."""
         self._frame = 0
 
     def on_mount(self) -> None:
@@ -42,9 +46,16 @@ class StatusBar(Static):
         if fold is None:
             self.update(Text(self.note, style="italic"))
             return
+        import dataclasses
+
         from dsh.ui.render import render_status
 
-        status = render_status(fold.status, queued=len(fold.queued))
+        shown = fold.status
+        if self.asking:
+            shown = dataclasses.replace(shown, state="waiting-for-you")
+        elif shown.state == "idle" and self.next_model:
+            shown = dataclasses.replace(shown, model=self.next_model)
+        status = render_status(shown, queued=len(fold.queued))
         if fold.status.state != "idle":
             status = Text.assemble((SPINNER[self._frame % len(SPINNER)] + " ", "bold"), status)
         if self.note:
