@@ -9,6 +9,7 @@ register themselves; ``/compact`` and ``/title`` come with their plugins.
 
 from __future__ import annotations
 
+import difflib
 import time
 from typing import Any
 
@@ -41,13 +42,27 @@ async def model(context: CommandContext, args: str) -> None:
         effort = f", effort {options.reasoning_effort}" if options.reasoning_effort else ""
         context.host.show(f"Model: {options.provider}/{options.model}{effort}")
         return
-    provider, _, name = args.strip().rpartition("/")
+    words = args.split()
+    force = "--force" in words
+    words = [word for word in words if word != "--force"]
+    if len(words) != 1:
+        raise CommandError("usage: /model [provider/]model [--force]")
+    provider, _, name = words[0].rpartition("/")
     provider = provider or options.provider
     llm = context.root.llm
     try:
         llm.resolve(provider, name)
     except Exception as error:
         raise CommandError(f"cannot use {provider}/{name}: {error}") from None
+    known = [info.id for info in await llm.list_models(provider)]
+    if known and name not in known and not force:
+        # A typo would otherwise fail only at the next request, with the provider's 4xx.
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; it has {', '.join(known)}"
+        raise CommandError(
+            f"{provider} does not list a model {name!r}{hint} (/model {name} --force uses it "
+            "anyway)"
+        )
     agent.set_options(provider=provider, model=name)
     context.host.show(f"Model: {provider}/{name} from the next request on")
 
@@ -123,7 +138,9 @@ async def exit_(context: CommandContext, args: str) -> None:
 
 
 COMMANDS = (
-    Command("model", "Show or switch the model (provider/model)", model, "[provider/]model"),
+    Command(
+        "model", "Show or switch the model (provider/model)", model, "[provider/]model [--force]"
+    ),
     Command("permissions", "Show or set the permission mode", permissions, "[mode]"),
     Command("cost", "Tokens, cache hits and cost of this session", cost, recorded=False),
     Command("sessions", "Recent sessions of this directory", sessions, recorded=False),

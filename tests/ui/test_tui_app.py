@@ -224,6 +224,15 @@ async def test_the_status_bar_shows_the_model_a_switch_chose(
         await type_text(app, pilot, "/model deepseek-v4-pro")
         await pilot.press("enter")
         await until(pilot, lambda: "deepseek-v4-pro" in str(app.status_bar.render()))
+        # An id the provider does not list is refused, with what it may have meant.
+        await type_text(app, pilot, "/model deepseek-v4-prp")
+        await pilot.press("enter")
+        await until(pilot, lambda: "does not list a model" in screen_text(app))
+        assert "did you mean deepseek-v4-pro" in screen_text(app)
+        assert app.agent.options.model == "deepseek-v4-pro"
+        await type_text(app, pilot, "/model nonexistent-model-x --force")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.agent.options.model == "nonexistent-model-x")
 
 
 async def test_enter_while_running_steers_and_tab_queues(
@@ -352,11 +361,20 @@ async def test_slash_completion_and_help(
         await until(pilot, lambda: menu.display, what="the menu")
         labels = [str(menu.get_option_at_index(i).prompt) for i in range(menu.option_count)]
         assert any(label.startswith("/help") for label in labels)
-        await pilot.press("enter")  # accepts the completion
-        assert app.prompt_area.text == "/help "
-        await pilot.press("enter")  # sends it
+        await pilot.press("enter")  # takes the completion and runs it: one Enter
         await until(pilot, lambda: "Keys:" in screen_text(app), what="the help")
+        assert app.prompt_area.text == ""
+        await type_text(app, pilot, "/permissions")
+        await pilot.press("enter")
+        await until(pilot, lambda: "Permission mode:" in screen_text(app), what="the output")
+        text = screen_text(app)
+        assert text.index("• /permissions") < text.index("Permission mode:")  # echo, output
         assert "/theme" in screen_text(app)
+        await pilot.press("/", "c", "o")
+        await until(pilot, lambda: menu.display, what="the menu again")
+        await pilot.press("tab")  # Tab only completes
+        assert app.prompt_area.text.startswith("/co")
+        assert app.prompt_area.text.endswith(" ")
         assert not fake_llm.requests
 
 
@@ -500,7 +518,7 @@ async def test_copy_and_theme_commands(
         await pilot.pause()
         assert app.theme == "dsh-light"
         await app.submit("/theme")
-        assert "dsh-high-contrast" in screen_text(app)
+        await until(pilot, lambda: "dsh-high-contrast" in screen_text(app), what="the list")
 
 
 async def test_ctrl_c_clears_then_quits(

@@ -124,6 +124,8 @@ class PromptArea(TextArea):
     def _key_handler(self, key: str) -> Callable[[], object] | None:
         if key in ("enter", "tab", "up", "down", "escape") and self._menu_open():
             match key:
+                case "enter" if self._token is not None and self._token.kind == "command":
+                    return self._accept_and_send  # /help Enter runs /help at once
                 case "enter" | "tab":
                     return self.action_menu_accept
                 case "up":
@@ -164,6 +166,10 @@ class PromptArea(TextArea):
         row = self.cursor_location[0]
         self.replace(choice.insert + " ", (row, token.start), self.cursor_location)
         self.close_menu()
+
+    def _accept_and_send(self) -> None:
+        self.action_menu_accept()
+        self.action_submit()
 
     def action_menu_close(self) -> None:
         self.close_menu()

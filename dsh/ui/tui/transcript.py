@@ -246,6 +246,7 @@ class Transcript(VerticalScroll, can_focus=False):
         """Index in the fold's entries of the oldest entry that has (or had) a view."""
         self._known: set[str] = set()
         self._pending: dict[str, Entry] = {}
+        self._local: list[Widget] = []
         self._scheduled = False
         self._more = MoreAbove("", id="more-above")
         self._paging = False
@@ -294,8 +295,9 @@ class Transcript(VerticalScroll, can_focus=False):
                 self._known.add(entry.key)
                 fresh.append(entry)
         views = self._build(fresh, live=True)
-        if views:
-            await self.mount_all(views)
+        local, self._local = self._local, []
+        if views or local:
+            await self.mount_all([*views, *local])
             await self._trim()
 
     def _build(self, entries: list[Entry], *, live: bool) -> list[Widget]:
@@ -308,8 +310,12 @@ class Transcript(VerticalScroll, can_focus=False):
         return views
 
     def add_local(self, widget: Widget) -> None:
-        """Something the UI itself says (a command's output), below the rest."""
-        self.mount(widget)
+        """Something the UI itself says (a command's output), below the rest: after
+        the entries already on their way (a command's own line comes first)."""
+        self._local.append(widget)
+        if not self._scheduled:
+            self._scheduled = True
+            self.call_later(self._apply_pending)
 
     # ------------------------------------------------------------------ window
 
