@@ -98,7 +98,9 @@ class CommandService(ScopedRegistry[Command]):
 
     async def run(self, text: str, context: CommandContext) -> bool:
         """Run the command ``text`` names. False when it names no command (the caller
-        tells the person); a :class:`CommandError` is shown by the host."""
+        tells the person). A failure (a :class:`CommandError`) of a recorded command
+        is in its ``command/done`` event, which the UIs show; of another, the host
+        shows it."""
         parsed = parse_command(text)
         if parsed is None:
             return False
@@ -117,19 +119,21 @@ class CommandService(ScopedRegistry[Command]):
             await command.run(context, args)
         except CommandError as error:
             failure = str(error)
-            context.host.show(failure, level="error")
         except asyncio.CancelledError:
             failure = f"/{name} was cancelled"
             raise
         except Exception as error:  # a broken command must not take the UI down
             failure = f"/{name} failed: {type(error).__name__}: {error}"
-            context.host.show(failure, level="error")
         finally:
             if session is not None:
                 kind: Literal["success", "error"] = "error" if failure is not None else "success"
                 session.append(
                     "command/done", CommandDone(command_id=command_id, kind=kind, text=failure)
                 )
+        if failure is not None and session is None:
+            # A recorded failure is shown from the log (its command/done event), once;
+            # an unrecorded one only here.
+            context.host.show(failure, level="error")
         return True
 
 

@@ -51,7 +51,7 @@ from dsh.session import (
     TurnMaxTokens,
     session_spend,
 )
-from dsh.session.events import CancelByUser, GrantsIgnored, InboxDiscarded
+from dsh.session.events import CancelByUser, CommandDone, GrantsIgnored, InboxDiscarded
 from dsh.session.records import dumps
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.permissions import PermissionMode
@@ -103,6 +103,8 @@ class Printer:
         self.err = err
         self.on_closed = on_closed
         self.closed = False
+        self.command_failed = False
+        """A recorded slash command failed (its ``command/done`` says so)."""
         self._text_open = False
 
     def __call__(self, event: SessionEvent) -> None:
@@ -110,6 +112,11 @@ class Printer:
             self.json_line(event.to_dict())
         elif self.format == "text":
             self._text(event)
+        if isinstance(event.data, CommandDone) and event.data.kind == "error":
+            # A slash command given as the prompt failed: said once, whatever the format.
+            self.command_failed = True
+            self.end_line()
+            self.note(f"dsh: {event.data.text}\n")
         if isinstance(event.data, GrantsIgnored):
             # A warning for the person, whatever the format: stdout may be a program's.
             self.end_line()
@@ -289,7 +296,7 @@ async def _run(
             host = HeadlessHost(out, err)
             if not await run_command(runtime, agent, request.prompt, host):
                 agent.followup(user_text(request.prompt))
-            command_failed = host.failed
+            command_failed = host.failed or printer.command_failed
         await agent.when_idle()
         titles = runtime.root.get("session-titles", None) if request.title else None
         if titles is not None:

@@ -121,6 +121,11 @@ class TranscriptPrinter:
                 # a command's own line was typed, and its output shown by the host
                 self.flush()
                 self._print(render_notice(entry))
+            case NoticeEntry(level="error"):
+                # a recorded command failed: what went wrong is in its notice, once
+                self.flush()
+                _, _, failure = entry.text.partition("\n")
+                self._print(render_notice(NoticeEntry(entry.key, entry.seq, "error", failure)))
             case TurnFooter():
                 self.flush(final=True)
                 self._print(render_footer(entry))

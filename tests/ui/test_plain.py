@@ -426,3 +426,15 @@ def test_ago() -> None:
 def test_plain_mode_does_not_import_textual() -> None:
     code = "import dsh.ui.plain, sys; assert 'textual' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+async def test_a_failed_command_says_why_once(
+    runtime: Runtime, pipe: PipeInput, tmp_path: Path
+) -> None:
+    plain = Plain(runtime, pipe, tmp_path)
+    await plain.wait_for("/help")
+    plain.type("/model deepseek-v4-prp\r")
+    await plain.wait_for("does not list a model")
+    await asyncio.sleep(0.2)
+    assert plain.text.count("does not list a model") == 1
+    assert await plain.quit() == 0

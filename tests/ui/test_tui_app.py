@@ -229,6 +229,8 @@ async def test_the_status_bar_shows_the_model_a_switch_chose(
         await pilot.press("enter")
         await until(pilot, lambda: "does not list a model" in screen_text(app))
         assert "did you mean deepseek-v4-pro" in screen_text(app)
+        await pilot.pause(0.1)
+        assert screen_text(app).count("does not list a model") == 1  # said once
         assert app.agent.options.model == "deepseek-v4-pro"
         await type_text(app, pilot, "/model nonexistent-model-x --force")
         await pilot.press("enter")
