@@ -1,17 +1,19 @@
 """Headless mode, ``dsh -p``: run a prompt to the end of its turn and print the outcome.
 
-Output formats: ``text`` streams the assistant's text to stdout as it arrives (tool
-activity goes to stderr); ``json`` prints one result object at the end, with usage and
-cost; ``stream-json`` prints every session event as one JSON line as it happens.
+Output formats (see docs/headless.md): ``text`` streams the assistant's text to stdout
+as it arrives (tool activity goes to stderr); ``json`` prints one result record at the
+end (status, ``sessionId``, ``numTurns``, ``durationMs``, ``usage``, ``costUsd``);
+``stream-json`` prints every session event as one JSON line as it happens, each with
+the ``sessionId``, and the same result record last. Keys are camelCase throughout.
 
 With ``--input-format stream-json``, stdin carries commands, one JSON object a line:
 ``{"type": "prompt" | "followup" | "steer" | "inject", "text": "..."}``,
 ``{"type": "cancel"}``, and the answers to what dsh asks on stdout (as
-``{"type": "approval-request", ...}`` and ``{"type": "question-request", ...}`` lines):
-``{"type": "approval", "request_id": ..., "outcome": "allow_once" | "allow_session" |
-"deny", "feedback": ...}`` and ``{"type": "answer", "request_id": ..., "answers":
-[{"id": ..., "selected": [...], "custom": ...}]}``. dsh runs until stdin closes and
-the agent is idle. Without stdin commands nobody can approve: what needs approval is
+``{"type": "approval-request", "requestId": ...}`` and ``{"type": "question-request",
+...}`` lines): ``{"type": "approval", "requestId": ..., "outcome": "allow_once" |
+"allow_session" | "deny", "feedback": ...}`` and ``{"type": "answer", "requestId": ...,
+"answers": [{"id": ..., "selected": [...], "custom": ...}]}`` (``request_id`` is read
+too). dsh runs until stdin closes and the agent is idle. Without stdin commands nobody can approve: what needs approval is
 denied unless ``--permission-mode`` allows it, and the model is told why.
 
 Exit status: 0 when the turn completed (or stopped at the output limit), 1 with a
@@ -103,13 +105,16 @@ class Printer:
         self.err = err
         self.on_closed = on_closed
         self.closed = False
+        self.session_id: str | None = None
         self.command_failed = False
         """A recorded slash command failed (its ``command/done`` says so)."""
         self._text_open = False
 
     def __call__(self, event: SessionEvent) -> None:
         if self.format == "stream-json":
-            self.json_line(event.to_dict())
+            # Every record says whose it is, so a script can --resume what it started.
+            record = event.to_dict()
+            self.json_line({"sessionId": self.session_id, **record} if self.session_id else record)
         elif self.format == "text":
             self._text(event)
         if isinstance(event.data, CommandDone) and event.data.kind == "error":
@@ -277,6 +282,7 @@ async def _run(
     printer = Printer(
         request.output_format, out, err, on_closed=lambda: agent.cancel(CancelByUser())
     )
+    printer.session_id = agent.id
     # From what this run logged, including what resuming logged before the agent existed
     # (grants that no longer hold).
     agent.session.subscribe(printer, from_seq=agent.opened_at)
@@ -284,7 +290,7 @@ async def _run(
     loop.add_signal_handler(signal.SIGINT, agent.cancel, CancelByUser())
     try:
         if request.input_format == "stream-json":
-            control = Control(printer.write)
+            control = Control(printer.write, agent.id)
             runtime.root.approvals.add_approver(control.approve)
             runtime.root.questions.set_answerer(control.answer)
             await _commands(agent, err, control)
@@ -321,7 +327,7 @@ async def _run(
     printer.end_line()
     if printer.closed:
         return EXIT_CLOSED_OUTPUT  # the reader left: say nothing more, as `yes | head` does
-    if request.output_format == "json":
+    if request.output_format in ("json", "stream-json"):
         result = _result(runtime, agent, events, code, reason, started, len(ends))
         printer.json_line(result)
     if reason is not None:
@@ -339,17 +345,17 @@ def _result(
     turns: int,
 ) -> dict[str, Any]:
     spent = session_spend(events, runtime.llm.cost)
-    return {
+    return {  # camelCase, as every record dsh writes (the log's, approval requests)
         "type": "result",
         "subtype": "success" if code == EXIT_OK else "error",
-        "is_error": code != EXIT_OK,
+        "isError": code != EXIT_OK,
         "result": final_text(events),
         "error": None if code == EXIT_OK else reason,
-        "session_id": agent.id,
-        "num_turns": turns,
-        "duration_ms": round((time.monotonic() - started) * 1000),
+        "sessionId": agent.id,
+        "numTurns": turns,
+        "durationMs": round((time.monotonic() - started) * 1000),
         "usage": spent.usage.to_dict() if spent.usage is not None else None,
-        "cost_usd": spent.cost,
+        "costUsd": spent.cost,
     }
 
 
@@ -396,14 +402,16 @@ async def run_command(runtime: Any, agent: Any, text: str, host: HeadlessHost) -
 class Control:
     """Approvals and questions answered by the program driving dsh over stdin."""
 
-    def __init__(self, write: Callable[[str], None]) -> None:
+    def __init__(self, write: Callable[[str], None], session_id: str) -> None:
         self.write = write
+        self.session_id = session_id
         self.pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
 
     def _ask(self, kind: str, request_id: str, body: dict[str, Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[request_id] = (kind, future)
-        self.write(dumps({"type": kind, "request_id": request_id, **body}) + "\n")
+        line = {"type": kind, "requestId": request_id, "sessionId": self.session_id, **body}
+        self.write(dumps(line) + "\n")
         return future
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
@@ -460,7 +468,8 @@ async def _commands(agent: Any, err: TextIO, control: Control) -> None:
             case "inject":
                 agent.inject(user_text(str(command.get("text", ""))))
             case "cancel":
-                agent.cancel(CancelByUser(), keep_inbox=bool(command.get("keep_inbox", False)))
+                keep = command.get("keepInbox", command.get("keep_inbox", False))
+                agent.cancel(CancelByUser(), keep_inbox=bool(keep))
             case "approval":
                 try:
                     decision = ApprovalDecision.model_validate(
@@ -469,9 +478,7 @@ async def _commands(agent: Any, err: TextIO, control: Control) -> None:
                 except ValueError as error:
                     err.write(f"dsh: stdin line {number}: bad approval: {error}\n")
                     continue
-                if not control.resolve(
-                    str(command.get("request_id")), "approval-request", decision
-                ):
+                if not control.resolve(_request_id(command), "approval-request", decision):
                     err.write(f"dsh: stdin line {number}: no pending approval with that id\n")
             case "answer":
                 try:
@@ -479,7 +486,13 @@ async def _commands(agent: Any, err: TextIO, control: Control) -> None:
                 except ValueError as error:
                     err.write(f"dsh: stdin line {number}: bad answer: {error}\n")
                     continue
-                if not control.resolve(str(command.get("request_id")), "question-request", answers):
+                if not control.resolve(_request_id(command), "question-request", answers):
                     err.write(f"dsh: stdin line {number}: no pending question with that id\n")
             case _:
                 err.write(f"dsh: stdin line {number}: unknown command {kind!r}; skipped\n")
+
+
+def _request_id(command: dict[str, Any]) -> str:
+    """The request a stdin answer is for: ``requestId`` (``request_id`` is read too,
+    as dsh wrote it before every key became camelCase)."""
+    return str(command.get("requestId", command.get("request_id")))

@@ -59,7 +59,7 @@ async def test_a_denial_with_a_reason_reaches_the_model(dsh: Dsh, fake_llm: Fake
         child,
         {
             "type": "approval",
-            "request_id": request["request_id"],
+            "request_id": request["requestId"],  # the key's old spelling is read too
             "outcome": "deny",
             "feedback": "it is late, whisper",
         },
@@ -89,7 +89,7 @@ async def test_allow_for_the_session_is_asked_once(dsh: Dsh, fake_llm: FakeLLM) 
             asked += 1
             await send(
                 child,
-                {"type": "approval", "request_id": line["request_id"], "outcome": "allow_session"},
+                {"type": "approval", "requestId": line["requestId"], "outcome": "allow_session"},
             )
         if line.get("type") == "turn/end":
             break
@@ -120,7 +120,7 @@ async def test_a_question_is_answered_over_stdin(dsh: Dsh, fake_llm: FakeLLM) ->
             assert line["questions"][0]["question"] == "Which language?"
             answer = {"id": "lang", "selected": ["Rust"]}
             await send(
-                child, {"type": "answer", "request_id": line["request_id"], "answers": [answer]}
+                child, {"type": "answer", "requestId": line["requestId"], "answers": [answer]}
             )
             break
     await close_stdin(child)

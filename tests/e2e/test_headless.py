@@ -220,14 +220,18 @@ async def test_json_output_is_one_result_object(dsh: Dsh, fake_llm: FakeLLM) -> 
     [result] = done.json_lines()
     [session_id] = await dsh.session_ids()
     assert result["type"] == "result"
-    assert result["is_error"] is False
+    assert result["isError"] is False
     assert result["result"] == "The answer."
-    assert result["session_id"] == session_id
-    assert result["num_turns"] == 1
+    assert result["sessionId"] == session_id
+    assert result["numTurns"] == 1
     assert result["usage"] == {"inputTokens": 600, "outputTokens": 50, "cacheReadTokens": 400}
     peak = 600 * FLASH_PRICE.cache_miss + 400 * FLASH_PRICE.cache_hit + 50 * FLASH_PRICE.output
     peak /= 1_000_000
-    assert result["cost_usd"] in (pytest.approx(peak), pytest.approx(peak / 2))
+    assert result["costUsd"] in (pytest.approx(peak), pytest.approx(peak / 2))
+    assert set(result) == {
+        "type", "subtype", "isError", "result", "error", "sessionId", "numTurns",
+        "durationMs", "usage", "costUsd",
+    }  # fmt: skip
     await dsh.checked_events()
 
 
@@ -237,8 +241,11 @@ async def test_stream_json_output_is_every_event_in_order(dsh: Dsh, fake_llm: Fa
     done = await dsh.run("-p", "say hi", "--output-format", "stream-json")
 
     assert done.code == 0, done.stderr
-    lines = done.json_lines()
-    assert len(lines) == len(done.stdout.splitlines())  # nothing but JSON lines
+    *lines, result = done.json_lines()
+    assert len(lines) + 1 == len(done.stdout.splitlines())  # nothing but JSON lines
+    [session_id] = await dsh.session_ids()
+    # Every record says whose it is; the last sums the run up, as --output-format json.
+    assert {line.pop("sessionId") for line in lines} == {session_id}
     seqs = [line["seq"] for line in lines]
     assert seqs == sorted(set(seqs))
     types = [line["type"] for line in lines]
@@ -246,6 +253,10 @@ async def test_stream_json_output_is_every_event_in_order(dsh: Dsh, fake_llm: Fa
         assert wanted in types
     stored = {e.seq: e.to_dict() for e in await dsh.checked_events()}
     assert lines == [stored[seq] for seq in seqs]
+    assert result["type"] == "result"
+    assert result["sessionId"] == session_id
+    assert result["result"] == "Said hi."
+    assert result["numTurns"] == 1
 
 
 async def test_the_prompt_can_come_on_stdin(dsh: Dsh, fake_llm: FakeLLM) -> None:
@@ -272,7 +283,7 @@ async def test_continue_picks_the_latest_session_of_the_cwd(dsh: Dsh, fake_llm: 
     ]
 
     assert [r.code for r in runs] == [0, 0, 0, 0], [r.stderr for r in runs]
-    ids = [r.json_lines()[0]["session_id"] for r in runs]
+    ids = [r.json_lines()[0]["sessionId"] for r in runs]
     assert len(set(ids[:3])) == 3
     assert ids[3] == ids[1]
     continued = bodies(fake_llm)[-1]
@@ -414,12 +425,15 @@ async def test_stream_json_keeps_events_with_a_lone_surrogate(dsh: Dsh, fake_llm
 
     assert done.code == 0, done.stderr
     assert "subscriber failed" not in done.stderr
-    lines = done.json_lines()
-    assert len(lines) == len(done.stdout.splitlines())  # nothing but JSON lines
+    *lines, result = done.json_lines()
+    assert result["type"] == "result"
+    assert len(lines) + 1 == len(done.stdout.splitlines())  # nothing but JSON lines
     seqs = [line["seq"] for line in lines]
     assert seqs == list(range(seqs[0], seqs[-1] + 1))  # no event left out
     prompts = [line["data"] for line in lines if line["type"] == "user/message"]
     [prompt] = [p for p in prompts if p["source"]["kind"] == "user"]
     assert prompt["content"] == [{"type": "text", "text": "half an emoji: \ud83d"}]
     stored = {e.seq: e.to_dict() for e in await dsh.checked_events()}
-    assert lines == [stored[seq] for seq in seqs]
+    assert [{k: v for k, v in line.items() if k != "sessionId"} for line in lines] == [
+        stored[seq] for seq in seqs
+    ]

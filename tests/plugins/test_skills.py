@@ -364,9 +364,13 @@ async def test_skills_commands_list_and_hand_over_skills(
 
     host.shown.clear()
     assert await runtime.root.commands.run("/skill missing", context)
-    assert host.texts == [
-        "no skill named 'missing' (found: deploy, notes, pdf-forms, secret-recipe)"
-    ]
+    # A recorded command's failure is in its command/done (the UIs show it from there).
+    [done] = [e.data for e in agent.session.events if e.type == "command/done"][-1:]
+    assert (done.kind, done.text) == (
+        "error",
+        "no skill named 'missing' (found: deploy, notes, pdf-forms, secret-recipe)",
+    )
+    assert host.texts == []
 
 
 async def test_when_the_last_skill_goes_the_model_is_told(

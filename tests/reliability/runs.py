@@ -97,8 +97,13 @@ class Watched:
 
     @property
     def events(self) -> list[Line]:
-        """The session events printed (control lines such as approval requests left out)."""
-        return [line for line in self.lines if "seq" in line.value]
+        """The session events printed (control lines such as approval requests left
+        out), each as stored: without the ``sessionId`` every printed record carries."""
+        return [
+            Line(line.at, {k: v for k, v in line.value.items() if k != "sessionId"})
+            for line in self.lines
+            if "seq" in line.value
+        ]
 
     @property
     def last_written(self) -> int:

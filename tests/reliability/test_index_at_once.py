@@ -39,6 +39,6 @@ async def test_a_session_killed_in_its_first_second_is_the_one_continued(dsh: Ds
         expected = await newest_stored(dsh)
         done = await dsh.run("-p", "/cost", "--continue", "--output-format", "json")
         result = json.loads(done.stdout.splitlines()[-1])
-        assert result["session_id"] == expected, (round_, done.stderr)
+        assert result["sessionId"] == expected, (round_, done.stderr)
         listed = await dsh.run("sessions", "list")
         assert expected[:8] in listed.stdout

@@ -84,7 +84,7 @@ async def test_grants_cover_exactly_what_they_say(dsh: Dsh, fake_llm: FakeLLM) -
             answer, _ = next(answers)
             asked.append((line["summary"], line.get("grant"), line.get("grantCovers")))
             await send(
-                child, {"type": "approval", "request_id": line["request_id"], "outcome": answer}
+                child, {"type": "approval", "requestId": line["requestId"], "outcome": answer}
             )
         if line.get("type") == "turn/end":
             break

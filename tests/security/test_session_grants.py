@@ -136,7 +136,7 @@ async def granted_session(home: Installation, fake_llm: FakeLLM) -> str:
     async for line in stream_events(child):
         if line.get("type") == "approval-request":
             assert line["grant"] == "bash(touch:*)"
-            answer = {"type": "approval", "request_id": line["request_id"]}
+            answer = {"type": "approval", "requestId": line["requestId"]}
             await send(child, {**answer, "outcome": "allow_session"})
         if line.get("type") == "turn/end":
             break

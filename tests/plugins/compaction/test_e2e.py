@@ -74,7 +74,7 @@ async def test_compact_headless_on_a_resumed_session(dsh: Dsh, fake_llm: FakeLLM
     assert "tokens now" in done.stdout
     result = json.loads(done.stdout.splitlines()[-1])
     assert result["usage"]["outputTokens"] > 0  # the summary call, paid for
-    assert result["cost_usd"] > 0
+    assert result["costUsd"] > 0
     assert is_compaction(bodies(fake_llm)[-1])
 
     fake_llm.add(Reply(text="Nothing is left."))
