@@ -29,7 +29,8 @@ def _row(entry: CatalogEntry) -> str:
     tokens = entry.input_tokens + entry.cache_read_tokens + entry.output_tokens
     cost = f"${entry.cost:.4f}" if entry.cost is not None else "-"
     return (
-        f"{entry.id[:8]}  {_short_time(entry.updated_at)}  {entry.turns:>4} turns  "
+        f"{entry.id[:8]}  {_short_time(entry.updated_at)}  {entry.turns:>4} "
+        f"{'turn ' if entry.turns == 1 else 'turns'}  "
         f"{tokens:>9,} tok  {cost:>9}  {entry.display_title}"
     )
 

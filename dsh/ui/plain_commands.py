@@ -77,7 +77,8 @@ async def pick_session(app: PlainApp) -> str | None:
     now = time.time()
     current = app.agent.id if app.agent is not None else None
     items = [
-        f"{entry.display_title} · {entry.turns} turns · {ago(entry.updated_at, now)} · "
+        f"{entry.display_title} · {entry.turns} turn{'' if entry.turns == 1 else 's'} · "
+        f"{ago(entry.updated_at, now)} · "
         f"{entry.id[:8]}" + (" (this one)" if entry.id == current else "")
         for entry in recent
     ]

@@ -211,8 +211,8 @@ def _text_view(view: TextView, limit: int | None, show_title: bool) -> Renderabl
     if view.body:
         lines = view.body.rstrip("\n").splitlines()
         cut = 0
-        if limit is not None and len(lines) > limit:
-            lines, cut = lines[:limit], len(lines) - limit
+        if (keep := _kept(lines, limit)) is not None:
+            lines, cut = lines[:keep], len(lines) - keep
         body = "\n".join(lines)
         if view.language:
             parts.append(highlighted(body, view.language))
@@ -229,9 +229,9 @@ def _command_view(view: CommandView, limit: int | None) -> RenderableType:
         parts.append(Text(view.description, style="dim"))
     if view.output:
         lines = view.output.rstrip("\n").splitlines()
-        if limit is not None and len(lines) > limit:
-            parts.append(_more(len(lines) - limit, "earlier"))
-            lines = lines[-limit:]
+        if (keep := _kept(lines, limit)) is not None:
+            parts.append(_more(len(lines) - keep, "earlier"))
+            lines = lines[-keep:]
         parts.append(Text("\n".join(lines)))
     pill = exit_pill(view)
     if pill is not None:
@@ -267,8 +267,8 @@ def _diff_view(view: DiffView, limit: int | None, show_title: bool) -> Renderabl
         )
         lines = file.diff.rstrip("\n").splitlines()
         cut = 0
-        if limit is not None and len(lines) > limit:
-            lines, cut = lines[:limit], len(lines) - limit
+        if (keep := _kept(lines, limit)) is not None:
+            lines, cut = lines[:keep], len(lines) - keep
         parts.append(diff_text(lines))
         if cut:
             parts.append(_more(cut, "more"))
@@ -353,6 +353,13 @@ def highlighted(code: str, language: str) -> Text:
     text.rstrip()
     text.style = ""
     return text
+
+
+def _kept(lines: list[str], limit: int | None) -> int | None:
+    """How many of ``lines`` to show when they are cut to ``limit``, or None when all
+    are shown: a single line over is shown, in the room its "… 1 more line" note
+    would take."""
+    return limit if limit is not None and len(lines) > limit + 1 else None
 
 
 def _more(count: int, kind: str) -> Text:

@@ -113,7 +113,7 @@ async def sessions(context: CommandContext, args: str) -> None:
         money = f" ${entry.cost:.4f}" if entry.cost else ""
         lines.append(
             f"{marker} {entry.id[:8]}  {_age(now - entry.updated_at):>8}  "
-            f"{entry.turns} turns{money}  {entry.display_title}"
+            f"{entry.turns} turn{'' if entry.turns == 1 else 's'}{money}  {entry.display_title}"
         )
     context.host.show("\n".join(lines) + "\n(/resume ID opens one)")
 

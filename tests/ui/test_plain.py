@@ -258,7 +258,7 @@ async def test_resume_command_lists_this_folders_sessions(
     plain.type("/new\r")
     await plain.wait_for("Ctrl+D to quit", count=2)
     plain.type("/resume\r")
-    text = await plain.wait_for("1. first session · 1 turns · just now")
+    text = await plain.wait_for("1. first session · 1 turn · just now")
     assert "Recent sessions here:" in text
     plain.type("1\r")
     text = await plain.wait_for("resumed session")

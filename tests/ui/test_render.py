@@ -117,6 +117,16 @@ def test_text_views_are_cut_unless_expanded() -> None:
     assert code.splitlines()[1:] == ["def f():", "    return 1"]
 
 
+def test_a_single_line_over_the_limit_is_shown_not_hidden() -> None:
+    # "… 1 more line" would take the room of the line it hides.
+    six = "\n".join(f"line {n}" for n in range(6))
+    text = shown(render_presentation(TextView("t", six), max_lines=5, show_title=False))
+    assert text.splitlines() == [f"line {n}" for n in range(6)]
+    output = shown(render_presentation(CommandView("ls", output=six), max_lines=5))
+    assert "earlier" not in output
+    assert "line 0" in output
+
+
 def test_a_command_shows_its_output_tail_and_how_it_ended() -> None:
     output = "\n".join(str(n) for n in range(50))
     view = CommandView("pytest -q", "run the tests", output=output, exit_code=1)
