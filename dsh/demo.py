@@ -9,6 +9,8 @@ scripted, so whatever you type, the same conversation plays.
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +113,8 @@ class Demo:
     server: FakeLLM
     project: Path
     home: Path
+    scratch: Path | None = None
+    """The temporary folder the demo made for itself, removed by :meth:`close`."""
 
     @property
     def plugin_configs(self) -> dict[str, dict[str, Any]]:
@@ -122,6 +126,8 @@ class Demo:
 
     async def close(self) -> None:
         await self.server.close()
+        if self.scratch is not None:
+            await asyncio.to_thread(shutil.rmtree, self.scratch, ignore_errors=True)
 
 
 async def start_demo(root: Path | None = None) -> Demo:
@@ -134,4 +140,4 @@ async def start_demo(root: Path | None = None) -> Demo:
     (project / "greet.py").write_text(GREET)
     server = FakeLLM(Script(replies=scenario(), after_last=Reply(text=DEMO_OVER)))
     await server.start()
-    return Demo(server, project, home)
+    return Demo(server, project, home, base if root is None else None)

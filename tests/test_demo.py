@@ -51,3 +51,22 @@ async def test_the_demo_reads_edits_runs_asks_and_answers(
     finally:
         await runtime.aclose()
         await demo.close()
+
+
+async def test_the_demo_leaves_no_folder_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where mkdtemp makes its folder
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    demo = await start_demo()
+    assert demo.project.is_relative_to(tmp_path)
+    assert list(tmp_path.glob("dsh-demo-*"))
+    await demo.close()
+    assert list(tmp_path.glob("dsh-demo-*")) == []
+    # A root the caller gave stays the caller's.
+    given = tmp_path / "mine"
+    demo = await start_demo(given)
+    await demo.close()
+    assert (given / "project" / "greet.py").exists()

@@ -714,7 +714,7 @@ def _history_file(app: DshApp, cwd: Path) -> Path:
     return history_path(app.request.home or dsh_home(), cwd)
 
 
-async def run_tui(request: TuiRequest, *, mouse: bool = True) -> int:
+async def run_tui(request: TuiRequest, *, mouse: bool = True, resume_hint: bool = True) -> int:
     import sys
 
     app = DshApp(request)
@@ -722,6 +722,6 @@ async def run_tui(request: TuiRequest, *, mouse: bool = True) -> int:
         code = await app.run_async(mouse=mouse)
     finally:
         await app.shutdown()
-    if app.resumable is not None:  # the terminal is the shell's again
+    if resume_hint and app.resumable is not None:  # the terminal is the shell's again
         sys.stdout.write(f"Resume this session with: dsh --resume {app.resumable}\n")
     return code if isinstance(code, int) else app.exit_code

@@ -56,7 +56,7 @@ async def _demo(prompt: str | None) -> int:
             home=demo.home,
             plugin_configs=demo.plugin_configs,
         )
-        return await run_tui(request)
+        return await run_tui(request, resume_hint=False)  # its sessions go with it
     finally:
         await demo.close()
 
