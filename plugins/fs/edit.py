@@ -31,7 +31,10 @@ from plugins.fs.files import (
     write_atomic,
 )
 from plugins.fs.observed import FsState
-from plugins.fs.present import change_call, change_result
+from plugins.fs.present import change_presenters
+
+EDIT_VIEWS = change_presenters("Edit")
+WRITE_VIEWS = change_presenters("Write")
 
 WRITE_DESCRIPTION = """\
 Create a file, or replace a file's whole content; missing parent directories are \
@@ -203,8 +206,8 @@ def write_tool(state: FsState) -> ToolDefinition:
         execute=execute,
         kind="edit",
         describe=describe,
-        present_call=change_call,
-        present_result=change_result,
+        present_call=WRITE_VIEWS[0],
+        present_result=WRITE_VIEWS[1],
     )
 
 
@@ -241,8 +244,8 @@ def _edit_tool(
         execute=execute,
         kind="edit",
         describe=describe,
-        present_call=change_call,
-        present_result=change_result,
+        present_call=EDIT_VIEWS[0],
+        present_result=EDIT_VIEWS[1],
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from dsh.tools import CallResult, DiffView, FileDiff, Presentation, TextView
@@ -35,24 +36,35 @@ def read_result(arguments: dict[str, Any], result: CallResult) -> Presentation:
     return TextView(title=title, body="\n".join(rows) or None, language=meta.get("lang"))
 
 
-def change_call(arguments: dict[str, Any]) -> Presentation:
-    return TextView(title=f"Edit {arguments.get('file_path', '?')}")
+def change_presenters(
+    verb: str,
+) -> tuple[
+    Callable[[dict[str, Any]], Presentation], Callable[[dict[str, Any], CallResult], Presentation]
+]:
+    """The call and result views of a tool that changes a file: ``Edit app.py`` or
+    ``Write notes.txt`` (``Create`` for a new file), then the diff, whose own line
+    carries the counts (the title does only when there is no diff to show)."""
 
+    def call(arguments: dict[str, Any]) -> Presentation:
+        return TextView(title=f"{verb} {arguments.get('file_path', '?')}")
 
-def change_result(arguments: dict[str, Any], result: CallResult) -> Presentation:
-    path = arguments.get("file_path", "?")
-    failed = _failed(f"Edit {path}", result)
-    if failed is not None:
-        return failed
-    meta = _meta(result)
-    shown = str(meta.get("path", path))
-    added, removed = int(meta.get("added", 0)), int(meta.get("removed", 0))
-    verb = "Create" if meta.get("created") else "Edit"
-    diff = str(meta.get("diff") or "")
-    return DiffView(
-        title=f"{verb} {shown} (+{added} -{removed})",
-        files=(FileDiff(path=shown, diff=diff, added=added, removed=removed),) if diff else (),
-    )
+    def result(arguments: dict[str, Any], result: CallResult) -> Presentation:
+        path = arguments.get("file_path", "?")
+        failed = _failed(f"{verb} {path}", result)
+        if failed is not None:
+            return failed
+        meta = _meta(result)
+        shown = str(meta.get("path", path))
+        added, removed = int(meta.get("added", 0)), int(meta.get("removed", 0))
+        title = f"{'Create' if meta.get('created') else verb} {shown}"
+        diff = str(meta.get("diff") or "")
+        if not diff:
+            return DiffView(title=f"{title} (+{added} -{removed})")
+        return DiffView(
+            title=title, files=(FileDiff(path=shown, diff=diff, added=added, removed=removed),)
+        )
+
+    return call, result
 
 
 def glob_result(arguments: dict[str, Any], result: CallResult) -> Presentation:

@@ -45,7 +45,16 @@ async def test_file_tools_show_reads_diffs_and_searches(tmp_path: Path) -> None:
     edit = await fs.call("edit", **edit_args)
     diff = present(fs.tools["edit"], edit_args, edit)
     assert isinstance(diff, DiffView)
-    assert diff.title == "Edit app.py (+1 -1)"
+    assert diff.title == "Edit app.py"  # the file's own line says +1 -1
+    assert (diff.files[0].added, diff.files[0].removed) == (1, 1)
+    write_args = {"file_path": "notes.txt", "content": "one\n"}
+    written = present(fs.tools["write"], write_args, await fs.call("write", **write_args))
+    assert isinstance(written, DiffView)
+    assert written.title == "Create notes.txt"
+    write_args["content"] = "two\n"
+    rewritten = present(fs.tools["write"], write_args, await fs.call("write", **write_args))
+    assert isinstance(rewritten, DiffView)
+    assert rewritten.title == "Write notes.txt"
     assert "-    return 1" in diff.files[0].diff
     assert "+    return 2" in diff.files[0].diff
 

@@ -29,7 +29,7 @@ from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools.presentation import CallResult
 from dsh.ui.entries import ToolEntry, TranscriptFold
 from dsh.ui.render import render_presentation
-from plugins.fs.present import change_result
+from plugins.fs.edit import WRITE_VIEWS
 from tests.e2e.harness import TIMEOUT, Dsh, Finished, finish, of_type, text_of
 from tests.reliability.logs import new_session
 from tests.reliability.rss_probe import MARK
@@ -214,7 +214,7 @@ async def test_a_10000_line_diff_is_logged_and_shown_quickly(dsh: Dsh, fake_llm:
     for event in events:
         fold.apply(event)
     [entry] = [e for e in fold.entries if isinstance(e, ToolEntry) and e.name == "write"]
-    view = change_result(
+    view = WRITE_VIEWS[1](
         json.loads(entry.arguments),
         CallResult(text=entry.result or "", error_code=entry.error_code, meta=entry.meta),
     )
