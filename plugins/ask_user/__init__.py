@@ -8,11 +8,20 @@ With nobody to ask (headless), the model is told so and should go on without.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
 from dsh.kernel import Context, Plugin
-from dsh.tools import Action, ToolContext, ToolDefinition, ToolError
+from dsh.tools import (
+    Action,
+    CallResult,
+    Presentation,
+    TextView,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+)
 from dsh.tools.questions import NoAnswererError, Question, QuestionOption
 
 DESCRIPTION = (
@@ -83,6 +92,41 @@ async def ask_user_question(arguments: AskArguments, context: ToolContext) -> st
     return json.dumps({"answers": [a.to_dict() for a in answers]}, ensure_ascii=False)
 
 
+def present_call(arguments: dict[str, Any]) -> Presentation:
+    """The questions as the person sees them, not their JSON."""
+    return TextView(title="Asking you", body=_questions(arguments) or None)
+
+
+def present_result(arguments: dict[str, Any], result: CallResult) -> Presentation:
+    """Each question with the answer given, or why there was none."""
+    if result.is_error:
+        return TextView(title="Asked you: no answer", body=result.text or None)
+    try:
+        answers = {a.get("id"): a for a in json.loads(result.text).get("answers", [])}
+    except (ValueError, AttributeError):
+        return TextView(title="Asked you", body=result.text or None)
+    lines = []
+    for question in arguments.get("questions", []):
+        if not isinstance(question, dict):
+            continue
+        answer = answers.get(question.get("id"), {})
+        given = [*answer.get("selected", []), *([answer["custom"]] if answer.get("custom") else [])]
+        lines.append(f"{question.get('question', '?')} → {', '.join(map(str, given)) or '-'}")
+    return TextView(title="Asked you", body="\n".join(lines) or None)
+
+
+def _questions(arguments: dict[str, Any]) -> str:
+    lines = []
+    for question in arguments.get("questions", []):
+        if not isinstance(question, dict):
+            continue
+        lines.append(str(question.get("question", "?")))
+        for option in question.get("options", []):
+            if isinstance(option, dict):
+                lines.append(f"  · {option.get('label', '?')}")
+    return "\n".join(lines)
+
+
 def apply(ctx: Context, config: object) -> None:
     ctx.tools.register(
         "ask_user_question",
@@ -93,6 +137,8 @@ def apply(ctx: Context, config: object) -> None:
             execute=ask_user_question,
             kind="other",
             describe=lambda arguments, context: NEVER_NEEDS_APPROVAL,
+            present_call=present_call,
+            present_result=present_result,
         ),
     )
 

@@ -85,3 +85,25 @@ def test_todo_write_shows_a_checklist() -> None:
     view = checklist({"todos": [{"content": "a", "status": "completed"}, {"content": "b"}]})
     assert isinstance(view, ChecklistView)
     assert view.items == (("a", "completed"),)
+
+
+def test_a_question_card_shows_the_questions_and_the_answers_not_json() -> None:
+    from dsh.tools.presentation import CallResult
+    from plugins.ask_user import present_call, present_result
+
+    arguments = {
+        "questions": [
+            {"id": "color", "question": "Which colour?", "options": [{"label": "Red"}]},
+            {"id": "size", "question": "How big?"},
+        ]
+    }
+    asking = present_call(arguments)
+    assert isinstance(asking, TextView)
+    assert asking.body == "Which colour?\n  · Red\nHow big?"
+    answers = '{"answers": [{"id": "color", "selected": ["Red"]}, {"id": "size", "custom": "XL"}]}'
+    answered = present_result(arguments, CallResult(text=answers))
+    assert isinstance(answered, TextView)
+    assert answered.body == "Which colour? → Red\nHow big? → XL"
+    dismissed = present_result(arguments, CallResult(text="Error: dismissed", is_error=True))
+    assert isinstance(dismissed, TextView)
+    assert dismissed.title == "Asked you: no answer"
