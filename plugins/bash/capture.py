@@ -164,10 +164,14 @@ class StreamCapture:
         return self.spill_path is not None
 
     def text(self) -> str:
-        """What memory holds, decoded; without a character the cut split in two."""
+        """What memory holds, decoded; when the start was cut away, from the first
+        whole line on (never half a line, nor half a character)."""
         tail = bytes(self._tail)
         if self.truncated:
             tail = tail[_continuation_prefix(tail) :]
+            end_of_cut_line = tail.find(b"\n")
+            if 0 <= end_of_cut_line < len(tail) - 1:
+                tail = tail[end_of_cut_line + 1 :]
         return tail.decode("utf-8", "replace")
 
     def read_since(self, cursor: int, *, final: bool) -> tuple[str, int, int]:

@@ -2,8 +2,8 @@
 
 ::
 
-    <stdout>
     [output truncated; full output: <path>]       (when stdout outgrew memory)
+    <stdout>                                      (from its first whole line)
     [stderr]
     <stderr>
     [timed out after <ms>ms]
@@ -35,8 +35,9 @@ def exit_marker(returncode: int | None) -> str | None:
 
 
 def stream_section(text: str, notes: list[str]) -> list[str]:
-    # The final newline is the line's end, not an empty line of output.
-    return [text[:-1] if text.endswith("\n") else text, *notes]
+    # The final newline is the line's end, not an empty line of output. What says the
+    # start was cut comes first, where the cut is.
+    return [*notes, text[:-1] if text.endswith("\n") else text]
 
 
 def render_output(stdout: StreamCapture, stderr: StreamCapture, markers: list[str]) -> str:

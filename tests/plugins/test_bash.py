@@ -278,7 +278,7 @@ async def test_100_mb_of_output_stays_bounded_and_spills(harness: Harness) -> No
     assert output.spilled
     content = output.content
     assert isinstance(content, str)
-    *kept, truncated, capped = content.split("\n")
+    truncated, capped, *kept = content.split("\n")  # what says it was cut, first
     assert kept == ["a" * TAIL_BYTES]
     path = Path(output.meta["spill"]["stdout"])
     assert truncated == f"[output truncated; full output: {path}]"
@@ -299,11 +299,11 @@ async def test_output_over_the_tail_spills_whole(harness: Harness) -> None:
     err_path = Path(output.meta["spill"]["stderr"])
     assert output.content == "\n".join(
         [
-            "o" * TAIL_BYTES,
             f"[output truncated; full output: {out_path}]",
+            "o" * TAIL_BYTES,
             "[stderr]",
-            "e" * TAIL_BYTES,
             f"[output truncated; full output: {err_path}]",
+            "e" * TAIL_BYTES,
         ]
     )
     assert out_path.read_text() == "o" * 150_000
@@ -336,7 +336,16 @@ async def test_without_a_spill_store_files_go_under_dsh_home(
 async def test_a_cut_character_at_the_tail_start_is_dropped(harness: Harness) -> None:
     # 3-byte characters: the tail boundary falls inside one of them.
     output = await bash(harness, "for i in $(seq 30000); do printf '\\u20ac'; done")
-    assert set(output.splitlines()[0]) == {"€"}
+    assert set(output.splitlines()[1]) == {"€"}  # after the line that says it was cut
+
+
+async def test_a_cut_line_at_the_tail_start_is_dropped(harness: Harness) -> None:
+    output = await bash(harness, "seq 1 100000")
+    note, first, *rest = output.splitlines()
+    assert note.startswith("[output truncated; full output: ")
+    # A whole number, where the cut fell (not its last digits), then the rest in order.
+    assert int(rest[-1]) == 100000
+    assert int(first) == 100000 - len(rest)
 
 
 async def test_a_cancel_through_the_tool_pipeline(harness: Harness, tmp_path: Path) -> None:

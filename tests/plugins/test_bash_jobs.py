@@ -115,7 +115,7 @@ async def test_a_late_read_names_the_spill_file(harness: Harness) -> None:
     text = await output(harness, job)
     [spilled] = harness.spill_dir.iterdir()
     assert text == "\n".join(
-        ["x" * TAIL_BYTES, f"[output truncated; full output: {spilled}]", "[status: completed]"]
+        [f"[output truncated; full output: {spilled}]", "x" * TAIL_BYTES, "[status: completed]"]
     )
     assert spilled.read_text() == "x" * 200_000
 
