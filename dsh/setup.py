@@ -120,6 +120,8 @@ def save_setup(home: Path, credentials: CredentialStore, choice: SetupChoice) ->
 
 async def check_connection(choice: SetupChoice, *, timeout_s: float = 20.0) -> str | None:
     """Ask the chosen model for one token. None when it answered; else why not."""
+    import os
+
     from dsh.llm import GenerateOptions, LlmError, user_text
     from dsh.llm.chat_completions import ChatCompletionsAdapter, ChatModel
 
@@ -129,12 +131,11 @@ async def check_connection(choice: SetupChoice, *, timeout_s: float = 20.0) -> s
         return str(error)
     key = choice.key.reveal() if choice.key is not None else None
     if key is None and choice.key_env:
-        import os
-
         key = os.environ.get(choice.key_env) or None
         if key is None:
             return f"{choice.key_env} is not set in this environment"
-    base_url = choice.base_url or DEEPSEEK_URL
+    # As the DeepSeek plugin would: the variable, else DeepSeek's own address.
+    base_url = choice.base_url or os.environ.get("DEEPSEEK_BASE_URL") or DEEPSEEK_URL
     adapter = ChatCompletionsAdapter(
         base_url=base_url,
         models={},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
 from textual.app import App
 from textual.widgets import Button, Input, Static
 
@@ -68,3 +69,34 @@ async def test_a_deepseek_setup_without_a_key_is_refused(tmp_path: Path) -> None
         await pilot.pause()
     assert app.result == [None]
     assert not (home / "settings.toml").exists()
+
+
+async def test_the_screen_starts_on_the_first_choice_and_fits_forty_rows(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    screen = SetupScreen(home, CredentialStore(home, tmp_path, environ={}))
+    app = Host(screen)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        assert screen.focused is screen.query_one("#kind")
+        buttons = screen.query_one("#save", Button)
+        assert buttons.region.bottom <= 40  # on screen, not below the fold
+        key_env = screen.query_one("#key-env", Input)
+        assert key_env.placeholder == "DEEPSEEK_API_KEY"
+        await pilot.click("#openai-compat")
+        await pilot.pause()
+        assert key_env.placeholder == "OPENAI_COMPAT_API_KEY"  # what it is saved as
+
+
+async def test_test_connection_goes_where_deepseek_base_url_says(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dsh.credentials import Secret
+    from dsh.setup import check_connection
+
+    monkeypatch.setenv("DEEPSEEK_BASE_URL", fake_llm.base_url)
+    fake_llm.add(Reply(text="OK"))
+    choice = SetupChoice(kind="deepseek", model="deepseek-v4-flash", key=Secret("sk-test"))
+    assert await check_connection(choice) is None
+    assert len(fake_llm.chat_requests) == 1

@@ -18,7 +18,15 @@ from textual.screen import Screen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 from dsh.credentials import CredentialStore, Secret
-from dsh.setup import DEEPSEEK_MODELS, SetupChoice, SetupError, check_connection, save_setup
+from dsh.setup import (
+    CUSTOM_KEY,
+    DEEPSEEK_KEY,
+    DEEPSEEK_MODELS,
+    SetupChoice,
+    SetupError,
+    check_connection,
+    save_setup,
+)
 
 INTRO = (
     "Welcome to dsh. No API key is configured yet. Choose where your model runs, "
@@ -32,7 +40,7 @@ class SetupScreen(Screen["SetupChoice | None"]):
     SetupScreen { align: center middle; }
     SetupScreen > VerticalScroll { width: 84; max-width: 100%; height: auto;
         max-height: 100%; border: round $primary; padding: 1 2; }
-    SetupScreen Label { margin-top: 1; }
+    SetupScreen Label { margin-top: 0; }
     SetupScreen #intro { margin-bottom: 1; }
     SetupScreen #result { margin-top: 1; height: auto; }
     SetupScreen .compat-only { display: none; }
@@ -41,6 +49,7 @@ class SetupScreen(Screen["SetupChoice | None"]):
     SetupScreen Button { margin-right: 2; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "quit_setup", "Quit")]
+    AUTO_FOCUS = "#kind"  # the first choice, not nothing (two Tabs away)
 
     def __init__(self, home: Path, credentials: CredentialStore) -> None:
         super().__init__()
@@ -86,6 +95,8 @@ class SetupScreen(Screen["SetupChoice | None"]):
     def kind_changed(self, event: RadioSet.Changed) -> None:
         compat = event.pressed.id == "openai-compat"
         self.set_class(compat, "compat")
+        # The variable the key is saved as, unless the person names another.
+        self.query_one("#key-env", Input).placeholder = CUSTOM_KEY if compat else DEEPSEEK_KEY
         model = self.query_one("#model", Input)
         if not compat and not model.value:
             model.value = DEEPSEEK_MODELS[0]
