@@ -581,3 +581,12 @@ async def test_resume_without_an_id_opens_the_picker_first(
         assert app.agent.id == wanted
         assert "remember me" in screen_text(app)
         await app.shutdown()
+    # Esc in the picker goes back to the shell: no session is started instead.
+    sessions_before = await runtime.sessions.persistence.list()
+    app = DshApp(TuiRequest(cwd=tmp_path, home=home(tmp_path), pick=True), runtime=runtime)
+    async with app.run_test(size=(100, 34)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, SessionPicker), what="the picker")
+        await pilot.press("escape")
+        await until(pilot, lambda: not app.is_running, what="the exit")
+    assert app.agent is None
+    assert len(await runtime.sessions.persistence.list()) == len(sessions_before)

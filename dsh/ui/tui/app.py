@@ -359,6 +359,9 @@ class DshApp(App[int]):
         resume = request.resume
         if request.pick:
             resume = await self.pick_session()
+            if resume is None:  # Esc: back to the shell, not into a session not asked for
+                self.exit(EXIT_OK)
+                return
         opened = functools.partial(
             open_agent,
             runtime,
