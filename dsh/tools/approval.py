@@ -317,5 +317,15 @@ class BoundApprovals:
     def add_approver(self, approver: Approver) -> Disposer:
         return self._ctx.effect(lambda: self._service.add_approver(approver))
 
+    @property
+    def mode(self) -> PermissionMode:
+        return self._service.mode
+
+    @mode.setter
+    def mode(self, mode: PermissionMode) -> None:
+        # The service's, for every context: set on this view alone (as plain attribute
+        # assignment did), a switch of mode applied to nothing.
+        self._service.mode = mode
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._service, name)

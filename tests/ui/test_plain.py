@@ -438,3 +438,28 @@ async def test_a_failed_command_says_why_once(
     await asyncio.sleep(0.2)
     assert plain.text.count("does not list a model") == 1
     assert await plain.quit() == 0
+
+
+async def test_permissions_read_only_applies_to_what_the_model_does_next(
+    runtime: Runtime, pipe: PipeInput, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """/permissions switches the runtime's mode (it once set it on a throwaway view of
+    the service, and nothing changed): a write the model asks for next never happens."""
+    target = tmp_path / "written.txt"
+    fake_llm.add(
+        Reply(
+            tool_calls=[
+                ToolCallSpec(name="write", arguments={"file_path": str(target), "content": "x"})
+            ]
+        ),
+        Reply(text="I could not write it."),
+    )
+    plain = Plain(runtime, pipe, tmp_path)
+    await plain.wait_for("/help")
+    plain.type("/permissions read-only\r")
+    await plain.wait_for("Permission mode: read-only")
+    assert runtime.root.approvals.mode == "read-only"
+    plain.type("write the file\r")
+    await plain.wait_for("I could not write it.")
+    assert not target.exists()
+    assert await plain.quit() == 0

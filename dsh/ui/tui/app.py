@@ -60,8 +60,8 @@ KEYS_HELP = (
     " while a turn runs · Ctrl+J or Shift+Enter adds a line · Up/Down browse earlier"
     " prompts · Esc cancels the turn · Ctrl+C copies the selection, else stops the"
     " reply, else clears the prompt, else (twice) quits · PgUp/PgDn scroll, and"
-    " Home/End on an empty prompt · select text with the mouse · click a tool card or"
-    " a thought to expand it"
+    " Home/End on an empty prompt · Shift+Tab cycles the permission mode · select text"
+    " with the mouse · click a tool card or a thought to expand it"
 )
 PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript")
 """What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
@@ -478,6 +478,8 @@ class DshApp(App[int]):
         # The model the next request will use (a /model switch is not in the log
         # until that request): the bar shows it while nothing runs.
         self.status_bar.next_model = self.agent.options.model if self.agent else None
+        if self.runtime is not None:  # /permissions may have switched it too
+            self.status_bar.mode = self.runtime.root.approvals.mode
         self.status_bar.show()
         self.query_one(QueuePanel).show(fold)
         self.query_one(TodoPanel).show(fold)
@@ -608,6 +610,20 @@ class DshApp(App[int]):
 
     def action_scroll_transcript(self, direction: int) -> None:
         self.scroll_transcript("page_up" if direction < 0 else "page_down")
+
+    def on_prompt_area_cycle_mode(self, message: PromptArea.CycleMode) -> None:
+        """Shift+Tab: default → accept-edits → read-only → default. ``bypass`` is never
+        a key press away; a session started in it leaves it for default."""
+        if self.runtime is None:
+            return
+        approvals = self.runtime.root.approvals
+        order = ("default", "accept-edits", "read-only")
+        current = approvals.mode
+        approvals.mode = (
+            order[(order.index(current) + 1) % len(order)] if current in order else "default"
+        )
+        self.status_bar.mode = approvals.mode
+        self.status_bar.show()
 
     def on_prompt_area_scroll(self, message: PromptArea.Scroll) -> None:
         self.scroll_transcript(message.where)

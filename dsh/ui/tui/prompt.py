@@ -5,7 +5,8 @@ queues the text as a follow-up instead; Shift+Enter, Alt+Enter or Ctrl+J start a
 new line (most terminals send Shift+Enter as a plain Enter: Ctrl+J always works).
 Up on the first row and Down on the last browse earlier prompts. While the
 completion menu is open, Up/Down move in it, Tab or Enter accept, Esc closes it.
-PgUp/PgDn (and Home/End on an empty prompt) scroll the transcript. These keys are
+PgUp/PgDn (and Home/End on an empty prompt) scroll the transcript; Shift+Tab cycles
+the permission mode. These keys are
 handled in the prompt's own queue, in the order typed (see ``_on_key``).
 
 A paste longer than :data:`PASTE_LINES` lines or :data:`PASTE_CHARS` characters
@@ -77,6 +78,9 @@ class PromptArea(TextArea):
     class QueueEdit(Message):
         """Up on an empty prompt while follow-ups wait: take the last one back."""
 
+    class CycleMode(Message):
+        """Shift+Tab: the next permission mode."""
+
     class Scroll(Message):
         """A key that scrolls the transcript: ``page_up``, ``page_down``, ``top`` or
         ``bottom``."""
@@ -134,6 +138,8 @@ class PromptArea(TextArea):
                     return lambda: self.action_menu_move(1)
                 case _:
                     return self.action_menu_close
+        if key == "shift+tab":
+            return lambda: self.post_message(self.CycleMode())
         if key == "enter":
             return self.action_submit
         if key == "tab" and self.running():

@@ -30,6 +30,8 @@ class StatusBar(Static):
         """A question dialog waits for the person (the log only says a tool runs)."""
         self.next_model: str | None = None
         """The model the next request will use, shown while idle."""
+        self.mode = "default"
+        """The permission mode, shown when it is not ``default``."""
         self._frame = 0
 
     def on_mount(self) -> None:
@@ -58,6 +60,9 @@ class StatusBar(Static):
         status = render_status(shown, queued=len(fold.queued))
         if fold.status.state != "idle":
             status = Text.assemble((SPINNER[self._frame % len(SPINNER)] + " ", "bold"), status)
+        if self.mode != "default":
+            style = "bold red" if self.mode == "bypass" else "bold yellow"
+            status.append(f"  ⏵ {self.mode}", style=style)
         if self.note:
             status.append(f"  {self.note}", style="italic")
         self.update(status)
