@@ -6,8 +6,8 @@ new line (most terminals send Shift+Enter as a plain Enter: Ctrl+J always works)
 Up on the first row and Down on the last browse earlier prompts. While the
 completion menu is open, Up/Down move in it, Tab or Enter accept, Esc closes it.
 PgUp/PgDn (and Home/End on an empty prompt) scroll the transcript; Shift+Tab cycles
-the permission mode. These keys are
-handled in the prompt's own queue, in the order typed (see ``_on_key``).
+the permission mode. These keys are handled in the prompt's own queue of keys, in the
+order typed (see ``_on_key``).
 
 A paste longer than :data:`PASTE_LINES` lines or :data:`PASTE_CHARS` characters
 shows as ``[pasted text #1, 40 lines]``; the text itself is sent.
