@@ -361,6 +361,33 @@ async def test_shift_tab_cycles_the_permission_mode_and_the_bar_shows_it(
         await until(pilot, lambda: "read-only" in str(app.status_bar.render()), what="bar")
 
 
+async def test_ctrl_o_opens_and_closes_every_card_and_thought(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    long = "\n".join(f"echoed line {i}" for i in range(30))
+    fake_llm.add(
+        Reply(
+            reasoning="thinking it over",
+            tool_calls=[ToolCallSpec(name="echo", arguments={"text": long})],
+        )
+    )
+    fake_llm.add(Reply(text="Done."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await finish_a_turn(app, pilot, "echo a lot")
+        card = app.query_one(ToolCard)
+        thought = app.query_one(ReasoningView)
+        assert "echoed line 29" not in shown(card)
+        assert "thinking it over" not in shown(thought)
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert "echoed line 29" in shown(card)
+        assert "thinking it over" in shown(thought)
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert "echoed line 29" not in shown(card)
+        assert "thinking it over" not in shown(thought)
+
+
 async def test_queued_message_can_be_taken_back_with_up(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -61,7 +61,7 @@ KEYS_HELP = (
     " prompts · Esc cancels the turn · Ctrl+C copies the selection, else stops the"
     " reply, else clears the prompt, else (twice) quits · PgUp/PgDn scroll, and"
     " Home/End on an empty prompt · Shift+Tab cycles the permission mode · select text"
-    " with the mouse · click a tool card or a thought to expand it"
+    " with the mouse · click a tool card or a thought to expand it, Ctrl+O all of them"
 )
 PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript")
 """What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
@@ -115,6 +115,7 @@ class DshApp(App[int]):
         Binding("pageup", "scroll_transcript(-1)", show=False),
         Binding("pagedown", "scroll_transcript(1)", show=False),
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+        Binding("ctrl+o", "toggle_details", "Expand or collapse all", show=False),
     ]
     ENABLE_COMMAND_PALETTE = False
 
@@ -610,6 +611,12 @@ class DshApp(App[int]):
 
     def action_scroll_transcript(self, direction: int) -> None:
         self.scroll_transcript("page_up" if direction < 0 else "page_down")
+
+    def action_toggle_details(self) -> None:
+        """Ctrl+O: every tool card's output and every thought on screen opened in full,
+        or (when all are open already) closed again."""
+        if self.transcript is not None:
+            self.transcript.toggle_details()
 
     def on_prompt_area_cycle_mode(self, message: PromptArea.CycleMode) -> None:
         """Shift+Tab: default → accept-edits → read-only → default. ``bypass`` is never

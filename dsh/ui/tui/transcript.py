@@ -113,7 +113,7 @@ class ReasoningView(Static):
         super().__init__()
         self.entry = entry
         self.expanded = False
-        self._shown = -1
+        self._shown: tuple[int, bool, bool] | None = None
 
     def on_mount(self) -> None:
         self.sync()
@@ -121,9 +121,10 @@ class ReasoningView(Static):
     def sync(self) -> None:
         assert isinstance(self.entry, ReasoningEntry)
         text = self.entry.text
-        if not self.expanded and len(text) == self._shown:
+        shown = (len(text), self.expanded, self.entry.done)
+        if shown == self._shown:
             return
-        self._shown = len(text)
+        self._shown = shown
         label = "thought" if self.entry.done else "thinking…"
         if self.expanded:
             self.update(Text.assemble((f"▾ {label}\n", "bold"), text))
@@ -380,6 +381,15 @@ class Transcript(VerticalScroll, can_focus=False):
     def on_click(self, event: events.Click) -> None:
         if event.widget is self._more:
             self.call_later(self.page_up)
+
+    def toggle_details(self) -> None:
+        """Open every mounted tool card and thought in full, or, when all are open,
+        close them all."""
+        views = [v for v in self.views.values() if isinstance(v, ToolCard | ReasoningView)]
+        opened = not all(view.expanded for view in views)
+        for view in views:
+            view.expanded = opened
+            view.sync()
 
     # ------------------------------------------------------------------ timers
 
