@@ -27,7 +27,14 @@ import functools
 import re
 from typing import Any, TextIO, cast
 
-__all__ = ["VisibleStream", "escape_in_json", "is_visible", "printable", "visible"]
+__all__ = [
+    "VisibleStream",
+    "escape_in_json",
+    "is_terminal",
+    "is_visible",
+    "printable",
+    "visible",
+]
 
 _UNSAFE = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 _UNSAFE_IN_LINE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
@@ -95,6 +102,15 @@ def escape_in_json(text: str) -> str:
     if pattern.search(text) is None:
         return text
     return pattern.sub(_json_escape, text)
+
+
+def is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal (False for a closed, fake or odd stream): what
+    decides between pictures for a person and exact bytes for a program."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 class VisibleStream:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from dsh.control_chars import VisibleStream, printable
+from dsh.control_chars import VisibleStream, is_terminal, printable
 from dsh.llm import TextDelta, user_text
 from dsh.session import (
     AssistantChunk,
@@ -172,13 +172,6 @@ class Printer:
             self._text_open = False
 
 
-def _is_terminal(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # a closed or fake stream
-        return False
-
-
 def final_text(events: list[SessionEvent]) -> str:
     """The text of the last assistant message that made no tool call."""
     for event in reversed(events):
@@ -224,7 +217,7 @@ async def run(
     # Notes are for a person; so is text on a terminal. Text into a pipe or a file
     # stays exactly what the model wrote, and JSON escapes what a terminal obeys.
     err = VisibleStream.around(err)
-    if request.output_format == "text" and _is_terminal(out):
+    if request.output_format == "text" and is_terminal(out):
         out = VisibleStream.around(out)
     try:
         # Nobody is here to ask: what an untrusted folder would widen is ignored.

@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.text import Text
 
 from dsh.commands import Command
+from dsh.control_chars import is_terminal
 from dsh.ui.prompt_history import history_path
 
 Message = str | Callable[[], str]
@@ -260,11 +261,4 @@ def _is_dir(path: Path) -> bool:
 
 
 def stdin_is_terminal() -> bool:
-    return _isatty(sys.stdin)
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):
-        return False
+    return is_terminal(sys.stdin)
