@@ -77,6 +77,16 @@ BUSY_CHOICES: tuple[tuple[BusyChoice, str], ...] = (
 (:class:`~dsh.session.SessionBusyError`), in this order."""
 
 
+def after_busy(choice: BusyChoice, session_id: str) -> dict[str, Any]:
+    """The :func:`open_agent` arguments that carry out a :data:`BUSY_CHOICES` choice
+    other than ``read`` for the busy session ``session_id``."""
+    return {
+        "resume": None if choice == "new" else session_id,
+        "fork": choice == "fork",
+        "wait": choice == "wait",
+    }
+
+
 class SessionHost(Protocol):
     """A UI showing one agent at a time."""
 

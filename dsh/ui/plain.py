@@ -47,6 +47,7 @@ from dsh.ui.entries import TranscriptFold
 from dsh.ui.opening import (
     BUSY_CHOICES,
     NothingToContinue,
+    after_busy,
     close_agent,
     open_agent,
     start_new_session,
@@ -325,11 +326,7 @@ class PlainApp:
             if choice == "wait":
                 self.show("Waiting for the other dsh to close it (Ctrl+C gives up)…")
             try:
-                agent, resumed = await opened(
-                    resume=None if choice == "new" else busy.session_id,
-                    fork=choice == "fork",
-                    wait=choice == "wait",
-                )
+                agent, resumed = await opened(**after_busy(choice, busy.session_id))
             except (LookupError, ValueError, OSError, PersistenceError) as error:
                 self.show(f"dsh: {error}", level="error")
                 return EXIT_FAILED

@@ -352,7 +352,7 @@ class DshApp(App[int]):
 
     async def _open_first(self) -> None:
         from dsh.session import PersistenceError, SessionBusyError
-        from dsh.ui.opening import NothingToContinue, open_agent
+        from dsh.ui.opening import NothingToContinue, after_busy, open_agent
 
         request = self.request
         runtime = self.runtime
@@ -392,11 +392,7 @@ class DshApp(App[int]):
             if choice == "wait":
                 self.status_bar.note = "waiting for the other dsh to close the session…"
                 self.status_bar.show()
-            agent, resumed = await opened(
-                resume=None if choice == "new" else busy.session_id,
-                fork=choice == "fork",
-                wait=choice == "wait",
-            )
+            agent, resumed = await opened(**after_busy(choice, busy.session_id))
             self.status_bar.note = ""
         except (LookupError, ValueError, OSError, PersistenceError) as error:
             self._fatal(f"dsh: {error}")
