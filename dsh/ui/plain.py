@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, TextIO
 
 from prompt_toolkit.input import Input
 from prompt_toolkit.output import DummyOutput, Output, create_output
-from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from rich.text import Text
 
@@ -62,6 +61,7 @@ from dsh.ui.plain_input import (
     PlainCompleter,
     PromptReader,
     StreamReader,
+    above_prompt,
     file_history,
     stdin_is_terminal,
 )
@@ -216,7 +216,7 @@ class PlainApp:
         """On a terminal, output goes above the open prompt instead of through it."""
         prompting = isinstance(self.reader, PromptReader)
         if self.output is None and prompting and sys.stdout.isatty():
-            with patch_stdout(raw=True):
+            with above_prompt():
                 yield
         else:
             yield

@@ -5,7 +5,8 @@ straight from stdin when it is not one (a script, a file, a pipe). The main loop
 keeps a prompt open even while a turn runs (a line typed then steers the turn);
 an approval or a question borrows the line: :meth:`Lines.dialog` cancels the open
 prompt (keeping what was typed as a draft), the dialog asks its own questions, and
-the prompt comes back with the draft once it is done.
+the prompt comes back with the draft once it is done. While a prompt is open on a
+terminal, output goes above it (:func:`above_prompt`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import get_app_or_none
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
@@ -51,6 +53,11 @@ class LineReader(Protocol):
         """What is typed on the open prompt and not yet sent."""
         ...
 
+    def set_aside(self) -> None:
+        """The open main prompt is about to be cancelled for a dialog: it should leave
+        no line behind (it comes back below the dialog, with its draft)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -81,10 +88,18 @@ class PromptReader:
 
     async def read(self, message: Message, *, default: str = "", dialog: bool = False) -> str:
         session = self.dialogs if dialog else self.main
-        return await session.prompt_async(message, default=default)
+        try:
+            return await session.prompt_async(message, default=default)
+        finally:
+            session.app.erase_when_done = False  # a line sent stays on screen
 
     def draft(self) -> str:
         return self.main.default_buffer.text
+
+    def set_aside(self) -> None:
+        # Without this the cancelled prompt is drawn "done": a stray "» " line above
+        # the dialog.
+        self.main.app.erase_when_done = True
 
     def close(self) -> None:
         pass
@@ -126,6 +141,9 @@ class StreamReader:
 
     def draft(self) -> str:
         return ""
+
+    def set_aside(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -178,6 +196,7 @@ class Lines:
                 main = self._main
                 if main is not None and not main.done():
                     self._draft = self.reader.draft()
+                    self.reader.set_aside()
                     self._preempted = main
                     main.cancel()
                     await asyncio.wait({main})
@@ -194,6 +213,69 @@ class Lines:
             return await self.reader.read(message, default=default, dialog=dialog)
         except KeyboardInterrupt:
             raise Interrupted from None
+
+
+class AbovePrompt:
+    """``sys.stdout`` while plain mode's prompt may be open: every complete line is
+    written at once, above the prompt (erased first and drawn again below it).
+
+    prompt-toolkit's ``patch_stdout`` hands lines to a thread that writes them up to
+    0.2 s later; a dialog's question printed just before its prompt opened could then
+    land below that prompt, already answered by a fast typist or a script."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._held = ""  # an unfinished line: written with its newline, or on flush
+        self._thread = threading.get_ident()
+
+    def write(self, data: str) -> int:
+        complete, newline, self._held = (self._held + data).rpartition("\n")
+        if newline:
+            self._emit(complete + newline)
+        return len(data)
+
+    def flush(self) -> None:
+        held, self._held = self._held, ""
+        if held:
+            self._emit(held)
+
+    def _emit(self, text: str) -> None:
+        app = get_app_or_none()
+        running = app is not None and app.is_running
+        if running and threading.get_ident() != self._thread:
+            # The prompt belongs to the loop's thread: write there, in order.
+            assert app is not None
+            app.loop.call_soon_threadsafe(self._emit, text)  # type: ignore[union-attr]
+            return
+        if app is not None and running:
+            app.renderer.erase()  # the cursor back where the prompt began
+        self.stream.write(text)
+        self.stream.flush()
+        if app is not None and running:
+            app.invalidate()  # the prompt again, below what was written
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+
+@contextlib.contextmanager
+def above_prompt() -> Iterator[None]:
+    """Output to ``sys.stdout`` goes above the open prompt instead of through it."""
+    original = sys.stdout
+    proxy = AbovePrompt(original)
+    sys.stdout = proxy
+    try:
+        yield
+    finally:
+        proxy.flush()
+        sys.stdout = original
 
 
 # ---------------------------------------------------------------- history, completion
