@@ -108,6 +108,12 @@ class Terminal:
     async def keys(self, *keys: str, literal: bool = False) -> None:
         await self.tmux("send-keys", "-t", SESSION, *(["-l"] if literal else []), *keys)
 
+    async def resize(self, width: int, height: int) -> None:
+        """Make the window ``width`` x ``height``, as a person dragging the terminal's
+        corner does: the command gets SIGWINCH and the new size."""
+        await self.tmux("resize-window", "-t", SESSION, "-x", str(width), "-y", str(height))
+        self.width, self.height = width, height
+
     async def wait_for(self, wanted: str | Callable[[str], bool], limit: float = TIMEOUT) -> str:
         """The screen once it shows ``wanted`` (or ``wanted(screen)`` holds)."""
         check = wanted if callable(wanted) else (lambda text: wanted in text)
