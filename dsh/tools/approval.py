@@ -12,6 +12,7 @@ remembers it, and a log edited by hand, or made by another installation, grants 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -196,9 +197,11 @@ class ApprovalService:
         call_id: str,
         cwd: Any,
         force_ask: str | None = None,
+        signal: asyncio.Event | None = None,
     ) -> Gate:
         """Decide one call. ``force_ask`` (a pre-execute hook's reason) turns an allow
-        into an ask; it never overrides a denial."""
+        into an ask; it never overrides a denial. ``signal`` set (the turn cancelled)
+        while the person is asked: the question is taken away and the call denied."""
         assessment = assess(
             self.mode,
             tool,
@@ -263,7 +266,7 @@ class ApprovalService:
             ),
         )
         try:
-            decision = await approver(request)
+            decision = await _unless_cancelled(approver(request), signal)
         except Exception as error:  # a broken dialog must not run the call
             decision = ApprovalDecision(
                 outcome="unavailable", feedback=f"the approval failed: {error}"
@@ -294,6 +297,27 @@ class ApprovalService:
                 return Gate(
                     False, f"{tool.name} was not run: the approval was {decision.outcome}", "DENIED"
                 )
+
+
+async def _unless_cancelled(
+    asking: Awaitable[ApprovalDecision], signal: asyncio.Event | None
+) -> ApprovalDecision:
+    """The approver's decision, or "cancelled" once ``signal`` is set: a turn cancelled
+    (Esc elsewhere, quitting, /new) must not wait on a dialog nobody will answer, and
+    the approver's task is cancelled so that its dialog goes away."""
+    if signal is None:
+        return await asking
+    answer = asyncio.ensure_future(asking)
+    stopped = asyncio.ensure_future(signal.wait())
+    try:
+        await asyncio.wait({answer, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if answer.done():
+        return answer.result()
+    answer.cancel()
+    await asyncio.gather(answer, return_exceptions=True)
+    return ApprovalDecision(outcome="cancelled", feedback="the turn was cancelled")
 
 
 def denied_reads(context: ToolContext) -> Callable[[Path], bool] | None:

@@ -166,7 +166,13 @@ class ToolService(ScopedRegistry[ToolDefinition]):
         session = getattr(context.agent, "session", None)
         if self.approvals is not None and session is not None:
             gate = await self.approvals.check(
-                tool, action, session=session, call_id=call.id, cwd=context.cwd, force_ask=ask
+                tool,
+                action,
+                session=session,
+                call_id=call.id,
+                cwd=context.cwd,
+                force_ask=ask,
+                signal=context.signal,
             )
             if not gate.allowed:
                 return _failure(
