@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -40,6 +40,12 @@ class CommandHost(Protocol):
         """Switch to a session: ``None`` asks the person to pick one."""
 
     async def quit(self) -> None: ...
+
+    async def choose(
+        self, title: str, items: Sequence[str], *, current: int | None = None
+    ) -> int | None:
+        """The index of the item the person picks, or None: they closed the list, or
+        nobody is there to ask (headless, a script on stdin)."""
 
 
 @dataclass

@@ -26,3 +26,12 @@ class TuiTable(BaseModel):
     theme: str = "dsh-dark"
     mouse: bool = True
     """Off lets the terminal's own selection work (the app then ignores the mouse)."""
+    copy_on_select: bool = True
+    """Text selected in the transcript with the mouse is copied when the button is
+    released; off, it is copied with Ctrl+C only."""
+    notify: Literal["auto", "bell", "osc9", "osc777", "off"] = "auto"
+    """How dsh calls you back while the terminal is not focused, when an approval or a
+    question waits or a turn of 30 s or more ends: the terminal's bell, a desktop
+    notification by OSC 9 or OSC 777 (wrapped for tmux's passthrough inside tmux), or
+    nothing. ``auto`` sends OSC 9 to iTerm2, WezTerm, kitty and Ghostty, OSC 777 to
+    foot, and rings the bell elsewhere (tmux and screen included)."""

@@ -31,7 +31,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -379,6 +379,11 @@ class HeadlessHost:
 
     async def quit(self) -> None:
         pass
+
+    async def choose(
+        self, title: str, items: Sequence[str], *, current: int | None = None
+    ) -> int | None:
+        return None  # nobody to ask
 
 
 async def run_command(runtime: Any, agent: Any, text: str, host: HeadlessHost) -> bool:

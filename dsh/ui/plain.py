@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -384,3 +384,11 @@ class PlainApp:
 
     async def quit(self) -> None:
         self.quitting = True
+
+    async def choose(
+        self, title: str, items: Sequence[str], *, current: int | None = None
+    ) -> int | None:
+        if not isinstance(self.reader, PromptReader):
+            return None  # a script's next line is its next prompt, not an answer
+        marked = [f"{item} (current)" if i == current else item for i, item in enumerate(items)]
+        return await self.dialogs.choose(title, marked)

@@ -41,6 +41,7 @@ async def model(context: CommandContext, args: str) -> None:
     if not args:
         effort = f", effort {options.reasoning_effort}" if options.reasoning_effort else ""
         context.host.show(f"Model: {options.provider}/{options.model}{effort}")
+        await _pick_model(context, options.provider, options.model)
         return
     words = args.split()
     force = "--force" in words
@@ -63,7 +64,26 @@ async def model(context: CommandContext, args: str) -> None:
             f"{provider} does not list a model {name!r}{hint} (/model {name} --force uses it "
             "anyway)"
         )
-    agent.set_options(provider=provider, model=name)
+    _switch(context, provider, name)
+
+
+async def _pick_model(context: CommandContext, provider: str, current: str) -> None:
+    """``/model`` alone, where someone can choose: the provider's models (its
+    ``/models`` list merged with what dsh knows of them) to pick from."""
+    models = await context.root.llm.list_models(provider)
+    if not models:
+        return
+    ids = [info.id for info in models]
+    items = [info.id if info.name == info.id else f"{info.id} · {info.name}" for info in models]
+    picked = await context.host.choose(
+        f"Model of {provider}", items, current=ids.index(current) if current in ids else None
+    )
+    if picked is not None and ids[picked] != current:
+        _switch(context, provider, ids[picked])
+
+
+def _switch(context: CommandContext, provider: str, name: str) -> None:
+    _agent(context).set_options(provider=provider, model=name)
     context.host.show(f"Model: {provider}/{name} from the next request on")
 
 

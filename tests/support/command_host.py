@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -9,6 +10,10 @@ from dataclasses import dataclass, field
 class RecordingHost:
     shown: list[tuple[str, str]] = field(default_factory=list)
     """(level, text) of each line shown, in order."""
+    picks: list[int | None] = field(default_factory=list)
+    """What :meth:`choose` answers, in order (None once they run out)."""
+    choices: list[tuple[str, list[str], int | None]] = field(default_factory=list)
+    """(title, items, current) of each list offered."""
 
     def show(self, text: str, *, level: str = "info") -> None:
         self.shown.append((level, text))
@@ -21,6 +26,12 @@ class RecordingHost:
 
     async def quit(self) -> None:
         pass
+
+    async def choose(
+        self, title: str, items: Sequence[str], *, current: int | None = None
+    ) -> int | None:
+        self.choices.append((title, list(items), current))
+        return self.picks.pop(0) if self.picks else None
 
     @property
     def texts(self) -> list[str]:

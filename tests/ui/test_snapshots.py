@@ -4,8 +4,9 @@
 times, a user message, reasoning, a tool card with output, a denied call, a retry
 notice, an answer with markdown and code, the turn footer, the status bar); (b) the
 approval dialog with an edit's diff; (c) the question dialog; (d) the session
-picker; (e) the workspace trust dialog, with a hostile value shown escaped. The
-dialogs are pushed by a tiny host app.
+picker; (e) the workspace trust dialog, with a hostile value shown escaped; (f) the
+main screen with the card cursor on the tool card, opened with Enter; (g) a picker
+(``/model``'s, the current model marked). The dialogs are pushed by a tiny host app.
 
 Update with ``pytest tests/ui/test_snapshots.py --snapshot-update`` and look at what
 changed before keeping it.
@@ -122,6 +123,40 @@ def test_main_screen_with_a_resumed_session(snap_compare: Snap, tmp_path: Path, 
         await pilot.pause()
         assert app.fold is not None
         assert app.fold.status.state == "idle"
+
+    assert snap_compare(app, terminal_size=MAIN_SIZE, run_before=run_before)
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_main_screen_with_the_card_cursor(snap_compare: Snap, tmp_path: Path, theme: str) -> None:
+    from dsh.ui.tui.transcript import ToolCard
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    asyncio.run(import_session(home, project))
+    app = SnapshotApp(
+        TuiRequest(
+            resume=SESSION_ID,
+            cwd=project,
+            home=home,
+            plugin_configs={
+                "llm-deepseek": {"base_url": "http://127.0.0.1:9/v1"},  # never called
+                "title": {"generate": False},
+            },
+            theme=theme,
+        )
+    )
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await asyncio.wait_for(app.ready.wait(), 15)
+        no_blink(app)
+        await pilot.press("ctrl+up", "ctrl+up", "enter")  # the older card, opened
+        await pilot.pause()
+        cards = list(app.query(ToolCard))
+        assert [card.has_class("-cursor") for card in cards] == [True, False]
+        assert cards[0].expanded
+        await pilot.pause()
 
     assert snap_compare(app, terminal_size=MAIN_SIZE, run_before=run_before)
 
@@ -296,3 +331,12 @@ def test_trust_dialog(snap_compare: Snap, tmp_path: Path, theme: str) -> None:
         return all(inner.contains_region(b.region) for b in dialog.query(Button))
 
     assert snap_dialog(snap_compare, tmp_path, theme, dialog, answers_on_screen)
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_picker(snap_compare: Snap, tmp_path: Path, theme: str) -> None:
+    from dsh.ui.tui.screens.picker import Picker
+
+    items = ["deepseek-flash · DeepSeek V4.1 Flash", "deepseek-v4-flash", "deepseek-v4-pro"]
+    dialog = Picker("Model of deepseek", items, current=1)
+    assert snap_dialog(snap_compare, tmp_path, theme, dialog)

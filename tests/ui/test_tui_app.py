@@ -165,6 +165,29 @@ async def test_a_tool_call_asks_for_approval_and_shows_a_card(
         assert "HEY" in shown(card)
 
 
+async def test_quitting_with_an_approval_open_ends_and_runs_nothing(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from dsh.ui.tui.screens.approval import ApprovalScreen
+
+    marker = tmp_path / "ran"
+    command = {"command": f"touch {marker}", "description": "Touch"}
+    fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="bash", arguments=command)]))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "touch it")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
+        agent = app.agent
+        assert agent is not None
+        # Quit as Ctrl+Q does; the approval waiting must not hold the app open.
+        app.run_worker(app.quit())
+        await until(pilot, lambda: not app.is_running, what="the app to end")
+    assert not marker.exists()
+    resolved = [e.data for e in agent.session.events if e.type == "approval/resolved"]
+    assert [r.outcome for r in resolved] == ["deny"]
+    assert agent.session.events[-1].type == "turn/end"
+
+
 async def test_a_denied_call_says_so_on_its_card(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
@@ -388,6 +411,99 @@ async def test_ctrl_o_opens_and_closes_every_card_and_thought(
         assert "thinking it over" not in shown(thought)
 
 
+async def test_a_card_cursor_moves_over_cards_and_enter_opens_one(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    first = "\n".join(f"first line {i}" for i in range(30))
+    second = "\n".join(f"second line {i}" for i in range(30))
+    fake_llm.add(
+        Reply(
+            reasoning="thinking it over",
+            tool_calls=[ToolCallSpec(name="echo", arguments={"text": first})],
+        )
+    )
+    fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="echo", arguments={"text": second})]))
+    fake_llm.add(Reply(text="Done."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await finish_a_turn(app, pilot, "echo twice")
+        thought = app.query_one(ReasoningView)
+        older, newer = app.query(ToolCard)
+        await pilot.press("ctrl+up")  # onto the newest card
+        await pilot.pause()
+        assert newer.has_class("-cursor")
+        assert "Enter opens" in str(app.status_bar.render())
+        await pilot.press("enter")  # an empty prompt: Enter opens the card, sends nothing
+        await pilot.pause()
+        assert "second line 29" in shown(newer)
+        assert "first line 29" not in shown(older)
+        assert len(fake_llm.requests) == 3
+        await pilot.press("alt+up", "ctrl+up", "enter")  # Alt+Up too; onto the thought
+        await pilot.pause()
+        assert thought.has_class("-cursor")
+        assert not newer.has_class("-cursor")
+        assert "thinking it over" in shown(thought)
+        await pilot.press("ctrl+down", "enter")
+        await pilot.pause()
+        assert "first line 29" in shown(older)
+        await pilot.press("ctrl+down", "ctrl+down")  # past the newest: back to the prompt
+        await pilot.pause()
+        assert not any(w.has_class("-cursor") for w in (thought, older, newer))
+        assert "Enter opens" not in str(app.status_bar.render())
+        # Esc leaves the cards too, and Enter sends again.
+        await pilot.press("ctrl+up", "escape")
+        await pilot.pause()
+        assert not newer.has_class("-cursor")
+        fake_llm.add(Reply(text="Again."))
+        await type_text(app, pilot, "next")
+        await pilot.press("enter")
+        await until(pilot, lambda: len(fake_llm.requests) == 4, what="the message sent")
+
+
+async def test_backslash_enter_starts_a_new_line(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from textual import events
+
+    fake_llm.add(Reply(text="ok"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        # Typed in one burst, as a terminal delivers a fast typist's keys.
+        for key, char in [*((c, c) for c in "one"), ("backslash", "\\"), ("enter", "\r")]:
+            app.post_message(events.Key(key, char))
+        for char in "two":
+            app.post_message(events.Key(char, char))
+        await until(pilot, lambda: app.prompt_area.text == "one\ntwo", what="two lines")
+        assert not fake_llm.requests
+        await pilot.press("enter")
+        await until(pilot, lambda: fake_llm.requests, what="the message sent")
+        sent = fake_llm.requests[0].body["messages"][-1]["content"]
+        assert "one\ntwo" in str(sent)
+
+
+async def test_escape_twice_lists_the_sessions_prompts(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from dsh.ui.tui.screens.picker import Picker
+
+    fake_llm.add(Reply(text="one done"))
+    fake_llm.add(Reply(text="two done"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await finish_a_turn(app, pilot, "first prompt")
+        await finish_a_turn(app, pilot, "second prompt")
+        await pilot.press("escape", "escape")
+        await until(pilot, lambda: isinstance(app.screen, Picker), what="the prompt list")
+        picker = app.screen
+        assert isinstance(picker, Picker)
+        assert [str(item) for item in picker.items] == ["second prompt", "first prompt"]
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: not isinstance(app.screen, Picker))
+        assert app.prompt_area.text == "first prompt"  # to edit; nothing sent
+        assert len(fake_llm.requests) == 2
+        # With text typed, Esc Esc leaves it alone.
+        await pilot.press("escape", "escape")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, Picker)
+
+
 async def test_queued_message_can_be_taken_back_with_up(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
@@ -572,8 +688,89 @@ async def test_copy_and_theme_commands(
         await app.submit("/theme dsh-light")
         await pilot.pause()
         assert app.theme == "dsh-light"
-        await app.submit("/theme")
-        await until(pilot, lambda: "dsh-high-contrast" in screen_text(app), what="the list")
+
+
+async def test_a_mouse_selection_is_copied_on_release_unless_turned_off(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dsh.ui.tui.transcript import UserView
+
+    for copy_on_select in (True, False):
+        fake_llm.add(Reply(text="Fine."))
+        async with tui(runtime, tmp_path, home(tmp_path), copy_on_select=copy_on_select) as (
+            app,
+            pilot,
+        ):
+            copied: list[str] = []
+            monkeypatch.setattr(app, "copy_to_clipboard", copied.append)
+            await finish_a_turn(app, pilot, "select these words")
+            view = app.query_one(UserView)
+            # A drag over "select these": press, move, release.
+            await pilot.mouse_down(view, offset=(1, 0))
+            await pilot.hover(view, offset=(13, 0))
+            await pilot.mouse_up(view, offset=(13, 0))
+            await until(pilot, lambda: bool(app.screen.get_selected_text()), what="selection")
+            await pilot.pause(0.1)
+            if copy_on_select:
+                assert copied == ["select these"]
+                assert app.screen.get_selected_text()  # still shown selected
+                # A double click selects (Textual's choice of what) after the release.
+                await pilot.double_click(view, offset=(15, 0))
+                await until(pilot, lambda: len(copied) == 2, what="the second copy")  # noqa: B023
+                assert copied[1] == app.screen.get_selected_text() == "select these words"
+            else:
+                assert copied == []
+                await pilot.press("ctrl+c")  # copies it then
+                assert copied == ["select these"]
+
+
+async def test_the_theme_picker_previews_and_esc_puts_the_theme_back(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from dsh.ui.tui.screens.picker import Picker
+
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        before = app.theme
+        names = sorted(app.available_themes)
+        await type_text(app, pilot, "/theme")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, Picker), what="the theme picker")
+        await pilot.press("down")
+        moved = names[(names.index(before) + 1) % len(names)]
+        await until(pilot, lambda: app.theme == moved, what="the preview")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, Picker))
+        assert app.theme == before
+        # Enter keeps the one highlighted.
+        await type_text(app, pilot, "/theme")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, Picker), what="the theme picker")
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: not isinstance(app.screen, Picker))
+        assert app.theme == moved
+        await until(pilot, lambda: f"Theme: {moved}." in screen_text(app))
+
+
+async def test_the_model_picker_switches_the_model(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from dsh.ui.tui.screens.picker import Picker
+
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        assert app.agent is not None
+        assert app.agent.options.model == "deepseek-v4-flash"
+        await type_text(app, pilot, "/model")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, Picker), what="the model picker")
+        picker = app.screen
+        assert isinstance(picker, Picker)
+        listed = [str(item).split(" · ")[0] for item in picker.items]
+        assert "deepseek-v4-pro" in listed
+        assert picker.current == listed.index("deepseek-v4-flash")
+        steps = listed.index("deepseek-v4-pro") - listed.index("deepseek-v4-flash")
+        await pilot.press(*(["down"] * steps if steps > 0 else ["up"] * -steps), "enter")
+        await until(pilot, lambda: app.agent.options.model == "deepseek-v4-pro", what="switch")
+        await until(pilot, lambda: "deepseek-v4-pro" in str(app.status_bar.render()))
 
 
 async def test_ctrl_c_clears_then_quits(

@@ -93,9 +93,15 @@ async def test_the_demo_plays_in_the_tui(tmp_path: Path, monkeypatch: pytest.Mon
 async def test_commands_answer_in_the_transcript(
     runtime: Runtime, tmp_path: Path, command: str, shown: str
 ) -> None:
+    from dsh.ui.tui.screens.picker import Picker
+
     async with tui(runtime, tmp_path, tmp_path / "home") as (app, pilot):
         before = screen_text(app)
-        await app.submit(command)
-        await pilot.pause()
-        after = screen_text(app)[len(before) :]
-        assert shown.lower() in after.lower(), after
+        app.run_worker(app.submit(command))  # /model alone then waits on its picker
+        await until(
+            pilot,
+            lambda: shown.lower() in screen_text(app)[len(before) :].lower(),
+            what=f"what {command} shows",
+        )
+        if isinstance(app.screen, Picker):
+            await pilot.press("escape")

@@ -21,12 +21,12 @@ import asyncio
 import functools
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -36,6 +36,7 @@ from textual.widgets import Static
 from dsh.bulk import collector_paused
 from dsh.control_chars import visible
 from dsh.ui.tui import dialogs
+from dsh.ui.tui.attention import Attention
 from dsh.ui.tui.prompt import CompletionMenu, PromptArea
 from dsh.ui.tui.screens.guard import TypedEarly
 from dsh.ui.tui.status import QueuePanel, StatusBar, TodoPanel
@@ -55,13 +56,18 @@ EXIT_OK, EXIT_FAILED = 0, 1
 QUIT_WINDOW_S = 1.0
 """On an idle, empty prompt a second Ctrl+C within this many seconds quits."""
 CANCELLING = "cancelling…"
+ESCAPE_WINDOW_S = 0.8
+"""Esc twice within this long, nothing typed and no turn running: the prompt list."""
+CARD_HINT = "card: Enter opens · Esc leaves"
 KEYS_HELP = (
     "Keys: Enter sends (while a turn runs it steers the turn) · Tab queues a follow-up"
-    " while a turn runs · Ctrl+J or Shift+Enter adds a line · Up/Down browse earlier"
-    " prompts · Esc cancels the turn · Ctrl+C copies the selection, else stops the"
-    " reply, else clears the prompt, else (twice) quits · PgUp/PgDn scroll, and"
-    " Home/End on an empty prompt · Shift+Tab cycles the permission mode · select text"
-    " with the mouse · click a tool card or a thought to expand it, Ctrl+O all of them"
+    " while a turn runs · Ctrl+J, Shift+Enter or \\ then Enter adds a line · Up/Down"
+    " browse earlier prompts · Esc cancels the turn; Esc Esc lists this session's"
+    " prompts · Ctrl+C copies the selection, else stops the reply, else clears the"
+    " prompt, else (twice) quits · PgUp/PgDn scroll, and Home/End on an empty prompt ·"
+    " Ctrl+Up/Ctrl+Down move over tool cards and thoughts, Enter opens one · Ctrl+O"
+    " opens or closes them all · Shift+Tab cycles the permission mode · the mouse"
+    " selects text (copied on release) and clicks a card open"
 )
 PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript")
 """What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
@@ -98,6 +104,10 @@ class TuiRequest:
     """``--fork-session``: the resumed session continues in a new one."""
     wait: bool = False
     """``--wait``: a session another dsh writes is opened once that one closes it."""
+    copy_on_select: bool = True
+    """``[tui] copy_on_select``: a mouse selection is copied when the button is released."""
+    notify: str = "auto"
+    """``[tui] notify``: how an unfocused terminal is told dsh waits (see attention)."""
 
 
 class DshApp(App[int]):
@@ -141,9 +151,12 @@ class DshApp(App[int]):
         """Notices from start-up, shown once the transcript is."""
         self._refresh_scheduled = False
         self._last_ctrl_c = 0.0
+        self._last_escape = 0.0
+        self._selection_copied: tuple[str, object, float] = ("", None, 0.0)
         self._shut_down = False
         self._terminal_title = ""
         self.ready = asyncio.Event()
+        self.attention = Attention(self, self.request.notify)
         from dsh.paths import dsh_home
         from dsh.ui.tui.theming import register_themes
 
@@ -181,6 +194,7 @@ class DshApp(App[int]):
         prompt.root = self.cwd
         prompt.running = self._turn_running
         prompt.queued = lambda: self.fold is not None and bool(self.fold.queued)
+        prompt.on_card = lambda: self.transcript is not None and self.transcript.on_card()
         if self.request.draft:
             prompt.set_text(self.request.draft)
         self._themes()
@@ -461,6 +475,7 @@ class DshApp(App[int]):
         except Exception:
             self.log.error(f"event {getattr(event, 'seq', '?')} could not be shown")
             return
+        self.attention.on_event(event)
         if not self._refresh_scheduled:
             self._refresh_scheduled = True
             self.call_later(self._refresh_panels)
@@ -580,16 +595,41 @@ class DshApp(App[int]):
         self.status_bar.show()
         return True
 
+    def on_text_selected(self, event: events.TextSelected) -> None:
+        """The mouse button released over the transcript: copy what it selected."""
+        if self.request.copy_on_select:
+            self.call_after_refresh(self._copy_selection)
+
+    def on_click(self, event: events.Click) -> None:
+        # A double or triple click selects a word or a block after the release.
+        if event.chain > 1 and self.request.copy_on_select:
+            self.call_after_refresh(self._copy_selection)
+
+    def _copy_selection(self) -> None:
+        selected = self.screen.get_selected_text()
+        if not selected:  # a plain click is a release with nothing selected
+            return
+        now = time.monotonic()
+        last_text, last_screen, last_time = self._selection_copied
+        if (selected, self.screen) == (last_text, last_screen) and now - last_time < 1.0:
+            return  # the release and the click of one gesture
+        self._selection_copied = (selected, self.screen, now)
+        self._copy(selected, clear=False)
+
+    def _copy(self, text: str, *, clear: bool) -> None:
+        self.copy_to_clipboard(text)
+        if clear:
+            self.screen.clear_selection()
+        lines = text.count("\n") + 1
+        self.notify(f"Copied {lines} line{'s' if lines != 1 else ''}.", timeout=1.5)
+
     def action_interrupt(self) -> None:
         """Ctrl+C: copy the selected text (transcript or prompt), else cancel the
         running turn, else clear the prompt, else (twice within a moment) quit."""
         prompt = self.prompt_area
         selected = self.screen.get_selected_text() or prompt.selected_text
         if selected:
-            self.copy_to_clipboard(selected)
-            self.screen.clear_selection()
-            lines = selected.count("\n") + 1
-            self.notify(f"Copied {lines} line{'s' if lines != 1 else ''}.", timeout=1.5)
+            self._copy(selected, clear=True)
             return
         now = time.monotonic()
         if self.action_cancel_turn():
@@ -628,6 +668,61 @@ class DshApp(App[int]):
         self.status_bar.mode = approvals.mode
         self.status_bar.show()
 
+    def on_prompt_area_escape(self, message: PromptArea.Escape) -> None:
+        """Esc: leave the cards, else cancel the running turn, else (twice within a
+        moment, nothing typed) list this session's prompts to take one back."""
+        transcript = self.transcript
+        if transcript is not None and transcript.on_card():
+            transcript.clear_cursor()
+            self._card_hint(False)
+            return
+        if self.action_cancel_turn():
+            self._last_escape = 0.0
+            return
+        now = time.monotonic()
+        if not self.prompt_area.text and now - self._last_escape < ESCAPE_WINDOW_S:
+            self._last_escape = 0.0
+            self.run_worker(self.pick_prompt(), group="prompts")
+            return
+        self._last_escape = now
+
+    async def pick_prompt(self) -> None:
+        """The session's prompts, newest first; the one picked goes back into the
+        prompt, to edit and send again."""
+        from dsh.ui.entries import UserEntry
+
+        if self.fold is None:
+            return
+        prompts = [e.text for e in reversed(self.fold.entries) if isinstance(e, UserEntry)]
+        if not prompts:
+            self.notify("No prompts in this session yet.", timeout=2)
+            return
+        items = [visible(" ".join(text.split()), one_line=True)[:200] for text in prompts]
+        picked = await dialogs.choose(
+            self,
+            "Earlier prompts of this session",
+            items,
+            hint="↑↓ choose · Enter: back into the prompt, to edit and send · Esc: close",
+        )
+        if picked is not None:
+            self.prompt_area.set_text(prompts[picked])
+            self.prompt_area.focus()
+
+    def on_prompt_area_card_cursor(self, message: PromptArea.CardCursor) -> None:
+        """Ctrl+Up/Ctrl+Down: the card cursor over tool cards and thoughts."""
+        if self.transcript is not None:
+            self._card_hint(self.transcript.move_cursor(message.step))
+
+    def on_prompt_area_open_card(self, message: PromptArea.OpenCard) -> None:
+        if self.transcript is not None:
+            self.transcript.open_cursor()
+
+    def _card_hint(self, on: bool) -> None:
+        note = CARD_HINT if on else ""
+        if on or self.status_bar.note == CARD_HINT:
+            self.status_bar.note = note
+            self.status_bar.show()
+
     def on_prompt_area_scroll(self, message: PromptArea.Scroll) -> None:
         self.scroll_transcript(message.where)
 
@@ -660,13 +755,15 @@ class DshApp(App[int]):
     # ------------------------------------------------------------------ dialogs
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
-        return await dialogs.ask_approval(self, request)
+        with self.attention.approval(request):
+            return await dialogs.ask_approval(self, request)
 
     async def answer(self, questions: Any, agent: Any) -> list[Answer] | None:
         self.status_bar.asking = True  # the log says a tool runs; it waits for the person
         self.status_bar.show()
         try:
-            return await dialogs.ask_questions(self, questions)
+            with self.attention.question(questions):
+                return await dialogs.ask_questions(self, questions)
         finally:
             self.status_bar.asking = False
             self.status_bar.show()
@@ -705,6 +802,11 @@ class DshApp(App[int]):
 
         assert self.runtime is not None
         await switch_session(self, self.runtime, session_id)
+
+    async def choose(
+        self, title: str, items: Sequence[str], *, current: int | None = None
+    ) -> int | None:
+        return await dialogs.choose(self, title, items, current=current)
 
     async def quit(self) -> None:
         await self.shutdown()

@@ -19,9 +19,10 @@ def register_tui_commands(app: DshApp) -> None:
         name = args.strip()
         names = sorted(app.available_themes)
         if not name:
-            listed = ", ".join(f"{n} (current)" if n == app.theme else n for n in names)
-            app.show(f"Themes: {listed}. /theme NAME switches.")
-            return
+            picked = await pick_theme(app, names)
+            if picked is None:
+                return
+            name = picked
         if name not in app.available_themes:
             raise CommandError(f"no theme {name!r}; themes: {', '.join(names)}")
         app.theme = name
@@ -38,7 +39,13 @@ def register_tui_commands(app: DshApp) -> None:
         app.show(said[:1].upper() + said[1:] + ".")
 
     for command in (
-        Command("theme", "list the themes, or switch to one", theme, "[name]", recorded=False),
+        Command(
+            "theme",
+            "switch the theme (alone: pick one, seen as you move)",
+            theme,
+            "[name]",
+            recorded=False,
+        ),
         Command(
             "copy",
             "copy the last reply (N: the N-th last; code [N]: its N-th code block)",
@@ -48,6 +55,24 @@ def register_tui_commands(app: DshApp) -> None:
         ),
     ):
         app.commands.register(command.name, command)
+
+
+async def pick_theme(app: DshApp, names: list[str]) -> str | None:
+    """The theme the person picks; each one highlighted is shown at once, and Esc
+    puts the theme of before back."""
+    from dsh.ui.tui.dialogs import choose
+
+    before = app.theme
+
+    def preview(index: int) -> None:
+        app.theme = names[index]
+
+    current = names.index(before) if before in names else None
+    picked = await choose(app, "Theme", names, current=current, preview=preview)
+    if picked is None:
+        app.theme = before
+        return None
+    return names[picked]
 
 
 def pick_text(answers: list[str], args: str) -> str:

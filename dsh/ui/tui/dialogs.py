@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rich.text import Text
 from textual.app import App
 from textual.screen import Screen
 
@@ -84,6 +85,23 @@ async def pick_session(
     picked: str | None = await wait_screen(
         app, SessionPicker(entries, cwd, catalog_search(catalog)), None
     )
+    return picked
+
+
+async def choose(
+    app: App[Any],
+    title: str,
+    items: Sequence[str | Text],
+    *,
+    current: int | None = None,
+    hint: str | None = None,
+    preview: Callable[[int], None] | None = None,
+) -> int | None:
+    """The index of the item the person picks, or None (Esc)."""
+    from dsh.ui.tui.screens.picker import Picker
+
+    screen = Picker(title, items, current=current, hint=hint, preview=preview)
+    picked: int | None = await wait_screen(app, screen, None)
     return picked
 
 

@@ -35,7 +35,13 @@ async def launch(
         sys.stderr.write(f"dsh: {error}\n")
         return 1
     request = TuiRequest(
-        prompt=prompt, cwd=where, pick=pick, theme=_text(tui.get("theme")), **choice
+        prompt=prompt,
+        cwd=where,
+        pick=pick,
+        theme=_text(tui.get("theme")),
+        copy_on_select=tui.get("copy_on_select", True) is not False,
+        notify=_text(tui.get("notify")) or "auto",
+        **choice,
     )
     return await run_tui(request, mouse=tui.get("mouse", True) is not False)
 

@@ -1,13 +1,16 @@
-"""The prompt: a multi-line ``TextArea`` with history, completion and paste folding.
+r"""The prompt: a multi-line ``TextArea`` with history, completion and paste folding.
 
 Keys: Enter sends (while a turn runs, it steers the turn); Tab while a turn runs
-queues the text as a follow-up instead; Shift+Enter, Alt+Enter or Ctrl+J start a
-new line (most terminals send Shift+Enter as a plain Enter: Ctrl+J always works).
-Up on the first row and Down on the last browse earlier prompts. While the
-completion menu is open, Up/Down move in it, Tab or Enter accept, Esc closes it.
-PgUp/PgDn (and Home/End on an empty prompt) scroll the transcript; Shift+Tab cycles
-the permission mode. These keys are handled in the prompt's own queue of keys, in the
-order typed (see ``_on_key``).
+queues the text as a follow-up instead; Shift+Enter, Alt+Enter, Ctrl+J or ``\``
+then Enter start a new line (most terminals send Shift+Enter as a plain Enter: Ctrl+J
+and ``\`` Enter always work). Up on the first row and Down on the last browse earlier
+prompts. While the completion menu is open, Up/Down move in it, Tab or Enter accept,
+Esc closes it. PgUp/PgDn (and Home/End on an empty prompt) scroll the transcript;
+Ctrl+Up/Ctrl+Down (or Alt+Up/Alt+Down) move a cursor over the transcript's tool
+cards and thoughts, and Enter on an empty prompt opens or closes the one it is on;
+Esc goes to the app (cancel the turn, leave the cards, or twice: earlier prompts);
+Shift+Tab cycles the permission mode. These keys are handled in the prompt's own
+queue of keys, in the order typed (see ``_on_key``).
 
 A paste longer than :data:`PASTE_LINES` lines or :data:`PASTE_CHARS` characters
 shows as ``[pasted text #1, 40 lines]``; the text itself is sent.
@@ -64,7 +67,6 @@ class PromptArea(TextArea):
         # A subclass's bindings replace its base's for the same key: say them again.
         Binding("up", "cursor_up", show=False),
         Binding("down", "cursor_down", show=False),
-        Binding("escape", "app.cancel_turn", show=False),
     ]
 
     class Submitted(Message):
@@ -80,6 +82,20 @@ class PromptArea(TextArea):
 
     class CycleMode(Message):
         """Shift+Tab: the next permission mode."""
+
+    class Escape(Message):
+        """Esc, with no completion menu to close."""
+
+    class CardCursor(Message):
+        """Move the cursor over the transcript's cards: ``step`` -1 to an older one,
+        1 to a newer one."""
+
+        def __init__(self, step: int) -> None:
+            super().__init__()
+            self.step = step
+
+    class OpenCard(Message):
+        """Enter on an empty prompt while the card cursor is on a card."""
 
     class Scroll(Message):
         """A key that scrolls the transcript: ``page_up``, ``page_down``, ``top`` or
@@ -104,6 +120,8 @@ class PromptArea(TextArea):
         self.root: Path | None = None
         self.running: Callable[[], bool] = lambda: False
         self.queued: Callable[[], bool] = lambda: False
+        self.on_card: Callable[[], bool] = lambda: False
+        """Whether the transcript's card cursor is on a card."""
         self._files: list[str] | None = None
         self._listing = False
         self._token: Token | None = None
@@ -140,6 +158,15 @@ class PromptArea(TextArea):
                     return self.action_menu_close
         if key == "shift+tab":
             return lambda: self.post_message(self.CycleMode())
+        if key == "escape":
+            return lambda: self.post_message(self.Escape())
+        if key in ("ctrl+up", "alt+up", "ctrl+down", "alt+down"):
+            cursor = self.CardCursor(-1 if key.endswith("up") else 1)
+            return lambda: self.post_message(cursor)
+        if key == "enter" and not self.text and self.on_card():
+            return lambda: self.post_message(self.OpenCard())
+        if key == "enter" and self._after_backslash():
+            return self._backslash_newline
         if key == "enter":
             return self.action_submit
         if key == "tab" and self.running():
@@ -188,6 +215,15 @@ class PromptArea(TextArea):
 
     def action_newline(self) -> None:
         self.insert("\n")
+
+    def _after_backslash(self) -> bool:
+        row, column = self.cursor_location
+        return column > 0 and self.selection.is_empty and self.document[row][column - 1] == "\\"
+
+    def _backslash_newline(self) -> None:
+        r"""``\`` then Enter: the backslash becomes a new line, as in a shell."""
+        row, column = self.cursor_location
+        self.replace("\n", (row, column - 1), (row, column))
 
     def _send(self, *, queue: bool) -> None:
         text = self.expanded_text()

@@ -107,6 +107,7 @@ class ReasoningView(Static):
     DEFAULT_CSS = """
     ReasoningView { padding: 0 1; color: $text-muted; text-style: italic; }
     ReasoningView:hover { background: $boost; }
+    ReasoningView.-cursor { background: $boost; border-left: thick $accent; }
     """
 
     def __init__(self, entry: ReasoningEntry) -> None:
@@ -145,6 +146,7 @@ class ToolCard(Static):
     ToolCard:hover { background: $boost; }
     ToolCard.failed { border-left: thick $error; }
     ToolCard.awaiting { border-left: thick $warning; }
+    ToolCard.-cursor { background: $boost; border-left: thick $accent; }
     """
 
     def __init__(self, entry: ToolEntry, tools: ToolLookup | None) -> None:
@@ -251,6 +253,8 @@ class Transcript(VerticalScroll, can_focus=False):
         self._scheduled = False
         self._more = MoreAbove("", id="more-above")
         self._paging = False
+        self.cursor: ToolCard | ReasoningView | None = None
+        """The card the card cursor is on (Ctrl+Up/Down), if any."""
 
     def on_mount(self) -> None:
         self._more.display = False
@@ -381,6 +385,50 @@ class Transcript(VerticalScroll, can_focus=False):
     def on_click(self, event: events.Click) -> None:
         if event.widget is self._more:
             self.call_later(self.page_up)
+
+    # ------------------------------------------------------------------ card cursor
+
+    def move_cursor(self, step: int) -> bool:
+        """Put the card cursor on the next older (``step`` -1) or newer (1) tool card or
+        thought: from none, on the newest. Past the newest it leaves the cards (False)."""
+        cards = [w for w in self.children if isinstance(w, ToolCard | ReasoningView)]
+        at = self.cursor
+        if not cards or (at is None and step > 0):
+            self.clear_cursor()
+            return False
+        if at is None or at not in cards:
+            index = len(cards) - 1
+        else:
+            index = cards.index(at) + step
+            if index >= len(cards):
+                self.clear_cursor()
+                return False
+            if index < 0:
+                index = 0
+                if self.first > 0:
+                    self.call_later(self.page_up)  # older cards, for the next press
+        self.clear_cursor()
+        self.cursor = cards[index]
+        self.cursor.add_class("-cursor")
+        self.scroll_to_widget(self.cursor, animate=False)
+        return True
+
+    def clear_cursor(self) -> None:
+        if self.cursor is not None:
+            self.cursor.remove_class("-cursor")
+        self.cursor = None
+
+    def on_card(self) -> bool:
+        """Whether the cursor is on a card still shown."""
+        return self.cursor is not None and self.cursor.is_attached
+
+    def open_cursor(self) -> None:
+        """Open the card under the cursor in full, or close it."""
+        card = self.cursor
+        if isinstance(card, ToolCard | ReasoningView) and card.is_attached:
+            card.expanded = not card.expanded
+            card.sync()
+            self.call_after_refresh(self.scroll_to_widget, card, animate=False)
 
     def toggle_details(self) -> None:
         """Open every mounted tool card and thought in full, or, when all are open,
