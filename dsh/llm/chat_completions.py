@@ -9,13 +9,14 @@ into the JSON body; :class:`ChatStreamTranslator` turns the streamed JSON events
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import email.utils
 import json
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 if "httpx" not in sys.modules:
@@ -391,12 +392,45 @@ def _json_body(body: dict[str, Any]) -> bytes:
         return text.encode("utf-8", "backslashreplace")
 
 
-async def _sse_lines(response: httpx.Response) -> AsyncIterator[str]:
-    """The body's lines, cut as SSE cuts them (see :class:`SseLines`)."""
+READ_PAUSE_S = 0.025
+"""How long a stream that has caught up with the server waits before it reads again:
+many tokens' time for a fast model, too short for anyone to notice."""
+_WAITED_S = 0.0005
+_BACKLOG = 16 * 1024
+"""Bytes read without waiting that make a backlog rather than a trickle."""
+
+
+async def _sse_lines(
+    response: httpx.Response,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    pause: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[str]:
+    """The body's lines, cut as SSE cuts them (see :class:`SseLines`).
+
+    A model streams hundreds of small events a second, and each read wakes the whole
+    HTTP client and every consumer of the stream: read one event at a time, that was
+    most of what a 500 tokens/s answer cost. So once a read has had to wait for the
+    server after a trickle (less than :data:`_BACKLOG` since the last wait), the next
+    one waits :data:`READ_PAUSE_S` first, and reads what came meanwhile at once. After
+    a backlog it does not: the server is ahead, and pausing would only hold it up."""
     lines = SseLines()
-    async for piece in response.aiter_bytes():
+    pieces = response.aiter_bytes()
+    since_wait = 0
+    while True:
+        asked = clock()
+        try:
+            piece = await anext(pieces)
+        except StopAsyncIteration:
+            break
+        trickle = False
+        if clock() - asked > _WAITED_S:
+            trickle, since_wait = since_wait < _BACKLOG, 0
+        since_wait += len(piece)
         for line in lines.feed(piece):
             yield line
+        if trickle:
+            await pause(READ_PAUSE_S)
     for line in lines.end():
         yield line
 

@@ -361,6 +361,7 @@ class BoundLlmService:
 
 
 _END = object()
+_NOTHING = object()
 
 
 async def _until_cancelled(
@@ -369,7 +370,9 @@ async def _until_cancelled(
     """``source``'s chunks until ``signal`` (an ``asyncio.Event``) is set; then an
     aborted finish, with the source's pending read cancelled so the connection closes
     at once. One task reads the source into a queue, so streaming costs no task per
-    chunk."""
+    chunk; text that has queued up meanwhile (a read's worth, at 500 tokens/s) is
+    handed over as one delta, so each consumer downstream (the log, every UI) pays
+    once for it rather than once a token."""
     if signal is None:
         async for chunk in source:
             yield chunk
@@ -394,9 +397,13 @@ async def _until_cancelled(
 
     pumper = asyncio.ensure_future(pump())
     watcher = asyncio.ensure_future(watch())
+    held: Any = _NOTHING  # taken from the queue while joining deltas, not joined
     try:
         while True:
-            item = await queue.get()
+            if held is not _NOTHING:
+                item, held = held, _NOTHING
+            else:
+                item = await queue.get()
             if signal.is_set():
                 # Close the source (and its connection) now, not when this generator is
                 # eventually closed: the consumer may just stop iterating.
@@ -408,11 +415,31 @@ async def _until_cancelled(
                 return
             if isinstance(item, Exception):
                 raise item
+            if isinstance(item, TextDelta | ReasoningDelta) and not queue.empty():
+                item, held = _joined(item, queue)
             yield item
     finally:
         pumper.cancel()
         watcher.cancel()
         await asyncio.gather(pumper, watcher, return_exceptions=True)
+
+
+def _joined(
+    delta: TextDelta | ReasoningDelta, queue: asyncio.Queue[Any]
+) -> tuple[TextDelta | ReasoningDelta, Any]:
+    """``delta`` with the deltas of its block queued right after it, and the first
+    item after them (``_NOTHING`` if the queue ran out first)."""
+    texts = [delta.text]
+    following: Any = _NOTHING
+    while not queue.empty():
+        item = queue.get_nowait()
+        if type(item) is not type(delta) or item.index != delta.index:
+            following = item
+            break
+        texts.append(item.text)
+    if len(texts) > 1:
+        delta = type(delta)(index=delta.index, text="".join(texts))
+    return delta, following
 
 
 async def _wait_or_cancel(sleeping: Awaitable[Any], signal: Any) -> bool:

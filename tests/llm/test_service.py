@@ -26,6 +26,8 @@ from dsh.llm import (
     LlmService,
     ModelReasoning,
     Price,
+    ReasoningBlock,
+    ReasoningDelta,
     ReasoningEffortInfo,
     ResolvedModel,
     RetryNotice,
@@ -301,6 +303,42 @@ async def test_a_cancelled_request_finishes_aborted_at_once() -> None:
     assert isinstance(chunks[-1].reason, FinishAborted)  # type: ignore[union-attr]
     assert adapter.closed
     assert assemble(chunks).interrupted_blocks() == (TextBlock(text="thinking about it"),)
+
+
+async def test_deltas_queued_while_the_consumer_is_busy_come_as_one() -> None:
+    class Burst(Scripted):
+        """A read's worth of chunks at once, as a stream running ahead of its reader."""
+
+        async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+            for chunk in self.attempts.pop(0):  # type: ignore[union-attr]
+                yield chunk
+
+    thinking = [ReasoningDelta(index=0, text=t) for t in ("hm", "m.")]
+    words = [TextDelta(index=1, text=t) for t in ("Hel", "lo ", "the", "re.")]
+    script: list[StreamChunk] = [
+        BlockStart(index=0, block_type="reasoning"),
+        *thinking,
+        BlockEnd(index=0, block=ReasoningBlock(text="hmm.")),
+        BlockStart(index=1, block_type="text"),
+        *words,
+        BlockEnd(index=1, block=TextBlock(text="Hello there.")),
+        Finish(reason=FinishStop()),
+    ]
+    service = LlmService()
+    service.register_adapter(["p"], Burst(script))
+    chunks = [c async for c in service.stream(options(signal=asyncio.Event()))]
+    assert [type(c).__name__ for c in chunks] == [
+        "BlockStart",
+        "ReasoningDelta",
+        "BlockEnd",
+        "BlockStart",
+        "TextDelta",
+        "BlockEnd",
+        "Finish",
+    ]
+    assert chunks[1] == ReasoningDelta(index=0, text="hmm.")
+    assert chunks[4] == TextDelta(index=1, text="Hello there.")
+    assert assemble(chunks).content == assemble(script).content
 
 
 async def test_the_llm_stream_waterfall_wraps_every_call() -> None:

@@ -43,3 +43,40 @@ def test_any_payloads_come_back_as_sent(payloads: list[str]) -> None:
     for payload in payloads:
         lines += [": ping", f"data: {payload}", ""]
     assert events(lines) == payloads
+
+
+async def test_a_trickle_is_read_a_batch_at_a_time_and_a_backlog_straight_through() -> None:
+    """After a read that had to wait for a little, the next one waits a moment first
+    (what arrives meanwhile then comes in one read); after a backlog it does not."""
+    from typing import Any
+
+    from dsh.llm.chat_completions import _BACKLOG, _sse_lines
+
+    event = b"data: {}\n\n"  # two lines
+    backlog = event * (_BACKLOG // len(event) + 1)
+    script = [
+        (0.002, event),  # waited, after nothing: a trickle
+        (0.002, event),
+        (0.0, backlog),  # there at once
+        (0.0, event),
+        (0.002, event),  # waited, after a backlog
+        (0.002, event),  # waited, after a trickle again
+    ]
+    now = 0.0
+    lines = 0
+    paused: list[int] = []
+
+    class Body:
+        async def aiter_bytes(self) -> Any:
+            nonlocal now
+            for waited, data in script:
+                now += waited
+                yield data
+
+    async def pause(seconds: float) -> None:
+        paused.append(lines)
+
+    async for _line in _sse_lines(Body(), clock=lambda: now, pause=pause):  # type: ignore[arg-type]
+        lines += 1
+    backlog_lines = 2 * backlog.count(b"\n\n")
+    assert paused == [2, 4, 2 + 2 + backlog_lines + 2 + 2 + 2]
