@@ -10,9 +10,18 @@ Targets (the TUI issue):
 - RSS at that moment (``VmRSS`` of the dsh process): <= 80 MB.
 - a 2,000-token reply streamed at 500 tokens/s (``Reply(chunk_size=4,
   chunk_delay_ms=2)`` from the scripted server in a process of its own, the app under
-  ``App.run_test`` at 100x34): the last chunk is in the answer's widgets and a
-  refresh has run within 0.2 s of the event that brought it; the stream's wall time
-  (4 s if nothing falls behind) and the app process's CPU time are printed too.
+  ``App.run_test`` at 100x34), the first answer of a new session: the last chunk is in
+  what the answer's widget draws and a refresh has run within 0.15 s of the event
+  that brought it, and the app's process (the agent loop, the HTTP client and the
+  session log included) uses at most 1.0 CPU-second from the prompt's submission
+  until all of the answer is drawn as markdown. The harness sleeps while the answer
+  streams and polls only once all of it has arrived, so that its own polling is not
+  counted. Three runs, each with a new app, runtime and session, in this one
+  process: the medians are judged; the first run also pays what a process does once
+  (imports on first use, pygments compiling its lexer), and each run's figures are
+  printed. ``App.run_test`` draws no terminal output: a real terminal adds the
+  writing of each frame. The stream's wall time (4 s if nothing falls behind) is
+  printed too.
 - opening a 10,000-event session (``dsh --resume ID`` in the pty, the log built as
   bench/session_store.py builds its fixtures) to an interactive screen: the
   transcript's tail, the "Resumed session" line and the status bar on screen, the
@@ -29,6 +38,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -45,7 +55,9 @@ sys.path.insert(0, str(ROOT))
 
 TYPING_TARGET = 0.5  # s
 RSS_TARGET = 80  # MB
-LAG_TARGET = 0.2  # s
+LAG_TARGET = 0.15  # s
+CPU_TARGET = 1.0  # CPU-seconds
+STREAM_RUNS = 3
 OPEN_TARGET = 1.0  # s
 OPEN_RSS_TARGET = 200  # MB
 OPEN_EVENTS = 10_000
@@ -155,19 +167,29 @@ def an_answer(characters: int = 8000) -> str:
 
 async def bench_streaming(root: Path) -> None:
     answer = an_answer()
-    project, home = root / "stream", root / "stream-home"
-    project.mkdir()
-    home.mkdir(mode=0o700)
-    os.environ["DEEPSEEK_API_KEY"] = "sk-bench"
-    os.environ["DSH_HOME"] = str(home)
-    script = root / "stream.json"
-    script.write_text(json.dumps([{"text": answer, "chunk_size": 4, "chunk_delay_ms": 2}]))
-    with scripted_server(script) as base_url:
-        lag, wall, cpu = await stream_once(project, home, base_url, answer)
+    runs = []
+    for run in range(STREAM_RUNS):
+        project, home = root / f"stream-{run}", root / f"stream-home-{run}"
+        project.mkdir()
+        home.mkdir(mode=0o700)
+        os.environ["DEEPSEEK_API_KEY"] = "sk-bench"
+        os.environ["DSH_HOME"] = str(home)
+        script = root / f"stream-{run}.json"
+        script.write_text(json.dumps([{"text": answer, "chunk_size": 4, "chunk_delay_ms": 2}]))
+        with scripted_server(script) as base_url:
+            runs.append(await stream_once(project, home, base_url, answer))
+    lag, wall, cpu = (statistics.median(figures) for figures in zip(*runs, strict=True))
+    lags = ", ".join(f"{run[0] * 1000:.0f}" for run in runs)
+    cpus = ", ".join(f"{run[2]:.2f}" for run in runs)
     print(
-        f"2,000 tokens at 500 tokens/s: last chunk shown {lag * 1000:.0f} ms after it arrived "
-        f"(target <= {LAG_TARGET * 1000:.0f} ms: {verdict(lag <= LAG_TARGET)}); the stream took "
-        f"{wall:.1f} s wall and {cpu:.1f} s CPU"
+        f"2,000 tokens at 500 tokens/s: last chunk shown {lag * 1000:.0f} ms after it arrived, "
+        f"median of {STREAM_RUNS} ({lags} ms; target <= {LAG_TARGET * 1000:.0f} ms: "
+        f"{verdict(lag <= LAG_TARGET)}); the stream took {wall:.1f} s wall"
+    )
+    print(
+        f"2,000 tokens at 500 tokens/s, CPU of the app's process: {cpu:.2f} s, median of "
+        f"{STREAM_RUNS} ({cpus} s, the first with the process's one-time costs; target <= "
+        f"{CPU_TARGET:.1f} s: {verdict(cpu <= CPU_TARGET)})"
     )
 
 
@@ -175,6 +197,7 @@ async def stream_once(
     project: Path, home: Path, base_url: str, answer: str
 ) -> tuple[float, float, float]:
     """Lag of the last chunk, wall time and CPU time of one streamed answer."""
+    from dsh.llm import TextDelta
     from dsh.runtime import start_runtime
     from dsh.ui.tui.app import DshApp, TuiRequest
     from dsh.ui.tui.streaming import AnswerView
@@ -186,18 +209,22 @@ async def stream_once(
     )
     app = DshApp(TuiRequest(cwd=project, home=home), runtime=runtime)
     last_chunk = 0.0
+    received = 0
+    arrived = asyncio.Event()
 
     def note(event: object) -> None:
-        nonlocal last_chunk
+        nonlocal last_chunk, received
         if getattr(event, "type", "") == "assistant/chunk":
             last_chunk = time.perf_counter()
+            chunk = getattr(getattr(event, "data", None), "chunk", None)
+            if isinstance(chunk, TextDelta):
+                received += len(chunk.text)
+                if received >= len(answer):
+                    arrived.set()
 
     def on_screen() -> bool:
         views = list(app.query(AnswerView))
-        if not views:
-            return False
-        parts = [str(getattr(w, "source", "")) for w in views[-1].children]
-        return "".join(parts).endswith(answer[-40:])
+        return bool(views) and views[-1].shown.endswith(answer[-40:])
 
     async with app.run_test(size=(100, 34)) as pilot:
         await asyncio.wait_for(app.ready.wait(), 30)
@@ -206,10 +233,15 @@ async def stream_once(
         cpu_before = resource.getrusage(resource.RUSAGE_SELF)
         began = time.perf_counter()
         await app.submit("stream please")
+        await asyncio.wait_for(arrived.wait(), 60)
         while not on_screen():  # noqa: ASYNC110 - polling what the widgets hold
             await asyncio.sleep(0.002)
         await pilot.pause()  # a refresh with it
         shown = time.perf_counter()
+        view = app.query(AnswerView).last()
+        while view.live:  # noqa: ASYNC110 - the whole answer drawn as markdown, counted too
+            await asyncio.sleep(0.002)
+        await pilot.pause()
         cpu_after = resource.getrusage(resource.RUSAGE_SELF)
         await app.shutdown()
     await runtime.aclose()

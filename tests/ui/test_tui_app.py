@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,55 +59,99 @@ async def test_a_prompt_streams_an_answer_with_reasoning_and_a_footer(
         assert app.prompt_area.text == ""
 
 
-async def test_a_long_answer_is_streamed_in_sealed_frozen_parts(
+def drawn(view: AnswerView) -> str:
+    """The text of the lines an answer's widget draws."""
+    return "\n".join(view.render_line(y).text.rstrip() for y in range(view.size.height))
+
+
+async def test_a_long_answer_streams_with_its_finished_blocks_settled(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    from textual.widgets import Markdown
-
     paragraphs = [f"Paragraph {i}: " + "word " * 60 for i in range(30)]
+    paragraphs[7] = "```python\nx = 1\n\ny = 2\n```"  # a blank line inside a fence
     answer = "\n\n".join(paragraphs)
-    async with tui(runtime, tmp_path, home(tmp_path)) as (app, _pilot):
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
         entry = AnswerEntry("answer:t", 1, turn=1, step=1)
         view = AnswerView(entry, live=True)
         await app.query_one(Transcript).mount(view)
-        assert view._timer is not None
-        view._timer.stop()  # the test flushes by hand
         for start in range(0, len(answer), 500):  # as if 500 characters came per flush
             entry.parts.append(answer[start : start + 500])
-            await view._flush()  # without the pause a slow flush earns
-            assert len(view.live_source) <= AnswerView.SEAL_AT + 500
-        sealed = [w.source for w in view.query(".frozen")]  # type: ignore[attr-defined]
-        assert len(sealed) >= 3
-        assert "".join(sealed) + view.live_source == answer
+            view._next = 0.0  # as if the last lines were added long ago
+            view.flush()
+            assert view.shown == entry.text
+            assert cut_point(view.tail) == -1  # only the block still being written
+            assert all(block.count("```") % 2 == 0 for block in view.blocks)
+        assert len(view.blocks) >= 3
+        await pilot.pause()
+        assert "Paragraph 29: word" in drawn(view)
+        entry.parts.append("\n\nThe end.")
         entry.done = True
-        await view.flush()
-        frozen = view.query(".frozen")
-        assert len(frozen) == 1
-        assert not view.query(Markdown)
-        assert frozen.first().source == answer  # type: ignore[attr-defined]
+        view.flush()
+        assert not view.live
+        await pilot.pause()
+        assert view.shown == entry.text
+        assert "y = 2" in drawn(view)
+        assert drawn(view).rstrip().endswith("The end.")
 
 
-async def test_an_answer_that_ends_on_its_timer_stays_on_screen(
+async def test_a_streaming_answer_lays_the_screen_out_only_when_it_gains_lines(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        entry = AnswerEntry("answer:t", 1, turn=1, step=1)
+        view = AnswerView(entry, live=True)
+        await app.query_one(Transcript).mount(view)
+        await pilot.pause()
+        layouts: list[bool] = []
+        refresh = view.refresh
+
+        def noted(*regions: Any, layout: bool = False, **rest: Any) -> AnswerView:
+            layouts.append(layout)
+            return refresh(*regions, layout=layout, **rest)
+
+        monkeypatch.setattr(view, "refresh", noted)
+
+        def arrives(text: str) -> bool:
+            entry.parts.append(text)
+            view._next = 0.0
+            layouts.clear()
+            view.flush()
+            return any(layouts)
+
+        assert arrives("One")
+        assert not arrives(" line.")  # the same line, longer
+        assert not arrives("\n\n")  # the same line, as markdown
+        assert arrives("More")
+        assert arrives("\nand more")
+        assert view.shown == "One line.\n\nMore\nand more"
+        await pilot.pause()
+        assert "More" in drawn(view)
+
+
+async def test_an_answer_that_ends_with_a_repaint_due_stays_on_screen(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    """The 10 Hz timer that finds the answer ended must not cancel itself before the
-    finished view is mounted (the answer used to vanish into a blank gap)."""
-    from textual.widgets import Markdown
-
+    """An answer that ends while a repaint is due (found by that repaint, or told at
+    once) is drawn in full (it used to vanish into a blank gap when the timer that
+    found it ended stopped itself)."""
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
-        for round_ in range(5):
+        for round_ in range(6):
             entry = AnswerEntry(f"answer:{round_}", 1, turn=1, step=round_)
             view = AnswerView(entry, live=True)
             await app.query_one(Transcript).mount(view)
             entry.parts.append(f"Answer number {round_}, streamed. ")
-            await until(pilot, lambda v=view: bool(v.query(Markdown)), what="the live part")
+            view.sync()
+            await until(pilot, lambda v=view: "streamed" in drawn(v), what="the live part")
             entry.parts.append("The end.")
-            entry.done = True  # no sync(): the timer finds it
+            view.sync()  # a repaint is due
+            entry.done = True
+            if round_ % 2:
+                view.sync()  # told at once; else the repaint due finds it
             await until(pilot, lambda v=view: not v.live, what="the end")
             await pilot.pause(0.3)
-            frozen = view.query(".frozen")
-            assert len(frozen) == 1, f"round {round_}: the answer vanished"
-            assert frozen.first().source == entry.text  # type: ignore[attr-defined]
+            assert f"Answer number {round_}, streamed. The end." in drawn(view), (
+                f"round {round_}: the answer vanished"
+            )
 
 
 async def test_text_and_enter_in_one_burst_send_the_whole_text(

@@ -75,11 +75,13 @@ def screen_text(app: DshApp) -> str:
     """What the transcript's widgets show, as plain text."""
     from textual.widgets import Markdown, Static
 
+    from dsh.ui.tui.streaming import AnswerView
+
     parts = []
     transcript = app.transcript
     assert transcript is not None
     for widget in transcript.query("*"):
-        if isinstance(widget, Markdown):
+        if isinstance(widget, Markdown | AnswerView):
             parts.append(widget.source)
         elif isinstance(widget, Static):
             source = getattr(widget, "source", None)

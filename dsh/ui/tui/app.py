@@ -56,6 +56,8 @@ EXIT_OK, EXIT_FAILED = 0, 1
 QUIT_WINDOW_S = 1.0
 """On an idle, empty prompt a second Ctrl+C within this many seconds quits."""
 CANCELLING = "cancelling…"
+STREAMED = frozenset({"text-delta", "reasoning-delta"})
+"""The ``assistant/chunk`` events that only add text to an answer or a thought."""
 ESCAPE_WINDOW_S = 0.8
 """Esc twice within this long, nothing typed and no turn running: the prompt list."""
 CARD_HINT = "card: Enter opens · Esc leaves"
@@ -250,6 +252,13 @@ class DshApp(App[int]):
                 if self.runtime is None:
                     return
             await self._wire()
+            import gc
+
+            # The modules, the runtime and the app's own widgets live until exit: keep
+            # the collector from walking them again and again (each full collection
+            # took 50-150 ms while an answer streamed). Before the session opens, so
+            # that what it shows is freed when another replaces it.
+            gc.freeze()
             await self._open_first()
             for note, level in self._start_notes:
                 self.show(note, level=level)
@@ -476,6 +485,8 @@ class DshApp(App[int]):
             self.log.error(f"event {getattr(event, 'seq', '?')} could not be shown")
             return
         self.attention.on_event(event)
+        if getattr(getattr(event.data, "chunk", None), "type", None) in STREAMED:
+            return  # text streaming in (hundreds of events a second) changes no panel
         if not self._refresh_scheduled:
             self._refresh_scheduled = True
             self.call_later(self._refresh_panels)

@@ -33,6 +33,7 @@ class StatusBar(Static):
         self.mode = "default"
         """The permission mode, shown when it is not ``default``."""
         self._frame = 0
+        self._shown: Text | None = None
 
     def on_mount(self) -> None:
         self.set_interval(0.1, self._spin)
@@ -41,12 +42,14 @@ class StatusBar(Static):
     def _spin(self) -> None:
         if self.fold is not None and self.fold.status.state != "idle":
             self._frame += 1
-            self.show()
+            # Only the spinner moved (ten times a second while a turn runs): a repaint
+            # of this line, not a layout of the screen.
+            self.show(layout=False)
 
-    def show(self) -> None:
+    def show(self, *, layout: bool = True) -> None:
         fold = self.fold
         if fold is None:
-            self.update(Text(self.note, style="italic"))
+            self._put(Text(self.note, style="italic"), layout)
             return
         import dataclasses
 
@@ -65,7 +68,12 @@ class StatusBar(Static):
             status.append(f"  ⏵ {self.mode}", style=style)
         if self.note:
             status.append(f"  {self.note}", style="italic")
-        self.update(status)
+        self._put(status, layout)
+
+    def _put(self, status: Text, layout: bool) -> None:
+        if status != self._shown:  # told again with nothing new: nothing to redraw
+            self._shown = status
+            self.update(status, layout=layout)
 
 
 class QueuePanel(Static):

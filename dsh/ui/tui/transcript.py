@@ -21,6 +21,8 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import events
 from textual.containers import VerticalScroll
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -234,6 +236,10 @@ class Transcript(VerticalScroll, can_focus=False):
     DEFAULT_CSS = """
     Transcript { height: 1fr; scrollbar-size-vertical: 1; }
     """
+    virtual_size = Reactive(Size(0, 0), layout=False, repaint=False)
+    """Its content grows (an answer streaming in) in a layout that scrolls it and
+    redraws it: the second layout Textual asks for after a change of size would only
+    redraw it all again."""
     WINDOW: ClassVar[int] = 80
     PAGE: ClassVar[int] = 40
     OPENING: ClassVar[int] = 30
