@@ -184,6 +184,7 @@ class PlainApp:
     async def run(self) -> int:
         self.ui.get("approvals").add_approver(self.dialogs.approve)
         self.ui.get("questions").set_answerer(self.dialogs.answer)
+        self.ui.on("agent/status", self._redraw_prompt)
         register_commands(self)
         try:
             code = await self._open_first()
@@ -257,6 +258,13 @@ class PlainApp:
 
     def _message(self) -> str:
         return "» " if self._running() else "> "
+
+    def _redraw_prompt(self, *_: object) -> None:
+        """The prompt's mark says whether a turn runs: draw it again when that changes.
+        The turn's last line goes out before the agent is idle, and nothing else may
+        draw the prompt after it."""
+        if isinstance(self.reader, PromptReader) and self.reader.main.app.is_running:
+            self.reader.main.app.invalidate()
 
     def _running(self) -> bool:
         return self.agent is not None and self.agent.status != "idle"
