@@ -6,12 +6,30 @@ from typing import TYPE_CHECKING
 
 import pytest
 import pytest_asyncio
+from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from dsh.testing import FakeLLM
     from tests.e2e.harness import Dsh
 
 pytest_plugins = ["dsh.testing.pytest_plugin"]
+
+# No test asserts a duration, Hypothesis's included: by default it fails an example
+# that takes over 200 ms, or data that is slow to generate, which a busy machine (or
+# the suite's own parallel workers) can make happen. Figures live in bench/.
+settings.register_profile(
+    "dsh-default", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("dsh-default")
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist's workers run with ``COLUMNS=80`` and ``LINES=24``: Rich and Textual
+    would take that size over the real one of the terminal a test gives its dsh (a
+    tmux window of 100x30, a pty), and lay the screen out for the wrong size."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
 
 
 @pytest.fixture(autouse=True)

@@ -23,9 +23,10 @@ from dsh.session import SessionEvent, SessionStore, check_log
 from dsh.testing import FakeLLM
 from dsh.testing.reconstruct import check_requests
 from plugins.llm_deepseek import DEFAULT_MODELS
+from tests.support.waits import HANG_S
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-TIMEOUT = 15.0  # seconds for any one wait: generous for a loaded CI box, never hit when sound
+TIMEOUT = HANG_S  # any one wait: only a hang guard, never reached when sound
 SETTINGS = '[plugins]\nmodules = ["tests.support.echo_tool"]\n'
 
 # Variables of the developer's shell that would steer the child away from the test's

@@ -25,7 +25,7 @@ import pytest
 
 from dsh.testing import FakeLLM, RecordedRequest, Reply, ToolCallSpec
 from dsh.ui.tui.screens.guard import GUARD_SECONDS
-from tests.support.tmux import TIMEOUT, TMUX, Terminal, child_env
+from tests.support.tmux import TIMEOUT, TMUX, Terminal, child_env, says
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
@@ -83,11 +83,6 @@ def prompt_text(screen: str) -> str | None:
         return None
     text = "\n".join(box).strip()
     return "" if text.startswith(EMPTY_PROMPT) else text
-
-
-def says(phrase: str) -> Callable[[str], bool]:
-    """Whether the screen says ``phrase``, wrapped over lines or not."""
-    return lambda screen: phrase in " ".join(screen.split())
 
 
 def box_width(screen: str) -> int:

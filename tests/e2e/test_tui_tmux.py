@@ -17,7 +17,7 @@ import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.trust import TrustStore
-from tests.support.tmux import TIMEOUT, TMUX, Terminal, child_env
+from tests.support.tmux import TIMEOUT, TMUX, Terminal, child_env, says
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
@@ -48,7 +48,7 @@ async def test_a_prompt_an_approval_and_an_answer_in_a_real_terminal(
     command = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"]
     await terminal.start(command, project, child_env(home, fake_llm), record=True)
 
-    await terminal.wait_for("/help lists commands")  # the session is open
+    await terminal.wait_for(says("/help lists commands"))  # the session is open
     await terminal.keys("say hi from the shell", literal=True)
     await terminal.keys("Enter")
     dialog = await terminal.wait_for("Allow once")
@@ -161,7 +161,7 @@ async def test_a_bracketed_paste_goes_in_once_and_in_order(
     project.mkdir()
     command = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"]
     await terminal.start(command, project, child_env(home, fake_llm))
-    await terminal.wait_for("/help lists commands")  # the session is open
+    await terminal.wait_for(says("/help lists commands"))  # the session is open
     pasted = "alpha line 1\nbeta line 2\ngamma line 3"
     await terminal.tmux("set-buffer", "-b", "dsh-test", pasted)
     await terminal.tmux("paste-buffer", "-p", "-b", "dsh-test", "-t", "dsh-e2e")

@@ -23,6 +23,7 @@ from dsh.tools import ToolContext, ToolOutput, ToolService
 from plugins.bash import plugin as bash_plugin
 from plugins.bash.jobs import JobService
 from plugins.bash.process import group_alive
+from tests.support.waits import HANG_S
 
 SESSION = "session-1"
 
@@ -107,7 +108,8 @@ async def loaded(tmp_path: Path, config: dict[str, Any] | None = None) -> AsyncI
         await root.dispose()
 
 
-async def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
+async def eventually(check: Callable[[], bool], seconds: float = HANG_S) -> None:
+    """Wait until ``check()`` holds; ``seconds`` only guards against a hang."""
     deadline = time.monotonic() + seconds
     while not check():
         assert time.monotonic() < deadline, "the condition never came true"
@@ -120,6 +122,16 @@ async def read_pid(path: Path) -> int:
 
 
 # -------------------------------------------------------------- process-group checks
+
+
+def process_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -156,6 +168,6 @@ async def assert_group_gone(pgid: int) -> None:
             return True
         return False
 
-    await eventually(reaped, seconds=5.0)
+    await eventually(reaped)
     with pytest.raises(ProcessLookupError):
         os.killpg(pgid, 0)

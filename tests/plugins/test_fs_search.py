@@ -13,6 +13,7 @@ from dsh.tools import ToolError
 from plugins.fs.ripgrep import run_rg
 from plugins.fs.search import split_pattern
 from tests.plugins.fs_harness import Fs, touch_at
+from tests.support.waits import HANG_S
 
 
 @pytest.fixture
@@ -208,12 +209,10 @@ async def test_grep_is_killed_when_the_turn_is_cancelled(fs: Fs) -> None:
     task = asyncio.ensure_future(tool.execute(arguments, fs.context(signal=signal)))
     await asyncio.sleep(0.2)
     assert not task.done()
-    started = time.monotonic()
     signal.set()
     with pytest.raises(ToolError) as caught:
-        await task
+        await asyncio.wait_for(task, HANG_S)  # rg itself would block for ever
     assert caught.value.code == "SEARCH_ABORTED"
-    assert time.monotonic() - started < 5
 
 
 async def test_a_slow_search_times_out(fs: Fs) -> None:

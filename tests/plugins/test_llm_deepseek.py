@@ -310,18 +310,17 @@ async def test_models_settings_and_catalog(
 # ---------------------------------------------------------------------- failures
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_connection_refused_is_a_transport_failure_after_retries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    service = await deepseek(f"http://127.0.0.1:{free_port()}", monkeypatch)
-    notices: list[RetryNotice] = []
-    chunks = await run(service, request(), notices)
+    # A port bound but not listening refuses connections, and stays ours for the whole
+    # test: a port merely found free could be taken meanwhile by a test beside this one.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        service = await deepseek(f"http://127.0.0.1:{port}", monkeypatch)
+        notices: list[RetryNotice] = []
+        chunks = await run(service, request(), notices)
     failure = chunks[-1].reason.failure  # type: ignore[union-attr]
     assert failure.code == "TRANSPORT"
     assert "cannot reach deepseek" in failure.message

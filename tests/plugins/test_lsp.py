@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -159,10 +158,8 @@ async def test_a_server_that_never_answers_times_out(tmp_path: Path) -> None:
         "request_timeout_s": 1,
     }
     async with session(tmp_path, config, with_fs=False) as py:
-        started = time.monotonic()
         text = await py.fails("lsp", "LSP_TIMEOUT", operation="document_symbols",
                               file_path="pkg/app.py")  # fmt: skip
-        assert time.monotonic() - started < 5
         assert "did not answer initialize within 1 s" in text
         assert py.service.running() == []  # the half-started process was stopped
 
@@ -236,8 +233,6 @@ async def test_disposing_the_plugin_shuts_the_server_down(tmp_path: Path) -> Non
         await py.lsp("document_symbols", "pkg/app.py")
         pid = py.pid()
         assert not process_gone(pid)
-        started = time.monotonic()
-    assert time.monotonic() - started < 6
     assert process_gone(pid)
 
 

@@ -12,10 +12,12 @@ again; the last link resumes it to a completed turn. After every kill the stored
 must load, pass ``check_log`` once crash repair has closed the open turn, and hold:
 
 - every event the process reported as written (the flush probe's reports);
-- every event it printed more than ``MARGIN`` before the kill (the writer's window
-  is 200 ms: an event is written within that unless the process is starved);
 - exactly what it printed, for every event it stored, and every event earlier links
   stored, unchanged.
+
+The log is written as a turn goes (the writer's window is 200 ms), not only at its
+end: in most kills the probe had already reported events of the turn being killed as
+written. How soon is bench/'s business; no bound here depends on the machine's speed.
 
 The last link must exit 0 with a clean log, and every request any link sent must be
 rebuildable from the final log alone (``check_requests`` per link: a killed link may
@@ -33,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,9 +60,6 @@ KILLS = int(os.environ.get("DSH_CRASH_KILLS", 1000 if LONG else 100))
 CHAIN = 5  # kills per session before it is resumed to its end
 CONCURRENT = 4
 EXEC_EVERY = 10  # every tenth chain runs `python -m dsh`, the rest are forks
-# An event printed this long before the kill must be in the file. The writer's window
-# is 0.2 s; the rest is room for a starved process or a slow fsync holding the writer.
-MARGIN = float(os.environ.get("DSH_CRASH_MARGIN", "1.0"))
 MASTER_SEED = int(os.environ.get("DSH_CRASH_SEED", "20250617"))
 PHASES = ("streaming", "tool", "approval")
 CHAIN_TIMEOUT = 600.0
@@ -161,8 +159,7 @@ class ChainState:
     session_id: str | None = None
     stored: list[dict[str, Any]] = field(default_factory=list)  # the file, as checked last
     links: list[Link] = field(default_factory=list)
-    lags: list[float] = field(default_factory=list)  # printed -> reported written, seconds
-    timed: int = 0  # kills where the timing rule demanded more than the probe reported
+    mid_turn: int = 0  # kills after which events of the killed turn were reported written
 
 
 async def run_chain(chain: Chain, root: Path, launchers: dict[str, Launcher]) -> ChainState:
@@ -193,7 +190,7 @@ async def kill_link(
     seen = await run.until(trigger(kill.phase), f"the {kill.phase} phase")
     if kill.delay:
         await asyncio.sleep(kill.delay)
-    moment = await run.kill()
+    await run.kill()
 
     # The kill landed in its phase: nothing printed says the phase had ended.
     after = [line.value for line in run.lines if line.at >= seen.at]
@@ -231,18 +228,8 @@ async def kill_link(
     assert len(events) > run.last_written, (
         f"{where}: written through {run.last_written}, the file holds {len(events)}"
     )
-    # Every event printed well before the kill is there.
-    old = [seq for seq, line in printed.items() if moment - line.at >= MARGIN]
-    if old:
-        state.timed += max(old) > run.last_written
-        assert max(old) < len(events), (
-            f"{where}: seq {max(old)} was printed {moment - printed[max(old)].at:.2f} s "
-            f"before the kill but the file ends at {len(events) - 1}"
-        )
-    for seq, line in printed.items():
-        reported = next((at for at, last in run.written if last >= seq), None)
-        if reported is not None:
-            state.lags.append(reported - line.at)
+    # Written while the turn ran: the kill found some of its events on disk already.
+    state.mid_turn += bool(printed) and run.last_written >= min(printed)
     state.stored = now
 
 
@@ -313,7 +300,6 @@ async def test_sessions_killed_in_every_phase_resume_with_every_flushed_event(
 ) -> None:
     chains = plan()
     gate = asyncio.Semaphore(CONCURRENT)
-    started = time.monotonic()
 
     async def one(chain: Chain) -> ChainState:
         async with gate:
@@ -336,13 +322,7 @@ async def test_sessions_killed_in_every_phase_resume_with_every_flushed_event(
             kills[kill.phase] += 1
     assert sum(kills.values()) == KILLS
     assert all(count >= KILLS // 4 for count in kills.values()), kills
-    lags = sorted(lag for state in states for lag in state.lags)
-    assert lags, "the probe reported no write at all"
-    median = lags[len(lags) // 2]
-    print(
-        f"\n{KILLS} kills {kills} in {time.monotonic() - started:.1f} s; printed->written lag "
-        f"median {median:.3f} s, p99 {lags[int(len(lags) * 0.99)]:.3f} s, max {lags[-1]:.3f} s; "
-        f"the timing rule went beyond the probe in {sum(s.timed for s in states)} kills"
-    )
-    # Written within the 200 ms window as a rule, not only at the end of a turn.
-    assert median < 0.3, f"events wait {median:.3f} s (median) to be written"
+    # Written as the turn goes, as a rule, not only at its end.
+    mid_turn = sum(state.mid_turn for state in states)
+    print(f"\n{KILLS} kills {kills}; the killed turn was partly on disk in {mid_turn}")
+    assert mid_turn > KILLS // 2, f"only {mid_turn} of {KILLS} kills found their turn written"

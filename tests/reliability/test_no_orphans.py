@@ -1,30 +1,42 @@
 """No process dsh started outlives it: killed with SIGKILL, dsh takes down its bash
 commands (and what they started), its background jobs, its terminals and its
-language server within 2 s;
-and if its watchdog died with it, the next dsh to start ends the leftovers."""
+language server; and if its watchdog died with it, the next dsh to start ends the
+leftovers.
+
+Each test looks for ``sleep`` lengths of its own: tests running beside it (pytest-xdist
+workers) start processes of the same shape."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import random
 import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from dsh.testing import Reply, ToolCallSpec
 from tests.e2e.harness import Dsh
+from tests.support.waits import HANG_S
 
-MARKERS = ("4171", "4172", "4173", "4174")
-"""Unusual ``sleep`` lengths, to find the processes this test's dsh started."""
-LIMIT_S = 2.0
-
-
+MARKERS: tuple[str, ...] = ()
+"""Unusual ``sleep`` lengths, to find the processes the running test's dsh started:
+the job, the terminal, the command's background child and the command itself."""
 PROJECTS: list[Path] = []
 """The project of the running test: its language server works there."""
 
 
-def running(markers: tuple[str, ...] = MARKERS) -> dict[int, str]:
+@pytest.fixture(autouse=True)
+def markers() -> None:
+    global MARKERS
+    token = random.randrange(10**6)
+    MARKERS = tuple(f"417{n}.{token:06d}" for n in range(1, 5))
+
+
+def running() -> dict[int, str]:
     """The live (not zombie) ``sleep N`` processes of the markers, and the language
     server working in the test's project (as ``"pylsp"``), by pid."""
     found = {}
@@ -38,7 +50,7 @@ def running(markers: tuple[str, ...] = MARKERS) -> dict[int, str]:
             continue
         if state in (b"Z", b"X") or len(cmdline) < 2:
             continue
-        if cmdline[0] == b"sleep" and cmdline[1].decode() in markers:
+        if cmdline[0] == b"sleep" and cmdline[1].decode() in MARKERS:
             found[int(entry.name)] = cmdline[1].decode()
         elif any(part.endswith(b"pylsp") for part in cmdline[:2]):
             with contextlib.suppress(OSError):
@@ -60,18 +72,19 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-async def wait_until(condition, limit: float, what: str) -> float:  # type: ignore[no-untyped-def]
-    started = time.monotonic()
+async def wait_until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Wait until ``condition()`` holds; the bound only guards against a hang."""
+    deadline = time.monotonic() + HANG_S
     while not condition():
-        if time.monotonic() - started > limit:
-            raise AssertionError(f"{what}: still {running()} after {limit} s")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: still {running()} after {HANG_S} s")
         await asyncio.sleep(0.05)
-    return time.monotonic() - started
 
 
 def busy_turn(dsh: Dsh) -> None:
     """A background job, a terminal, and a command that starts a child of its own
     and then waits: all still running when dsh is killed."""
+    job, terminal, child, command = MARKERS
     (dsh.project / "app.py").write_text("def main():\n    return 1\n")
     PROJECTS[:] = [dsh.project.resolve()]
     dsh.server.add(
@@ -83,16 +96,16 @@ def busy_turn(dsh: Dsh) -> None:
                 ToolCallSpec(
                     name="bash",
                     arguments={
-                        "command": "sleep 4171",
+                        "command": f"sleep {job}",
                         "description": "A job",
                         "run_in_background": True,
                     },
                 ),
-                ToolCallSpec(name="terminal_open", arguments={"command": "sleep 4172"}),
+                ToolCallSpec(name="terminal_open", arguments={"command": f"sleep {terminal}"}),
                 ToolCallSpec(
                     name="bash",
                     arguments={
-                        "command": "sleep 4173 & sleep 4174; echo done",
+                        "command": f"sleep {child} & sleep {command}; echo done",
                         "description": "Wait",
                     },
                 ),
@@ -106,7 +119,7 @@ async def started_all(dsh: Dsh) -> asyncio.subprocess.Process:
     busy_turn(dsh)
     child = await dsh.start("-p", "keep busy", "--permission-mode", "bypass")
     everything = {*MARKERS, "pylsp"}
-    await wait_until(lambda: set(running().values()) == everything, 20, "not all started")
+    await wait_until(lambda: set(running().values()) == everything, "not all started")
     return child
 
 
@@ -115,8 +128,7 @@ async def test_a_killed_dsh_takes_every_child_with_it(dsh: Dsh) -> None:
     child = await started_all(dsh)
     child.send_signal(signal.SIGKILL)
     await child.wait()
-    took = await wait_until(lambda: not running(), LIMIT_S, "children outlived dsh")
-    assert took <= LIMIT_S
+    await wait_until(lambda: not running(), "children outlived dsh")
 
 
 async def test_leftovers_of_a_dsh_whose_watchdog_died_too_end_at_the_next_start(
@@ -136,12 +148,12 @@ async def test_leftovers_of_a_dsh_whose_watchdog_died_too_end_at_the_next_start(
     # The parent-death signal ended what dsh started itself (a shell that ran one
     # program became that program); the grandchildren of the command's shell
     # survive, as nothing else knew of them.
-    grandchildren = {"4173", "4174"}
-    await wait_until(lambda: set(running().values()) <= grandchildren, LIMIT_S, "children")
+    grandchildren = set(MARKERS[2:])
+    await wait_until(lambda: set(running().values()) <= grandchildren, "children")
     assert set(running().values()) == grandchildren
     # The next dsh to start ends it (this one has nothing to ask the model).
     done = await dsh.run("sessions", "list")  # not a runtime: no sweep
     assert done.code == 0
     assert set(running().values()) == grandchildren
     await dsh.run("-p", "/cost")
-    await wait_until(lambda: not running(), LIMIT_S, "leftovers after the next start")
+    await wait_until(lambda: not running(), "leftovers after the next start")

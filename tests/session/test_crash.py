@@ -33,16 +33,17 @@ from dsh.session.persistence import LoadedSession, SessionNotFoundError
 from dsh.session.session import Session
 from dsh.session.store import Backend, SessionStore, make_persistence
 from tests.session.crash_writer import CWD, WINDOW, Script
+from tests.support.waits import HANG_S
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 MASTER_SEED = 20240617
 KILLS: dict[Backend, int] = {"jsonl": 50, "sqlite": 20}
 CONCURRENT = 3
 EARLY_KILLS = 0.15  # share of kills that do not wait for a first flush
-STARTUP_TIMEOUT = 30.0  # a loaded 2-core machine can take seconds to start Python
-FLUSH_TIMEOUT = 10.0
-REAP_TIMEOUT = 10.0
-ROUND_TIMEOUT = 90.0
+STARTUP_TIMEOUT = HANG_S  # hang guards: a loaded machine can take seconds to start Python
+FLUSH_TIMEOUT = HANG_S
+REAP_TIMEOUT = HANG_S
+ROUND_TIMEOUT = 4 * HANG_S
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dsh.testing import FakeLLM
+from tests.support.waits import HANG_S
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TMUX = shutil.which("tmux")
-TIMEOUT = 15.0  # any one wait; never reached when sound, generous for a loaded box
+TIMEOUT = HANG_S  # any one wait: only a hang guard, never reached when sound
 SESSION = "dsh-e2e"
 
 
@@ -142,6 +143,12 @@ class Terminal:
         if self.socket.exists():
             with contextlib.suppress(AssertionError):  # already gone
                 await self.tmux("kill-server")
+
+
+def says(phrase: str) -> Callable[[str], bool]:
+    """Whether the screen says ``phrase``, wrapped over lines or not (where a line
+    wraps depends on the paths shown, such as the test's temporary folder)."""
+    return lambda screen: phrase in " ".join(screen.split())
 
 
 def child_env(home: Path, server: FakeLLM) -> dict[str, str]:

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 from prompt_toolkit.input import PipeInput
 
 from dsh.ui.plain import PlainRequest, run_plain
+from tests.support.waits import HANG_S
 
 if TYPE_CHECKING:
     from dsh.runtime import Runtime
 
-TIMEOUT = 10.0
+TIMEOUT = HANG_S
 """Any one wait, with a runtime already started."""
 
 

@@ -29,6 +29,7 @@ from dsh.ui.tui.screens.sessions import (
     here_first,
     local_matches,
 )
+from tests.support.waits import HANG_S
 from tests.ui.tui_support import catalog_entry as picker_entry
 
 COMMAND = "rm -rf build && make -j4 all | tee log.txt"
@@ -71,7 +72,7 @@ class Host(App[None]):
         self.push_screen(screen, callback=self.results.append)
 
 
-async def until(pilot: Pilot[Any], condition: Callable[[], object], limit: float = 3.0) -> None:
+async def until(pilot: Pilot[Any], condition: Callable[[], object], limit: float = HANG_S) -> None:
     deadline = time.monotonic() + limit
     while not condition():
         assert time.monotonic() < deadline, "timed out"

@@ -39,6 +39,7 @@ from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.screens.sessions import SessionPicker
 from dsh.ui.tui.screens.trust import TrustScreen
 from dsh.ui.tui.theming import choose_theme, register_themes, variable_defaults
+from tests.support.waits import HANG_S
 from tests.ui.tui_support import catalog_entry as picker_entry
 
 THEMES = ["dsh-dark", "dsh-light", "dsh-high-contrast"]
@@ -199,7 +200,7 @@ def snap_dialog(
     app = Host(theme, home, dialog)
 
     async def run_before(pilot: Pilot[Any]) -> None:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + HANG_S
         while app.screen is not dialog or not settled():
             assert time.monotonic() < deadline, "the dialog did not open"
             await pilot.pause(0.02)

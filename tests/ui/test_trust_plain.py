@@ -13,9 +13,10 @@ from prompt_toolkit.input import PipeInput, create_pipe_input
 from dsh.testing import FakeLLM
 from dsh.trust import TrustStore
 from tests.support.plain_script import run_plain_script
+from tests.support.waits import HANG_S
 from tests.ui.plain_support import Plain
 
-TIMEOUT = 30.0
+TIMEOUT = HANG_S
 """Any one wait: start-up loads the runtime and the plugins, slow on a loaded box."""
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "would change what dsh does:"

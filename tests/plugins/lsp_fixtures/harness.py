@@ -22,6 +22,7 @@ from dsh.tools import ToolContext, ToolService
 from plugins.fs import plugin as fs_plugin
 from plugins.lsp import LspService
 from plugins.lsp import plugin as lsp_plugin
+from tests.support.waits import HANG_S
 
 FIXTURES = Path(__file__).parent
 PROJECT = FIXTURES / "project"
@@ -125,7 +126,7 @@ async def session(
         await root.dispose()
 
 
-async def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
+async def eventually(check: Callable[[], bool], seconds: float = HANG_S) -> None:
     deadline = time.monotonic() + seconds
     while not check():
         assert time.monotonic() < deadline, "the condition never came true"
