@@ -18,6 +18,7 @@ from dsh.session.catalog import CatalogEntry
 from dsh.testing import FakeLLM
 from dsh.ui.tui.app import DshApp, TuiRequest
 from tests.support.echo_tool import plugin as echo_plugin
+from tests.support.waits import HANG_S
 
 SIZE = (100, 34)
 
@@ -41,14 +42,14 @@ async def tui(
 ) -> AsyncIterator[tuple[DshApp, Pilot[int]]]:
     app = DshApp(TuiRequest(cwd=cwd, home=home, **request), runtime=runtime)
     async with app.run_test(size=size) as pilot:
-        await asyncio.wait_for(app.ready.wait(), 15)
+        await asyncio.wait_for(app.ready.wait(), HANG_S)
         await pilot.pause()
         yield app, pilot
         await app.shutdown()
 
 
 async def until(
-    pilot: Pilot[Any], condition: Callable[[], object], limit: float = 10.0, what: str = ""
+    pilot: Pilot[Any], condition: Callable[[], object], limit: float = HANG_S, what: str = ""
 ) -> None:
     deadline = time.monotonic() + limit
     while not condition():
