@@ -165,8 +165,10 @@ def text_of_result(message: Any) -> str:
 async def test_hostile_arguments_do_not_stop_the_turn(
     dsh: Dsh, fake_llm: FakeLLM, arguments: str, code: str | None
 ) -> None:
+    # In few chunks: how a reply is cut up is the stream fuzz tests' business, and the
+    # deepest arguments (200,000 characters) would otherwise come 4 characters a chunk.
     fake_llm.add(
-        Reply(tool_calls=[ToolCallSpec(name="echo", arguments=arguments)]),
+        Reply(tool_calls=[ToolCallSpec(name="echo", arguments=arguments)], chunk_size=4096),
         Reply(text="Recovered."),
     )
     done = await dsh.run("-p", "call echo")

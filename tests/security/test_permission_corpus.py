@@ -124,7 +124,9 @@ async def test_the_corpus_through_dsh_p(group: Group, dsh: Dsh, fake_llm: FakeLL
     for index, case in enumerate(group.cases):
         tool, arguments = case.call(*_names(group, index))
         calls.append(ToolCallSpec(name=tool, arguments=arguments, id=f"call_{index}"))
-    fake_llm.add(Reply(tool_calls=calls))
+    # In few chunks: how a reply is cut up is the stream tests' business, and the
+    # long cases (a 120,000-character command) would otherwise come 4 characters a chunk.
+    fake_llm.add(Reply(tool_calls=calls, chunk_size=4096))
     fake_llm.add(Reply(text="Done."))
     child = await dsh.start("-p", "run the corpus", "--permission-mode", group.mode)
     _, err = await asyncio.wait_for(child.communicate(b""), E2E_TIMEOUT)
