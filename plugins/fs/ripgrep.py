@@ -97,6 +97,10 @@ async def run_rg(
             with suppress(ProcessLookupError):
                 process.kill()
         await asyncio.gather(work, stop, return_exceptions=True)
+        # Read what is left of the pipes (rg is gone or done, so they end at once): a
+        # reader that stopped early (too much output) leaves its pipe paused, and on
+        # Python 3.11 wait() returns only once every pipe of the process is closed.
+        await asyncio.gather(_discard(process.stdout), _discard(process.stderr))
         await process.wait()
 
 
@@ -122,6 +126,12 @@ async def _collect(process: asyncio.subprocess.Process, max_bytes: int) -> RgRes
         errors.cancel()
     code = await process.wait()
     return RgResult(code, b"".join(chunks), stderr.decode("utf-8", errors="replace"))
+
+
+async def _discard(stream: asyncio.StreamReader | None) -> None:
+    if stream is not None:
+        while await stream.read(256 * 1024):
+            pass
 
 
 async def _drain(stream: asyncio.StreamReader, keep: int) -> bytes:

@@ -236,13 +236,14 @@ async def test_task_cancellation_stops_rg(fs: Fs) -> None:
 
 async def test_raw_output_overflow(fs: Fs) -> None:
     fs.file("big.txt", "match\n" * 5000)
+    search = run_rg(
+        ["--json", "-e", "match", "--", "big.txt"],
+        cwd=fs.cwd,
+        signal=asyncio.Event(),
+        max_bytes=10_000,
+    )
     with pytest.raises(ToolError) as caught:
-        await run_rg(
-            ["--json", "-e", "match", "--", "big.txt"],
-            cwd=fs.cwd,
-            signal=asyncio.Event(),
-            max_bytes=10_000,
-        )
+        await asyncio.wait_for(search, HANG_S)  # once stuck for good when rg wrote on
     assert caught.value.code == "SEARCH_RAW_OUTPUT_OVERFLOW"
 
 
