@@ -32,13 +32,15 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsh.narrowing import Ignored, narrow
 from dsh.paths import unsafe_to_obey
-
-if TYPE_CHECKING:
-    from dsh.trust import TrustState
+from dsh.settings_files import Document as Document
+from dsh.settings_files import SettingsError as SettingsError
+from dsh.settings_files import read_document as read_document
+from dsh.settings_files import write_private as write_private
+from dsh.trust import TrustState, TrustStore, project_root
 
 USER_FILE = "settings.toml"
 ENV_FILE = ".env"
@@ -50,16 +52,6 @@ ENV_RESERVED = frozenset(
     {"DSH_HOME", "DSH_PERSISTENCE_BACKEND", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_SHELL"}
 )
 ENVIRONMENT = Path("<environment>")
-
-
-class SettingsError(ValueError):
-    """A settings document cannot be used; the message names the file and the key."""
-
-
-@dataclass(frozen=True)
-class Document:
-    path: Path
-    values: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -135,8 +127,6 @@ def project_document(cwd: Path, root: Path | None = None, home: Path | None = No
     """The nearest ``.dsh/settings.toml`` from ``cwd`` up to the project ``root`` (see
     :func:`dsh.trust.project_root`), never above the home folder: a folder above the
     project, such as a shared ``/tmp``, configures nothing."""
-    from dsh.trust import project_root
-
     here = cwd.resolve()
     top = (root or project_root(here)).resolve()
     stop = home.resolve() if home is not None else Path.home().resolve()
@@ -147,17 +137,6 @@ def project_document(cwd: Path, root: Path | None = None, home: Path | None = No
         if folder in (top, stop):
             break
     return None
-
-
-def read_document(path: Path) -> Document:
-    try:
-        with path.open("rb") as handle:
-            values = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as error:
-        raise SettingsError(f"{path}: not valid TOML: {error}") from None
-    except OSError as error:
-        raise SettingsError(f"{path}: cannot be read: {error.strerror}") from None
-    return Document(path, values)
 
 
 def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -217,8 +196,6 @@ def load_settings(
     and :attr:`Settings.ignored` lists the rest. A settings file another user could
     have written is refused. ``check=False`` skips validating the core tables (a quick
     look before start-up, which validates them again)."""
-    from dsh.trust import TrustStore, project_root
-
     root = project_root(cwd)
     user_path = home / USER_FILE
     project = project_document(cwd, root)
@@ -330,17 +307,3 @@ def _tui_model() -> Any:
 # Core tables and the models that check them (loaded lazily: pydantic models cost
 # import time, and most runs read only one or two of them).
 CORE_TABLES = {"agent": _agent_model, "permissions": _permissions_model, "tui": _tui_model}
-
-
-def write_private(path: Path, text: str) -> None:
-    """Replace a settings document whole (a temporary file renamed over it), readable
-    by its owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, text.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from dsh.paths import TRUST_FILE, private_lock, unsafe_to_obey
-from dsh.settings import SettingsError, read_document, write_private
+from dsh.settings_files import SettingsError, read_document, write_private
 
 TrustState = Literal["trusted", "untrusted", "unknown"]
 LOCK_FILE = ".trust.lock"
