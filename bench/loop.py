@@ -219,9 +219,13 @@ async def loop_run(root: Path, *, disabled: tuple[str, ...] = ()) -> tuple[list[
         agent = await runtime.agents.create(
             project, AgentOptions(provider="bench", model="instant")
         )
-        # The driver calls these through the agent, so wrapping them here times them.
-        agent.assemble = timed(agent.assemble, spent, "assemble")  # type: ignore[method-assign]
-        agent.flush = timed(agent.flush, spent, "flush")  # type: ignore[method-assign]
+        # Each turn assembles its prompt through the agents' prompt service, and waits
+        # for its flushes through the session store (the agent's sink calls it), so
+        # wrapping these two times them.
+        prompt = runtime.agents.services.prompt
+        prompt.assemble = timed(prompt.assemble, spent, "assemble")  # type: ignore[method-assign]
+        store = runtime.sessions
+        store.flush = timed(store.flush, spent, "flush")  # type: ignore[method-assign]
         steps: list[Step] = []
         mark = [time.perf_counter()]
 

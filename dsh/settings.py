@@ -287,7 +287,7 @@ def check_core_tables(settings: Settings) -> None:
 
 
 def _agent_model() -> Any:
-    from dsh.agent import AgentOptions
+    from dsh.settings_tables import AgentOptions
 
     return AgentOptions
 

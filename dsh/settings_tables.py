@@ -1,11 +1,34 @@
-"""The core's own settings tables beyond ``[agent]`` (which is
-:class:`dsh.agent.AgentOptions`): what each key may hold, checked when settings load."""
+"""The core's own settings tables: what each key may hold, checked when settings load.
+
+``[agent]`` is :class:`AgentOptions`, what each agent starts with (public as
+``dsh.agent.AgentOptions``). Only pydantic and :mod:`dsh.wire` are imported here:
+settings are checked before the runtime is built, by a module the runtime is built on."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PositiveInt
+
+from dsh.wire import Frozen
+
+
+class AgentOptions(Frozen):
+    """``[agent]``: the provider, model and limits an agent starts with (a session
+    resumed keeps its own route unless told otherwise)."""
+
+    provider: str = "deepseek"
+    model: str = "deepseek-v4-flash"
+    reasoning_effort: str | None = None
+    temperature: float | None = None
+    max_tokens: PositiveInt | None = None
+    max_steps: PositiveInt | None = None
+    """Steps one turn may take before it is ended with reason ``max-steps``."""
+    auto_title: bool = False
+    """Title the session after its first completed turn: at once from the first prompt,
+    then by the model in the background (the ``title`` plugin, purpose
+    ``session-title``). Interactive UIs turn it on; a headless run only when asked
+    (``--title``), so a script pays for no model call it did not request."""
 
 
 class PermissionsTable(BaseModel):

@@ -1,12 +1,13 @@
 """Agents: the handle, the inbox, the turn and step loop, and the ``agents`` service.
 
-This module is public API: plugins import from ``dsh.agent``.
+This module is public API: plugins import from ``dsh.agent``. A plugin names an agent
+by :class:`AgentHandle`, the Protocol :class:`Agent` implements.
 """
 
 from __future__ import annotations
 
-from dsh.agent.agent import Agent, AgentOptions, Edit, Remove
-from dsh.agent.inbox import Inbox, InboxItem
+from dsh.agent.agent import Agent
+from dsh.agent.inbox import Inbox
 from dsh.agent.interception import (
     Enter,
     PreStep,
@@ -18,15 +19,21 @@ from dsh.agent.interception import (
 )
 from dsh.agent.service import AgentService
 from dsh.agent.signal import TurnSignal
+from dsh.agent.turn import AgentServices, Turn
+from dsh.agent_handle import AgentHandle, Edit, InboxItem, Placement, Remove, Status, Target
+from dsh.settings_tables import AgentOptions
 
 __all__ = [
     "Agent",
+    "AgentHandle",
     "AgentOptions",
     "AgentService",
+    "AgentServices",
     "Edit",
     "Enter",
     "Inbox",
     "InboxItem",
+    "Placement",
     "PreStep",
     "PromptAllow",
     "PromptBlock",
@@ -34,5 +41,8 @@ __all__ = [
     "Remove",
     "RequestError",
     "Retry",
+    "Status",
+    "Target",
+    "Turn",
     "TurnSignal",
 ]

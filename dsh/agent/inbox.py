@@ -1,10 +1,15 @@
 """The agent's inbox: prompts waiting for a turn, and steering waiting for a step.
 
 Two FIFOs. A *queued* item is the prompt of a turn of its own; *steering* joins the
-running turn at its next step. Both are durable: every change is a log-only event, so
-a prompt typed while the agent worked survives a crash and is found again, still
-queued, when the session is resumed. Injected context never enters the FIFOs: it is
-staged for the next step (or appended at once when no turn is open).
+running turn at its next step. Both are durable: each method that changes them logs
+its event (``inbox/enqueued``, ``inbox/updated``, ``inbox/claimed``,
+``inbox/discarded``), and nothing else changes them, so a prompt typed while the agent
+worked survives a crash and is found again, still queued, when the session is
+resumed (:meth:`Inbox.restore`). Two moves log nothing, because the log already says
+all they do: steering left over when a turn ends waits as a queued prompt, which is
+how a resumed log reads left-over steering too; and context *staged* for the next
+step, which never enters the FIFOs, enters the log as a message when that step (or
+the end of the turn) takes it.
 """
 
 from __future__ import annotations
@@ -12,98 +17,118 @@ from __future__ import annotations
 import uuid
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
 
+from dsh.agent_handle import InboxItem, Placement
 from dsh.llm import Block, UserMessage
 from dsh.session import Session, SessionEvent
 from dsh.session.events import InboxClaimed, InboxDiscarded, InboxEnqueued, InboxUpdated
-
-Placement = Literal["queued", "steering"]
-
-
-@dataclass(frozen=True)
-class InboxItem:
-    id: str
-    message: UserMessage
-    placement: Placement
 
 
 class Inbox:
     def __init__(self, session: Session) -> None:
         self._session = session
-        self.queued: deque[InboxItem] = deque()
-        self.steering: deque[InboxItem] = deque()
-        self.injected: list[UserMessage] = []
+        self._queued: deque[InboxItem] = deque()
+        self._steering: deque[InboxItem] = deque()
+        self._staged: list[UserMessage] = []
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def queued(self) -> tuple[InboxItem, ...]:
+        return tuple(self._queued)
+
+    @property
+    def steering(self) -> tuple[InboxItem, ...]:
+        return tuple(self._steering)
+
+    @property
+    def staged(self) -> tuple[UserMessage, ...]:
+        """Context waiting for the running turn's next step."""
+        return tuple(self._staged)
+
+    @property
+    def next_queued(self) -> InboxItem | None:
+        """The prompt the next turn would answer."""
+        return self._queued[0] if self._queued else None
 
     @property
     def has_queued(self) -> bool:
-        return bool(self.queued)
+        return bool(self._queued)
 
     @property
     def has_next_step(self) -> bool:
-        return bool(self.steering or self.injected)
+        return bool(self._steering or self._staged)
+
+    # ------------------------------------------------------------------ changing
 
     def enqueue(self, message: UserMessage, placement: Placement) -> InboxItem:
         item = InboxItem(uuid.uuid4().hex, message, placement)
         self._session.append(
             "inbox/enqueued", InboxEnqueued(item_id=item.id, message=message, placement=placement)
         )
-        (self.queued if placement == "queued" else self.steering).append(item)
+        (self._queued if placement == "queued" else self._steering).append(item)
         return item
 
     def edit(self, item_id: str, content: tuple[Block, ...]) -> bool:
-        for index, item in enumerate(self.queued):
+        for index, item in enumerate(self._queued):
             if item.id == item_id:
                 message = item.message.model_copy(update={"content": content})
                 self._session.append(
                     "inbox/updated", InboxUpdated(item_id=item_id, message=message)
                 )
-                self.queued[index] = InboxItem(item_id, message, "queued")
+                self._queued[index] = InboxItem(item_id, message, "queued")
                 return True
         return False
 
-    def remove(self, item_id: str) -> bool:
-        for item in self.queued:
+    def remove(
+        self,
+        item_id: str,
+        reason: Literal["removed", "blocked"] = "removed",
+        detail: str | None = None,
+    ) -> bool:
+        """Take a queued prompt out: the person removed it, or a ``prompt-submit``
+        hook blocked it (``detail`` says why)."""
+        for item in self._queued:
             if item.id == item_id:
-                self.queued.remove(item)
-                self.discard([item], "removed")
+                self._queued.remove(item)
+                self._discard([item], reason, detail)
                 return True
         return False
 
     def claim_turn(self) -> InboxItem | None:
-        if not self.queued:
+        if not self._queued:
             return None
-        item = self.queued.popleft()
+        item = self._queued.popleft()
         self._session.append("inbox/claimed", InboxClaimed(item_ids=(item.id,)))
         return item
 
     def claim_step(self) -> tuple[list[InboxItem], list[UserMessage]]:
-        """Every steering item, and every staged injection."""
-        items, injected = list(self.steering), list(self.injected)
-        self.steering.clear()
-        self.injected.clear()
+        """Every steering item, and every staged context message."""
+        items, staged = list(self._steering), list(self._staged)
+        self._steering.clear()
+        self._staged.clear()
         if items:
             self._session.append("inbox/claimed", InboxClaimed(item_ids=tuple(i.id for i in items)))
-        return items, injected
+        return items, staged
 
-    def discard(
-        self,
-        items: Iterable[InboxItem],
-        reason: Literal["removed", "cancelled", "disposed", "blocked"],
-        detail: str | None = None,
-    ) -> None:
-        ids = tuple(item.id for item in items)
-        if ids:
-            self._session.append(
-                "inbox/discarded", InboxDiscarded(item_ids=ids, reason=reason, detail=detail)
-            )
+    def stage(self, *messages: UserMessage) -> None:
+        """Context for the running turn's next step (injected, or a tool's)."""
+        self._staged.extend(messages)
+
+    def close_turn(self) -> list[UserMessage]:
+        """The turn ended: left-over steering waits as queued prompts, and the staged
+        context is handed back, for the log."""
+        self._queued.extend(self._steering)
+        self._steering.clear()
+        staged, self._staged = self._staged, []
+        return staged
 
     def clear(self, reason: Literal["cancelled", "disposed"]) -> None:
-        self.discard([*self.queued, *self.steering], reason)
-        self.queued.clear()
-        self.steering.clear()
-        self.injected.clear()
+        self._discard([*self._queued, *self._steering], reason)
+        self._queued.clear()
+        self._steering.clear()
+        self._staged.clear()
 
     def restore(self, events: Iterable[SessionEvent]) -> None:
         """Rebuild the FIFOs from a stored log: what was enqueued and never claimed,
@@ -118,4 +143,16 @@ class Inbox:
                 case InboxClaimed(item_ids=ids) | InboxDiscarded(item_ids=ids):
                     for item_id in ids:
                         pending.pop(item_id, None)
-        self.queued.extend(InboxItem(i.id, i.message, "queued") for i in pending.values())
+        self._queued.extend(InboxItem(i.id, i.message, "queued") for i in pending.values())
+
+    def _discard(
+        self,
+        items: Iterable[InboxItem],
+        reason: Literal["removed", "cancelled", "disposed", "blocked"],
+        detail: str | None = None,
+    ) -> None:
+        ids = tuple(item.id for item in items)
+        if ids:
+            self._session.append(
+                "inbox/discarded", InboxDiscarded(item_ids=ids, reason=reason, detail=detail)
+            )

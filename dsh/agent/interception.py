@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
+from dsh.agent_handle import AgentHandle
 from dsh.llm import Block, LlmFailure, RetryPolicy, UserMessage
 
 PROMPT_SUBMIT = "agent/prompt-submit"
@@ -51,7 +51,7 @@ PromptDecision = PromptAllow | PromptBlock
 
 @dataclass(frozen=True)
 class PreStep:
-    agent: Any
+    agent: AgentHandle
     claimed: tuple[UserMessage, ...]
     turn: int
     step: int
@@ -73,7 +73,7 @@ PreStepDecision = Enter | Reject
 
 @dataclass(frozen=True)
 class RequestError:
-    agent: Any
+    agent: AgentHandle
     turn: int
     step: int
     provider: str

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-from dsh.agent.agent import Agent, AgentOptions
+from dsh.agent.agent import Agent
 from dsh.agent.interception import CREATED, DISPOSED, SESSION_START
+from dsh.agent.turn import AgentServices
 from dsh.kernel import Context
 from dsh.llm import LlmService
 from dsh.prompt import PromptService
 from dsh.session import Session, SessionStore
+from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService
 
 Setup = Callable[[Context], Awaitable[None] | None]
@@ -30,9 +30,8 @@ class AgentService:
         defaults: AgentOptions | None = None,
     ) -> None:
         self._root = root
-        self._llm = llm
-        self._tools = tools
-        self._prompt = prompt
+        self.services = AgentServices(root, llm, tools, prompt)
+        """What every agent here works with."""
         self._sessions = sessions
         self.defaults = defaults or AgentOptions()
         self._agents: dict[str, Agent] = {}
@@ -59,10 +58,11 @@ class AgentService:
         session, or with ``wait`` waits until it lets the session go."""
         session = await self._sessions.open(session_id, wait=wait)
         opened_at = len(session.events)
-        if self._tools.approvals is not None:
+        approvals = self.services.tools.approvals
+        if approvals is not None:
             # At once, not at the first tool call: the person hears of grants that no
             # longer hold when the session opens, even if no tool is ever called.
-            self._tools.approvals.restore(session)
+            approvals.restore(session)
         return await self._continue(session, options, setup, opened_at)
 
     async def fork(
@@ -93,24 +93,18 @@ class AgentService:
 
     async def _start(
         self,
-        session: Any,
+        session: Session,
         options: AgentOptions,
         cwd: Path,
         source: str,
         setup: Setup | None,
         opened_at: int | None = None,
     ) -> Agent:
-        store = self._sessions
         agent = Agent(
-            root=self._root,
-            session=session,
+            self.services,
+            session,
+            self._sessions.sink(session),
             options=options,
-            llm=self._llm,
-            tools=self._tools,
-            prompt=self._prompt,
-            flush=functools.partial(_flush, store, session),
-            write_soon=functools.partial(store.write_soon, session),
-            write_error=functools.partial(store.write_error, session),
             cwd=cwd,
             opened_at=opened_at,
         )
@@ -139,7 +133,3 @@ class AgentService:
     async def aclose(self) -> None:
         for agent in list(self._agents.values()):
             await self.dispose(agent)
-
-
-async def _flush(store: SessionStore, session: Session, sync: bool) -> bool:
-    return await store.flush(session, sync=sync)

@@ -69,7 +69,7 @@ from dsh.session.persistence import (
 )
 from dsh.session.session import ReentrantAppendError, Session
 from dsh.session.spend import ModelCall, Pricing, Spend, paid_call, session_spend
-from dsh.session.store import AmbiguousSessionError, ForkError, SessionStore
+from dsh.session.store import AmbiguousSessionError, ForkError, SessionSink, SessionStore
 
 __all__ = [
     "AmbiguousSessionError",
@@ -112,6 +112,7 @@ __all__ = [
     "SessionLocks",
     "SessionNotFoundError",
     "SessionPersistence",
+    "SessionSink",
     "SessionStore",
     "SessionTitle",
     "SessionTitleRequest",

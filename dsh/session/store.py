@@ -1,7 +1,8 @@
 """The ``sessions`` service: live sessions backed by storage and indexed in the catalog.
 
 Creating a session writes nothing until its first event; every event then reaches
-storage through the session's writer, and the catalog after that. Opening a stored
+storage through the session's writer, and the catalog after that. An agent sees the
+storage of its session as one :class:`SessionSink` (:meth:`SessionStore.sink`). Opening a stored
 session repairs crash damage first (reporting it on ``session.load_issues``), and
 brings the catalog up to date if it fell behind.
 """
@@ -14,8 +15,9 @@ import logging
 import os
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from dsh.bulk import collector_paused
 from dsh.llm import SessionId, new_session_id
@@ -64,6 +66,26 @@ def make_persistence(backend: Backend, home: Path) -> SessionPersistence:
             return JsonlPersistence(home)
         case "sqlite":
             return SqlitePersistence(home)
+
+
+class SessionSink(Protocol):
+    """Where a live session's events are stored, as the agent loop drives it: it asks
+    for a write early (before a model request), waits for one where it must (before a
+    tool call with effects, at the end of a turn), and stops when writes fail."""
+
+    async def flush(self, *, sync: bool = True) -> bool:
+        """Store every event appended so far: synced to disk, or with ``sync=False``
+        safe from the process dying. False if the write failed (it is kept and retried
+        at the next flush)."""
+        ...
+
+    def write_soon(self) -> None:
+        """Start storing the events so far, without waiting."""
+        ...
+
+    def write_error(self) -> BaseException | None:
+        """Why the last write failed, while its events wait to be written."""
+        ...
 
 
 class SessionStore:
@@ -285,6 +307,10 @@ class SessionStore:
         if writer is not None:
             writer.write_soon()
 
+    def sink(self, session: Session) -> SessionSink:
+        """``session``'s storage in this store, as one object for its agent."""
+        return _StoreSink(self, session)
+
     async def close(self, session: Session) -> bool:
         """Write what is queued, stop following the session, and index it."""
         writer = self._writers.pop(session.id, None)
@@ -375,3 +401,21 @@ class SessionStore:
         finally:
             self._release(resolved)
         return resolved
+
+
+@dataclass(frozen=True)
+class _StoreSink:
+    """A :class:`SessionSink` over the store's writer for one session (none once the
+    session is closed: then nothing waits to be written)."""
+
+    store: SessionStore
+    session: Session
+
+    async def flush(self, *, sync: bool = True) -> bool:
+        return await self.store.flush(self.session, sync=sync)
+
+    def write_soon(self) -> None:
+        self.store.write_soon(self.session)
+
+    def write_error(self) -> BaseException | None:
+        return self.store.write_error(self.session)

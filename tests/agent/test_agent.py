@@ -537,14 +537,15 @@ async def test_the_workspace_value_moves_at_each_turn_and_after_effects(
     fake_llm.add(Reply(text="done"))
     fake_llm.add(Reply(text="again"))
     agent = await new_agent(runtime, tmp_path)
-    assert agent.tools.approvals is not None
-    agent.tools.approvals.mode = "bypass"  # nobody is here to approve the write
+    approvals = runtime.agents.services.tools.approvals
+    assert approvals is not None
+    approvals.mode = "bypass"  # nobody is here to approve the write
     agent.followup(user_text("read, read, write, read"))
     await agent.when_idle()
     agent.followup(user_text("once more"))
     await agent.when_idle()
     # One assembly a step: five in the first turn (the write was its third), one next.
-    assert seen == [(1, 0), (1, 0), (1, 0), (1, 1), (1, 1), (2, 1)]
+    assert seen == [(1, 0), (1, 0), (1, 0), (1, 1), (1, 1), (2, 0)]
     assert (tmp_path / "touched").read_text() == "x"
 
 
@@ -574,6 +575,6 @@ async def test_tool_context_and_concluding_tools(
     await agent.when_idle()
     assert len(fake_llm.chat_requests) == 1  # concluded: no further request
     assert of(agent, "turn/end")[0].data.reason.kind == "completed"
-    assert agent.inbox.injected == []
+    assert agent.inbox.staged == ()
     assert of(agent, "user/message")[-1].data.text() == "a note for later"  # kept, after the turn
     assert of(agent, "user/message")[-1].seq > of(agent, "turn/end")[0].seq

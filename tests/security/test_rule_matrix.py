@@ -21,7 +21,7 @@ import pytest_asyncio
 from dsh.llm import CallId
 from dsh.runtime import Runtime, start_runtime
 from dsh.testing import FakeLLM
-from dsh.tools import Action
+from dsh.tools import Action, ToolContext
 from dsh.tools.permissions import MODES, Rule, assess
 
 KINDS = ("bash", "edit", "read", "name")
@@ -118,7 +118,14 @@ async def _described(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
         )
         try:
             agent = await runtime.agents.create(cwd)
-            context = agent.tool_context(CallId("c0"), asyncio.Event())
+            context = ToolContext(
+                call_id=CallId("c0"),
+                agent=agent,
+                cwd=cwd,
+                signal=asyncio.Event(),
+                session_id=agent.id,
+                services=agent.ctx,
+            )
             ids = {}
             for name, command in (("SHELL", ""), ("PYTHON", "python3 -q")):
                 tool = runtime.root.tools.get("terminal_open")

@@ -587,7 +587,7 @@ class DshApp(App[int]):
 
     def on_prompt_area_queue_edit(self, message: PromptArea.QueueEdit) -> None:
         """Take the newest queued message back into the prompt to edit or drop it."""
-        from dsh.agent.agent import Remove
+        from dsh.agent import Remove
 
         if self.fold is None or self.agent is None or not self.fold.queued:
             return
