@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context, RegistryView, ScopedRegistry
 from dsh.session.events import CommandDone, CommandRun
 
@@ -50,8 +51,8 @@ class CommandHost(Protocol):
 
 @dataclass
 class CommandContext:
-    agent: Any
-    """The :class:`~dsh.agent.Agent` of the session on screen."""
+    agent: AgentHandle
+    """The agent of the session on screen."""
     root: Context
     host: CommandHost
     extras: dict[str, Any] = field(default_factory=dict)
@@ -114,7 +115,7 @@ class CommandService(ScopedRegistry[Command]):
         command = self.get(name, context.agent)
         if command is None:
             return False
-        session = getattr(context.agent, "session", None) if command.recorded else None
+        session = context.agent.session if command.recorded else None
         command_id = uuid.uuid4().hex
         if session is not None:
             session.append(

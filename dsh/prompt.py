@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context, Disposer, ScopedRegistry, ServiceKey
 from dsh.llm import ToolSchema
 
@@ -87,8 +88,8 @@ class PromptError(Exception):
 class PromptContext:
     """What a renderer may know about the request being assembled."""
 
-    agent: Any
-    """The agent handle; opaque to this module."""
+    agent: AgentHandle | None
+    """The agent the request is for; None outside any agent (a test)."""
     scope: object | None
     """The scope whose sections are visible (the agent), or None for globals only."""
     cwd: Path

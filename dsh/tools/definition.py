@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from dsh.agent_handle import AgentHandle
 from dsh.llm import Block, CallId, SessionId, ToolSchema, UserMessage
 from dsh.tools.presentation import CallResult, Presentation
 
@@ -70,7 +71,9 @@ class ToolContext:
     """What a running tool may use: who called it, where, and how to stop."""
 
     call_id: CallId
-    agent: Any
+    agent: AgentHandle | None
+    """The agent whose turn made the call; None for a call made outside any agent (a
+    tool run directly, as by a test)."""
     cwd: Path
     signal: asyncio.Event
     """Set when the turn is cancelled: long-running tools stop and return."""

@@ -8,8 +8,8 @@ headless mode) asking is an error the model is told about.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
+from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context, Disposer
 from dsh.wire import Frozen
 
@@ -37,7 +37,7 @@ class NoAnswererError(Exception):
     """Nobody is there to answer (headless mode)."""
 
 
-Answerer = Callable[[Sequence[Question], Any], Awaitable[Sequence[Answer] | None]]
+Answerer = Callable[[Sequence[Question], AgentHandle | None], Awaitable[Sequence[Answer] | None]]
 """Given the questions and the asking agent: the answers, or None if dismissed."""
 
 
@@ -57,7 +57,9 @@ class QuestionService:
 
         return remove
 
-    async def ask(self, questions: Sequence[Question], agent: Any) -> Sequence[Answer] | None:
+    async def ask(
+        self, questions: Sequence[Question], agent: AgentHandle | None
+    ) -> Sequence[Answer] | None:
         if not self._answerers:
             raise NoAnswererError("no user is available to answer questions (headless mode)")
         return await self._answerers[-1](questions, agent)
@@ -71,5 +73,7 @@ class BoundQuestions:
     def set_answerer(self, answerer: Answerer) -> Disposer:
         return self._ctx.effect(lambda: self._service.add_answerer(answerer))
 
-    async def ask(self, questions: Sequence[Question], agent: Any) -> Sequence[Answer] | None:
+    async def ask(
+        self, questions: Sequence[Question], agent: AgentHandle | None
+    ) -> Sequence[Answer] | None:
         return await self._service.ask(questions, agent)

@@ -163,12 +163,11 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                 return _failure(call, f"{call.name} was blocked: {decision.reason}", "DENIED")
             if isinstance(decision, Ask) and ask is None:
                 ask = decision.reason
-        session = getattr(context.agent, "session", None)
-        if self.approvals is not None and session is not None:
+        if self.approvals is not None and context.agent is not None:
             gate = await self.approvals.check(
                 tool,
                 action,
-                session=session,
+                session=context.agent.session,
                 call_id=call.id,
                 cwd=context.cwd,
                 force_ask=ask,

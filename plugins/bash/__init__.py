@@ -17,8 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from dsh.agent import AgentHandle
 from dsh.kernel import Context, Plugin
-from dsh.llm import UserSource
+from dsh.llm import UserMessage, UserSource
 from plugins.bash.job_tools import job_tools
 from plugins.bash.jobs import JobService
 from plugins.bash.tool import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, BashSettings, bash_tool
@@ -46,9 +47,9 @@ def apply(ctx: Context, config: Config) -> None:
     for tool in (bash_tool(jobs, settings), *job_tools(jobs)):
         ctx.tools.register(tool.name, tool)
 
-    async def on_prompt(agent: Any, message: Any, next_: Any) -> Any:
+    async def on_prompt(agent: AgentHandle, message: UserMessage, next_: Any) -> Any:
         # A prompt from the user ends a run of turns started by job notices.
-        if isinstance(getattr(message, "source", None), UserSource):
+        if isinstance(message.source, UserSource):
             jobs.user_prompted(agent)
         return await next_()
 

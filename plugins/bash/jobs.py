@@ -23,8 +23,9 @@ import logging
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+from dsh.agent import AgentHandle
 from dsh.kernel import Context
 from dsh.llm import PluginSource, user_text
 from dsh.tools import ToolError
@@ -68,7 +69,7 @@ class Job:
     owner: str
     label: str
     body: JobBody
-    agent: Any = None
+    agent: AgentHandle | None = None
     """The agent that started it, told when it ends."""
     status: JobStatus = "running"
     detail: str | None = None
@@ -115,7 +116,7 @@ class JobService:
         self._plugin = plugin
         self._jobs: dict[str, dict[str, Job]] = {}
         self._counters: dict[tuple[str, str], int] = {}
-        self._wakes: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._wakes: weakref.WeakKeyDictionary[AgentHandle, int] = weakref.WeakKeyDictionary()
         self._closed = False
 
     # ------------------------------------------------------------------ starting
@@ -132,7 +133,9 @@ class JobService:
                 "JOB_LIMIT",
             )
 
-    def start(self, *, owner: str, kind: str, label: str, body: JobBody, agent: Any = None) -> Job:
+    def start(
+        self, *, owner: str, kind: str, label: str, body: JobBody, agent: AgentHandle | None = None
+    ) -> Job:
         """Run ``body`` as a new job. Raises like :meth:`check_capacity`; the caller
         then still owns the body."""
         self.check_capacity(owner)
@@ -247,7 +250,7 @@ class JobService:
 
     # ------------------------------------------------------------------ notices
 
-    def user_prompted(self, agent: Any) -> None:
+    def user_prompted(self, agent: AgentHandle) -> None:
         """The user spoke: notices may wake ``agent`` again."""
         self._wakes.pop(agent, None)
 
@@ -267,15 +270,13 @@ class JobService:
         )
         agent = job.agent
         try:
-            if getattr(agent, "accepts_next_step", False):
+            if agent.accepts_next_step:
                 agent.steer(message)  # joins the running turn: nobody is woken
                 return
             wakes = self._wakes.get(agent, 0)
             if wakes >= self.max_wakes:
                 # Enough turns started without the user: leave it for the next one.
-                inject = getattr(agent, "inject", None)
-                if inject is not None:
-                    inject(message)
+                agent.inject(message)
                 return
             self._wakes[agent] = wakes + 1
             agent.steer(message)

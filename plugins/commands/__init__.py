@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import time
-from typing import Any
 
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.kernel import Context, NoConfig, Plugin
@@ -29,14 +28,8 @@ a change must follow; anything surprising. If an AGENTS.md exists, improve it ra
 than replace what is still true. Keep it under about 150 lines."""
 
 
-def _agent(context: CommandContext) -> Any:
-    if context.agent is None:
-        raise CommandError("no session is open")
-    return context.agent
-
-
 async def model(context: CommandContext, args: str) -> None:
-    agent = _agent(context)
+    agent = context.agent
     options = agent.options
     if not args:
         effort = f", effort {options.reasoning_effort}" if options.reasoning_effort else ""
@@ -83,7 +76,7 @@ async def _pick_model(context: CommandContext, provider: str, current: str) -> N
 
 
 def _switch(context: CommandContext, provider: str, name: str) -> None:
-    _agent(context).set_options(provider=provider, model=name)
+    context.agent.set_options(provider=provider, model=name)
     context.host.show(f"Model: {provider}/{name} from the next request on")
 
 
@@ -101,7 +94,7 @@ async def permissions(context: CommandContext, args: str) -> None:
 
 
 async def cost(context: CommandContext, args: str) -> None:
-    spent = session_spend(_agent(context).session.events, context.root.llm.cost)
+    spent = session_spend(context.agent.session.events, context.root.llm.cost)
     usage = spent.usage
     if usage is None:
         context.host.show("No model calls in this session yet.")
@@ -117,7 +110,7 @@ async def cost(context: CommandContext, args: str) -> None:
 
 
 async def sessions(context: CommandContext, args: str) -> None:
-    agent = _agent(context)
+    agent = context.agent
     catalog = context.root.sessions.catalog
     if catalog is None:
         raise CommandError("the session index is off")
@@ -147,7 +140,7 @@ def _age(ms: float) -> str:
 
 
 async def init(context: CommandContext, args: str) -> None:
-    agent = _agent(context)
+    agent = context.agent
     focus = f"\n\nAlso: {args}" if args else ""
     agent.followup(user_text(INIT_PROMPT + focus))
     context.host.show("Asked the model to draft AGENTS.md.")

@@ -36,11 +36,8 @@ __all__ = [
 
 def compact_command(service: CompactionService) -> Command:
     async def run(context: CommandContext, args: str) -> None:
-        agent = context.agent
-        if getattr(agent, "session", None) is None:
-            raise CommandError("no session is open")
         try:
-            result = await service.compact_now(agent, args.strip() or None)
+            result = await service.compact_now(context.agent, args.strip() or None)
         except CompactionBusy as error:
             raise CommandError(str(error)) from None
         except CompactionError as error:

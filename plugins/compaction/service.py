@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dsh.agent import Agent, PreStep, RequestError, Retry
+from dsh.agent import AgentHandle, PreStep, RequestError, Retry
 from dsh.kernel import Context
 from dsh.llm import (
     BlockAssembler,
@@ -127,24 +127,26 @@ class CompactionService:
 
     # ------------------------------------------------------------------ measuring
 
-    def context_window(self, agent: Agent) -> int | None:
+    def context_window(self, agent: AgentHandle) -> int | None:
         """The window of the model the agent talks to."""
         options = agent.options
         return _window(agent.llm, options.provider, options.model)
 
-    def measure(self, agent: Agent) -> Measure:
+    def measure(self, agent: AgentHandle) -> Measure:
         session = agent.session
         sizes = self._sizes.setdefault(session, {})
         return measure(session.events, session.surface_nodes, session.request_header(), sizes)
 
-    def pressure(self, agent: Agent, pending: Sequence[Message] = ()) -> int:
+    def pressure(self, agent: AgentHandle, pending: Sequence[Message] = ()) -> int:
         """The tokens the next request would hold, with ``pending`` messages added."""
         measured = self.measure(agent)
         return measured.total + measured.scaled(messages_tokens(pending))
 
     # ------------------------------------------------------------------ compacting
 
-    async def compact_now(self, agent: Agent, focus: str | None = None) -> CompactionResult | None:
+    async def compact_now(
+        self, agent: AgentHandle, focus: str | None = None
+    ) -> CompactionResult | None:
         """Compact between turns (``/compact``): no turn starts until it is over and the
         log is written. None when there is nothing to compact."""
 
@@ -165,7 +167,7 @@ class CompactionService:
 
     async def compact(
         self,
-        agent: Agent,
+        agent: AgentHandle,
         *,
         mode: Mode,
         focus: str | None = None,
@@ -187,7 +189,7 @@ class CompactionService:
 
     async def _compact(
         self,
-        agent: Agent,
+        agent: AgentHandle,
         mode: Mode,
         focus: str | None,
         turn: int | None,
@@ -302,7 +304,7 @@ class CompactionService:
             omitted_seqs=trim.omitted,
         )
 
-    def _call(self, agent: Agent, header: Any) -> tuple[Call, int | None]:
+    def _call(self, agent: AgentHandle, header: Any) -> tuple[Call, int | None]:
         """The summariser's route, effort and output cap, and its window."""
         config = self.config
         provider = config.provider or agent.options.provider
@@ -373,8 +375,8 @@ class CompactionService:
                 _log.warning("session %s: automatic compaction failed: %s", agent.session.id, error)
         return await next_()
 
-    def _due(self, agent: Any, pre: PreStep) -> bool:
-        if not self.config.auto or not isinstance(agent, Agent) or pre.signal.is_set():
+    def _due(self, agent: AgentHandle, pre: PreStep) -> bool:
+        if not self.config.auto or pre.signal.is_set():
             return False
         if self._failed_turn.get(str(agent.session.id)) == pre.turn:
             return False
@@ -389,7 +391,7 @@ class CompactionService:
         """``agent/request-error``: a request too long for the model is compacted and
         sent again, once per step, if the history did shrink."""
         agent = error.agent
-        if error.failure.code != OVERFLOW or not isinstance(agent, Agent):
+        if error.failure.code != OVERFLOW:
             return await next_()
         key = (str(agent.session.id), error.turn, error.step)
         if key in self._overflow_tried or error.signal.is_set():
@@ -404,7 +406,7 @@ class CompactionService:
             return Retry()
         return await next_()
 
-    def forget(self, agent: Any) -> None:
+    def forget(self, agent: AgentHandle) -> None:
         """``agent/disposed``: drop what was kept about the agent's session."""
         key = str(agent.id)
         self._failed_turn.pop(key, None)

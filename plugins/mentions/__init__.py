@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, PositiveInt
 
-from dsh.agent import PromptAllow
+from dsh.agent import AgentHandle, PromptAllow
 from dsh.kernel import Context, Plugin
 from dsh.llm import PluginSource, UserMessage, UserSource, user_text
 from plugins.mentions.attach import Attached, Attachment, Limits, attach, mentions
@@ -90,22 +90,19 @@ def apply(ctx: Context, config: Config) -> None:
         max_mentions=config.max_mentions,
     )
 
-    async def on_prompt(agent: Any, message: Any, next_: Any) -> Any:
+    async def on_prompt(agent: AgentHandle, message: UserMessage, next_: Any) -> Any:
         decision = await next_()
         if not isinstance(decision, PromptAllow):
             return decision  # blocked: nothing to attach
-        if not isinstance(message, UserMessage) or not isinstance(message.source, UserSource):
+        if not isinstance(message.source, UserSource):
             return decision  # only a person's own words: not job notices, not relays
-        cwd = getattr(agent, "cwd", None)
-        if cwd is None:
-            return decision
         if decision.content is not None:
             message = message.model_copy(update={"content": decision.content})
         text = message.text()
         if "@" not in text:
             return decision
         approvals = ctx.get("approvals", None)
-        root = Path(cwd)
+        root = Path(agent.cwd)
         denied = (
             (lambda path: bool(approvals.read_denied(path, root)))
             if approvals is not None and approvals.deny

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from dsh.agent import AgentHandle
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.kernel import Context, Plugin
 from dsh.llm import user_text
@@ -43,15 +44,9 @@ class Config(BaseModel):
     """Also read ``<project>/.agents/skills``, the folder other agents use."""
 
 
-def _offered_before(agent: object) -> bool:
+def _offered_before(agent: AgentHandle | None) -> bool:
     """Whether this session's history holds a catalog (entered by an earlier step)."""
-    entered = getattr(agent, "entered_context", None)
-    return callable(entered) and ENTRY in entered()
-
-
-def _cwd(context: CommandContext) -> Path:
-    cwd = getattr(context.agent, "cwd", None)
-    return Path(cwd) if cwd is not None else Path.cwd()
+    return agent is not None and ENTRY in agent.entered_context()
 
 
 def _listing(scan: Scan, roots: list[Path]) -> str:
@@ -77,7 +72,7 @@ def _listing(scan: Scan, roots: list[Path]) -> str:
 
 def commands(index: SkillIndex) -> list[Command]:
     async def list_skills(context: CommandContext, args: str) -> None:
-        cwd = _cwd(context)
+        cwd = context.agent.cwd
         scan = await asyncio.to_thread(index.scan, cwd)
         roots = skill_roots(cwd, index.home, index.extra, index.agents_dirs)
         context.host.show(_listing(scan, roots))
@@ -86,7 +81,7 @@ def commands(index: SkillIndex) -> list[Command]:
         name, _, request = args.strip().partition(" ")
         if not name:
             raise CommandError("name a skill: /skill NAME [what to do]")
-        scan = await asyncio.to_thread(index.scan, _cwd(context))
+        scan = await asyncio.to_thread(index.scan, context.agent.cwd)
         skill: Skill | None = scan.skills.get(name)
         if skill is None:
             known = ", ".join(scan.skills) or "none"

@@ -13,8 +13,7 @@ Modules: ``keys`` (named keys), ``terminal`` (one pty, its screen and its log),
 
 from __future__ import annotations
 
-from typing import Any
-
+from dsh.agent import AgentHandle
 from dsh.kernel import Context, Plugin
 from plugins.terminal.tools import Settings, Terminals, terminal_tools
 
@@ -28,7 +27,7 @@ def apply(ctx: Context, config: Settings) -> None:
     for tool in terminal_tools(service):
         ctx.tools.register(tool.name, tool)
 
-    def on_disposed(agent: Any) -> None:
+    def on_disposed(agent: AgentHandle) -> None:
         ctx.spawn(service.close_owner(str(agent.id)), name="terminal:close-owner")
 
     ctx.on("agent/disposed", on_disposed)

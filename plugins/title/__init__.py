@@ -14,7 +14,7 @@ exits, since the request runs in the background and goes with the agent.
 
 from __future__ import annotations
 
-from dsh.commands import Command, CommandContext, CommandError
+from dsh.commands import Command, CommandContext
 from dsh.kernel import Context, Plugin
 from plugins.title.service import SERVICE, Config, TitleService
 from plugins.title.text import clean_title, fallback_title, user_title
@@ -33,8 +33,6 @@ __all__ = [
 def title_command(titles: TitleService) -> Command:
     async def run(context: CommandContext, args: str) -> None:
         agent = context.agent
-        if getattr(agent, "session", None) is None:
-            raise CommandError("there is no session to title")
         if not args.strip():
             title = titles.current(agent)
             if title is None:

@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel, PositiveFloat, PositiveInt
 
+from dsh.agent import AgentHandle
 from dsh.kernel import Context
-from dsh.session import SessionTitle, SessionTitleRequest
+from dsh.session import Session, SessionTitle, SessionTitleRequest
 from plugins.title.facts import TitleFacts, latest_title, read_facts
 from plugins.title.generate import ask_for_title
 from plugins.title.text import clean_title, fallback_title, title_prompt, user_title
@@ -65,11 +65,11 @@ class TitleService:
 
     # ------------------------------------------------------------------ reading, setting
 
-    def current(self, agent: Any) -> SessionTitle | None:
+    def current(self, agent: AgentHandle) -> SessionTitle | None:
         """The session's title as the log has it now (the latest ``session/title``)."""
         return latest_title(agent.session.events)
 
-    def set(self, agent: Any, text: str) -> SessionTitle:
+    def set(self, agent: AgentHandle, text: str) -> SessionTitle:
         """Name the session as the person asked; the title is pinned from now on."""
         title = user_title(text)
         if title is None:
@@ -81,7 +81,7 @@ class TitleService:
             watch.done = True
         return event
 
-    async def settle(self, agent: Any) -> SessionTitle | None:
+    async def settle(self, agent: AgentHandle) -> SessionTitle | None:
         """Wait for the agent's title request, if one is running (it gives up by itself
         after ``timeout_s``), then return the title. A headless run that asked for a
         title calls this before it exits, or the request would be cancelled."""
@@ -93,7 +93,7 @@ class TitleService:
 
     # ------------------------------------------------------------------ automatic titles
 
-    def on_status(self, agent: Any, status: str) -> None:
+    def on_status(self, agent: AgentHandle, status: str) -> None:
         """``agent/status`` listener: an agent that went idle may be due a title."""
         if status != "idle" or not getattr(agent.options, "auto_title", False):
             return
@@ -121,13 +121,13 @@ class TitleService:
                 self._generate(agent, facts), name=f"session-title:{agent.id}"
             )
 
-    def _watch(self, agent: Any) -> _Watch | None:
+    def _watch(self, agent: AgentHandle) -> _Watch | None:
         key = str(agent.id)
         watch = self._watches.get(key)
         if watch is not None:
             return watch
-        agent_ctx: Context | None = getattr(agent, "ctx", None)
-        if self._ctx.disposed or (agent_ctx is not None and agent_ctx.disposed):
+        agent_ctx = agent.ctx
+        if self._ctx.disposed or agent_ctx.disposed:
             return None
         # Owned by this plugin (unloading it cancels the request) and gone with the
         # agent too, before its session closes.
@@ -139,11 +139,10 @@ class TitleService:
                 del self._watches[key]
 
         owner.effect(lambda: forget)
-        if agent_ctx is not None:
-            agent_ctx.effect(lambda: owner.dispose)
+        agent_ctx.effect(lambda: owner.dispose)
         return watch
 
-    async def _generate(self, agent: Any, facts: TitleFacts) -> None:
+    async def _generate(self, agent: AgentHandle, facts: TitleFacts) -> None:
         assert facts.prompt is not None
         session = agent.session
         config = self._config
@@ -189,6 +188,6 @@ class TitleService:
         )
 
 
-def _pinned(session: Any) -> bool:
+def _pinned(session: Session) -> bool:
     title = latest_title(session.events)
     return title is not None and title.source == "user"

@@ -48,9 +48,9 @@ class TodoArguments(BaseModel):
 
 
 async def todo_write(arguments: TodoArguments, context: ToolContext) -> str:
-    session = getattr(context.agent, "session", None)
-    if session is None:
+    if context.agent is None:
         raise ToolError("todo_write needs a session to record the list in", "NO_SESSION")
+    session = context.agent.session
     items = tuple(TodoItem(content=t.content.strip(), status=t.status) for t in arguments.todos)
     session.append("todo/write", TodoWrite(todos=items))
     counts = Counter(item.status for item in items)
