@@ -178,6 +178,9 @@ class Turn:
         return reason
 
     async def _steps(self, first: tuple[UserMessage, ...]) -> None:
+        """Step while there is something to enter: each time, claim what waits (the
+        prompt first, then steering and staged context), let the ``pre-step``
+        listeners decide what enters, and run the step; :attr:`ends` says why not."""
         root, agent = self.services.root, self.agent
         while True:
             steering, staged = self.inbox.claim_step()
