@@ -19,7 +19,6 @@ from dsh.agent.interception import (
 )
 from dsh.agent.service import AgentService
 from dsh.agent.signal import TurnSignal
-from dsh.agent.turn import AgentServices, Turn
 from dsh.agent_handle import AgentHandle, Edit, InboxItem, Placement, Remove, Status, Target
 from dsh.settings_tables import AgentOptions
 
@@ -28,7 +27,6 @@ __all__ = [
     "AgentHandle",
     "AgentOptions",
     "AgentService",
-    "AgentServices",
     "Edit",
     "Enter",
     "Inbox",
@@ -43,6 +41,5 @@ __all__ = [
     "Retry",
     "Status",
     "Target",
-    "Turn",
     "TurnSignal",
 ]
