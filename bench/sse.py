@@ -21,9 +21,9 @@ from report import machine  # bench/report.py, beside this script
 
 from dsh.kernel import Candidate, Context, PluginHost
 from dsh.llm import BlockAssembler, GenerateOptions, LlmService, user_text
-from dsh.llm.chat_completions import ChatStreamTranslator
 from dsh.llm.sse import SseParser
 from dsh.testing import FakeLLM, Reply, Script
+from plugins._shared.chat_completions import ChatStreamTranslator
 from plugins.llm_deepseek import plugin as deepseek_plugin
 
 TARGET = 20_000

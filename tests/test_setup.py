@@ -11,7 +11,14 @@ import pytest
 from dsh.credentials import CredentialStore, Secret
 from dsh.runtime import start_runtime
 from dsh.settings import load_settings
-from dsh.setup import SetupChoice, SetupError, check_connection, needs_setup, save_setup
+from dsh.setup import (
+    SetupChoice,
+    SetupError,
+    check_choice,
+    check_connection,
+    needs_setup,
+    save_setup,
+)
 from dsh.testing import FakeLLM, Reply
 
 
@@ -107,6 +114,6 @@ async def test_connection_problems_are_explained(home: Path, fake_llm: FakeLLM) 
         == "NOT_SET_HERE is not set in this environment"
     )
     with pytest.raises(SetupError, match="needs a key"):
-        SetupChoice(kind="deepseek", model="deepseek-v4-flash").check()
+        check_choice(SetupChoice(kind="deepseek", model="deepseek-v4-flash"))
     with pytest.raises(SetupError, match="base URL"):
-        SetupChoice(kind="openai-compat", model="m", base_url="ftp://x").check()
+        check_choice(SetupChoice(kind="openai-compat", model="m", base_url="ftp://x"))

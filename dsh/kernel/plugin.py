@@ -49,6 +49,10 @@ class Plugin:
     """Services it provides; loading checks that it really does."""
     config: type[BaseModel] = field(default=NoConfig)
     description: str = ""
+    setup: object | None = None
+    """A provider plugin's first-run setup form, a :class:`dsh.setup.ProviderSetup`. It is
+    read before any plugin is applied (the setup comes before the runtime), so it is
+    declared here rather than registered by ``apply``."""
 
     def __post_init__(self) -> None:
         if not PLUGIN_NAME.match(self.name):

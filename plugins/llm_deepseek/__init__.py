@@ -9,20 +9,28 @@ it). Known models carry their
 context window, output cap, reasoning efforts and prices; settings may override any
 of it per model, and other model ids (``deepseek-chat``, ``deepseek-reasoner``...)
 pass through unchanged, with no thinking switch and no output cap sent.
+
+Its setup form (the first run's screen) asks for a key and a model, and offers the
+setup whenever DeepSeek is the configured provider and its key is nowhere to be found.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
+from typing import Any
 
 from pydantic import BaseModel, Field, PositiveFloat
 
 from dsh.credentials import KeyDestination, key_reader
 from dsh.kernel import Context, Plugin
 from dsh.llm import Price, RetryPolicy
-from dsh.llm.chat_completions import ChatCompletionsAdapter, ChatModel
+from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice
+from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
+BASE_URL_ENV = "DEEPSEEK_BASE_URL"
+KEY_ENV = "DEEPSEEK_API_KEY"
 PROVIDER = "deepseek"
 PLUGIN = "llm-deepseek"
 
@@ -61,7 +69,7 @@ class Config(BaseModel):
     model_config = {"extra": "forbid"}
 
     base_url: str | None = None
-    api_key_env: str = "DEEPSEEK_API_KEY"
+    api_key_env: str = KEY_ENV
     models: dict[str, ChatModel] = Field(default_factory=dict)
     """Per-model overrides (context window, output cap, prices...) and extra models."""
     read_timeout: PositiveFloat = 300.0
@@ -76,7 +84,7 @@ def models_with(overrides: dict[str, ChatModel]) -> dict[str, ChatModel]:
 
 
 def apply(ctx: Context, config: Config) -> None:
-    from_env = os.environ.get("DEEPSEEK_BASE_URL")
+    from_env = os.environ.get(BASE_URL_ENV)
     base_url = config.base_url or from_env or DEFAULT_BASE_URL
     adapter = ChatCompletionsAdapter(
         base_url=base_url,
@@ -103,6 +111,42 @@ def _key_destination(ctx: Context, config: Config, from_env: str | None) -> KeyD
     return KeyDestination(own_base_url or from_env or DEFAULT_BASE_URL)
 
 
+# ---------------------------------------------------------------------- setup
+
+
+def _write_setup(choice: SetupChoice, key_ref: str | None, table: MutableMapping[str, Any]) -> None:
+    if key_ref and key_ref != KEY_ENV:
+        table["api_key_env"] = key_ref
+    if choice.base_url:
+        table["base_url"] = choice.base_url
+
+
+def _connection_test(choice: SetupChoice, key: str | None, timeout_s: float) -> ConnectionTest:
+    # Where the plugin would send it: the variable, else DeepSeek's own address.
+    base_url = choice.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+    return connection_test(
+        base_url,
+        key=key,
+        credential=SETUP.key_ref(choice),
+        key_required=True,
+        timeout_s=timeout_s,
+    )
+
+
+SETUP = ProviderSetup(
+    id="deepseek",
+    label="DeepSeek",
+    table=PLUGIN,
+    route=PROVIDER,
+    key_env=KEY_ENV,
+    models=("deepseek-v4-flash", "deepseek-v4-pro"),
+    key_required=True,
+    write=_write_setup,
+    connect=_connection_test,
+    configured_key=lambda table: str(table.get("api_key_env", KEY_ENV)),
+)
+
+
 plugin = Plugin(
     name=PLUGIN,
     description="DeepSeek models (V4 Flash, V4 Pro) with thinking mode",
@@ -110,4 +154,5 @@ plugin = Plugin(
     optional=("credentials", "settings"),
     config=Config,
     apply=apply,
+    setup=SETUP,
 )

@@ -12,18 +12,28 @@ Each configured provider gets a route of its own, so several can be used at once
 Models are listed from the server's ``/models`` when it has one; any model id is
 accepted. A provider without ``api_key_env`` sends no key; one with it sends the key
 only to the ``base_url`` the user's own settings give that provider.
+
+Its setup form (the first run's screen) asks for the server, a name for its route, a
+model and optionally a key, and adds that provider to the list.
 """
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+from typing import Any
+
+import tomlkit
 from pydantic import BaseModel, Field, PositiveFloat, field_validator
 
 from dsh.credentials import KeyDestination, key_reader
 from dsh.kernel import Context, Plugin
 from dsh.llm import RetryPolicy
-from dsh.llm.chat_completions import ChatCompletionsAdapter, ChatModel
+from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice, SetupError, SetupField
+from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
 
 PLUGIN = "llm-openai-compat"
+KEY_ENV = "OPENAI_COMPAT_API_KEY"
+"""Where the setup stores a pasted key, unless the person names another variable."""
 
 
 class Provider(BaseModel):
@@ -99,6 +109,52 @@ def _key_destination(provider: Provider, own: Provider | None) -> KeyDestination
     return KeyDestination(own.base_url)
 
 
+# ---------------------------------------------------------------------- setup
+
+
+def _check_setup(choice: SetupChoice) -> None:
+    if not choice.base_url or not choice.base_url.startswith(("http://", "https://")):
+        raise SetupError("the base URL must start with http:// or https://")
+    if not choice.name.replace("-", "").replace("_", "").isalnum():
+        raise SetupError("the provider name may hold letters, digits, - and _")
+
+
+def _write_setup(choice: SetupChoice, key_ref: str | None, table: MutableMapping[str, Any]) -> None:
+    """The provider goes into ``providers``, replacing one of the same name."""
+    providers = [p for p in table.get("providers", []) if dict(p).get("name") != choice.name]
+    entry = tomlkit.inline_table()
+    entry.update({"name": choice.name, "base_url": choice.base_url or ""})
+    if key_ref:
+        entry["api_key_env"] = key_ref
+    providers.append(entry)
+    table["providers"] = providers
+
+
+def _connection_test(choice: SetupChoice, key: str | None, timeout_s: float) -> ConnectionTest:
+    return connection_test(
+        choice.base_url or "",
+        key=key,
+        credential=SETUP.key_ref(choice),
+        key_required=False,
+        timeout_s=timeout_s,
+    )
+
+
+SETUP = ProviderSetup(
+    id="openai-compat",
+    label="Any OpenAI-compatible endpoint",
+    table=PLUGIN,
+    key_env=KEY_ENV,
+    fields=(
+        SetupField("base_url", "Base URL", placeholder="http://127.0.0.1:11434/v1"),
+        SetupField("name", "Provider name", default="custom"),
+    ),
+    check=_check_setup,
+    write=_write_setup,
+    connect=_connection_test,
+)
+
+
 plugin = Plugin(
     name=PLUGIN,
     description="OpenAI-compatible servers (Ollama, vLLM, llama.cpp, gateways)",
@@ -106,4 +162,5 @@ plugin = Plugin(
     optional=("credentials", "settings"),
     config=Config,
     apply=apply,
+    setup=SETUP,
 )

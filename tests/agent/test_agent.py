@@ -12,13 +12,13 @@ from pydantic import BaseModel
 
 from dsh.agent import Agent, Edit, PromptAllow, PromptBlock, Reject, Remove, Retry
 from dsh.llm import LlmCallConfig, PluginSource, TextBlock, UserMessage, user_text
-from dsh.llm.chat_completions import ChatModel, request_body
 from dsh.runtime import Runtime, start_runtime
 from dsh.session import SessionEvent, check_log
 from dsh.session.events import CancelByUser
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
 from dsh.testing.reconstruct import check_requests
 from dsh.tools import ToolContext, ToolDefinition, ToolOutput
+from plugins._shared.chat_completions import ChatModel, request_body
 from plugins.llm_deepseek import DEFAULT_MODELS
 
 

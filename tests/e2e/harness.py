@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from dsh.llm.chat_completions import ChatModel, request_body
 from dsh.session import SessionEvent, SessionStore, check_log
 from dsh.testing import FakeLLM
 from dsh.testing.reconstruct import check_requests
+from plugins._shared.chat_completions import ChatModel, request_body
 from plugins.llm_deepseek import DEFAULT_MODELS
 from tests.support.waits import HANG_S
 

@@ -33,8 +33,8 @@ from dsh.llm import (
     tool_result,
     user_text,
 )
-from dsh.llm.chat_completions import ChatCompletionsAdapter
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec, Usage
+from plugins._shared.chat_completions import ChatCompletionsAdapter
 from plugins.llm_deepseek import DEFAULT_MODELS
 from plugins.llm_deepseek import plugin as deepseek_plugin
 

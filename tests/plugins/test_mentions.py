@@ -13,11 +13,11 @@ import pytest
 
 from dsh.agent import Agent
 from dsh.llm import PluginSource, UserMessage, UserSource, user_text
-from dsh.llm.chat_completions import ChatModel, request_body
 from dsh.runtime import Runtime, start_runtime
 from dsh.session import check_log
 from dsh.testing import FakeLLM, Reply
 from dsh.testing.reconstruct import check_requests
+from plugins._shared.chat_completions import ChatModel, request_body
 from plugins.llm_deepseek import DEFAULT_MODELS
 from plugins.mentions import mentions
 from plugins.mentions.attach import folder_listing

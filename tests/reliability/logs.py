@@ -45,7 +45,6 @@ from dsh.llm import (
     tool_result,
     user_text,
 )
-from dsh.llm.chat_completions import ChatModel, request_body
 from dsh.session import (
     AssistantChunk,
     AssistantMessageData,
@@ -67,6 +66,7 @@ from dsh.session import (
 )
 from dsh.session.events import CancelByUser
 from dsh.session.repair import closing_events
+from plugins._shared.chat_completions import ChatModel, request_body
 
 MODEL = ModelSource(provider="deepseek", model="deepseek-v4-flash")
 # Text with quotes, escapes, newlines and non-ASCII, but no lone surrogates (not UTF-8).

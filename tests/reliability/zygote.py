@@ -39,7 +39,7 @@ PRELOAD = (
     "dsh.cli",
     "dsh.ui.headless",
     "dsh.runtime",
-    "dsh.llm.chat_completions",
+    "plugins._shared.chat_completions",
     "dsh.session.jsonl",
     "dsh.session.catalog",
     "httpx",

@@ -34,7 +34,7 @@ async def test_test_then_save_an_openai_compatible_endpoint(
     async with app.run_test(size=(100, 40)) as pilot:
         await pilot.click("#openai-compat")
         await pilot.pause()
-        assert screen.has_class("compat")
+        assert screen.query_one("#base-url", Input).display  # the fields that form asks
         screen.query_one("#base-url", Input).value = fake_llm.base_url + "/v1"
         screen.query_one("#name", Input).value = "local"
         screen.query_one("#model", Input).value = "qwen"
@@ -50,7 +50,7 @@ async def test_test_then_save_an_openai_compatible_endpoint(
         await pilot.pause()
     [choice] = app.result
     assert choice is not None
-    assert choice.provider == "local"
+    assert (choice.kind, choice.name) == ("openai-compat", "local")
     saved = tomllib.loads((home / "settings.toml").read_text())
     assert saved["agent"] == {"provider": "local", "model": "qwen"}
     assert "sk-local-canary" not in (home / "settings.toml").read_text()

@@ -316,7 +316,7 @@ class DshApp(App[int]):
         from dsh.paths import dsh_home
         from dsh.runtime import start_runtime
         from dsh.settings import SettingsError, load_settings
-        from dsh.setup import needs_setup
+        from dsh.setup import configured_forms, needs_setup
         from dsh.ui.trusting import ignored_summary, settle
 
         request = self.request
@@ -324,10 +324,12 @@ class DshApp(App[int]):
         try:
             settings = await settle(home, self.cwd, trust=request.trust, ask=self._ask_trust)
             credentials = CredentialStore(home, self.cwd, project_env=settings.trusted)
-            if request.plugin_configs is None and needs_setup(settings, credentials):
+            forms = configured_forms(settings) if request.plugin_configs is None else []
+            if needs_setup(settings, credentials, forms):
                 from dsh.ui.tui.screens.setup import SetupScreen
 
-                choice = await dialogs.wait_screen(self, SetupScreen(home, credentials), None)
+                screen = SetupScreen(home, credentials, forms)
+                choice = await dialogs.wait_screen(self, screen, None)
                 if choice is None:
                     self._fatal("dsh: no model configured; nothing to do.")
                     return None

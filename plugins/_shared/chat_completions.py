@@ -4,7 +4,10 @@ Three pieces, each usable alone: :func:`request_body` turns a :class:`GenerateOp
 into the JSON body; :class:`ChatStreamTranslator` turns the streamed JSON events into
 :data:`StreamChunk` values; :func:`http_failure` turns an HTTP error into an
 :class:`LlmFailure`. :class:`ChatCompletionsAdapter` joins them over one shared
-``httpx.AsyncClient``; the DeepSeek and OpenAI-compatible plugins configure it.
+``httpx.AsyncClient``; the DeepSeek and OpenAI-compatible plugins configure it, and
+:func:`connection_test` makes one for their setup forms' connection test.
+
+A library those plugins share (see :mod:`plugins._shared`), built on dsh's public API.
 """
 
 from __future__ import annotations
@@ -30,36 +33,40 @@ from pydantic import PositiveInt
 
 from dsh import __version__
 from dsh.credentials import CredentialError, KeyDestination
-from dsh.llm.adapter import LlmAdapter, Price, RetryPolicy
-from dsh.llm.blocks import ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
-from dsh.llm.ids import CallId
-from dsh.llm.messages import Message
-from dsh.llm.request import (
-    GenerateOptions,
-    ModelInfo,
-    ModelReasoning,
-    ReasoningEffortInfo,
-    ResolvedModel,
-)
-from dsh.llm.sse import SseLines, SseParser
-from dsh.llm.stream import (
+from dsh.llm import (
     BlockEnd,
     BlockStart,
+    CallId,
     Finish,
     FinishError,
     FinishMaxTokens,
     FinishStop,
     FinishToolCalls,
+    GenerateOptions,
+    LlmAdapter,
     LlmError,
     LlmFailure,
+    Message,
+    ModelInfo,
+    ModelReasoning,
+    Price,
+    ReasoningBlock,
     ReasoningDelta,
+    ReasoningEffortInfo,
+    ResolvedModel,
+    RetryPolicy,
     StreamChunk,
+    TextBlock,
     TextDelta,
     TokenUsage,
+    ToolCallBlock,
     ToolCallDelta,
+    ToolResultBlock,
     UsageChunk,
 )
+from dsh.llm.sse import SseLines, SseParser
 from dsh.llm.tls import TlsContext
+from dsh.setup import ConnectionTest
 from dsh.wire import Frozen
 
 USER_AGENT = f"dsh/{__version__}"
@@ -789,3 +796,26 @@ class ChatCompletionsAdapter(LlmAdapter):
     async def aclose(self) -> None:
         if self._owns_client and self._client is not None:
             await self._client.aclose()
+
+
+def connection_test(
+    base_url: str,
+    *,
+    key: str | None,
+    credential: str | None,
+    key_required: bool,
+    timeout_s: float,
+) -> ConnectionTest:
+    """What the setup's connection test asks: an adapter for ``base_url`` with the key
+    given, no model catalog, and its timeouts within the test's."""
+    adapter = ChatCompletionsAdapter(
+        base_url=base_url,
+        models={},
+        api_key=lambda: key,
+        credential=credential,
+        key_required=key_required,
+        read_timeout=timeout_s,
+        connect_timeout=min(timeout_s, 10.0),
+        list_models_path=None,
+    )
+    return ConnectionTest(adapter, base_url)

@@ -1,0 +1,9 @@
+"""Code several bundled plugins share; not a plugin itself.
+
+Discovery passes over names that start with ``_`` (see :func:`dsh.kernel.discover_bundled`),
+so nothing here is loaded as a plugin; the plugins import it as they import any
+library. Like them, it is built on dsh's public API alone.
+
+- :mod:`plugins._shared.chat_completions`: the OpenAI-style chat-completions protocol
+  the DeepSeek and OpenAI-compatible providers speak.
+"""
