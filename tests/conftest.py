@@ -41,6 +41,16 @@ def _private_dsh_home(
     monkeypatch.setenv("DSH_HOME", str(tmp_path_factory.mktemp("dsh-home")))
 
 
+@pytest.fixture
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy and no CA settings from the environment: a client reaches the server
+    directly and trusts what the system trusts (the TLS tests)."""
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest_asyncio.fixture
 async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
     """A dsh installation for ``dsh -p`` runs against the test's scripted server (see

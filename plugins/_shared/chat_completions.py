@@ -66,7 +66,7 @@ from dsh.llm import (
 )
 from dsh.llm.sse import SseLines, SseParser
 from dsh.llm.tls import TlsContext
-from dsh.setup import ConnectionTest
+from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice
 from dsh.wire import Frozen
 
 USER_AGENT = f"dsh/{__version__}"
@@ -799,21 +799,16 @@ class ChatCompletionsAdapter(LlmAdapter):
 
 
 def connection_test(
-    base_url: str,
-    *,
-    key: str | None,
-    credential: str | None,
-    key_required: bool,
-    timeout_s: float,
+    form: ProviderSetup, choice: SetupChoice, key: str | None, timeout_s: float, *, base_url: str
 ) -> ConnectionTest:
-    """What the setup's connection test asks: an adapter for ``base_url`` with the key
-    given, no model catalog, and its timeouts within the test's."""
+    """What a provider's setup form asks for its connection test: an adapter for
+    ``base_url`` with the key given, no model catalog, and timeouts within the test's."""
     adapter = ChatCompletionsAdapter(
         base_url=base_url,
         models={},
         api_key=lambda: key,
-        credential=credential,
-        key_required=key_required,
+        credential=form.key_ref(choice),
+        key_required=form.key_required,
         read_timeout=timeout_s,
         connect_timeout=min(timeout_s, 10.0),
         list_models_path=None,

@@ -8,8 +8,9 @@ import re
 from dataclasses import dataclass
 
 from dsh.tools import ToolError
+from dsh.tools.files import Target
+from plugins._shared.files import format_size, not_text, sniff
 from plugins.fs.arguments import EditItem
-from plugins.fs.files import Target, format_size, not_text, sniff
 
 BOM = "\ufeff"
 NEWLINE_SAMPLE = 4096

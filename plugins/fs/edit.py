@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolOutput
+from dsh.tools.files import Target, resolve
+from plugins._shared.files import format_size, sniff
 from plugins.fs.arguments import EditArguments, EditItem, MultiEditArguments, WriteArguments
 from plugins.fs.changes import (
     Diff,
@@ -20,16 +22,7 @@ from plugins.fs.changes import (
     too_large,
     unified_diff,
 )
-from plugins.fs.files import (
-    MAX_EDIT_BYTES,
-    Current,
-    Target,
-    format_size,
-    load,
-    resolve,
-    sniff,
-    write_atomic,
-)
+from plugins.fs.files import MAX_EDIT_BYTES, Current, load, write_atomic
 from plugins.fs.observed import FsState
 from plugins.fs.present import change_presenters
 

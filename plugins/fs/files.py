@@ -1,5 +1,6 @@
-"""The filesystem backend the tools share: where a path points, what version a file is
-at, whether its bytes are text, and how a file is replaced safely.
+"""The filesystem backend the file tools share: what version a file is at, reading it
+whole, and how a file is replaced safely. (Where a path points: :mod:`dsh.tools.files`;
+what is wrong with a file that cannot be used: :mod:`plugins._shared.files`.)
 
 Everything here is synchronous and blocking; the tools call it through
 ``asyncio.to_thread`` so the loop never waits on a disk.
@@ -8,7 +9,6 @@ Everything here is synchronous and blocking; the tools call it through
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import stat
 import tempfile
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsh.tools import ToolError
+from dsh.tools.files import Target
 from dsh.tools.protected import refusal
+from plugins._shared.files import os_error, require_regular
 
-SNIFF_BYTES = 8 * 1024
-"""How much of a file's head decides whether it is text (a NUL there means binary)."""
 MAX_EDIT_BYTES = 10 * 1024 * 1024
 """Larger files are neither edited in memory nor diffed before a write."""
 
@@ -35,44 +35,6 @@ def _process_umask() -> int:
 
 
 UMASK = _process_umask()
-
-
-@dataclass(frozen=True)
-class Target:
-    """A path a tool was given, resolved against the working directory."""
-
-    display: str
-    """How to show it: relative to the working directory when inside it, else absolute."""
-    path: Path
-    """Absolute, symlinks not followed: what the model named."""
-    real: Path
-    """Symlinks followed: the file actually read or replaced, and the key for
-    observations and locks."""
-
-    @property
-    def key(self) -> str:
-        return str(self.real)
-
-    @property
-    def redirected(self) -> bool:
-        """Whether a symlink makes the path name a different file."""
-        return self.real != self.path
-
-
-def resolve(file_path: str, cwd: Path) -> Target:
-    raw = os.path.expanduser(file_path) if file_path.startswith("~") else file_path
-    path = Path(os.path.normpath(os.path.join(cwd, raw)))
-    return Target(display=display_path(path, cwd), path=path, real=Path(os.path.realpath(path)))
-
-
-def display_path(path: Path, cwd: Path) -> str:
-    for base in (cwd, Path(os.path.realpath(cwd))):
-        try:
-            relative = path.relative_to(base)
-        except ValueError:
-            continue
-        return relative.as_posix() or "."
-    return str(path)
 
 
 def refuse_secret(target: Target, cwd: Path) -> None:
@@ -89,77 +51,6 @@ def version_of(status: os.stat_result) -> str:
         f"{status.st_dev}:{status.st_ino}:{status.st_size}:"
         f"{status.st_mtime_ns}:{status.st_ctime_ns}"
     )
-
-
-def os_error(error: OSError, target: Target) -> ToolError:
-    """The model's version of an OS failure, with what it can do about it."""
-    where = target.display
-    if isinstance(error, FileNotFoundError):
-        return ToolError(
-            f"{where} does not exist. Check the path (glob finds files by name).", "FS_NOT_FOUND"
-        )
-    if isinstance(error, NotADirectoryError) or error.errno == errno.EEXIST:
-        return ToolError(
-            f"a parent of {where} is a file, not a directory; choose another path.",
-            "FS_NOT_DIRECTORY",
-        )
-    if isinstance(error, IsADirectoryError):
-        return ToolError(
-            f"{where} is a directory, not a file; use glob to list its files.",
-            "FS_NOT_REGULAR_FILE",
-        )
-    if isinstance(error, PermissionError):
-        return ToolError(
-            f"permission denied for {where}; it cannot be accessed by this user.",
-            "FS_PERMISSION_DENIED",
-        )
-    reason = error.strerror or str(error)
-    return ToolError(f"cannot access {where}: {reason}.", "FS_IO_ERROR")
-
-
-# Signatures of the image formats a model is most often pointed at, so it hears
-# "a PNG image" rather than "binary". BMP's two-byte tag is too weak alone; it counts
-# only together with a NUL, which every real BMP header has.
-_SIGNATURES: tuple[tuple[int, bytes, str], ...] = (
-    (0, b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (0, b"\xff\xd8\xff", "a JPEG image"),
-    (0, b"GIF87a", "a GIF image"),
-    (0, b"GIF89a", "a GIF image"),
-    (0, b"II*\x00", "a TIFF image"),
-    (0, b"MM\x00*", "a TIFF image"),
-    (0, b"\x00\x00\x01\x00", "an ICO image"),
-    (4, b"ftypavif", "an AVIF image"),
-    (4, b"ftypheic", "a HEIC image"),
-    (0, b"%PDF-", "a PDF document"),
-)
-
-
-def sniff(head: bytes) -> str | None:
-    """What a file is when it is not text (``"a PNG image"``, ``"a binary file"``), or None."""
-    for offset, signature, kind in _SIGNATURES:
-        if head[offset : offset + len(signature)] == signature:
-            return kind
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "a WebP image"
-    if b"\x00" in head[:SNIFF_BYTES]:
-        return "a BMP image" if head[:2] == b"BM" else "a binary file"
-    return None
-
-
-def not_text(target: Target, kind: str, size: int) -> ToolError:
-    return ToolError(
-        f"{target.display} is {kind} ({format_size(size)}), not text; these tools read and "
-        "edit text files only.",
-        "FS_NOT_TEXT",
-    )
-
-
-def format_size(size: int) -> str:
-    if size < 1024:
-        return f"{size} bytes"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KiB"
-    return f"{size / (1024 * 1024):.1f} MiB"
 
 
 @dataclass(frozen=True)
@@ -195,20 +86,6 @@ def load(target: Target, max_bytes: int = MAX_EDIT_BYTES) -> Current | None:
         raise os_error(error, target) from error
     finally:
         os.close(fd)
-
-
-def require_regular(status: os.stat_result, target: Target) -> None:
-    if stat.S_ISDIR(status.st_mode):
-        raise ToolError(
-            f"{target.display} is a directory, not a file; use glob to list its files.",
-            "FS_NOT_REGULAR_FILE",
-        )
-    if not stat.S_ISREG(status.st_mode):
-        raise ToolError(
-            f"{target.display} is not a regular file (a device, socket or pipe); "
-            "only regular files can be read or changed.",
-            "FS_NOT_REGULAR_FILE",
-        )
 
 
 def write_atomic(target: Target, data: bytes, mode: int | None) -> str:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from dsh.tools import ToolError
-from plugins.fs.files import Target, TargetLocks
+from dsh.tools.files import Target
+from plugins.fs.files import TargetLocks
 
 Seen = Literal["unseen", "absent"] | str
 """``"unseen"``, ``"absent"``, or the version the model last saw (never one of those words:

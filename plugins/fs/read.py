@@ -16,18 +16,10 @@ from dataclasses import dataclass
 from typing import IO
 
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools.files import Target, resolve
+from plugins._shared.files import SNIFF_BYTES, not_text, os_error, require_regular, sniff
 from plugins.fs.arguments import ReadArguments
-from plugins.fs.files import (
-    SNIFF_BYTES,
-    Target,
-    not_text,
-    os_error,
-    refuse_secret,
-    require_regular,
-    resolve,
-    sniff,
-    version_of,
-)
+from plugins.fs.files import refuse_secret, version_of
 from plugins.fs.observed import FsState
 from plugins.fs.present import read_call, read_result
 

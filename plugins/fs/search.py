@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput, denied_reads
+from dsh.tools.files import Target, display_path, resolve
 from dsh.tools.protected import SecretFilter
+from plugins._shared.files import os_error
 from plugins.fs.arguments import GlobArguments, GrepArguments
-from plugins.fs.files import Target, display_path, os_error, refuse_secret, resolve
+from plugins.fs.files import refuse_secret
 from plugins.fs.present import glob_result, grep_result, search_call
 from plugins.fs.ripgrep import RgResult, is_pattern_error, run_rg
 

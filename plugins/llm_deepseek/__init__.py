@@ -124,13 +124,7 @@ def _write_setup(choice: SetupChoice, key_ref: str | None, table: MutableMapping
 def _connection_test(choice: SetupChoice, key: str | None, timeout_s: float) -> ConnectionTest:
     # Where the plugin would send it: the variable, else DeepSeek's own address.
     base_url = choice.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-    return connection_test(
-        base_url,
-        key=key,
-        credential=SETUP.key_ref(choice),
-        key_required=True,
-        timeout_s=timeout_s,
-    )
+    return connection_test(SETUP, choice, key, timeout_s, base_url=base_url)
 
 
 SETUP = ProviderSetup(

@@ -131,13 +131,7 @@ def _write_setup(choice: SetupChoice, key_ref: str | None, table: MutableMapping
 
 
 def _connection_test(choice: SetupChoice, key: str | None, timeout_s: float) -> ConnectionTest:
-    return connection_test(
-        choice.base_url or "",
-        key=key,
-        credential=SETUP.key_ref(choice),
-        key_required=False,
-        timeout_s=timeout_s,
-    )
+    return connection_test(SETUP, choice, key, timeout_s, base_url=choice.base_url or "")
 
 
 SETUP = ProviderSetup(

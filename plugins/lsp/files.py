@@ -1,6 +1,7 @@
-"""Files as the language servers see them: absolute real paths, ``file://`` URIs,
-their text and a stamp to notice when they change, and the workspace a session's
-working directory belongs to.
+"""Files as the language servers see them: ``file://`` URIs, their text and a stamp to
+notice when they change, and the workspace a session's working directory belongs to.
+(Where a path the model wrote points, and how to show it: :mod:`dsh.tools.files`; a
+file that cannot be read is reported as the file tools report it.)
 
 Everything here blocks on the disk; callers go through ``asyncio.to_thread``.
 """
@@ -8,12 +9,13 @@ Everything here blocks on the disk; callers go through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from dsh.tools import ToolError
+from dsh.tools.files import Target
+from plugins._shared.files import os_error, require_regular, sniff
 
 MAX_SOURCE_BYTES = 8 * 1024 * 1024
 """Larger files are not sent to a server: none is useful on them and the JSON is huge."""
@@ -28,23 +30,6 @@ class Source:
     """Absolute, symlinks followed: one file is one document whatever it is called."""
     text: str
     stamp: Stamp
-
-
-def resolve(file_path: str, cwd: Path) -> Path:
-    """``file_path`` (absolute, relative to ``cwd``, or ``~``-based) as a real path."""
-    raw = os.path.expanduser(file_path) if file_path.startswith("~") else file_path
-    return Path(os.path.realpath(os.path.join(cwd, raw)))
-
-
-def display(path: Path, cwd: Path) -> str:
-    """Relative to ``cwd`` when inside it (as written, or with symlinks followed), else absolute."""
-    for base in (cwd, Path(os.path.realpath(cwd))):
-        try:
-            relative = path.relative_to(base)
-        except ValueError:
-            continue
-        return relative.as_posix() or "."
-    return str(path)
 
 
 def to_uri(path: Path) -> str:
@@ -75,15 +60,13 @@ def current_stamp(path: Path) -> Stamp | None:
 def read_source(path: Path, shown: str) -> Source:
     """The file's text (invalid UTF-8 replaced), or a ToolError the model can act on;
     ``shown`` is how the error names the file."""
+    target = Target(display=shown, path=path, real=path)
     try:
         # Non-blocking, so a named pipe cannot hang the worker thread on open.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(fd, "rb") as handle:
             status = os.fstat(fd)
-            if stat.S_ISDIR(status.st_mode):
-                raise IsADirectoryError(str(path))
-            if not stat.S_ISREG(status.st_mode):
-                raise ToolError(f"{shown} is not a regular file.", "FS_NOT_REGULAR_FILE")
+            require_regular(status, target)
             if status.st_size > MAX_SOURCE_BYTES:
                 raise ToolError(
                     f"{shown} is too large for the language server ({status.st_size} bytes; "
@@ -91,21 +74,11 @@ def read_source(path: Path, shown: str) -> Source:
                     "LSP_FILE_TOO_LARGE",
                 )
             data = handle.read()
-    except FileNotFoundError:
-        raise ToolError(
-            f"{shown} does not exist. Check the path (glob finds files by name).", "FS_NOT_FOUND"
-        ) from None
-    except IsADirectoryError:
-        raise ToolError(
-            f"{shown} is a directory, not a file; use glob to list its files.",
-            "FS_NOT_REGULAR_FILE",
-        ) from None
-    except PermissionError:
-        raise ToolError(f"permission denied for {shown}.", "FS_PERMISSION_DENIED") from None
     except OSError as error:
-        raise ToolError(f"cannot read {shown}: {error.strerror or error}.", "FS_IO_ERROR") from None
-    if b"\x00" in data[:8192]:
-        raise ToolError(f"{shown} is a binary file, not source text.", "FS_NOT_TEXT")
+        raise os_error(error, target) from None
+    kind = sniff(data)
+    if kind is not None:
+        raise ToolError(f"{shown} is {kind}, not source text.", "FS_NOT_TEXT")
     return Source(path, data.decode("utf-8", errors="replace"), stamp_of(status))
 
 

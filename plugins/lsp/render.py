@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from plugins.lsp.files import display
+from dsh.tools.files import display_path
 from plugins.lsp.positions import Encoding, from_wire
 from plugins.lsp.results import Diagnostic, Span, Symbol
 
@@ -53,7 +53,7 @@ def snippet(lines: list[str] | None, line: int) -> str:
 def location(span: Span, cwd: Path, texts: Texts, encoding: Encoding) -> str:
     lines = texts.get(span.path)
     col = column(lines, span.line, span.character, encoding)
-    where = f"{display(span.path, cwd)}:{span.line + 1}:{col + 1}"
+    where = f"{display_path(span.path, cwd)}:{span.line + 1}:{col + 1}"
     source = snippet(lines, span.line)
     return f"{where}  {source}" if source else where
 
@@ -88,7 +88,7 @@ def document_symbols(symbols: list[Symbol], lines: list[str] | None, empty: str)
 def workspace_symbols(symbols: list[Symbol], cwd: Path, empty: str) -> str:
     rows = []
     for symbol in symbols:
-        where = display(symbol.path, cwd) if symbol.path is not None else "?"
+        where = display_path(symbol.path, cwd) if symbol.path is not None else "?"
         if symbol.end is not None:
             where += f":{symbol.line + 1}"
         inside = f" (in {symbol.container})" if symbol.container else ""

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from dsh.tools import Amend, CallOutcome, PostHook, ToolContext, ToolDefinition, ToolError
+from dsh.tools.files import display_path, resolve
 from plugins.lsp import render, results
 from plugins.lsp.diagnostics import Published
-from plugins.lsp.files import display, read_source, resolve
+from plugins.lsp.files import read_source
 from plugins.lsp.positions import split_lines
 from plugins.lsp.server import LanguageServer
 from plugins.lsp.service import LspService
@@ -70,12 +71,12 @@ async def after_edit(service: LspService, file_path: str, cwd: Path) -> str | No
     text to append, if any (see the module docstring)."""
     if not service.running():
         return None  # the usual case, answered without touching the disk
-    path = await asyncio.to_thread(resolve, file_path, cwd)
+    path = (await asyncio.to_thread(resolve, file_path, cwd)).real
     name = service.catalog.server_name_or_none(path)
     servers = service.running(name) if name is not None else []
     if not servers:
         return None
-    shown = display(path, cwd)
+    shown = display_path(path, cwd)
     try:
         source = await asyncio.to_thread(read_source, path, shown)
     except ToolError:

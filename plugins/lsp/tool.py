@@ -32,9 +32,10 @@ from dsh.tools import (
     ToolOutput,
     denied_reads,
 )
+from dsh.tools.files import display_path, resolve
 from dsh.tools.protected import SecretFilter, refusal
 from plugins.lsp import render, results
-from plugins.lsp.files import Source, display, read_lines_quietly, read_source, resolve
+from plugins.lsp.files import Source, read_lines_quietly, read_source
 from plugins.lsp.positions import Encoding, line_count, split_lines, to_wire
 from plugins.lsp.server import LanguageServer
 from plugins.lsp.service import LspService
@@ -116,14 +117,13 @@ def lsp_tool(service: LspService) -> ToolDefinition:
         summary = _call_title(arguments.model_dump())
         if not arguments.file_path.strip():
             return Action(risk="read", summary=summary)
-        path = await asyncio.to_thread(_named, arguments.file_path, context.cwd)
-        return Action(risk="read", summary=summary, reads=(path,))
+        target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
+        return Action(risk="read", summary=summary, reads=(target.path,))
 
     async def execute(arguments: LspArguments, context: ToolContext) -> ToolOutput:
         if arguments.file_path.strip():
-            refused = refusal(
-                await asyncio.to_thread(resolve, arguments.file_path, context.cwd), context.cwd
-            )
+            target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
+            refused = refusal(target.real, context.cwd)
             if refused is not None:
                 raise ToolError(f"refused: {refused.reason}.", "LSP_REFUSED")
         if arguments.operation == "workspace_symbols":
@@ -152,8 +152,8 @@ def lsp_tool(service: LspService) -> ToolDefinition:
 
 
 async def _on_file(service: LspService, arguments: LspArguments, context: ToolContext) -> str:
-    path = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
-    shown = display(path, context.cwd)
+    path = (await asyncio.to_thread(resolve, arguments.file_path, context.cwd)).real
+    shown = display_path(path, context.cwd)
     name = service.catalog.server_name(path)
     source = await _read(service, path, shown)
     server = await service.server(name, context.cwd)
@@ -242,7 +242,7 @@ async def _workspace_symbols(
     the workspace, or else the server of the language most files in it are in."""
     servers: list[LanguageServer]
     if arguments.file_path.strip():
-        path = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
+        path = (await asyncio.to_thread(resolve, arguments.file_path, context.cwd)).real
         servers = [await service.server(service.catalog.server_name(path), context.cwd)]
     else:
         root = await service.workspace(context.cwd)
@@ -284,12 +284,6 @@ async def _read(service: LspService, path: Path, shown: str) -> Source:
         if error.code == "FS_NOT_FOUND":
             await service.forget(path)
         raise
-
-
-def _named(file_path: str, cwd: Path) -> Path:
-    """``file_path`` absolute, symlinks not followed (the policy checks both forms)."""
-    raw = os.path.expanduser(file_path) if file_path.startswith("~") else file_path
-    return Path(os.path.normpath(os.path.join(cwd, raw)))
 
 
 def _document(path: Path) -> dict[str, str]:

@@ -12,14 +12,6 @@ import pytest
 from dsh.llm.tls import TlsContext, needs_tls
 
 
-@pytest.fixture
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def test_only_plain_http_without_a_proxy_goes_without(
     no_proxy: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

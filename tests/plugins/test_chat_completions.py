@@ -67,14 +67,6 @@ async def failure_from(base_url: str) -> LlmError:
     return raised.value
 
 
-@pytest.fixture
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
-        monkeypatch.delenv(name, raising=False)
-
-
 async def test_ca_settings_that_cannot_be_loaded_fail_the_request_clearly(
     no_proxy: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from dsh.tools.files import resolve
 from plugins.fs import read as read_module
-from plugins.fs.files import resolve
 from tests.plugins.fs_harness import Fs
 
 
