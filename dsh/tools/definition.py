@@ -59,8 +59,8 @@ class Action:
     """Where ``command`` runs when not in the working directory: its relative paths
     (``echo x > config``) are taken from there."""
     target: str | None = None
-    """What a rule naming the tool matches its pattern against (``terminal_send(python3)``:
-    the program typed into), instead of the summary."""
+    """What a rule naming the tool matches its pattern against instead of the summary
+    (for a call that types into a running program: that program)."""
     unchecked: str | None = None
     """Why no rule can vouch for this call and deny rules cannot see all it does (keys
     that edit a shell's line before it runs): always asked, never granted."""
@@ -118,7 +118,8 @@ class ToolDefinition:
     concludes_turn: bool = False
     """A successful call ends the turn after its step (no further model request)."""
     spill_output: bool = True
-    """Large text results are saved to a file and previewed (not for ``read``)."""
+    """Large text results are saved to a file and previewed (off for a tool whose output
+    is already a window on a file)."""
     present_call: Callable[[dict[str, Any]], Presentation | None] | None = None
     """How a UI shows the call before it ends (see :mod:`dsh.tools.presentation`)."""
     present_result: Callable[[dict[str, Any], CallResult], Presentation | None] | None = None

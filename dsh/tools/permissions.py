@@ -1,22 +1,24 @@
 """Permission modes and rules: whether a tool call may run, must be asked, or is denied.
 
 Rules are written ``tool(pattern)`` (or ``tool`` alone, any call); ``docs/security.md``
-has the whole language with examples. Three names are kinds of action, not tools:
+has the whole language with examples. Three names are kinds of action, not tools; they
+match what a call's :class:`~dsh.tools.definition.Action` declares, whichever tool
+makes it:
 
-- ``bash(...)`` covers every call that runs a shell command: ``bash`` (background jobs
-  too), ``terminal_open``, and ``terminal_send`` to a shell. ``bash(git status)``
-  matches exactly that command, ``bash(git status:*)`` that command followed by
-  anything. A command is analysed (:mod:`dsh.tools.shell`): wrappers are looked
-  through (``timeout 5 rm x`` runs ``rm``), an allow rule must cover every command it
-  runs, and a command with anything the analysis cannot vouch for (a substitution, a
-  redirection that writes, a loop, ``eval``...) is never allowed by a rule.
-- ``edit(glob)`` covers every call that writes files, by path relative to the
-  working directory.
-- ``read(glob)`` covers every call that reads files by path (read, grep, glob, lsp);
+- ``bash(...)`` covers every call that runs a shell command (its action's
+  ``command``). ``bash(git status)`` matches exactly that command,
+  ``bash(git status:*)`` that command followed by anything. A command is analysed
+  (:mod:`dsh.tools.shell`): wrappers are looked through (``timeout 5 rm x`` runs
+  ``rm``), an allow rule must cover every command it runs, and a command with anything
+  the analysis cannot vouch for (a substitution, a redirection that writes, a loop,
+  ``eval``...) is never allowed by a rule.
+- ``edit(glob)`` covers every call that writes files (its action's ``paths``), by path
+  relative to the working directory.
+- ``read(glob)`` covers every call that reads files by path (its action's ``reads``);
   a denied path is also left out of searches and ``@`` mentions.
 
 Any other name matches tools by name (``mcp__github__*`` is a glob), and its pattern
-the call's target (a terminal's program) or summary.
+the call's target (the program a call types into) or summary.
 
 Deny rules win over everything, in every mode (bypass included), for every tool that
 can do what they forbid. A command the analysis cannot fully see (``eval``, a computed
@@ -122,7 +124,7 @@ class Rule:
             case "edit":
                 return bool(action.paths)
             case "read":
-                return bool(action.reads) or tool.name == "read"
+                return bool(action.reads)
         return fnmatch.fnmatchcase(tool.name, self.tool)
 
     def matches_path(self, path: Path, cwd: Path) -> bool:
@@ -306,9 +308,9 @@ def rules_cover(rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd
 
 def _about_commands(rule: Rule) -> bool:
     """Whether a rule is read as a command pattern for a call that runs one:
-    ``bash(...)``, or a rule naming a tool that runs commands (``terminal_send(git
-    status:*)``; ``terminal_open`` alone is any command, as ``bash`` alone is, so
-    neither vouches for a command the analysis cannot)."""
+    ``bash(...)``, or a rule naming a tool that runs commands (``NAME(git status:*)``;
+    the tool's name alone is any command, as ``bash`` alone is, so neither vouches for
+    a command the analysis cannot)."""
     return rule.kind in ("bash", "tool")
 
 

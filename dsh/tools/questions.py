@@ -1,7 +1,7 @@
 """The question seam: a tool asks the person, a UI answers.
 
-A UI registers an answerer with ``ctx.questions.set_answerer(...)``; the
-``ask_user_question`` tool calls :meth:`QuestionService.ask`. With no answerer (as in
+A UI registers an answerer with ``ctx.questions.set_answerer(...)``; a tool that asks
+the person calls :meth:`QuestionService.ask`. With no answerer (as in
 headless mode) asking is an error the model is told about.
 """
 

@@ -2,8 +2,7 @@
 
 Files live in ``$DSH_HOME/spill/session-<hash>/``, private to the user, created
 exclusively so nothing is overwritten. The model gets the head and the tail of the
-text, the number of bytes left out, and the path to read the rest with ``read`` or
-``grep``.
+text, the number of bytes left out, and the path to read the rest from.
 """
 
 from __future__ import annotations
