@@ -1,115 +1,71 @@
 """``dsh --demo``: every part of dsh at work, with no API key and no network.
 
-A throwaway project (a small Python file) and the scripted model server of
-:mod:`dsh.testing` on 127.0.0.1, playing a short conversation: the model reads the
-file, proposes an edit (which asks for your approval), runs the program (approval
-again), asks you a question, and answers. The UI is the real one; only the model is
-scripted, so whatever you type, the same conversation plays.
+A demo is data: a throwaway project's files, the prompt put in the input, the
+scripted model's side of the conversation (a :class:`~dsh.testing.Script` the server
+of :mod:`dsh.testing` plays on 127.0.0.1), the plugin settings that point dsh at that
+server (``{{server}}`` stands for its address) and the environment they need. The
+bundled plugins ship theirs, ``demo.json`` beside them, which this module plays: the
+core names none of the tools, plugins or providers in it. The UI is the real one;
+only the model is scripted, so whatever you type, the same conversation plays.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh.testing import FakeLLM, Reply, Script, ToolCallSpec
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-DEMO_PROMPT = "Have a look at greet.py and make the greeting friendlier."
-DEMO_OVER = (
-    "The demo's scripted conversation is over, so this is all the scripted model can "
-    "say. Run `dsh` in your own repository, with a DeepSeek key or any OpenAI-compatible "
-    "endpoint, to work with a real model. /exit or Ctrl+C twice leaves."
-)
+from dsh.kernel.loader import BUNDLED_PACKAGE
+from dsh.testing import FakeLLM, Script
 
-GREET = """\
-def greet(name):
-    return "Hello " + name
+DEMO_FILE = "demo.json"
+SERVER = "{{server}}"
 
 
-if __name__ == "__main__":
-    print(greet("world"))
-"""
-
-NEW_LINE = '    return f"Hello, {name}! Nice to see you."'
+class DemoError(RuntimeError):
+    """No demo to play: the bundled one is missing or broken (a broken install)."""
 
 
-def scenario() -> list[Reply]:
-    """The model's side of the demo conversation, one reply per request."""
-    return [
-        Reply(
-            reasoning="I should read the file before changing it.",
-            text="Let me read `greet.py` first.",
-            tool_calls=[ToolCallSpec(name="read", arguments={"file_path": "greet.py"})],
-            chunk_delay_ms=15,
-        ),
-        Reply(
-            reasoning="String concatenation without punctuation; an f-string reads better.",
-            text="The greeting is a bare concatenation. I'll make it warmer:",
-            tool_calls=[
-                ToolCallSpec(
-                    name="edit",
-                    arguments={
-                        "file_path": "greet.py",
-                        "old_string": '    return "Hello " + name',
-                        "new_string": NEW_LINE,
-                    },
-                )
-            ],
-            chunk_delay_ms=15,
-        ),
-        Reply(
-            text="Now let me run it to check.",
-            tool_calls=[
-                ToolCallSpec(
-                    name="bash",
-                    arguments={"command": "python3 greet.py", "description": "Run the program"},
-                )
-            ],
-            chunk_delay_ms=15,
-        ),
-        Reply(
-            text="It works. One question before I finish:",
-            tool_calls=[
-                ToolCallSpec(
-                    name="ask_user_question",
-                    arguments={
-                        "questions": [
-                            {
-                                "id": "tests",
-                                "question": "Should I add a test for greet()?",
-                                "options": [
-                                    {"label": "Yes", "description": "a pytest test"},
-                                    {"label": "No", "description": "leave it"},
-                                ],
-                            }
-                        ]
-                    },
-                )
-            ],
-            chunk_delay_ms=15,
-        ),
-        Reply(
-            text=(
-                "Done. `greet.py` now says:\n\n"
-                "```python\n"
-                f"{NEW_LINE.strip()}\n"
-                "```\n\n"
-                "That was the whole demo: a read, an edit and a command that each went "
-                "through the permission check, a question, and this answer, all stored as "
-                "session events you can resume with `/resume`. Run `dsh` in your own "
-                "repository to work with a real model."
-            ),
-            chunk_delay_ms=10,
-        ),
-    ]
+class Scenario(BaseModel):
+    """A demo, as its file holds it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    about: str = ""
+    prompt: str
+    """Put in the input, not sent: the person sends it."""
+    files: dict[str, str]
+    """The project's files, by path relative to it."""
+    script: Script
+    plugins: dict[str, dict[str, Any]] = {}
+    """Plugin settings for the demo (they replace the configured ones)."""
+    environment: dict[str, str] = {}
+    """Variables the demo's run needs, such as a key the scripted server takes."""
+
+
+def bundled_scenario() -> Scenario:
+    """The demo the bundled plugins ship. Raises :class:`DemoError`."""
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)  # found, not imported
+    folders = spec.submodule_search_locations if spec is not None else None
+    for folder in folders or ():
+        path = Path(folder) / DEMO_FILE
+        if path.is_file():
+            try:
+                return Scenario.model_validate_json(path.read_bytes())
+            except ValidationError as error:
+                raise DemoError(f"{path}: not a demo: {error}") from None
+    raise DemoError(f"no {DEMO_FILE} in the bundled plugins ({BUNDLED_PACKAGE})")
 
 
 @dataclass
 class Demo:
+    scenario: Scenario
     server: FakeLLM
     project: Path
     home: Path
@@ -117,12 +73,19 @@ class Demo:
     """The temporary folder the demo made for itself, removed by :meth:`close`."""
 
     @property
+    def prompt(self) -> str:
+        return self.scenario.prompt
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return dict(self.scenario.environment)
+
+    @property
     def plugin_configs(self) -> dict[str, dict[str, Any]]:
-        """What points dsh at the scripted server (a key it accepts is in the env)."""
-        return {
-            "llm-deepseek": {"base_url": self.server.base_url},
-            "title": {"generate": False},
-        }
+        """What points dsh at the scripted server (a key it accepts is in the
+        environment)."""
+        address = self.server.base_url
+        return {name: _with_server(table, address) for name, table in self.scenario.plugins.items()}
 
     async def close(self) -> None:
         await self.server.close()
@@ -130,14 +93,33 @@ class Demo:
             await asyncio.to_thread(shutil.rmtree, self.scratch, ignore_errors=True)
 
 
-async def start_demo(root: Path | None = None) -> Demo:
-    """The demo project and a started scripted server. The caller runs the UI with
-    ``DSH_HOME=demo.home``, ``DEEPSEEK_API_KEY`` set to anything, and ``plugin_configs``."""
+def _with_server(value: Any, address: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(SERVER, address)
+    if isinstance(value, dict):
+        return {key: _with_server(item, address) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_with_server(item, address) for item in value]
+    return value
+
+
+async def start_demo(root: Path | None = None, scenario: Scenario | None = None) -> Demo:
+    """The demo project and a started scripted server (the bundled scenario unless one
+    is given). The caller runs the UI with ``DSH_HOME=demo.home``, ``demo.environment``
+    and ``demo.plugin_configs``, and ``demo.prompt`` in the input."""
+    if scenario is None:
+        scenario = await asyncio.to_thread(bundled_scenario)
+    for name in scenario.files:
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise DemoError(f"the demo's file {name!r} is outside its project")
     base = Path(tempfile.mkdtemp(prefix="dsh-demo-")) if root is None else root
     project, home = base / "project", base / "home"
     project.mkdir(parents=True, exist_ok=True)
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    (project / "greet.py").write_text(GREET)
-    server = FakeLLM(Script(replies=scenario(), after_last=Reply(text=DEMO_OVER)))
+    for name, text in scenario.files.items():
+        path = project / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    server = FakeLLM(scenario.script)
     await server.start()
-    return Demo(server, project, home, base if root is None else None)
+    return Demo(scenario, server, project, home, base if root is None else None)

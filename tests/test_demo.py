@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dsh.demo import DEMO_PROMPT, start_demo
+from dsh.demo import DemoError, bundled_scenario, start_demo
 from dsh.llm import user_text
 from dsh.runtime import start_runtime
 from dsh.session import check_log
@@ -19,7 +19,8 @@ async def test_the_demo_reads_edits_runs_asks_and_answers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     demo = await start_demo(tmp_path)
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "demo")
+    for name, value in demo.environment.items():
+        monkeypatch.setenv(name, value)
     runtime = await start_runtime(
         home=demo.home, cwd=demo.project, plugin_configs=demo.plugin_configs
     )
@@ -36,7 +37,7 @@ async def test_the_demo_reads_edits_runs_asks_and_answers(
     runtime.root.questions.set_answerer(answer)
     try:
         agent = await runtime.agents.create(demo.project)
-        agent.followup(user_text(DEMO_PROMPT))
+        agent.followup(user_text(demo.prompt))
         await agent.when_idle()
         events = agent.session.events
         assert check_log(events) == []
@@ -70,3 +71,26 @@ async def test_the_demo_leaves_no_folder_behind(
     demo = await start_demo(given)
     await demo.close()
     assert (given / "project" / "greet.py").exists()
+
+
+async def test_a_demo_is_data_played_as_it_says(tmp_path: Path) -> None:
+    """The scenario comes from a file the bundled plugins ship; ``{{server}}`` in its
+    plugin settings becomes the scripted server's address, and its files stay inside
+    its project."""
+    scenario = bundled_scenario()
+    assert scenario.script.replies
+    assert scenario.files
+    demo = await start_demo(tmp_path / "ok", scenario)
+    try:
+        configs = repr(demo.plugin_configs)
+        assert "{{server}}" in repr(scenario.plugins)
+        assert "{{server}}" not in configs
+        assert demo.server.base_url in configs
+        assert [p.name for p in demo.project.iterdir()] == list(scenario.files)
+    finally:
+        await demo.close()
+    escaping = scenario.model_copy(update={"files": {"../outside.py": "x = 1\n"}})
+    with pytest.raises(DemoError, match="outside its project"):
+        await start_demo(tmp_path / "bad", escaping)
+    assert not (tmp_path / "outside.py").exists()
+    assert not (tmp_path / "bad").exists()

@@ -34,19 +34,18 @@ async def test_first_run_opens_the_setup_screen_instead_of_failing(
 
 
 async def test_the_demo_plays_in_the_tui(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsh.demo import DEMO_PROMPT
-
     demo = await start_demo(tmp_path)
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "demo")
+    for name, value in demo.environment.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("DSH_HOME", str(demo.home))
     request = TuiRequest(
-        cwd=demo.project, home=demo.home, plugin_configs=demo.plugin_configs, draft=DEMO_PROMPT
+        cwd=demo.project, home=demo.home, plugin_configs=demo.plugin_configs, draft=demo.prompt
     )
     app = DshApp(request)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await asyncio.wait_for(app.ready.wait(), 20)
-            assert app.prompt_area.text == DEMO_PROMPT
+            assert app.prompt_area.text == demo.prompt
             await pilot.press("enter")
             answered: list[object] = []
             for _ in range(2):  # the edit, then the command

@@ -47,17 +47,21 @@ async def launch(
 
 
 async def _demo(prompt: str | None) -> int:
-    from dsh.demo import DEMO_PROMPT, start_demo
+    from dsh.demo import DemoError, start_demo
     from dsh.ui.tui.app import TuiRequest, run_tui
 
-    demo = await start_demo()
-    # The scripted server takes any key; it never leaves this process.
-    os.environ["DEEPSEEK_API_KEY"] = "demo"
+    try:
+        demo = await start_demo()
+    except DemoError as error:
+        sys.stderr.write(f"dsh: {error}\n")
+        return 1
+    # What the scripted server needs (a key it takes); it never leaves this process.
+    os.environ.update(demo.environment)
     os.environ["DSH_HOME"] = str(demo.home)
     try:
         request = TuiRequest(
             prompt=prompt,
-            draft=None if prompt else DEMO_PROMPT,
+            draft=None if prompt else demo.prompt,
             cwd=demo.project,
             home=demo.home,
             plugin_configs=demo.plugin_configs,
