@@ -10,17 +10,17 @@ user trusts (:mod:`dsh.trust`); elsewhere only its keys that narrow what dsh doe
 apply (:mod:`dsh.narrowing`). A settings file that another user owns or could write
 is refused. In the environment, ``DSH_<TABLE>__<KEY>=value`` sets ``table.key``
 (``DSH_AGENT__MODEL=deepseek-v4-pro``; a plugin's table is
-``DSH_PLUGINS__LLM_DEEPSEEK__BASE_URL``, underscores in the plugin's name standing for
-hyphens); the value is read as a TOML value when it parses as one, else as text.
+``DSH_PLUGINS__MY_PLUGIN__BASE_URL`` for ``my-plugin``, underscores in the plugin's
+name standing for hyphens); the value is read as a TOML value when it parses as one, else as text.
 
 Core tables are validated here (:data:`CORE_TABLES`); plugins are configured by
 ``[plugins.<plugin-name>]`` tables, validated by each plugin's own model when it
 loads, and switched off by ``[plugins] disabled = ["name", ...]``; ``[plugins]
 modules`` names modules to load plugins from, beyond the bundled and installed ones::
 
-    [plugins.llm-deepseek]
+    [plugins.my-provider]
     base_url = "https://proxy.example.com"
-    models.deepseek-v4-flash.context_window = 500000
+    models.my-model.context_window = 500000
 
 Credentials never live here: settings name them (``api_key_env = "MY_KEY"``).
 """
