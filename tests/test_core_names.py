@@ -160,17 +160,25 @@ def appended_event_types(sources: dict[Path, str]) -> frozenset[str]:
 
 
 def call_purposes(sources: dict[Path, str]) -> frozenset[str]:
-    """The purposes the plugins' model calls give: ``GenerateOptions(purpose="...")``."""
+    """The purposes the plugins' model calls give: ``GenerateOptions(purpose="...")``,
+    or a constant they declare as ``Purpose("...")``."""
     found: set[str] = set()
     for source in sources.values():
         for node in ast.walk(ast.parse(source)):
-            if (
-                isinstance(node, ast.keyword)
-                and node.arg == "purpose"
-                and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)
+            if isinstance(node, ast.keyword) and node.arg == "purpose":
+                value: ast.expr | None = node.value
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name | ast.Attribute)
+                and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr)
+                == "Purpose"
+                and node.args
             ):
-                found.add(node.value.value)
+                value = node.args[0]
+            else:
+                continue
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                found.add(value.value)
     return frozenset(found)
 
 
@@ -328,6 +336,5 @@ def test_events_only_plugins_write_count_as_theirs() -> None:
     plugin = {Path("p.py"): 'session.append("todo/write", x)\nsession.append("user/message", m)\n'}
     core = {Path("c.py"): 'session.append("user/message", m)\nitems.append("a/b")\n'}
     assert appended_event_types(plugin) - appended_event_types(core) == {"todo/write"}
-    assert call_purposes({Path("p.py"): 'GenerateOptions(purpose="session-title")\n'}) == {
-        "session-title"
-    }
+    declared = 'PURPOSE = Purpose("summary")\nGenerateOptions(purpose="session-title")\n'
+    assert call_purposes({Path("p.py"): declared}) == {"summary", "session-title"}
