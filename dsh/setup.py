@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from dsh.agent import AgentOptions
 from dsh.credentials import CredentialStore, Secret, check_ref
 from dsh.kernel import Candidate, discover
 from dsh.llm import GenerateOptions, LlmAdapter, LlmError, user_text
 from dsh.settings import USER_FILE, Settings, write_private
+from dsh.settings_tables import AgentOptions
 
 _log = logging.getLogger("dsh.setup")
 
