@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from dsh.control_chars import VisibleStream, is_terminal, printable
 from dsh.llm import TextDelta, user_text
@@ -55,34 +55,29 @@ from dsh.session import (
 )
 from dsh.session.events import CancelByUser, CommandDone, GrantsIgnored, InboxDiscarded
 from dsh.session.records import dumps
+from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
-from dsh.tools.permissions import PermissionMode
-from dsh.tools.questions import Answer
+from dsh.tools.questions import Answer, Question
+from dsh.ui.opening import BusyChoice
+from dsh.ui.session_controller import FrontEndKind, SessionChoice, SessionController, StartFailed
+from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
+
+if TYPE_CHECKING:
+    from dsh.agent import Agent
+    from dsh.session import SessionBusyError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
 
 
-@dataclass(frozen=True)
-class HeadlessRequest:
-    prompt: str | None
+@dataclass(frozen=True, kw_only=True)
+class HeadlessRequest(SessionChoice):
+    """``dsh -p``: the session choices, the formats, and what only a headless run has."""
+
     output_format: str = "text"
     input_format: str = "text"
-    model: str | None = None
-    provider: str | None = None
-    effort: str | None = None
-    resume: str | None = None
-    continue_last: bool = False
     max_steps: int | None = None
     title: bool = False
-    cwd: Path | None = None
-    permission_mode: PermissionMode | None = None
-    trust: bool = False
-    """``--trust``: apply the project's own configuration in full for this run."""
-    fork: bool = False
-    """``--fork-session``: continue the resumed session in a new one."""
-    wait: bool = False
-    """``--wait``: if another dsh writes the session, wait until it closes it."""
 
 
 class Printer:
@@ -207,41 +202,13 @@ def outcome(reason: Any, blocked: str | None) -> tuple[int, str | None]:
 async def run(
     request: HeadlessRequest, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
-    from dsh.paths import dsh_home
-    from dsh.runtime import start_runtime
-    from dsh.settings import SettingsError
-    from dsh.ui.trusting import ignored_lines, settle
-
     started = time.monotonic()
-    cwd = (request.cwd or Path.cwd()).resolve()
     # Notes are for a person; so is text on a terminal. Text into a pipe or a file
     # stays exactly what the model wrote, and JSON escapes what a terminal obeys.
     err = VisibleStream.around(err)
     if request.output_format == "text" and is_terminal(out):
         out = VisibleStream.around(out)
-    try:
-        # Nobody is here to ask: what an untrusted folder would widen is ignored.
-        settings = await settle(dsh_home(), cwd, trust=request.trust)
-        for line in ignored_lines(settings):
-            err.write(f"dsh: {line}\n")
-        runtime = await start_runtime(
-            cwd=cwd, permission_mode=request.permission_mode, settings=settings
-        )
-    except SettingsError as error:
-        err.write(f"dsh: {error}\n")
-        return EXIT_FAILED
-    try:
-        return await _run(runtime, request, cwd, started, out, err)
-    finally:
-        await runtime.aclose()
-
-
-async def _run(
-    runtime: Any, request: HeadlessRequest, cwd: Path, started: float, out: TextIO, err: TextIO
-) -> int:
-    from dsh.session import PersistenceError
-    from dsh.ui.opening import NothingToContinue, open_agent
-
+    ui = HeadlessUI(request, out, err)
     options = {
         key: value
         for key, value in (
@@ -250,52 +217,43 @@ async def _run(
         )
         if value is not None
     }
+    controller = SessionController(ui, request, options=options)
     try:
-        agent, _ = await open_agent(
-            runtime,
-            cwd,
-            resume=request.resume,
-            continue_last=request.continue_last,
-            model=request.model,
-            provider=request.provider,
-            effort=request.effort,
-            fork=request.fork,
-            wait=request.wait,
-            options=options,
-        )
-    except NothingToContinue:
-        err.write(f"dsh: no earlier session in {cwd} to continue\n")
-        return EXIT_FAILED
-    except (LookupError, ValueError, PersistenceError) as error:
-        err.write(f"dsh: {error}\n")
-        return EXIT_FAILED
+        try:
+            # Nobody is here to ask: what an untrusted folder would widen is ignored.
+            await controller.start()
+            await controller.open_first()
+        except StartFailed as failed:
+            err.write(f"{failed}\n")
+            return EXIT_FAILED
+        return await _run(controller, ui, request, started)
+    finally:
+        await controller.close()
 
+
+async def _run(
+    controller: SessionController, ui: HeadlessUI, request: HeadlessRequest, started: float
+) -> int:
+    agent = controller.agent
+    runtime = controller.runtime
+    assert agent is not None
+    assert runtime is not None
+    printer = ui.printer
     first_live = len(agent.session.events)
     command_failed = False
-    printer = Printer(
-        request.output_format, out, err, on_closed=lambda: agent.cancel(CancelByUser())
-    )
-    printer.session_id = agent.id
-    # From what this run logged, including what resuming logged before the agent existed
-    # (grants that no longer hold).
-    agent.session.subscribe(printer, from_seq=agent.opened_at)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, agent.cancel, CancelByUser())
     try:
-        if request.input_format == "stream-json":
-            control = Control(printer.write, agent.id)
-            runtime.root.approvals.add_approver(control.approve)
-            runtime.root.questions.set_answerer(control.answer)
-            await _commands(agent, err, control)
-            control.close()
+        if ui.control is not None:
+            await _commands(agent, ui.err, ui.control)
+            ui.control.close()
         else:
             if not request.prompt:
-                err.write("dsh: no prompt given (pass one, or pipe it on stdin)\n")
+                ui.err.write("dsh: no prompt given (pass one, or pipe it on stdin)\n")
                 return EXIT_USAGE
-            host = HeadlessHost(out, err)
-            if not await run_command(runtime, agent, request.prompt, host):
+            if not await controller.run_command(request.prompt):
                 agent.followup(user_text(request.prompt))
-            command_failed = host.failed or printer.command_failed
+            command_failed = ui.failed or printer.command_failed
         await agent.when_idle()
         titles = runtime.root.get("session-titles", None) if request.title else None
         if titles is not None:
@@ -352,57 +310,102 @@ def _result(
     }
 
 
-class HeadlessHost:
-    """What a slash command given as the prompt (``dsh -p "/cost" --resume ID``) may do
-    headless: print. Switching sessions needs ``--resume``; there is nothing to quit."""
+class HeadlessUI:
+    """``dsh -p`` as a front end: the session printed in the chosen format, notes and
+    errors on stderr. The program driving dsh over stdin answers approvals and
+    questions when ``--input-format stream-json`` is given; otherwise nobody does, and
+    nobody is asked anything else either."""
 
-    def __init__(self, out: TextIO, err: TextIO) -> None:
-        self.out, self.err = out, err
+    kind: FrontEndKind = "headless"
+    one_session = True
+
+    def __init__(self, request: HeadlessRequest, out: TextIO, err: TextIO) -> None:
+        self.err = err
+        self.agent: Agent | None = None
+        self.printer = Printer(request.output_format, out, err, on_closed=self._cancel)
+        self.control = (
+            Control(self.printer.write) if request.input_format == "stream-json" else None
+        )
         self.failed = False
+        """A slash command given as the prompt failed."""
+        self._unsubscribe: Callable[[], None] | None = None
+
+    @property
+    def answers(self) -> bool:
+        return self.control is not None
+
+    def _cancel(self) -> None:
+        if self.agent is not None:
+            self.agent.cancel(CancelByUser())
 
     def show(self, text: str, *, level: str = "info") -> None:
+        """What a slash command given as the prompt (``dsh -p "/cost" --resume ID``)
+        says: its output on stdout, a failure on stderr."""
         if level == "error":
             self.failed = True
-            self.err.write(printable(f"dsh: {text}\n"))
+            self.printer.note(f"dsh: {text}\n")
         else:
-            self.out.write(printable(text + "\n"))
+            self.printer.write(text + "\n")
 
-    async def new_session(self) -> None:
-        from dsh.commands import CommandError
+    def show_ignored(self, settings: Settings) -> None:
+        for line in ignored_lines(settings):
+            self.printer.note(f"dsh: {line}\n")
 
-        raise CommandError("headless runs start a new session unless --resume or --continue")
+    async def attach(self, agent: Agent, *, replay: bool) -> None:
+        self.agent = agent
+        self.printer.session_id = agent.id
+        if self.control is not None:
+            self.control.session_id = agent.id
+        # From what this run logged, including what resuming logged before the agent
+        # existed (grants that no longer hold).
+        self._unsubscribe = agent.session.subscribe(self.printer, from_seq=agent.opened_at)
 
-    async def open_session(self, session_id: str | None) -> None:
-        from dsh.commands import CommandError
+    def detach(self) -> None:
+        self.agent = None
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
 
-        raise CommandError("headless, open a session with --resume ID or --continue")
+    async def show_read_only(self, events: Sequence[SessionEvent]) -> None:
+        for event in events:
+            self.printer(event)
 
     async def quit(self) -> None:
-        pass
+        pass  # the run ends with its turn
+
+    async def ask_trust(self, question: TrustQuestion) -> TrustAnswer:
+        return "later"
+
+    async def set_up(self, home: Path, settings: Settings) -> bool | None:
+        return None  # the first request says what is missing
+
+    async def ask_busy(self, busy: SessionBusyError) -> BusyChoice | None:
+        return None  # --fork-session and --wait are the ways out, chosen up front
+
+    async def ask_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        assert self.control is not None  # wired only when someone answers
+        return await self.control.approve(request)
+
+    async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
+        assert self.control is not None
+        return await self.control.answer(questions)
 
     async def choose(
         self, title: str, items: Sequence[str], *, current: int | None = None
     ) -> int | None:
         return None  # nobody to ask
 
-
-async def run_command(runtime: Any, agent: Any, text: str, host: HeadlessHost) -> bool:
-    """Run ``text`` as a slash command if it names one. False: it is a prompt."""
-    from dsh.commands import CommandContext, parse_command
-
-    parsed = parse_command(text)
-    commands = runtime.root.get("commands", None)
-    if parsed is None or commands is None or commands.get(parsed[0]) is None:
-        return False
-    return bool(await commands.run(text, CommandContext(agent, runtime.root, host)))
+    async def pick_session(self) -> str | None:
+        return None
 
 
 class Control:
     """Approvals and questions answered by the program driving dsh over stdin."""
 
-    def __init__(self, write: Callable[[str], None], session_id: str) -> None:
+    def __init__(self, write: Callable[[str], None]) -> None:
         self.write = write
-        self.session_id = session_id
+        self.session_id: str | None = None
+        """The session the requests are for, once it is open."""
         self.pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
 
     def _ask(self, kind: str, request_id: str, body: dict[str, Any]) -> asyncio.Future[Any]:
@@ -417,10 +420,10 @@ class Control:
         body.pop("id")
         return await self._ask("approval-request", request.id, body)  # type: ignore[no-any-return]
 
-    async def answer(self, questions: Any, agent: Any) -> Any:
+    async def answer(self, questions: Sequence[Question]) -> list[Answer] | None:
         request_id = uuid.uuid4().hex
         body = {"questions": [q.to_dict() for q in questions]}
-        return await self._ask("question-request", request_id, body)
+        return await self._ask("question-request", request_id, body)  # type: ignore[no-any-return]
 
     def resolve(self, request_id: str, kind: str, value: Any) -> bool:
         waiting = self.pending.get(request_id)

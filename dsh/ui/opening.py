@@ -1,24 +1,19 @@
-"""The sessions an interactive UI shows: the first, from the command-line choices, and
-the switches ``/new`` and ``/resume`` make, the same in the TUI and in plain mode."""
+"""Which agent a front end opens first: from the command-line choices, and the ways
+out when another dsh writes the session (:mod:`dsh.ui.session_controller` asks)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
     from dsh.runtime import Runtime
 
-CLOSE_TIMEOUT = 10.0
-"""Seconds a running turn has to end, once cancelled, before its agent is disposed."""
-
 
 class NothingToContinue(LookupError):
-    pass
+    """``--continue`` in a folder with no session yet."""
 
 
 async def open_agent(
@@ -55,7 +50,7 @@ async def open_agent(
         if target is None:
             latest = await runtime.sessions.latest(str(cwd))
             if latest is None:
-                raise NothingToContinue(f"No earlier session in {cwd} to continue.")
+                raise NothingToContinue(f"no earlier session in {cwd} to continue")
             target = latest.id
         if fork:
             agent = await agents.fork(target)
@@ -85,69 +80,3 @@ def after_busy(choice: BusyChoice, session_id: str) -> dict[str, Any]:
         "fork": choice == "fork",
         "wait": choice == "wait",
     }
-
-
-class SessionHost(Protocol):
-    """A UI showing one agent at a time."""
-
-    agent: Agent | None
-    cwd: Path
-
-    def show(self, text: str, *, level: str = "info") -> None: ...
-
-    async def pick_session(self) -> str | None:
-        """Ask the person for a session; None when they pick none."""
-        ...
-
-    async def detach(self) -> None:
-        """Stop showing the agent on screen (if any) and close it (:func:`close_agent`)."""
-        ...
-
-    async def attach(self, agent: Agent, *, replay: bool) -> None:
-        """Show ``agent``; ``replay``: its log so far is an earlier conversation."""
-        ...
-
-
-async def close_agent(runtime: Runtime, agent: Agent) -> None:
-    """Cancel its turn (waiting for the turn's closing events), then dispose of it."""
-    from dsh.session.events import CancelByUser
-
-    if agent.status != "idle":
-        agent.cancel(CancelByUser())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(agent.when_idle(), CLOSE_TIMEOUT)
-    await runtime.agents.dispose(agent)
-
-
-async def start_new_session(host: SessionHost, runtime: Runtime) -> None:
-    """``/new``: a fresh session in place of the one on screen, with its options."""
-    options = host.agent.options if host.agent is not None else None
-    await host.detach()
-    await host.attach(await runtime.agents.create(host.cwd, options), replay=False)
-
-
-async def switch_session(host: SessionHost, runtime: Runtime, session_id: str | None) -> None:
-    """``/resume [ID]``: the session ``session_id`` names (an id or a prefix; None: the
-    one the person picks) in place of the one on screen. One that cannot be resumed
-    is reported, and a new session takes the screen."""
-    from dsh.commands import CommandError
-
-    if session_id is None:
-        session_id = await host.pick_session()
-        if session_id is None:
-            return
-    try:
-        resolved = await runtime.sessions.resolve(session_id)
-    except LookupError as error:
-        raise CommandError(str(error)) from None
-    if host.agent is not None and resolved == host.agent.id:
-        host.show("That is the session on screen.")
-        return
-    await host.detach()
-    try:
-        agent = await runtime.agents.resume(resolved)
-    except (LookupError, ValueError, OSError) as error:
-        host.show(f"Could not resume {resolved}: {error}", level="error")
-        await start_new_session(host, runtime)
-        return
-    await host.attach(agent, replay=True)

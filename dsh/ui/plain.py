@@ -8,7 +8,8 @@ Keys: Enter sends a message (while a turn runs it steers the turn); Ctrl+C cance
 the running turn, or clears the line when idle; Ctrl+D (end of input) quits once
 the running turn ended. Approvals and questions become text prompts (see
 :mod:`dsh.ui.plain_dialogs`). Commands: ``/new``, ``/resume [id]``, ``/status``,
-``/help``, ``/quit``, and whatever plugins register.
+``/help``, ``/quit``, and whatever plugins register. Start-up, sessions and commands
+are the :mod:`~dsh.ui.session_controller`'s; this module prints and reads.
 
 Colours follow the terminal: none with ``NO_COLOR``, ``TERM=dumb`` or when
 stdout is not a terminal. When stdin is not a terminal, lines are read from it as
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import signal
 import sys
@@ -36,23 +36,14 @@ from prompt_toolkit.output import DummyOutput, Output, create_output
 from rich.console import Console
 from rich.text import Text
 
-from dsh.commands import CommandContext, parse_command
-from dsh.llm import SessionId, user_text
 from dsh.paths import dsh_home
-from dsh.session import PersistenceError, SessionBusyError
+from dsh.session import SessionBusyError, SessionEvent
 from dsh.session.events import CancelByUser
-from dsh.tools.permissions import PermissionMode
+from dsh.settings import Settings
+from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.questions import Answer, Question
 from dsh.ui.entries import TranscriptFold
-from dsh.ui.opening import (
-    BUSY_CHOICES,
-    NothingToContinue,
-    after_busy,
-    close_agent,
-    open_agent,
-    start_new_session,
-    switch_session,
-)
-from dsh.ui.plain_commands import pick_session, register_commands
+from dsh.ui.opening import BUSY_CHOICES, BusyChoice
 from dsh.ui.plain_dialogs import Dialogs, trust_asker
 from dsh.ui.plain_input import (
     Interrupted,
@@ -67,6 +58,13 @@ from dsh.ui.plain_input import (
 )
 from dsh.ui.plain_printer import TranscriptPrinter
 from dsh.ui.render import VisibleOutput
+from dsh.ui.session_controller import (
+    FrontEndKind,
+    SessionChoice,
+    SessionController,
+    StartFailed,
+)
+from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
@@ -74,21 +72,25 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED = 0, 1
 LEVEL_STYLES = {"info": "", "warning": "yellow", "error": "bold red"}
+PLAIN_KEYS = (
+    "Keys: Enter sends (while a turn runs, it steers the turn) · Ctrl+C cancels the turn"
+    " or clears the line · Ctrl+D quits · Tab completes /commands and @paths"
+)
 
 
-@dataclass
-class PlainRequest:
-    prompt: str | None = None
-    cwd: Path | None = None
-    resume: str | None = None
-    continue_last: bool = False
-    model: str | None = None
-    provider: str | None = None
-    effort: str | None = None
-    permission_mode: PermissionMode | None = None
-    trust: bool = False
-    fork: bool = False
-    wait: bool = False
+@dataclass(frozen=True, kw_only=True)
+class PlainRequest(SessionChoice):
+    """``dsh --plain``: the session choices, nothing of its own."""
+
+
+@dataclass(frozen=True)
+class InputLine:
+    """The one input line: its reader, the turns the prompt and the dialogs take on
+    it, and the dialogs."""
+
+    reader: LineReader
+    lines: Lines
+    dialogs: Dialogs
 
 
 def plain_console(output: TextIO | None = None, *, force_terminal: bool | None = None) -> Console:
@@ -119,103 +121,93 @@ async def run_plain(
     as ``create_pipe_input()``) and ``output`` (where the transcript is written)
     replace the terminal, and ``runtime`` an own runtime (which is then left open),
     for tests and embedding. Returns the exit status."""
-    cwd = (request.cwd or Path.cwd()).resolve()
-    console = plain_console(output)
-    owned = runtime is None
-    if runtime is None:
-        from dsh.runtime import start_runtime
-        from dsh.settings import SettingsError
-        from dsh.ui.trusting import ignored_lines, settle
-
-        # A script on stdin has nobody behind it to ask: as headless, untrusted
-        # configuration that widens anything is ignored.
-        interactive = input is not None or stdin_is_terminal()
-        ask = trust_asker(console, input, output) if interactive else None
-        try:
-            settings = await settle(dsh_home(), cwd, trust=request.trust, ask=ask)
-            for line in ignored_lines(settings):
-                console.print(Text(line, style="yellow"), soft_wrap=True)
-            runtime = await start_runtime(
-                cwd=cwd, permission_mode=request.permission_mode, settings=settings
-            )
-        except SettingsError as error:
-            sys.stderr.write(f"dsh: {error}\n")
-            return EXIT_FAILED
-    try:
-        app = PlainApp(runtime, request, cwd, console, input=input, output=output)
-        return await app.run()
-    finally:
-        if owned:
-            await runtime.aclose()
+    app = PlainApp(request, plain_console(output), input=input, output=output, runtime=runtime)
+    return await app.run()
 
 
 class PlainApp:
-    """One plain-mode run: the agent on screen, its printer, the input loop; and the
-    :class:`~dsh.commands.CommandHost` its commands talk to."""
+    """One plain-mode run: the session on screen printed as lines, the input loop, and
+    the dialogs as text prompts: the :class:`~dsh.ui.session_controller.UserInterface`
+    of its :class:`~dsh.ui.session_controller.SessionController`."""
+
+    kind: FrontEndKind = "plain"
+    answers = True
+    one_session = False
 
     def __init__(
         self,
-        runtime: Runtime,
         request: PlainRequest,
-        cwd: Path,
         console: Console,
         *,
         input: Input | None = None,
         output: TextIO | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
-        self.runtime = runtime
         self.request = request
-        self.cwd = cwd
         self.console = console
         self.input, self.output = input, output
-        self.ui = runtime.root.child(name="plain")
-        self.commands = self.ui.get("commands")
-        self.tools = runtime.root.get("tools")
-        self.agent: Agent | None = None
-        self.fold = TranscriptFold(cost=runtime.llm.cost)
+        self.controller = SessionController(self, request, runtime=runtime)
+        self.cwd = self.controller.cwd
+        self.attended = input is not None or stdin_is_terminal()
+        """Somebody types the input (a script on stdin: nobody to ask)."""
+        self.fold = TranscriptFold()
+        """The transcript of the session on screen."""
         self.quitting = False
         self._unsubscribe: Callable[[], None] | None = None
-        self.reader = self._reader(input, output)
-        self.lines = Lines(self.reader)
-        self.dialogs = Dialogs(self.lines, console, self.interrupt)
+        # The input line opens once the runtime is up: the trust question comes first,
+        # on a prompt of its own.
+        self._line: InputLine | None = None
+
+    @property
+    def line(self) -> InputLine:
+        assert self._line is not None, "the input line opens once the runtime is up"
+        return self._line
 
     # ------------------------------------------------------------------ running
 
     async def run(self) -> int:
-        self.ui.get("approvals").add_approver(self.dialogs.approve)
-        self.ui.get("questions").set_answerer(self.dialogs.answer)
-        self.ui.on("agent/status", self._redraw_prompt)
-        register_commands(self)
+        controller = self.controller
         try:
-            code = await self._open_first()
-            if code != EXIT_OK:
-                return code
+            try:
+                await controller.start()
+                self._open_input()
+                controller.ctx.on("agent/status", self._redraw_prompt)
+                controller.add_session_commands(PLAIN_KEYS, lambda: self.fold)
+                await controller.open_first()
+            except StartFailed as failed:
+                self.show(str(failed), level="error")
+                return EXIT_FAILED
             with self._terminal(), self._sigint():
                 if self.request.prompt:
-                    await self.submit(self.request.prompt)
+                    await controller.submit(self.request.prompt)
                 await self._loop()
             return EXIT_OK
         finally:
-            self.reader.close()
-            await self.detach()
-            await self.ui.dispose()
+            if self._line is not None:
+                self._line.reader.close()
+            await controller.close()
+
+    def _open_input(self) -> None:
+        reader = self._reader(self.input, self.output)
+        lines = Lines(reader)
+        self._line = InputLine(reader, lines, Dialogs(lines, self.console, self.interrupt))
 
     def _reader(self, input: Input | None, output: TextIO | None) -> LineReader:
-        if input is None and not stdin_is_terminal():
+        if not self.attended:
             return StreamReader(sys.stdin, self.console)
         pt_output: Output | None = None
         if output is not None:
             pt_output = DummyOutput()
         elif not sys.stdout.isatty():
             pt_output = create_output(always_prefer_tty=True)  # the prompt on stderr
-        completer = PlainCompleter(self.commands.complete, self._agent_cwd)
+        completer = PlainCompleter(self.controller.commands.complete, self._agent_cwd)
         history = file_history(dsh_home(), self.cwd)
         return PromptReader(input=input, output=pt_output, history=history, completer=completer)
 
     @contextlib.contextmanager
     def _terminal(self) -> Iterator[None]:
         """On a terminal, output goes above the open prompt instead of through it."""
-        prompting = isinstance(self.reader, PromptReader)
+        prompting = isinstance(self.line.reader, PromptReader)
         if self.output is None and prompting and sys.stdout.isatty():
             with above_prompt():
                 yield
@@ -237,118 +229,59 @@ class PlainApp:
             loop.remove_signal_handler(signal.SIGINT)
 
     async def _loop(self) -> None:
-        scripted = isinstance(self.reader, StreamReader)
+        scripted = isinstance(self.line.reader, StreamReader)
         while not self.quitting:
-            if scripted and self.agent is not None:
+            agent = self.controller.agent
+            if scripted and agent is not None:
                 # A script's next line is the next prompt: wait for this turn (its
                 # approvals and questions still read their answers from the script).
-                await self.agent.when_idle()
+                await agent.when_idle()
             try:
-                line = await self.lines.next_line(self._message)
+                line = await self.line.lines.next_line(self._message)
             except Interrupted:
                 self.interrupt()
                 continue
             except EOFError:
-                if self._running():
+                agent = self.controller.agent
+                if agent is not None and self.controller.running():
                     self.show("Waiting for the turn to end (Ctrl+C cancels it)…")
-                    assert self.agent is not None
-                    await self.agent.when_idle()
+                    await agent.when_idle()
                 return
-            await self.submit(line)
+            await self.controller.submit(line)
 
     def _message(self) -> str:
-        return "» " if self._running() else "> "
+        return "» " if self.controller.running() else "> "
 
     def _redraw_prompt(self, *_: object) -> None:
         """The prompt's mark says whether a turn runs: draw it again when that changes.
         The turn's last line goes out before the agent is idle, and nothing else may
         draw the prompt after it."""
-        if isinstance(self.reader, PromptReader) and self.reader.main.app.is_running:
-            self.reader.main.app.invalidate()
-
-    def _running(self) -> bool:
-        return self.agent is not None and self.agent.status != "idle"
+        reader = self.line.reader
+        if isinstance(reader, PromptReader) and reader.main.app.is_running:
+            reader.main.app.invalidate()
 
     def _agent_cwd(self) -> Path:
-        return self.agent.cwd if self.agent is not None else self.cwd
+        agent = self.controller.agent
+        return agent.cwd if agent is not None else self.cwd
 
     def interrupt(self) -> None:
         """Ctrl+C: cancel the running turn (idle: nothing to do, the line is cleared)."""
-        if self.agent is not None and self._running():
+        agent = self.controller.agent
+        if agent is not None and self.controller.running():
             self.show("Cancelling the turn…", level="warning")
-            self.agent.cancel(CancelByUser())
+            agent.cancel(CancelByUser())
 
-    async def submit(self, line: str) -> None:
-        """A typed line: a command, else a message (steering a running turn)."""
-        text = line.strip()
-        if not text or self.agent is None:
-            return
-        parsed = parse_command(text)
-        if parsed is not None:
-            context = CommandContext(agent=self.agent, root=self.runtime.root, host=self)
-            if not await self.commands.run(text, context):
-                self.show(f"Unknown command /{parsed[0]} (/help lists them).", level="error")
-            return
-        message = user_text(text)
-        if self._running():
-            self.agent.steer(message)
-        else:
-            self.agent.followup(message)
+    # ------------------------------------------------------------------ the session on screen
 
-    # ------------------------------------------------------------------ sessions
-
-    async def _open_first(self) -> int:
-        request = self.request
-        opened = functools.partial(
-            open_agent,
-            self.runtime,
-            self.cwd,
-            model=request.model,
-            provider=request.provider,
-            effort=request.effort,
-        )
-        try:
-            agent, resumed = await opened(
-                resume=request.resume,
-                continue_last=request.continue_last,
-                fork=request.fork,
-                wait=request.wait,
-            )
-        except NothingToContinue as error:
-            self.show(str(error), level="error")
-            return EXIT_FAILED
-        except SessionBusyError as busy:
-            self.show(f"dsh: {busy}", level="error")
-            if not isinstance(self.reader, PromptReader):
-                return EXIT_FAILED  # a script on stdin: nobody to choose
-            labels = [label for _, label in BUSY_CHOICES]
-            picked = await self.dialogs.choose("What now?", labels)
-            if picked is None:
-                return EXIT_FAILED
-            choice = BUSY_CHOICES[picked][0]
-            if choice == "read":
-                stored = SessionId(busy.session_id)
-                loaded = await self.runtime.sessions.persistence.inspect(stored)
-                TranscriptPrinter(self.console, self.tools, self.fold).replay(loaded.events)
-                return EXIT_OK
-            if choice == "wait":
-                self.show("Waiting for the other dsh to close it (Ctrl+C gives up)…")
-            try:
-                agent, resumed = await opened(**after_busy(choice, busy.session_id))
-            except (LookupError, ValueError, OSError, PersistenceError) as error:
-                self.show(f"dsh: {error}", level="error")
-                return EXIT_FAILED
-        except (LookupError, ValueError, OSError, PersistenceError) as error:
-            self.show(f"dsh: {error}", level="error")
-            return EXIT_FAILED
-        await self.attach(agent, replay=resumed)
-        return EXIT_OK
+    def _printer(self) -> TranscriptPrinter:
+        """A new transcript, printed as lines."""
+        runtime = self.controller.runtime
+        assert runtime is not None
+        self.fold = TranscriptFold(cost=runtime.llm.cost)
+        return TranscriptPrinter(self.console, self.controller.ctx.get("tools"), self.fold)
 
     async def attach(self, agent: Agent, *, replay: bool) -> None:
-        agent.set_options(auto_title=True)  # an interactive session is titled (title plugin)
-        self.agent = agent
-        self.fold = TranscriptFold(cost=self.runtime.llm.cost)
-        printer = TranscriptPrinter(self.console, self.tools, self.fold)
+        printer = self._printer()
         events = list(agent.session.events)
         if replay:
             printer.replay(events)
@@ -368,35 +301,61 @@ class PlainApp:
                 level="dim",
             )
 
-    async def detach(self) -> None:
-        agent, self.agent = self.agent, None
+    def detach(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        if agent is not None:
-            await close_agent(self.runtime, agent)
 
-    async def pick_session(self) -> str | None:
-        return await pick_session(self)
-
-    # ------------------------------------------------------------------ CommandHost
+    async def show_read_only(self, events: Sequence[SessionEvent]) -> None:
+        self._printer().replay(list(events))
 
     def show(self, text: str, *, level: str = "info") -> None:
         self.console.print(Text(text, style=LEVEL_STYLES.get(level, level)), soft_wrap=True)
 
-    async def new_session(self) -> None:
-        await start_new_session(self, self.runtime)
-
-    async def open_session(self, session_id: str | None) -> None:
-        await switch_session(self, self.runtime, session_id)
+    def show_ignored(self, settings: Settings) -> None:
+        for line in ignored_lines(settings):
+            self.console.print(Text(line, style="yellow"), soft_wrap=True)
 
     async def quit(self) -> None:
         self.quitting = True
 
+    # ------------------------------------------------------------------ dialogs
+
+    async def ask_trust(self, question: TrustQuestion) -> TrustAnswer:
+        # A script on stdin has nobody behind it to ask: as headless, untrusted
+        # configuration that widens anything is ignored.
+        if not self.attended:
+            return "later"
+        return await trust_asker(self.console, self.input, self.output)(question)
+
+    async def set_up(self, home: Path, settings: Settings) -> bool | None:
+        return None  # no setup form here: the first request says what is missing
+
+    async def ask_busy(self, busy: SessionBusyError) -> BusyChoice | None:
+        if not self.attended:
+            return None  # a script on stdin: nobody to choose
+        self.show(str(busy), level="warning")
+        picked = await self.line.dialogs.choose("What now?", [label for _, label in BUSY_CHOICES])
+        if picked is None:
+            return None
+        choice = BUSY_CHOICES[picked][0]
+        if choice == "wait":
+            self.show("Waiting for the other dsh to close it (Ctrl+C gives up)…")
+        return choice
+
+    async def ask_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        return await self.line.dialogs.approve(request)
+
+    async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
+        return await self.line.dialogs.answer(questions)
+
     async def choose(
         self, title: str, items: Sequence[str], *, current: int | None = None
     ) -> int | None:
-        if not isinstance(self.reader, PromptReader):
+        if not self.attended:
             return None  # a script's next line is its next prompt, not an answer
         marked = [f"{item} (current)" if i == current else item for i, item in enumerate(items)]
-        return await self.dialogs.choose(title, marked)
+        return await self.line.dialogs.choose(title, marked)
+
+    async def pick_session(self) -> str | None:
+        return await self.controller.choose_recent_session()

@@ -139,8 +139,8 @@ class Dialogs:
 
     # ------------------------------------------------------------------ questions
 
-    async def answer(self, questions: Sequence[Question], agent: Any) -> list[Answer] | None:
-        """The ``questions`` service's answerer: None when the person dismissed them."""
+    async def answer(self, questions: Sequence[Question]) -> list[Answer] | None:
+        """The person's answers: None when they dismissed the questions."""
         async with self.lines.dialog():
             answers = []
             for question in questions:

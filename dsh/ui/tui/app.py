@@ -9,16 +9,15 @@ Start-up paints the prompt first and accepts typing at once; the runtime (plugin
 providers, storage) loads behind it, its imports in a thread, and whatever was
 sent meanwhile goes out when it is ready.
 
-The app talks to the core only through its public seams: it subscribes to the
-session's events, calls the agent handle (``followup``, ``steer``, ``cancel``),
-answers the approvals and questions services, and runs commands through the
-commands service, acting as their :class:`~dsh.commands.CommandHost`.
+Start-up, opening and switching sessions, what is sent and the commands are the
+:class:`~dsh.ui.session_controller.SessionController`'s; the app is its
+:class:`~dsh.ui.session_controller.UserInterface`: it draws the session's events, reads
+the keys, and shows the dialogs (approval, questions, trust, setup, busy session).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +34,12 @@ from textual.widgets import Static
 
 from dsh.bulk import collector_paused
 from dsh.control_chars import visible
+from dsh.ui.session_controller import (
+    FrontEndKind,
+    SessionChoice,
+    SessionController,
+    StartFailed,
+)
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.attention import Attention
 from dsh.ui.tui.prompt import CompletionMenu, PromptArea
@@ -44,11 +49,12 @@ from dsh.ui.tui.status import QueuePanel, StatusBar, TodoPanel
 if TYPE_CHECKING:
     from dsh.agent import Agent
     from dsh.runtime import Runtime
-    from dsh.session import SessionBusyError
+    from dsh.session import SessionBusyError, SessionEvent
+    from dsh.settings import Settings
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
-    from dsh.tools.permissions import PermissionMode
-    from dsh.tools.questions import Answer
+    from dsh.tools.questions import Answer, Question
     from dsh.ui.entries import TranscriptFold
+    from dsh.ui.opening import BusyChoice
     from dsh.ui.trusting import TrustAnswer, TrustQuestion
     from dsh.ui.tui.transcript import Transcript
 
@@ -82,30 +88,13 @@ HEAVY_MODULES = (
 )
 
 
-@dataclass
-class TuiRequest:
-    prompt: str | None = None
-    cwd: Path | None = None
-    resume: str | None = None
-    pick: bool = False
-    """``--resume`` without an id: open the session picker first."""
-    continue_last: bool = False
-    model: str | None = None
-    provider: str | None = None
-    effort: str | None = None
-    permission_mode: PermissionMode | None = None
-    home: Path | None = None
-    plugin_configs: dict[str, dict[str, Any]] | None = None
-    """Replaces the configured plugin settings (the demo's scripted server)."""
+@dataclass(frozen=True, kw_only=True)
+class TuiRequest(SessionChoice):
+    """``dsh`` with no ``-p``: the session choices, and how the app looks and behaves."""
+
     theme: str | None = None
     draft: str | None = None
     """Text put in the prompt, not sent (the demo's first message)."""
-    trust: bool = False
-    """``--trust``: the project's own configuration applies in full for this run."""
-    fork: bool = False
-    """``--fork-session``: the resumed session continues in a new one."""
-    wait: bool = False
-    """``--wait``: a session another dsh writes is opened once that one closes it."""
     copy_on_select: bool = True
     """``[tui] copy_on_select``: a mouse selection is copied when the button is released."""
     notify: str = "auto"
@@ -130,19 +119,15 @@ class DshApp(App[int]):
         Binding("ctrl+o", "toggle_details", "Expand or collapse all", show=False),
     ]
     ENABLE_COMMAND_PALETTE = False
+    kind: FrontEndKind = "tui"
+    answers = True
+    one_session = False
 
     def __init__(self, request: TuiRequest | None = None, *, runtime: Runtime | None = None):
         super().__init__()
         self.request = request or TuiRequest()
-        self.cwd = (self.request.cwd or Path.cwd()).resolve()
-        self.runtime: Runtime | None = runtime
-        self._owns_runtime = runtime is None
-        self.agent: Agent | None = None
-        self.read_only: SessionBusyError | None = None
-        """Set when the person chose only to read a session another dsh writes."""
-        self.resumable: str | None = None
-        """The session last shown, once closed, if anything was said in it: named
-        in the ``dsh --resume`` hint printed on exit."""
+        self.controller = SessionController(self, self.request, runtime=runtime)
+        self.cwd = self.controller.cwd
         self.fold: TranscriptFold | None = None
         self.transcript: Transcript | None = None
         self.exit_code = EXIT_OK
@@ -155,7 +140,6 @@ class DshApp(App[int]):
         self._last_ctrl_c = 0.0
         self._last_escape = 0.0
         self._selection_copied: tuple[str, object, float] = ("", None, 0.0)
-        self._shut_down = False
         self._terminal_title = ""
         self.ready = asyncio.Event()
         self.attention = Attention(self, self.request.notify)
@@ -164,6 +148,21 @@ class DshApp(App[int]):
 
         # Before the stylesheet is first parsed: it uses the themes' variables.
         self._theme_errors = register_themes(self, self.request.home or dsh_home())
+
+    @property
+    def runtime(self) -> Runtime | None:
+        return self.controller.runtime
+
+    @property
+    def agent(self) -> Agent | None:
+        """The agent of the session on screen."""
+        return self.controller.agent
+
+    @property
+    def resumable(self) -> str | None:
+        """The session last shown, once closed, if anything was said in it: named in
+        the ``dsh --resume`` hint printed on exit."""
+        return self.controller.resumable
 
     # ------------------------------------------------------------------ layout
 
@@ -246,11 +245,9 @@ class DshApp(App[int]):
             except Exception as error:  # the real resume below says what is wrong
                 self.log.warning(f"no preview of {request.resume}: {error}")
         await asyncio.to_thread(_import_all, HEAVY_MODULES)
+        controller = self.controller
         try:
-            if self.runtime is None:
-                self.runtime = await self._start_runtime()
-                if self.runtime is None:
-                    return
+            await controller.start()
             await self._wire()
             import gc
 
@@ -259,9 +256,14 @@ class DshApp(App[int]):
             # took 50-150 ms while an answer streamed). Before the session opens, so
             # that what it shows is freed when another replaces it.
             gc.freeze()
-            await self._open_first()
+            if not await controller.open_first(new_if_none=True):
+                self.exit(EXIT_OK)  # Esc in the picker: back to the shell
+                return
             for note, level in self._start_notes:
                 self.show(note, level=level)
+        except StartFailed as failed:
+            self._fatal(str(failed))
+            return
         except Exception as error:  # shown, never a traceback over the screen
             self._fatal(f"dsh could not start: {error}")
             raise
@@ -311,134 +313,66 @@ class DshApp(App[int]):
         self.transcript.tools = tools
         return self.transcript
 
-    async def _start_runtime(self) -> Runtime | None:
-        from dsh.credentials import CredentialStore
-        from dsh.paths import dsh_home
-        from dsh.runtime import start_runtime
-        from dsh.settings import SettingsError, load_settings
-        from dsh.setup import configured_forms, needs_setup
-        from dsh.ui.trusting import ignored_summary, settle
-
-        request = self.request
-        home = request.home or dsh_home()
-        try:
-            settings = await settle(home, self.cwd, trust=request.trust, ask=self._ask_trust)
-            credentials = CredentialStore(home, self.cwd, project_env=settings.trusted)
-            forms = configured_forms(settings) if request.plugin_configs is None else []
-            if needs_setup(settings, credentials, forms):
-                from dsh.ui.tui.screens.setup import SetupScreen
-
-                screen = SetupScreen(home, credentials, forms)
-                choice = await dialogs.wait_screen(self, screen, None)
-                if choice is None:
-                    self._fatal("dsh: no model configured; nothing to do.")
-                    return None
-                settings = await asyncio.to_thread(
-                    load_settings, home, self.cwd, trust=settings.trusted
-                )
-            summary = ignored_summary(settings)
-            if summary is not None:
-                self._start_notes.append((summary, "warning"))
-            return await start_runtime(
-                home=home,
-                cwd=self.cwd,
-                plugin_configs=request.plugin_configs,
-                permission_mode=request.permission_mode,
-                settings=settings,
-            )
-        except SettingsError as error:
-            self._fatal(f"dsh: {error}")
-            return None
-
-    async def _ask_trust(self, question: TrustQuestion) -> TrustAnswer:
-        from dsh.ui.tui.screens.trust import TrustScreen
-
-        answer: TrustAnswer = await dialogs.wait_screen(self, TrustScreen(question), "later")
-        return answer
-
     def _fatal(self, message: str) -> None:
         self.exit_code = EXIT_FAILED
         self.exit(EXIT_FAILED, return_code=EXIT_FAILED, message=message)
 
     async def _wire(self) -> None:
-        from dsh.ui.plain_commands import register_commands
         from dsh.ui.tui.commands import register_tui_commands
 
-        runtime = self.runtime
-        assert runtime is not None
-        self.ui = runtime.root.child(name="tui")
-        self.commands = self.ui.get("commands")
-        self.ui.get("approvals").add_approver(self.approve)
-        self.ui.get("questions").set_answerer(self.answer)
-        register_commands(self, KEYS_HELP)
-        register_tui_commands(self)
-        self.prompt_area.commands = self.commands.complete
-        await self._mount_transcript(self.ui.get("tools"))
+        controller = self.controller
+        controller.add_session_commands(KEYS_HELP, lambda: self.fold)
+        register_tui_commands(self, controller.commands, lambda: self.fold)
+        self.prompt_area.commands = controller.commands.complete
+        await self._mount_transcript(controller.ctx.get("tools"))
 
-    async def _open_first(self) -> None:
-        from dsh.session import PersistenceError, SessionBusyError
-        from dsh.ui.opening import NothingToContinue, after_busy, open_agent
+    async def set_up(self, home: Path, settings: Settings) -> bool | None:
+        """First run with no key for the provider: the setup screen."""
+        from dsh.credentials import CredentialStore
+        from dsh.setup import configured_forms, needs_setup
 
-        request = self.request
-        runtime = self.runtime
-        assert runtime is not None
-        resume = request.resume
-        if request.pick:
-            resume = await self.pick_session()
-            if resume is None:  # Esc: back to the shell, not into a session not asked for
-                self.exit(EXIT_OK)
-                return
-        opened = functools.partial(
-            open_agent,
-            runtime,
-            self.cwd,
-            model=request.model,
-            provider=request.provider,
-            effort=request.effort,
-        )
-        try:
-            agent, resumed = await opened(
-                resume=resume,
-                continue_last=request.continue_last and resume is None,
-                fork=request.fork,
-                wait=request.wait,
-            )
-        except NothingToContinue as error:
-            self.show(f"{error} Starting a new one.", level="warning")
-            agent, resumed = await open_agent(runtime, self.cwd, model=request.model)
-        except SessionBusyError as busy:
-            choice = await dialogs.choose_for_busy(self, str(busy))
-            if choice is None:
-                self.exit(1, message=f"dsh: {busy}")
-                return
-            if choice == "read":
-                await self._read_only(busy)
-                return
-            if choice == "wait":
-                self.status_bar.note = "waiting for the other dsh to close the session…"
-                self.status_bar.show()
-            agent, resumed = await opened(**after_busy(choice, busy.session_id))
-            self.status_bar.note = ""
-        except (LookupError, ValueError, OSError, PersistenceError) as error:
-            self._fatal(f"dsh: {error}")
-            raise
-        await self.attach(agent, replay=resumed)
+        credentials = CredentialStore(home, self.cwd, project_env=settings.trusted)
+        forms = configured_forms(settings) if self.request.plugin_configs is None else []
+        if not needs_setup(settings, credentials, forms):
+            return None
+        from dsh.ui.tui.screens.setup import SetupScreen
 
-    async def _read_only(self, busy: SessionBusyError) -> None:
+        screen = SetupScreen(home, credentials, forms)
+        choice = await dialogs.wait_screen(self, screen, None)
+        return choice is not None
+
+    def show_ignored(self, settings: Settings) -> None:
+        from dsh.ui.trusting import ignored_summary
+
+        summary = ignored_summary(settings)
+        if summary is not None:
+            self._start_notes.append((summary, "warning"))  # once the transcript is up
+
+    async def ask_trust(self, question: TrustQuestion) -> TrustAnswer:
+        from dsh.ui.tui.screens.trust import TrustScreen
+
+        answer: TrustAnswer = await dialogs.wait_screen(self, TrustScreen(question), "later")
+        return answer
+
+    async def ask_busy(self, busy: SessionBusyError) -> BusyChoice | None:
+        choice = await dialogs.choose_for_busy(self, str(busy))
+        if choice == "wait":
+            self.status_bar.note = "waiting for the other dsh to close the session…"
+            self.status_bar.show()
+        return choice
+
+    async def show_read_only(self, events: Sequence[SessionEvent]) -> None:
         """Show the session another dsh writes, as it is now, and write nothing."""
-        from dsh.llm import SessionId
         from dsh.ui.entries import TranscriptFold
 
         assert self.runtime is not None
-        loaded = await self.runtime.sessions.persistence.inspect(SessionId(busy.session_id))
         fold = TranscriptFold(cost=self.runtime.llm.cost)
         with collector_paused():
-            for event in loaded.events:
+            for event in events:
                 fold.apply(event)
         transcript = await self._mount_transcript(self.runtime.root.get("tools"))
         await transcript.show(fold)
         self.status_bar.fold = fold
-        self.read_only = busy
         self.status_bar.note = "read-only: another dsh writes this session"
         self.status_bar.show()
 
@@ -449,8 +383,6 @@ class DshApp(App[int]):
 
         assert self.runtime is not None
         assert self.transcript is not None
-        agent.set_options(auto_title=True)  # interactive sessions get a title
-        self.agent = agent
         fold = TranscriptFold(cost=self.runtime.llm.cost)
         self.fold = fold
         events = list(agent.session.events)
@@ -521,19 +453,13 @@ class DshApp(App[int]):
         self._terminal_title = wanted
         driver.write(f"\x1b]2;{visible(wanted, one_line=True)[:120]}\x07")
 
-    async def detach(self) -> None:
-        from dsh.ui.opening import close_agent
-
-        agent, self.agent = self.agent, None
+    def detach(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        if agent is not None and self.runtime is not None:
-            await close_agent(self.runtime, agent)
-            self.resumable = agent.id if agent.session.last_turn > 0 else None
 
     def _turn_running(self) -> bool:
-        return self.agent is not None and self.agent.status != "idle"
+        return self.controller.running()
 
     # ------------------------------------------------------------------ input
 
@@ -542,41 +468,20 @@ class DshApp(App[int]):
 
     async def submit(self, text: str, *, queue: bool = False) -> None:
         """A prompt sent: a command, else a message (steering a running turn, or
-        queued after it with ``queue``)."""
+        queued after it with ``queue``); what is sent before the session is open goes
+        out once it is."""
         text = text.strip()
         if not text:
             return
-        if self.read_only is not None:
-            self.show(f"Nothing is sent: {self.read_only}", level="warning")
-            return
-        if not self.ready.is_set() or self.agent is None:
+        controller = self.controller
+        if controller.read_only is None and (not self.ready.is_set() or self.agent is None):
             self._early.append((text, queue))
             self.status_bar.note = "starting… (your message goes out when ready)"
             self.status_bar.show()
             return
-        from dsh.commands import CommandContext, parse_command
-        from dsh.llm import user_text
-
-        parsed = parse_command(text)
-        if parsed is not None:
-            assert self.runtime is not None
-            context = CommandContext(agent=self.agent, root=self.runtime.root, host=self)
-            try:
-                known = await self.commands.run(text, context)
-            except Exception as error:
-                self.show(f"/{parsed[0]} failed: {error}", level="error")
-                return
-            finally:
-                self._refresh_panels()  # a command may switch the model or the mode
-            if not known:
-                self.show(f"Unknown command /{parsed[0]} (/help lists them).", level="error")
-            return
-        message = user_text(text)
-        if self._turn_running() and not queue:
-            self.agent.steer(message)
-        else:
-            self.agent.followup(message)
-        if self.transcript is not None:
+        sent = await controller.submit(text, queue=queue)
+        self._refresh_panels()  # a command may switch the model or the mode
+        if sent and self.transcript is not None:
             self.transcript.anchor()
             self.transcript.scroll_end(animate=False)
 
@@ -767,11 +672,11 @@ class DshApp(App[int]):
 
     # ------------------------------------------------------------------ dialogs
 
-    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
+    async def ask_approval(self, request: ApprovalRequest) -> ApprovalDecision:
         with self.attention.approval(request):
             return await dialogs.ask_approval(self, request)
 
-    async def answer(self, questions: Any, agent: Any) -> list[Answer] | None:
+    async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
         self.status_bar.asking = True  # the log says a tool runs; it waits for the person
         self.status_bar.show()
         try:
@@ -788,7 +693,7 @@ class DshApp(App[int]):
             self, sessions.catalog, sessions.index_missing, str(self.cwd), self.show
         )
 
-    # ------------------------------------------------------------------ CommandHost
+    # ------------------------------------------------------------------ lines
 
     def show(self, text: str, *, level: str = "info") -> None:
         """A line from the UI itself (a command's output, a hint) under the transcript."""
@@ -804,18 +709,6 @@ class DshApp(App[int]):
         entry = NoticeEntry(f"ui:{time.monotonic_ns()}", 0, severity, visible(text))
         self.transcript.add_local(NoticeView(entry))
 
-    async def new_session(self) -> None:
-        from dsh.ui.opening import start_new_session
-
-        assert self.runtime is not None
-        await start_new_session(self, self.runtime)
-
-    async def open_session(self, session_id: str | None) -> None:
-        from dsh.ui.opening import switch_session
-
-        assert self.runtime is not None
-        await switch_session(self, self.runtime, session_id)
-
     async def choose(
         self, title: str, items: Sequence[str], *, current: int | None = None
     ) -> int | None:
@@ -827,16 +720,7 @@ class DshApp(App[int]):
 
     async def shutdown(self) -> None:
         """Cancel what runs, store and close the session, unload the runtime (once)."""
-        if self._shut_down:
-            return
-        self._shut_down = True
-        await self.detach()
-        ui = getattr(self, "ui", None)
-        if ui is not None:
-            await ui.dispose()  # the approver, the answerer and the commands it added
-        runtime = self.runtime
-        if runtime is not None and self._owns_runtime:
-            await runtime.aclose()
+        await self.controller.close()
 
 
 def _import_all(modules: tuple[str, ...]) -> None:

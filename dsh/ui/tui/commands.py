@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from dsh.commands import Command, CommandContext, CommandError
+from textual.app import App
+
+from dsh.commands import Command, CommandContext, CommandError, CommandView
 
 if TYPE_CHECKING:
-    from dsh.ui.tui.app import DshApp
+    from dsh.ui.entries import TranscriptFold
 
 _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
-def register_tui_commands(app: DshApp) -> None:
+def register_tui_commands(
+    app: App[Any], commands: CommandView, fold: Callable[[], TranscriptFold | None]
+) -> None:
+    """``/theme`` and ``/copy`` for ``app``, in ``commands`` (the app's own view);
+    ``fold`` is the transcript on screen, which ``/copy`` copies from."""
+
     async def theme(context: CommandContext, args: str) -> None:
         name = args.strip()
         names = sorted(app.available_themes)
@@ -26,17 +34,18 @@ def register_tui_commands(app: DshApp) -> None:
         if name not in app.available_themes:
             raise CommandError(f"no theme {name!r}; themes: {', '.join(names)}")
         app.theme = name
-        app.show(f"Theme: {name}.")
+        context.host.show(f"Theme: {name}.")
 
     async def copy(context: CommandContext, args: str) -> None:
         from dsh.ui.tui.clipboard import copy_text, last_answers
 
-        if app.fold is None:
+        shown = fold()
+        if shown is None:
             raise CommandError("nothing to copy yet")
-        text = pick_text(last_answers(app.fold.entries), args)
+        text = pick_text(last_answers(shown.entries), args)
         # The system clipboard tool may take a moment: not on the UI's loop.
         said = await asyncio.to_thread(copy_text, app, text)
-        app.show(said[:1].upper() + said[1:] + ".")
+        context.host.show(said[:1].upper() + said[1:] + ".")
 
     for command in (
         Command(
@@ -54,10 +63,10 @@ def register_tui_commands(app: DshApp) -> None:
             recorded=False,
         ),
     ):
-        app.commands.register(command.name, command)
+        commands.register(command.name, command)
 
 
-async def pick_theme(app: DshApp, names: list[str]) -> str | None:
+async def pick_theme(app: App[Any], names: list[str]) -> str | None:
     """The theme the person picks; each one highlighted is shown at once, and Esc
     puts the theme of before back."""
     from dsh.ui.tui.dialogs import choose

@@ -1,0 +1,564 @@
+"""The session controller: what every front end does with sessions, written once.
+
+The TUI, plain mode and ``dsh -p`` differ in how they draw a session and how they
+ask the person. The rest is here, the same for all three: starting the runtime (the
+project's trust settled first), opening the first session from the command-line
+choices (and what to do with one another dsh writes), switching sessions (``/new``,
+``/resume``), taking what the person sends (a slash command, else a message for the
+agent), answering the approvals and questions services through the front end's
+dialogs, and reporting errors one way: a start-up that cannot go on raises
+:class:`StartFailed`, whose message is the one line to print (``dsh: …``); anything
+later is a line the front end shows at ``error`` level.
+
+A front end implements :class:`UserInterface` (render, ask, read input) and owns one
+:class:`SessionController`, which is the :class:`~dsh.commands.CommandHost` of every
+command it runs.
+
+The module imports nothing heavy when it loads (the TUI paints its first frame
+before pydantic and the runtime are imported): those come in the methods that use
+them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from dsh.ui.opening import BusyChoice, NothingToContinue, after_busy, open_agent
+
+if TYPE_CHECKING:
+    from dsh.agent import Agent
+    from dsh.commands import Command, CommandView
+    from dsh.kernel import Context
+    from dsh.runtime import Runtime
+    from dsh.session import SessionBusyError, SessionEvent
+    from dsh.settings import Settings
+    from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+    from dsh.tools.permissions import PermissionMode
+    from dsh.tools.questions import Answer, Question
+    from dsh.ui.entries import TranscriptFold
+    from dsh.ui.trusting import TrustAnswer, TrustQuestion
+
+CLOSE_TIMEOUT = 10.0
+"""Seconds a running turn has to end, once cancelled, before its agent is disposed."""
+RECENT_SESSIONS = 10
+"""Sessions :meth:`SessionController.choose_recent_session` lists."""
+
+FrontEndKind = Literal["tui", "plain", "headless"]
+
+
+class StartFailed(Exception):
+    """Start-up cannot go on. ``str(error)`` is the one line that says why
+    (``dsh: …``); the front end prints it where its errors go and exits with 1."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionChoice:
+    """What every front end takes from the command line: where, which session, which
+    model. Each front end's request adds what only it has."""
+
+    prompt: str | None = None
+    """Sent first, once the session is open."""
+    cwd: Path | None = None
+    home: Path | None = None
+    """dsh's own folder (None: ``$DSH_HOME`` or its default)."""
+    resume: str | None = None
+    pick: bool = False
+    """``--resume`` without an id: the person picks the session first."""
+    continue_last: bool = False
+    fork: bool = False
+    """``--fork-session``: the resumed session continues in a new one."""
+    wait: bool = False
+    """``--wait``: a session another dsh writes is opened once that one closes it."""
+    model: str | None = None
+    provider: str | None = None
+    effort: str | None = None
+    permission_mode: PermissionMode | None = None
+    trust: bool = False
+    """``--trust``: the project's own configuration applies in full for this run."""
+    plugin_configs: dict[str, dict[str, Any]] | None = None
+    """Replaces the configured plugin settings (the demo's scripted server)."""
+
+
+class Dialogs(Protocol):
+    """What the controller asks the person through a front end. Where nobody can
+    answer (a script on stdin, ``dsh -p``), each returns what "no answer" means."""
+
+    async def ask_trust(self, question: TrustQuestion) -> TrustAnswer:
+        """The project's configuration would change what dsh does: trust it?
+        ("later" when nobody can say)."""
+        ...
+
+    async def set_up(self, home: Path, settings: Settings) -> bool | None:
+        """First run: the chance to set a model provider up. True: the person did (the
+        settings are read again); False: they left (start-up ends); None: there was
+        nothing to set up, or this front end sets nothing up."""
+        ...
+
+    async def ask_busy(self, busy: SessionBusyError) -> BusyChoice | None:
+        """The session to open is written by another dsh: one of
+        :data:`~dsh.ui.opening.BUSY_CHOICES`, or None (start-up ends)."""
+        ...
+
+    async def ask_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        """The ``approvals`` service's approver (wired when :attr:`UserInterface.answers`)."""
+        ...
+
+    async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
+        """The ``questions`` service's answerer: None when the person dismissed them."""
+        ...
+
+    async def choose(
+        self, title: str, items: Sequence[str], *, current: int | None = None
+    ) -> int | None:
+        """The index of the item the person picks, or None: they closed the list, or
+        nobody is there to ask."""
+        ...
+
+    async def pick_session(self) -> str | None:
+        """A session id the person picks (``/resume`` alone, ``--resume`` without an
+        id), or None."""
+        ...
+
+
+class UserInterface(Dialogs, Protocol):
+    """A front end, as the controller sees it: it shows lines and the session on
+    screen, and asks the person (:class:`Dialogs`)."""
+
+    @property
+    def kind(self) -> FrontEndKind:
+        """Which front end this is; it names the front end's own context."""
+        ...
+
+    @property
+    def answers(self) -> bool:
+        """Somebody answers approvals and questions. False (``dsh -p`` without stdin
+        commands): what needs approval is denied, and asking is an error the model
+        is told about."""
+        ...
+
+    @property
+    def one_session(self) -> bool:
+        """The front end shows only the session it opened (``dsh -p``): ``/new`` and
+        ``/resume`` are refused."""
+        ...
+
+    def show(self, text: str, *, level: str = "info") -> None:
+        """A line (or a few) for the person, outside the transcript the model sees:
+        ``info``, ``warning``, ``error`` (or a front end's own style)."""
+        ...
+
+    def show_ignored(self, settings: Settings) -> None:
+        """Say which of the project's settings do not apply (it is not trusted); called
+        once at start-up, with or without any."""
+        ...
+
+    async def attach(self, agent: Agent, *, replay: bool) -> None:
+        """Show ``agent``'s session from now on; ``replay``: its log so far is an
+        earlier conversation, to be shown as such."""
+        ...
+
+    def detach(self) -> None:
+        """Stop showing the session on screen (the controller closes its agent)."""
+        ...
+
+    async def show_read_only(self, events: Sequence[SessionEvent]) -> None:
+        """Show a stored session another dsh writes, as it is now; nothing is sent."""
+        ...
+
+    async def quit(self) -> None:
+        """``/quit``: end the front end."""
+        ...
+
+
+class SessionController:
+    """One front end's sessions, from start-up to close, and the
+    :class:`~dsh.commands.CommandHost` of the commands it runs.
+
+    The steps, in order: :meth:`start` (runtime and wiring), :meth:`open_first`, then
+    :meth:`submit` for each thing sent, and :meth:`close` at the end."""
+
+    def __init__(
+        self,
+        ui: UserInterface,
+        choice: SessionChoice,
+        *,
+        runtime: Runtime | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``runtime``: one already started, used as it is and left open (tests,
+        embedding); otherwise :meth:`start` starts one and :meth:`close` stops it.
+        ``options``: more agent options for the first session (``max_steps``)."""
+        self.ui = ui
+        self.choice = choice
+        self.cwd = (choice.cwd or Path.cwd()).resolve()
+        self.runtime: Runtime | None = runtime
+        self._owns_runtime = runtime is None
+        self._options = options
+        self.agent: Agent | None = None
+        """The agent of the session on screen."""
+        self.read_only: SessionBusyError | None = None
+        """Set when the person chose only to read a session another dsh writes."""
+        self.resumable: str | None = None
+        """The session last shown, once closed, if anything was said in it."""
+        self._ctx: Context | None = None
+        self._commands: CommandView | None = None
+        self._closed = False
+
+    @property
+    def ctx(self) -> Context:
+        """The front end's own context: what it registers there goes at :meth:`close`."""
+        assert self._ctx is not None, "the controller is not started"
+        return self._ctx
+
+    @property
+    def commands(self) -> CommandView:
+        """The commands service as the front end's context sees it."""
+        assert self._commands is not None, "the controller is not started"
+        return self._commands
+
+    def _runtime(self) -> Runtime:
+        assert self.runtime is not None, "the controller is not started"
+        return self.runtime
+
+    # ------------------------------------------------------------------ start-up
+
+    async def start(self) -> None:
+        """Settle the project's trust and start the runtime (unless one was given),
+        then wire the front end to it: its context, its approver and answerer.
+        Raises :class:`StartFailed`."""
+        if self.runtime is None:
+            self.runtime = await self._start_runtime()
+        runtime = self.runtime
+        self._ctx = runtime.root.child(name=self.ui.kind)
+        self._commands = self._ctx.get("commands")
+        if self.ui.answers:
+            self._ctx.get("approvals").add_approver(self.ui.ask_approval)
+            self._ctx.get("questions").set_answerer(self._answer)
+
+    async def _start_runtime(self) -> Runtime:
+        from dsh.paths import dsh_home
+        from dsh.runtime import start_runtime
+        from dsh.settings import SettingsError, load_settings
+        from dsh.ui.trusting import settle
+
+        choice = self.choice
+        home = choice.home or dsh_home()
+        try:
+            settings = await settle(home, self.cwd, trust=choice.trust, ask=self.ui.ask_trust)
+            set_up = await self.ui.set_up(home, settings)
+            if set_up is False:
+                raise StartFailed("dsh: no model configured; nothing to do.")
+            if set_up:
+                settings = await asyncio.to_thread(
+                    load_settings, home, self.cwd, trust=settings.trusted
+                )
+            self.ui.show_ignored(settings)
+            return await start_runtime(
+                home=home,
+                cwd=self.cwd,
+                plugin_configs=choice.plugin_configs,
+                permission_mode=choice.permission_mode,
+                settings=settings,
+            )
+        except SettingsError as error:
+            raise StartFailed(f"dsh: {error}") from None
+
+    async def _answer(self, questions: Sequence[Question], agent: Any) -> list[Answer] | None:
+        return await self.ui.ask_questions(questions)
+
+    async def open_first(self, *, new_if_none: bool = False) -> bool:
+        """Open the session the command line chose: the one the person picks
+        (``pick``), ``resume`` (an id or prefix), the latest of the folder
+        (``continue_last``), else a new one. ``new_if_none``: with nothing to continue,
+        say so and start a new session instead of failing.
+
+        A session another dsh writes: the person's :meth:`Dialogs.ask_busy` choice.
+        False when nothing was opened because the person picked nothing; raises
+        :class:`StartFailed` when nothing could be."""
+        from dsh.session import PersistenceError, SessionBusyError
+
+        choice = self.choice
+        resume = choice.resume
+        if choice.pick:
+            resume = await self.ui.pick_session()
+            if resume is None:
+                return False
+        opened = functools.partial(
+            open_agent,
+            self._runtime(),
+            self.cwd,
+            model=choice.model,
+            provider=choice.provider,
+            effort=choice.effort,
+            options=self._options,
+        )
+        try:
+            try:
+                agent, resumed = await opened(
+                    resume=resume,
+                    continue_last=choice.continue_last and resume is None,
+                    fork=choice.fork,
+                    wait=choice.wait,
+                )
+            except NothingToContinue as error:
+                if not new_if_none:
+                    raise
+                said = str(error)
+                self.ui.show(f"{said[:1].upper()}{said[1:]}. Starting a new one.", level="warning")
+                agent, resumed = await opened()
+            except SessionBusyError as busy:
+                picked = await self.ui.ask_busy(busy)
+                if picked is None:
+                    raise StartFailed(f"dsh: {busy}") from None
+                if picked == "read":
+                    await self._show_read_only(busy)
+                    return True
+                agent, resumed = await opened(**after_busy(picked, busy.session_id))
+        except (LookupError, ValueError, OSError, PersistenceError) as error:
+            raise StartFailed(f"dsh: {error}") from None
+        await self._attach(agent, replay=resumed)
+        return True
+
+    async def _show_read_only(self, busy: SessionBusyError) -> None:
+        from dsh.llm import SessionId
+
+        stored = SessionId(busy.session_id)
+        loaded = await self._runtime().sessions.persistence.inspect(stored)
+        self.read_only = busy
+        await self.ui.show_read_only(loaded.events)
+
+    # ------------------------------------------------------------------ the session on screen
+
+    async def _attach(self, agent: Agent, *, replay: bool) -> None:
+        if self.ui.kind != "headless":
+            agent.set_options(auto_title=True)  # an interactive session is titled (title plugin)
+        self.agent = agent
+        await self.ui.attach(agent, replay=replay)
+
+    async def _detach(self) -> None:
+        agent, self.agent = self.agent, None
+        self.ui.detach()
+        if agent is not None and self.runtime is not None:
+            await close_agent(self.runtime, agent)
+            self.resumable = agent.id if agent.session.last_turn > 0 else None
+
+    def running(self) -> bool:
+        """Whether a turn of the session on screen runs."""
+        return self.agent is not None and self.agent.status != "idle"
+
+    # ------------------------------------------------------------------ input
+
+    async def submit(self, text: str, *, queue: bool = False) -> bool:
+        """What the person sent: a slash command (run it), else a message for the
+        agent, which steers the running turn, or (``queue``, or no turn running) waits
+        for a turn of its own. True when a message went to the agent."""
+        from dsh.commands import parse_command
+        from dsh.llm import user_text
+
+        text = text.strip()
+        if not text:
+            return False
+        if self.read_only is not None:
+            self.ui.show(f"Nothing is sent: {self.read_only}", level="warning")
+            return False
+        agent = self.agent
+        if agent is None:
+            return False
+        parsed = parse_command(text)
+        if parsed is not None:
+            if not await self.run_command(text):
+                self.ui.show(f"Unknown command /{parsed[0]} (/help lists them).", level="error")
+            return False
+        message = user_text(text)
+        if self.running() and not queue:
+            agent.steer(message)
+        else:
+            agent.followup(message)
+        return True
+
+    async def run_command(self, text: str) -> bool:
+        """Run ``text`` as a slash command; False when it names none (nothing is said).
+        A failure is shown: a recorded command's in its ``command/done`` event, any
+        other here."""
+        from dsh.commands import CommandContext, parse_command
+
+        parsed = parse_command(text)
+        if parsed is None or self.agent is None:
+            return False
+        context = CommandContext(agent=self.agent, root=self._runtime().root, host=self)
+        try:
+            return await self.commands.run(text, context)
+        except Exception as error:  # storing what it did failed: said, not raised into the UI
+            self.ui.show(f"/{parsed[0]} failed: {error}", level="error")
+            return True
+
+    # ------------------------------------------------------------------ CommandHost
+
+    def show(self, text: str, *, level: str = "info") -> None:
+        self.ui.show(text, level=level)
+
+    async def new_session(self) -> None:
+        """``/new``: a fresh session in place of the one on screen, with its options."""
+        from dsh.commands import CommandError
+
+        if self.ui.one_session:
+            raise CommandError("headless runs start a new session unless --resume or --continue")
+        runtime = self._runtime()
+        options = self.agent.options if self.agent is not None else None
+        await self._detach()
+        await self._attach(await runtime.agents.create(self.cwd, options), replay=False)
+
+    async def open_session(self, session_id: str | None) -> None:
+        """``/resume [ID]``: the session ``session_id`` names (an id or a prefix; None:
+        the one the person picks) in place of the one on screen. One that cannot be
+        resumed is reported, and a new session takes the screen."""
+        from dsh.commands import CommandError
+        from dsh.session import PersistenceError
+
+        if self.ui.one_session:
+            raise CommandError("headless, open a session with --resume ID or --continue")
+        runtime = self._runtime()
+        if session_id is None:
+            session_id = await self.ui.pick_session()
+            if session_id is None:
+                return
+        try:
+            resolved = await runtime.sessions.resolve(session_id)
+        except LookupError as error:
+            raise CommandError(str(error)) from None
+        if self.agent is not None and resolved == self.agent.id:
+            self.ui.show("That is the session on screen.")
+            return
+        await self._detach()
+        try:
+            agent = await runtime.agents.resume(resolved)
+        except (LookupError, ValueError, OSError, PersistenceError) as error:
+            self.ui.show(f"Could not resume {resolved}: {error}", level="error")
+            await self.new_session()
+            return
+        await self._attach(agent, replay=True)
+
+    async def quit(self) -> None:
+        await self.ui.quit()
+
+    async def choose(
+        self, title: str, items: Sequence[str], *, current: int | None = None
+    ) -> int | None:
+        return await self.ui.choose(title, items, current=current)
+
+    # ------------------------------------------------------------------ commands
+
+    def add_session_commands(self, keys: str, fold: Callable[[], TranscriptFold | None]) -> None:
+        """The commands of an interactive front end: ``/new``, ``/resume``, ``/status``,
+        ``/help`` (the commands, then ``keys``) and ``/quit``; ``fold`` is the
+        transcript on screen, which ``/status`` reads. Registered in the front end's
+        context, so they go with it; none is recorded in the session: they act on
+        the front end, not on the conversation."""
+        from dsh.commands import Command, CommandContext
+
+        async def new(context: CommandContext, args: str) -> None:
+            await self.new_session()
+
+        async def resume(context: CommandContext, args: str) -> None:
+            await self.open_session(args or None)
+
+        async def quit_(context: CommandContext, args: str) -> None:
+            await self.quit()
+
+        async def help_(context: CommandContext, args: str) -> None:
+            self.ui.show(help_text(self.commands.complete(""), keys))
+
+        async def status(context: CommandContext, args: str) -> None:
+            from dsh.ui.render import render_status
+
+            shown = fold()
+            if shown is not None:
+                self.ui.show(render_status(shown.status, queued=len(shown.queued)).plain)
+
+        for command in (
+            Command("new", "start a new session", new, recorded=False),
+            Command("resume", "resume a session of this folder", resume, "[id]", recorded=False),
+            Command("status", "model, tokens, context and cost so far", status, recorded=False),
+            Command("help", "list the commands and keys", help_, recorded=False),
+            Command("quit", "leave dsh", quit_, recorded=False),
+        ):
+            self.commands.register(command.name, command)
+
+    async def choose_recent_session(self) -> str | None:
+        """The folder's recent sessions, newest first, offered with
+        :meth:`Dialogs.choose`: the id of the one picked. For a front end without a
+        session picker of its own."""
+        from dsh.commands import CommandError
+
+        sessions = self._runtime().sessions
+        catalog = sessions.catalog
+        if catalog is None:
+            raise CommandError("no session catalog to list sessions from; give an id")
+        await sessions.index_missing()
+        recent = await catalog.list(cwd=str(self.cwd), limit=RECENT_SESSIONS)
+        if not recent:
+            self.ui.show(f"No sessions in {self.cwd} yet.")
+            return None
+        now = time.time()
+        current = self.agent.id if self.agent is not None else None
+        items = [
+            f"{entry.display_title} · {entry.turns} turn{'' if entry.turns == 1 else 's'} · "
+            f"{ago(entry.updated_at, now)} · "
+            f"{entry.id[:8]}" + (" (this one)" if entry.id == current else "")
+            for entry in recent
+        ]
+        picked = await self.ui.choose("Recent sessions here:", items)
+        return recent[picked].id if picked is not None else None
+
+    # ------------------------------------------------------------------ the end
+
+    async def close(self) -> None:
+        """Close the session on screen (a running turn cancelled first), drop what the
+        front end registered, and stop the runtime if :meth:`start` started it. Once."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._detach()
+        if self._ctx is not None:
+            await self._ctx.dispose()  # the approver, the answerer, the commands added
+        if self.runtime is not None and self._owns_runtime:
+            await self.runtime.aclose()
+
+
+async def close_agent(runtime: Runtime, agent: Agent) -> None:
+    """Cancel its turn (waiting for the turn's closing events), then dispose of it."""
+    from dsh.session.events import CancelByUser
+
+    if agent.status != "idle":
+        agent.cancel(CancelByUser())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(agent.when_idle(), CLOSE_TIMEOUT)
+    await runtime.agents.dispose(agent)
+
+
+def help_text(commands: list[Command], keys: str) -> str:
+    """``/help``: each command with its arguments and description, then ``keys``."""
+    width = max((len(c.name) + len(c.arguments) for c in commands), default=0) + 3
+    lines = ["Commands:"]
+    for command in commands:
+        label = f"/{command.name} {command.arguments}".rstrip()
+        lines.append(f"  {label.ljust(width)} {command.description}")
+    if keys:
+        lines.append(keys)
+    return "\n".join(lines)
+
+
+def ago(timestamp: int, now: float) -> str:
+    """How long ago an epoch time (milliseconds, or seconds) was, roughly."""
+    seconds = now - (timestamp / 1000 if timestamp > 100_000_000_000 else timestamp)
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now"
