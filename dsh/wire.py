@@ -7,11 +7,14 @@ out of the JSON rather than written as ``null``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, SerializationInfo
 from pydantic.alias_generators import to_camel
+
+from dsh.control_chars import escape_in_json
 
 
 class Frozen(BaseModel):
@@ -117,3 +120,12 @@ def _serialize_member(value: BaseModel, info: SerializationInfo) -> Any:
         by_alias=info.by_alias if info.by_alias is not None else True,
         exclude_none=info.exclude_none,
     )
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON that refuses NaN and infinities, and writes lone surrogates (and
+    what a terminal could obey) as their escapes (:func:`dsh.control_chars.escape_in_json`):
+    the text always encodes as UTF-8, reads back the same, and is safe to print. How
+    dsh writes every JSON line: stored records, ``dsh -p``'s output."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return escape_in_json(text)

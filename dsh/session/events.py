@@ -43,7 +43,7 @@ from dsh.llm import (
     UsageChunk,
     UserMessage,
 )
-from dsh.wire import Frozen, Opaque, TaggedUnion
+from dsh.wire import Frozen, Opaque, TaggedUnion, dumps
 
 
 class EventFormatError(ValueError):
@@ -596,8 +596,6 @@ class SessionEvent:
             data = self.data.model_dump_json(exclude_none=True, by_alias=True)
         except PydanticSerializationError:
             # Text pydantic cannot encode (a lone surrogate): the slow, exact way.
-            from dsh.session.records import dumps
-
             return dumps(self.to_dict())
         head = f'{{"type":{json.dumps(self.type, ensure_ascii=False)},"seq":{self.seq},'
         text = f'{head}"time":{self.time},"data":{data}'

@@ -36,7 +36,8 @@ from dsh.session.persistence import (
     SessionNotFoundError,
     read_header,
 )
-from dsh.session.records import decode, dumps, encode_lines
+from dsh.session.records import decode, encode_lines
+from dsh.wire import dumps
 
 FILE_NAME = "session.jsonl"
 

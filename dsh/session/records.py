@@ -10,14 +10,13 @@ shapes the packer fully recognises are packed; anything else is stored verbatim.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeGuard
 
-from dsh.control_chars import escape_in_json
 from dsh.llm import CallId, ReasoningDelta, TextDelta, ToolCallDelta
 from dsh.session.events import AssistantChunk, EventFormatError, SessionEvent, parse_event
+from dsh.wire import dumps
 
 MIN_RUN = 3
 ROW_TYPES = {"text-chunks", "reasoning-chunks", "tool-call-chunks"}
@@ -26,14 +25,6 @@ ROW_TYPES = {"text-chunks", "reasoning-chunks", "tool-call-chunks"}
 # A lone surrogate (a model's "\\ud83d" cut from its pair, a path's undecodable byte)
 # is a valid JSON escape but cannot be written as UTF-8.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON that refuses NaN and infinities, and writes lone surrogates (and
-    what a terminal could obey) as their escapes (:func:`dsh.control_chars.escape_in_json`):
-    the text always encodes as UTF-8, reads back the same, and is safe to print."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return escape_in_json(text)
 
 
 def escape_surrogates(text: str) -> str:

@@ -32,7 +32,8 @@ from dsh.session.persistence import (
     SessionNotFoundError,
     read_header,
 )
-from dsh.session.records import decode, dumps, encode, escape_surrogates
+from dsh.session.records import decode, encode, escape_surrogates
+from dsh.wire import dumps
 
 FILE_NAME = "sessions.sqlite"
 

@@ -54,13 +54,13 @@ from dsh.session import (
     session_spend,
 )
 from dsh.session.events import CancelByUser, CommandDone, GrantsIgnored, InboxDiscarded
-from dsh.session.records import dumps
 from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
 from dsh.ui.opening import BusyChoice
 from dsh.ui.session_controller import FrontEndKind, SessionChoice, SessionController, StartFailed
 from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
+from dsh.wire import dumps
 
 if TYPE_CHECKING:
     from dsh.agent import Agent

@@ -219,7 +219,7 @@ async def test_plain_mode_live_and_resumed(dsh: Dsh, terminal: Terminal) -> None
 
 
 def test_json_lines_escape_what_a_terminal_obeys() -> None:
-    from dsh.session.records import dumps
+    from dsh.wire import dumps
 
     value = {"text": HOSTILE + "\u202e\u2028"}
     line = dumps(value)

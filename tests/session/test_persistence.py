@@ -29,8 +29,8 @@ from dsh.session import (
 )
 from dsh.session.events import OpaqueData
 from dsh.session.jsonl import JsonlPersistence, export_jsonl, parse_jsonl
-from dsh.session.records import dumps
 from dsh.session.sqlite import SqlitePersistence
+from dsh.wire import dumps
 from tests.session.turns import answer_calls, complete_turn, stream_step
 
 Factory = Callable[[Path], SessionPersistence]
