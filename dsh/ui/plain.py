@@ -358,4 +358,5 @@ class PlainApp:
         return await self.line.dialogs.choose(title, marked)
 
     async def pick_session(self) -> str | None:
-        return await self.controller.choose_recent_session()
+        # A numbered list, answered as a dialog is: in a script, by its next line.
+        return await self.controller.choose_recent_session(self.line.dialogs.choose)

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -491,10 +491,12 @@ class SessionController:
         ):
             self.commands.register(command.name, command)
 
-    async def choose_recent_session(self) -> str | None:
-        """The folder's recent sessions, newest first, offered with
-        :meth:`Dialogs.choose`: the id of the one picked. For a front end without a
-        session picker of its own."""
+    async def choose_recent_session(
+        self, choose: Callable[[str, Sequence[str]], Awaitable[int | None]]
+    ) -> str | None:
+        """The folder's recent sessions, newest first, offered with ``choose`` (title,
+        items: the index picked, or None): the id of the one picked. For a front end
+        without a session picker of its own."""
         from dsh.commands import CommandError
 
         sessions = self._runtime().sessions
@@ -514,7 +516,7 @@ class SessionController:
             f"{entry.id[:8]}" + (" (this one)" if entry.id == current else "")
             for entry in recent
         ]
-        picked = await self.ui.choose("Recent sessions here:", items)
+        picked = await choose("Recent sessions here:", items)
         return recent[picked].id if picked is not None else None
 
     # ------------------------------------------------------------------ the end
