@@ -24,32 +24,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TREES = ("dsh", "plugins")
 
-ALLOWED_CYCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        # TEMPORARY (issue 20): the agent, its driver, the tools and the settings import
-        # one another behind function-local imports. The `turn` part of issue 20 takes
-        # this cycle apart; the lead empties this allow-list once that part is merged.
-        frozenset(
-            {
-                "dsh.agent",
-                "dsh.agent.agent",
-                "dsh.agent.service",
-                "dsh.settings",
-                "dsh.tools",
-                "dsh.tools.approval",
-                "dsh.tools.permissions",
-                "dsh.tools.protected",
-                "dsh.tools.service",
-                "dsh.trust",
-            }
-        ),
-    }
-)
-"""Cycles known and being removed, each as the set of modules it runs through."""
-
-Edge = tuple[str, int]
-"""An imported module and the line of the importing module that imports it."""
-
 
 def module_name(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
@@ -204,13 +178,8 @@ def test_dsh_and_plugins_have_no_import_cycles() -> None:
     modules = sources()
     assert len(modules) > 100
     graph = import_graph(modules)
-    found = cycles(graph)
-    unexpected = [describe(graph, c) for c in found if c not in ALLOWED_CYCLES]
-    assert unexpected == [], "import cycles (function-local imports count):\n" + "\n".join(
-        unexpected
-    )
-    gone = [sorted(c) for c in ALLOWED_CYCLES if c not in found]
-    assert gone == [], f"allowed cycles no longer there; take them off ALLOWED_CYCLES: {gone}"
+    found = [describe(graph, component) for component in cycles(graph)]
+    assert found == [], "import cycles (function-local imports count):\n" + "\n".join(found)
 
 
 def test_the_checker_sees_every_kind_of_import() -> None:

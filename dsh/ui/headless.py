@@ -63,7 +63,7 @@ from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
 from dsh.wire import dumps
 
 if TYPE_CHECKING:
-    from dsh.agent import Agent
+    from dsh.agent import AgentHandle
     from dsh.session import SessionBusyError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
@@ -321,7 +321,7 @@ class HeadlessUI:
 
     def __init__(self, request: HeadlessRequest, out: TextIO, err: TextIO) -> None:
         self.err = err
-        self.agent: Agent | None = None
+        self.agent: AgentHandle | None = None
         self.printer = Printer(request.output_format, out, err, on_closed=self._cancel)
         self.control = (
             Control(self.printer.write) if request.input_format == "stream-json" else None
@@ -351,7 +351,7 @@ class HeadlessUI:
         for line in ignored_lines(settings):
             self.printer.note(f"dsh: {line}\n")
 
-    async def attach(self, agent: Agent, *, replay: bool) -> None:
+    async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
         self.agent = agent
         self.printer.session_id = agent.id
         if self.control is not None:

@@ -67,7 +67,7 @@ from dsh.ui.session_controller import (
 from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
 
 if TYPE_CHECKING:
-    from dsh.agent import Agent
+    from dsh.agent import AgentHandle
     from dsh.runtime import Runtime
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -280,7 +280,7 @@ class PlainApp:
         self.fold = TranscriptFold(cost=runtime.llm.cost)
         return TranscriptPrinter(self.console, self.controller.ctx.get("tools"), self.fold)
 
-    async def attach(self, agent: Agent, *, replay: bool) -> None:
+    async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
         printer = self._printer()
         events = list(agent.session.events)
         if replay:

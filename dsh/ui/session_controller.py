@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from dsh.ui.opening import BusyChoice, NothingToContinue, after_busy, open_agent
 
 if TYPE_CHECKING:
-    from dsh.agent import Agent
+    from dsh.agent import Agent, AgentHandle
     from dsh.commands import Command, CommandView
     from dsh.kernel import Context
     from dsh.runtime import Runtime
@@ -159,7 +159,7 @@ class UserInterface(Dialogs, Protocol):
         once at start-up, with or without any."""
         ...
 
-    async def attach(self, agent: Agent, *, replay: bool) -> None:
+    async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
         """Show ``agent``'s session from now on; ``replay``: its log so far is an
         earlier conversation, to be shown as such."""
         ...

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dsh.agent import Agent
+from dsh.agent import AgentHandle
 from dsh.commands import CommandError
 from dsh.runtime import Runtime
 from dsh.session import SessionBusyError, SessionEvent
@@ -57,7 +57,7 @@ class Recorder:
     def show_ignored(self, settings: Settings) -> None:
         self.lines.extend(("warning", item.key) for item in settings.ignored)
 
-    async def attach(self, agent: Agent, *, replay: bool) -> None:
+    async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
         self.shown.append((agent.id, replay))
 
     def detach(self) -> None:

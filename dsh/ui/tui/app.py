@@ -47,7 +47,7 @@ from dsh.ui.tui.screens.guard import TypedEarly
 from dsh.ui.tui.status import QueuePanel, StatusBar, TodoPanel
 
 if TYPE_CHECKING:
-    from dsh.agent import Agent
+    from dsh.agent import Agent, AgentHandle
     from dsh.runtime import Runtime
     from dsh.session import SessionBusyError, SessionEvent
     from dsh.settings import Settings
@@ -378,7 +378,7 @@ class DshApp(App[int]):
 
     # ------------------------------------------------------------------ the session
 
-    async def attach(self, agent: Agent, *, replay: bool) -> None:
+    async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
         from dsh.ui.entries import TranscriptFold
 
         assert self.runtime is not None
