@@ -209,7 +209,8 @@ class SessionController:
         """The session last shown, once closed, if anything was said in it."""
         self._ctx: Context | None = None
         self._commands: CommandView | None = None
-        self._closed = False
+        self._closing = False
+        self._closed = asyncio.Event()
 
     @property
     def ctx(self) -> Context:
@@ -523,15 +524,21 @@ class SessionController:
 
     async def close(self) -> None:
         """Close the session on screen (a running turn cancelled first), drop what the
-        front end registered, and stop the runtime if :meth:`start` started it. Once."""
-        if self._closed:
+        front end registered, and stop the runtime if :meth:`start` started it. Once:
+        a second call (the TUI closes on quit and again as it unmounts) returns when
+        the first is done."""
+        if self._closing:
+            await self._closed.wait()
             return
-        self._closed = True
-        await self._detach()
-        if self._ctx is not None:
-            await self._ctx.dispose()  # the approver, the answerer, the commands added
-        if self.runtime is not None and self._owns_runtime:
-            await self.runtime.aclose()
+        self._closing = True
+        try:
+            await self._detach()
+            if self._ctx is not None:
+                await self._ctx.dispose()  # the approver, the answerer, the commands added
+            if self.runtime is not None and self._owns_runtime:
+                await self.runtime.aclose()
+        finally:
+            self._closed.set()
 
 
 async def close_agent(runtime: Runtime, agent: Agent) -> None:

@@ -4,6 +4,7 @@ front end gets the same way (opening, switching, sending, errors)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -237,3 +238,23 @@ async def test_a_front_end_of_one_session_refuses_switching(
         await controller.open_session(None)
     assert runtime.root.approvals.approver is None  # nobody answers: none wired
     await controller.close()
+
+
+async def test_a_second_close_returns_once_the_first_is_done(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The TUI closes on quit and again as it unmounts: the second close must not let
+    the process go on (and remove the demo's folder) while the first still closes."""
+    fake_llm.add(Reply(text=" ".join(["word"] * 200), chunk_size=4, chunk_delay_ms=25))
+    controller = await started(runtime, tmp_path, Recorder())
+    assert await controller.open_first()
+    agent = controller.agent
+    assert agent is not None
+    assert await controller.submit("a long answer, please")
+    assert agent.status != "idle"
+    first = asyncio.ensure_future(controller.close())  # cancels the turn, waits for its end
+    await asyncio.sleep(0)
+    await controller.close()
+    assert runtime.agents.list() == []
+    assert agent.session.events[-1].type == "turn/end"
+    await first
