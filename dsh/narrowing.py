@@ -18,7 +18,6 @@ key                                   from an untrusted folder
 ``agent.temperature``
 ``agent.max_steps``,                  kept when it lowers the user's limit (or
 ``agent.max_tokens``                  sets one where there was none), else ignored
-``agent.auto_title``                  kept when false (it only adds a model call)
 ``tui.theme``, ``tui.mouse``          kept: themes come only from dsh and
                                       ``$DSH_HOME``
 ``plugins.modules``                   ignored: it loads and runs Python code
@@ -114,8 +113,6 @@ def _verdict(key: tuple[str, str], value: Any, own: Any) -> str | None:
         if own is None or (isinstance(own, int) and value <= own):
             return None
         return f"would raise your limit of {own}"
-    if key == ("agent", "auto_title"):
-        return None if value is False else "would add a model call"
     return "not a key a project may set before you trust it"
 
 

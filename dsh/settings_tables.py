@@ -24,11 +24,6 @@ class AgentOptions(Frozen):
     max_tokens: PositiveInt | None = None
     max_steps: PositiveInt | None = None
     """Steps one turn may take before it is ended with reason ``max-steps``."""
-    auto_title: bool = False
-    """Title the session after its first completed turn: at once from the first prompt,
-    then by the model in the background (the ``title`` plugin, purpose
-    ``session-title``). Interactive UIs turn it on; a headless run only when asked
-    (``--title``), so a script pays for no model call it did not request."""
 
 
 class PermissionsTable(BaseModel):

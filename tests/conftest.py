@@ -52,6 +52,16 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest_asyncio.fixture
+async def bundled_vocabulary() -> AsyncIterator[None]:
+    """The event types and fold steps of the bundled plugins, for tests that write or
+    read their events (todo, compaction, title) without a runtime registering them."""
+    from tests.support.vocabulary import async_plugin_vocabulary
+
+    async with async_plugin_vocabulary():
+        yield
+
+
+@pytest_asyncio.fixture
 async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
     """A dsh installation for ``dsh -p`` runs against the test's scripted server (see
     tests/e2e/harness.py); a child still running when the test ends is killed. A test

@@ -1,4 +1,10 @@
-"""``dsh sessions``: list, show, search, export, import, remove and reindex sessions."""
+"""``dsh sessions``: list, show, search, export, import, remove and reindex sessions.
+
+No plugin is applied here, but a command that reads logs first registers every
+plugin's vocabulary (their event types), so a log reads as a running dsh reads it: a
+plugin's title heads the Markdown, a summary's cost counts in the index. Finding the
+plugins imports them all, so ``list`` does it only when it has a session to index.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dsh.control_chars import visible
 from dsh.paths import dsh_home
@@ -19,6 +26,9 @@ from dsh.session.markdown import to_markdown
 from dsh.session.persistence import PersistenceError
 from dsh.session.sqlite import SqlitePersistence
 from dsh.session.store import AmbiguousSessionError, make_persistence, session_backend
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
 
 
 def _short_time(ms: int) -> str:
@@ -40,9 +50,19 @@ class _Cli:
         self.args = args
         self.home = dsh_home()
         self.store = SessionStore.at(self.home, session_backend())
+        self._vocabulary: Context | None = None
+
+    async def vocabulary(self) -> None:
+        """Register the plugins' vocabulary, once, before a log is read."""
+        if self._vocabulary is None:
+            from dsh.kernel import Context, discover, load_vocabularies
+
+            self._vocabulary = Context(name="vocabulary")
+            await load_vocabularies(self._vocabulary, discover())
 
     async def read(self, id_or_prefix: str) -> LoadedSession:
         """A stored session, from whichever backend holds it, without writing anything."""
+        await self.vocabulary()
         session_id = await self.store.resolve(id_or_prefix)
         entry = await self.store.catalog.get(session_id) if self.store.catalog else None
         if entry is not None and entry.backend != self.store.persistence.name:
@@ -80,11 +100,15 @@ class _Cli:
             return 1
         finally:
             await self.store.aclose()
+            if self._vocabulary is not None:
+                await self._vocabulary.dispose()
 
     async def list(self) -> int:
         assert self.store.catalog is not None
         cwd = None if self.args.all else os.getcwd()
-        await self.store.index_missing(cwd)
+        if await self.store.unindexed(cwd):
+            await self.vocabulary()
+            await self.store.index_missing(cwd)
         entries = await self.store.catalog.list(cwd=cwd, limit=self.args.limit)
         if self.args.json:
             print(json.dumps([entry.__dict__ for entry in entries], indent=2))
@@ -121,6 +145,7 @@ class _Cli:
         return 0
 
     async def import_file(self) -> int:
+        await self.vocabulary()
         path = Path(self.args.file)
         loaded, _ = parse_jsonl(await asyncio.to_thread(path.read_bytes), str(path))
         for issue in loaded.issues:
@@ -158,6 +183,7 @@ class _Cli:
 
     async def reindex(self) -> int:
         assert self.store.catalog is not None
+        await self.vocabulary()
         backends = [JsonlPersistence(self.home)]
         sqlite = SqlitePersistence(self.home)
         if sqlite.path.exists():

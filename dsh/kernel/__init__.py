@@ -32,6 +32,7 @@ from dsh.kernel.loader import (
     discover_bundled,
     discover_entry_points,
     discover_modules,
+    load_vocabularies,
     order_plugins,
 )
 from dsh.kernel.plugin import NoConfig, Plugin
@@ -64,5 +65,6 @@ __all__ = [
     "discover_bundled",
     "discover_entry_points",
     "discover_modules",
+    "load_vocabularies",
     "order_plugins",
 ]

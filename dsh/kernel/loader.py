@@ -188,6 +188,30 @@ def order_plugins(plugins: list[Plugin]) -> list[Plugin]:
     return ordered
 
 
+# ---------------------------------------------------------------------- vocabulary
+
+
+async def load_vocabularies(root: Context, candidates: Iterable[Candidate]) -> list[str]:
+    """Register the vocabulary of every plugin found, applying none of them: what a
+    process that only reads sessions needs to read them as a running dsh does. Each
+    plugin's registrations are owned by a child of ``root`` (disposing it undoes
+    them); one that fails is undone, logged and left out. Returns the names loaded."""
+    loaded: list[str] = []
+    for candidate in candidates:
+        plugin = candidate.plugin
+        if plugin is None or plugin.vocabulary is None:
+            continue
+        ctx = root.child(scope=None, name=plugin.name)
+        try:
+            plugin.vocabulary(ctx)
+        except Exception as error:
+            await ctx.dispose()
+            _log.warning("plugin %s: its vocabulary failed: %s", plugin.name, error)
+            continue
+        loaded.append(plugin.name)
+    return loaded
+
+
 # ---------------------------------------------------------------------- loading
 
 
@@ -339,6 +363,8 @@ class PluginHost:
 
         ctx = self.root.child(scope=None, name=plugin.name)
         try:
+            if plugin.vocabulary is not None:
+                plugin.vocabulary(ctx)
             result = plugin.apply(ctx, config)
             if inspect.isawaitable(result):
                 await result

@@ -15,6 +15,12 @@ A plugin module (in the bundled ``plugins`` package, or any package named by a
 
 ``apply`` runs on a context of the plugin's own; everything it registers there is
 undone, newest first, when the plugin unloads.
+
+A plugin whose records mean something of their own (session event types, how they
+show in a transcript, the purposes of its model calls) registers them in
+``vocabulary(ctx)``, not in ``apply``: it runs first on the same context when the
+plugin loads, and alone where dsh only reads sessions (``dsh sessions show``,
+``reindex``), so a log reads the same there. It takes no config and starts nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ class Plugin:
     """A provider plugin's first-run setup form, a :class:`dsh.setup.ProviderSetup`. It is
     read before any plugin is applied (the setup comes before the runtime), so it is
     declared here rather than registered by ``apply``."""
+    vocabulary: Callable[[Any], None] | None = None
+    """Registers what the plugin's records mean, and nothing else (see above)."""
 
     def __post_init__(self) -> None:
         if not PLUGIN_NAME.match(self.name):
@@ -61,6 +69,8 @@ class Plugin:
             )
         if not callable(self.apply):
             raise PluginDefinitionError(f"plugin {self.name!r}: apply is not callable")
+        if self.vocabulary is not None and not callable(self.vocabulary):
+            raise PluginDefinitionError(f"plugin {self.name!r}: vocabulary is not callable")
         if not (isinstance(self.config, type) and issubclass(self.config, BaseModel)):
             raise PluginDefinitionError(
                 f"plugin {self.name!r}: config must be a pydantic model class"

@@ -7,7 +7,7 @@ request header so that each request can be rebuilt from the log alone.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NewType
 
 from pydantic import Field, PositiveInt
 
@@ -15,7 +15,10 @@ from dsh.llm.ids import SessionId
 from dsh.llm.messages import Message
 from dsh.wire import Frozen
 
-Purpose = Literal["compaction", "session-title"]
+Purpose = NewType("Purpose", str)
+"""What a call beside the conversation is for (a summary, a title): a value the plugin
+making the call declares, ``Purpose("my-plugin-summary")``. A conversation's own
+requests have none. Adapters may tune a call by it; the core names none."""
 
 
 class ToolSchema(Frozen):

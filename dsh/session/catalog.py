@@ -20,7 +20,7 @@ from pathlib import Path
 import aiosqlite
 
 from dsh.llm import TokenUsage, UserMessage, UserSource
-from dsh.session.events import SessionEvent, SessionTitle, TurnStart
+from dsh.session.events import SessionEvent, TurnStart, title_of
 from dsh.session.header import SessionHeader
 from dsh.session.persistence import SessionPersistence
 from dsh.session.spend import Pricing, Spend, paid_call
@@ -189,11 +189,10 @@ class Catalog:
         spent = Spend()
         texts: builtins.list[tuple[str, str, int, str]] = []
         for event in fresh:
-            match event.data:
-                case TurnStart():
-                    turns += 1
-                case SessionTitle(title=text):
-                    title = text_column(text)
+            if isinstance(event.data, TurnStart):
+                turns += 1
+            elif (text := title_of(event)) is not None:
+                title = text_column(text)
             call = paid_call(event)
             if call is not None:
                 spent.add(call.usage, call.price(self._pricing))

@@ -1,10 +1,15 @@
 """The session event catalog: every kind of fact a session log can hold.
 
 A :class:`SessionEvent` is an envelope (``type``, ``seq``, ``time``, surface metadata)
-around a payload model chosen by ``type``. Types are registered with
-:func:`register_event`; a plugin registers its own the same way. An event of a type
-this process does not know loads with an :class:`OpaqueData` payload and is written
-back unchanged, so logs from newer versions or absent plugins survive.
+around a payload model chosen by ``type``. The core's own types are registered here;
+a plugin declares its own as :class:`EventType` constants and registers them from its
+``vocabulary`` with :func:`register_events`, for as long as it is loaded. An event of a
+type this process does not know loads with an :class:`OpaqueData` payload and is
+written back unchanged, so logs from newer versions or absent plugins survive.
+
+What the core derives from the log (model history, spend, the session's title) reads
+core types and the readers an :class:`EventType` declares, never a plugin's type by
+name: a plugin that replaces history does it with a surface ``replace``.
 
 Surface events (``user/message``, ``steering/message``, ``assistant/message``,
 ``tool/result``) are the ones that can become model history; only they carry
@@ -15,9 +20,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeAlias, TypeGuard
+from functools import partial
+from typing import Annotated, Any, Literal, NamedTuple, Protocol, TypeAlias, TypeGuard
 
 from pydantic import BaseModel, NonNegativeInt, PositiveInt, ValidationError, model_validator
 from pydantic_core import PydanticSerializationError
@@ -256,15 +262,6 @@ class ToolResult(Frozen):
     meta: Any = None
 
 
-class TodoItem(Frozen):
-    content: str
-    status: Literal["pending", "in_progress", "completed"]
-
-
-class TodoWrite(Frozen):
-    todos: tuple[TodoItem, ...]
-
-
 class EpochHeader(Frozen):
     """Everything about a request that is not history: config, prompt and tools."""
 
@@ -306,55 +303,6 @@ class Corrupt(Frozen):
 
     line: PositiveInt
     error: str
-
-
-class CompactionStart(Frozen):
-    compaction_id: str
-    turn: PositiveInt | None = None
-    focus: str | None = None
-    """What the person asked the summary to dwell on (``/compact FOCUS``)."""
-
-
-class CompactionSummary(Frozen):
-    compaction_id: str
-    summary: str
-    shadowed_range: tuple[NonNegativeInt, NonNegativeInt]
-    shadowed_seqs: tuple[NonNegativeInt, ...]
-    shadowed_token_count: NonNegativeInt
-    provider: str
-    model: str
-    usage: TokenUsage | None = None
-    reasoning_effort: str | None = None
-    max_tokens: PositiveInt | None = None
-    trimmed_seqs: tuple[NonNegativeInt, ...] = ()
-    """Tool results sent to the summariser cut short, so its request fit the window."""
-    omitted_seqs: tuple[NonNegativeInt, ...] = ()
-    """Shadowed events left out of the summariser's request altogether, for the same reason."""
-    context_tokens: NonNegativeInt | None = None
-    """The estimated size of the context right after the compaction: what a status line
-    shows as context use until the next request reports the real figure."""
-
-
-class CompactionEnd(Frozen):
-    compaction_id: str
-    turn: PositiveInt | None = None
-    error: str | None = None
-
-
-class SessionTitle(Frozen):
-    title: str
-    message_seqs: tuple[NonNegativeInt, ...] = ()
-    source: Literal["fallback", "provider", "user"]
-    provider: str | None = None
-    model: str | None = None
-    usage: TokenUsage | None = None
-    """What the model call that made a ``provider`` title used: it is paid for too."""
-
-
-class SessionTitleRequest(Frozen):
-    provider: str
-    model: str
-    message_seqs: tuple[NonNegativeInt, ...] = ()
 
 
 class LlmRetry(Frozen):
@@ -462,40 +410,101 @@ class OpaqueData(Opaque):
 # ---------------------------------------------------------------------- registry
 
 
+class PaidCall(NamedTuple):
+    """A model call an event records, with what it used: the core prices it."""
+
+    provider: str
+    model: str
+    usage: TokenUsage
+
+
 @dataclass(frozen=True)
 class EventType:
+    """An event type: its name, its payload model, and what the core may read from it.
+
+    A plugin declares its types once, as module constants, and registers them while
+    it is loaded (:func:`register_events`). The readers are functions of the payload;
+    the core calls them only with a payload of ``model``.
+    """
+
     name: str
     model: type[BaseModel]
     surface: bool = False
+    """Events of this type can become model history (core types only, in practice)."""
+    title: Callable[[Any], str | None] | None = None
+    """The session's title the event sets, if it sets one: the latest such wins, in the
+    catalog, the transcript header and exports."""
+    paid_call: Callable[[Any], PaidCall | None] | None = None
+    """The paid model call the event records, if any: it counts in the session's spend
+    (the status bar, ``/cost``, headless results, the catalog)."""
 
 
 _types: dict[str, EventType] = {}
+_holders: dict[str, int] = {}
+"""How many registrations hold each plugin type: two runtimes in one process (tests,
+a reader beside a runtime) each register the same constants."""
 _core: set[str] = set()
+
+
+def register_event_type(spec: EventType) -> Callable[[], None]:
+    """Register ``spec``; returns the function that gives the registration up.
+
+    Registering the very same type again (an equal :class:`EventType`) only adds a
+    holder: the type goes when the last holder gives it up. A different type under a
+    taken name is refused.
+    """
+    name = spec.name
+    if "/" not in name:
+        raise ValueError(f"event type {name!r} must be namespaced, as 'plugin/event'")
+    known = _types.get(name)
+    if known is not None and (known != spec or name in _core):
+        raise ValueError(f"event type {name!r} is already registered")
+    _types.setdefault(name, spec)
+    _holders[name] = _holders.get(name, 0) + 1
+    held = True
+
+    def unregister() -> None:
+        nonlocal held
+        if not held or name in _core or _types.get(name) != spec:
+            return
+        held = False
+        _holders[name] -= 1
+        if not _holders[name]:
+            del _types[name], _holders[name]
+
+    return unregister
 
 
 def register_event(
     name: str, model: type[BaseModel], *, surface: bool = False
 ) -> Callable[[], None]:
-    """Register an event type; returns the function that unregisters it.
+    """Register an event type with no readers; returns the function that unregisters it.
 
     Plugin event types are log-only (``surface=False``) unless they know what they
     are doing: surface events become model history.
     """
-    if "/" not in name:
-        raise ValueError(f"event type {name!r} must be namespaced, as 'plugin/event'")
-    if name in _types:
-        raise ValueError(f"event type {name!r} is already registered")
-    _types[name] = EventType(name, model, surface)
+    return register_event_type(EventType(name, model, surface))
 
-    def unregister() -> None:
-        if name not in _core and _types.get(name) is not None:
-            del _types[name]
 
-    return unregister
+def register_events(owner: Owner, *specs: EventType) -> None:
+    """Register ``specs`` for as long as ``owner`` (a plugin's context) lives: this is
+    how a plugin adds its event types, from its ``vocabulary``."""
+    for spec in specs:
+        owner.effect(partial(register_event_type, spec))
+
+
+class Owner(Protocol):
+    """What owns a registration: a :class:`dsh.kernel.Context`."""
+
+    def effect(self, setup: Callable[[], Callable[[], Any]]) -> Callable[[], Any]: ...
 
 
 def event_type(name: str) -> EventType | None:
     return _types.get(name)
+
+
+def is_core_type(name: str) -> bool:
+    return name in _core
 
 
 def is_surface_type(name: str) -> bool:
@@ -507,9 +516,33 @@ def registered_event_types() -> tuple[str, ...]:
     return tuple(_types)
 
 
-def _core_event(name: str, model: type[BaseModel], *, surface: bool = False) -> None:
-    register_event(name, model, surface=surface)
+def title_of(event: SessionEvent) -> str | None:
+    """The session title ``event`` sets, or None (its type names no title, or its
+    plugin is not loaded and its payload is opaque)."""
+    spec = _types.get(event.type)
+    if spec is None or spec.title is None or not isinstance(event.data, spec.model):
+        return None
+    return spec.title(event.data)
+
+
+def latest_title(events: Sequence[SessionEvent]) -> str | None:
+    """The title the latest titling event of ``events`` set."""
+    for event in reversed(events):
+        title = title_of(event)
+        if title is not None:
+            return title
+    return None
+
+
+def _core_event(name: str, model: type[BaseModel], **readers: Any) -> None:
+    register_event_type(EventType(name, model, **readers))
     _core.add(name)
+
+
+def _assistant_call(data: AssistantMessageData) -> PaidCall | None:
+    if data.usage is None:
+        return None
+    return PaidCall(data.message.source.provider, data.message.source.model, data.usage)
 
 
 _core_event("turn/start", TurnStart)
@@ -519,19 +552,13 @@ _core_event("step/end", StepEnd)
 _core_event("user/message", UserMessage, surface=True)
 _core_event("steering/message", UserMessage, surface=True)
 _core_event("assistant/chunk", AssistantChunk)
-_core_event("assistant/message", AssistantMessageData, surface=True)
+_core_event("assistant/message", AssistantMessageData, surface=True, paid_call=_assistant_call)
 _core_event("tool/call", ToolCall)
 _core_event("tool/result", ToolResult, surface=True)
-_core_event("todo/write", TodoWrite)
 _core_event("request/header", RequestHeader)
 _core_event("request/context", RequestContext)
 _core_event("session/end-seed", EndSeed)
 _core_event("session/corrupt", Corrupt)
-_core_event("compaction/start", CompactionStart)
-_core_event("compaction/summary", CompactionSummary)
-_core_event("compaction/end", CompactionEnd)
-_core_event("session/title", SessionTitle)
-_core_event("session/title-llm-request", SessionTitleRequest)
 _core_event("llm/retry", LlmRetry)
 _core_event("llm/retry-started", LlmRetryStarted)
 _core_event("approval/requested", ApprovalRequested)

@@ -13,9 +13,9 @@ from dsh.llm import PluginSource, ReasoningBlock, TextBlock, ToolCallBlock
 from dsh.session.events import (
     AssistantMessageData,
     SessionEvent,
-    SessionTitle,
     ToolResult,
     TurnEnd,
+    latest_title,
 )
 from dsh.session.header import SessionHeader
 
@@ -38,7 +38,7 @@ def _quote(text: str) -> str:
 
 
 def to_markdown(header: SessionHeader, events: Sequence[SessionEvent]) -> str:
-    title = next((e.data.title for e in reversed(events) if isinstance(e.data, SessionTitle)), None)
+    title = latest_title(events)
     out = [f"# {title or 'dsh session'}", ""]
     out.append(f"- Session: `{header.id}`")
     if header.cwd:

@@ -1,10 +1,10 @@
 """What a session's model calls used and cost.
 
 Every paid call the log records counts: the agent's own requests (``assistant/message``
-with usage), the summaries compaction asked for (``compaction/summary``) and the
-model's session titles (``session/title``). The
-status bar, ``/cost``, the headless result and the session index all sum them here,
-so they cannot disagree.
+with usage) and any other event whose type says it records one (its
+:attr:`~dsh.session.events.EventType.paid_call` reader: a plugin's summaries or titles).
+The status bar, ``/cost``, the headless result and the session index all sum them
+here, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -14,12 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from dsh.llm import TokenUsage
-from dsh.session.events import (
-    AssistantMessageData,
-    CompactionSummary,
-    SessionEvent,
-    SessionTitle,
-)
+from dsh.session.events import SessionEvent, event_type
 
 __all__ = ["ModelCall", "Pricing", "Spend", "paid_call", "session_spend"]
 
@@ -45,15 +40,14 @@ class ModelCall:
 
 def paid_call(event: SessionEvent) -> ModelCall | None:
     """The model call ``event`` records, if it records one with usage."""
+    spec = event_type(event.type)
+    if spec is None or spec.paid_call is None or not isinstance(event.data, spec.model):
+        return None
+    call = spec.paid_call(event.data)
+    if call is None:
+        return None
     at = datetime.datetime.fromtimestamp(event.time / 1000, datetime.UTC)
-    match event.data:
-        case AssistantMessageData(message=message, usage=usage) if usage is not None:
-            return ModelCall(message.source.provider, message.source.model, usage, at)
-        case CompactionSummary(provider=provider, model=model, usage=usage) if usage is not None:
-            return ModelCall(provider, model, usage, at)
-        case SessionTitle(provider=str(provider), model=str(model), usage=usage) if usage:
-            return ModelCall(provider, model, usage, at)
-    return None
+    return ModelCall(call.provider, call.model, call.usage, at)
 
 
 @dataclass

@@ -365,19 +365,24 @@ class SessionStore:
         found = await self.catalog.list(cwd=cwd, limit=1)
         return found[0] if found else None
 
+    async def unindexed(self, cwd: str | None = None) -> list[SessionHeader]:
+        """The stored sessions (of ``cwd``) the catalog does not know."""
+        await self.indexed()
+        if self.catalog is None:
+            return []
+        known = await self.catalog.ids(cwd=cwd)
+        return [h for h in await self.persistence.list(cwd) if h.id not in known]
+
     async def index_missing(self, cwd: str | None = None) -> int:
         """Index the stored sessions (of ``cwd``) the catalog does not know: a process
         killed between a session's first write and its index entry leaves one. So a
         session is found (``--continue``, ``--resume`` by prefix, ``dsh sessions
         list``) once its first event is stored, whatever became of its writer. Returns
         how many were missing."""
-        await self.indexed()
-        if self.catalog is None:
-            return 0
-        known = await self.catalog.ids(cwd=cwd)
-        missing = [h for h in await self.persistence.list(cwd) if h.id not in known]
+        missing = await self.unindexed(cwd)
         for header in missing:
             loaded = await self.persistence.inspect(header.id)
+            assert self.catalog is not None
             await self.catalog.record(
                 loaded.header,
                 loaded.events,

@@ -4,9 +4,11 @@ Every UI (the Textual app, the plain line mode) feeds each session event, live o
 replayed from the log, to one :class:`TranscriptFold`. The fold keeps a list of
 entries (a user message, an answer streaming in, reasoning, a tool call and its
 status, a notice, a turn's footer), the session's status (model, state, tokens,
-cost, cache hits), the queued follow-ups and the todo list, and says which entries
-each event added or changed. Since nothing else feeds it, a resumed session looks
-exactly like a live one.
+cost, cache hits), the queued follow-ups and the panels plugins show beside the
+prompt, and says which entries each event added or changed. Since nothing else feeds
+it, a resumed session looks exactly like a live one. The core's own event types are
+folded here; a plugin's type by what its type declares (a title, a paid call) and the
+fold step it registered (:mod:`dsh.transcript`).
 
 Every text the fold keeps is safe to show on a terminal: the control characters and
 escape sequences in what the model, a tool or a stored log said are made visible by
@@ -17,6 +19,7 @@ it through ``visible`` too (see :mod:`dsh.ui.render`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -34,7 +37,7 @@ from dsh.llm import (
     UserMessage,
     joined_text,
 )
-from dsh.session import Pricing, SessionEvent, Spend, paid_call
+from dsh.session import Pricing, SessionEvent, Spend, paid_call, title_of
 from dsh.session.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -42,9 +45,6 @@ from dsh.session.events import (
     AssistantMessageData,
     CommandDone,
     CommandRun,
-    CompactionEnd,
-    CompactionStart,
-    CompactionSummary,
     Corrupt,
     GrantsIgnored,
     InboxClaimed,
@@ -53,8 +53,6 @@ from dsh.session.events import (
     InboxUpdated,
     LlmRetry,
     RequestContext,
-    SessionTitle,
-    TodoWrite,
     ToolCall,
     ToolResult,
     TurnAborted,
@@ -66,10 +64,18 @@ from dsh.session.events import (
     TurnMaxSteps,
     TurnMaxTokens,
     TurnStart,
+    event_type,
+    is_core_type,
 )
+from dsh.tools.presentation import Presentation
+from dsh.transcript import NoticeLevel, fold_step
+
+log = logging.getLogger(__name__)
 
 ToolStatus = Literal["awaiting-approval", "running", "done", "failed", "denied", "cancelled"]
-State = Literal["idle", "thinking", "answering", "running-tool", "waiting-for-you", "compacting"]
+State = str
+"""``idle``, ``thinking``, ``answering``, ``running-tool``, ``waiting-for-you``, or an
+activity a plugin's fold step names (:meth:`dsh.transcript.Transcript.set_activity`)."""
 
 DENIAL_CODES = frozenset({"DENIED", "BLOCKED"})
 CANCEL_CODES = frozenset({"TOOL_CANCELLED", "ABORTED", "ABORTED_BEFORE_DISPATCH"})
@@ -145,8 +151,16 @@ class ToolEntry(Entry):
 
 @dataclass(eq=False)
 class NoticeEntry(Entry):
-    level: Literal["info", "warning", "error"]
+    level: NoticeLevel
     text: str
+
+
+@dataclass(eq=False)
+class ViewEntry(Entry):
+    """What a plugin's fold step shows for one of its events: rendered as a tool's
+    presentation is, its texts made safe at rendering."""
+
+    view: Presentation
 
 
 @dataclass(eq=False)
@@ -194,12 +208,6 @@ class Queued:
     placement: Literal["queued", "steering"]
 
 
-@dataclass
-class Todo:
-    content: str
-    status: Literal["pending", "in_progress", "completed"]
-
-
 class TranscriptFold:
     """Session events in, entries out. ``apply`` returns the entries the event added
     or changed (in order); ``entries`` holds them all."""
@@ -208,13 +216,16 @@ class TranscriptFold:
         self.entries: list[Entry] = []
         self.status = Status()
         self.queued: dict[str, Queued] = {}
-        self.todos: list[Todo] = []
+        self.panels: dict[str, Presentation] = {}
+        """What plugins show beside the prompt while a turn runs, by name."""
         self._cost = cost
         self._by_key: dict[str, Entry] = {}
         self._tools_by_request: dict[str, ToolEntry] = {}
         self._turn_started: dict[int, int] = {}
         self._spent = Spend()
         self._turn_spent = Spend()
+        self._stepped: list[Entry] | None = None
+        """The entries the running fold step added, while one runs."""
 
     def get(self, key: str) -> Entry | None:
         return self._by_key.get(key)
@@ -239,7 +250,7 @@ class TranscriptFold:
             case TurnStart():
                 self._turn_started[data.turn] = event.time
                 self._turn_spent = Spend()
-                self.todos = []
+                self.panels = {}
                 self._set_state("thinking")
             case TurnEnd():
                 return self._turn_end(event, data)
@@ -260,8 +271,6 @@ class TranscriptFold:
                 return [
                     self._add(NoticeEntry(f"retry:{data.retry_id}", event.seq, "warning", text))
                 ]
-            case TodoWrite():
-                self.todos = [Todo(visible(t.content), t.status) for t in data.todos]
             case InboxEnqueued():
                 self.queued[data.item_id] = Queued(
                     data.item_id, visible(data.message.text()), data.placement
@@ -278,9 +287,6 @@ class TranscriptFold:
                     return [
                         self._add(NoticeEntry(f"blocked:{event.seq}", event.seq, "error", text))
                     ]
-            case SessionTitle():
-                self.status.title = visible(data.title)
-                self._count(event)  # a title the model made was paid for
             case Corrupt():
                 text = visible(
                     f"Line {data.line} of the session log could not be read: {data.error}"
@@ -289,24 +295,6 @@ class TranscriptFold:
             case GrantsIgnored():
                 text = visible(data.notice())
                 return [self._add(NoticeEntry(f"grants:{event.seq}", event.seq, "warning", text))]
-            case CompactionStart():
-                self._set_state("compacting")
-            case CompactionSummary():
-                if data.context_tokens is not None:  # until the next request reports it
-                    self.status.context_tokens = data.context_tokens
-                self._count(event)  # the summary call is paid for too
-                text = (
-                    f"Compacted {data.shadowed_token_count:,} tokens of earlier conversation "
-                    "into a summary."
-                )
-                return [self._add(NoticeEntry(f"compaction:{event.seq}", event.seq, "info", text))]
-            case CompactionEnd():
-                self._set_state("idle" if data.turn is None else "thinking")
-                if data.error:
-                    text = visible(f"Compaction failed: {data.error}")
-                    return [
-                        self._add(NoticeEntry(f"compaction:{event.seq}", event.seq, "error", text))
-                    ]
             case CommandRun():
                 label = visible(f"/{data.name}" + (f" {data.args}" if data.args else ""))
                 entry = NoticeEntry(f"command:{data.command_id}", event.seq, "info", label)
@@ -317,7 +305,62 @@ class TranscriptFold:
                     entry_.text = f"{entry_.text}\n{visible(data.text)}"
                     entry_.level = "error" if data.kind == "error" else "info"
                     return [entry_]
+            case _:
+                return self._plugin_event(event)
         return []
+
+    # ------------------------------------------------------------------ plugin events
+
+    def _plugin_event(self, event: SessionEvent) -> list[Entry]:
+        """An event of a type the core does not fold: what its type declares, then its
+        plugin's fold step. An opaque one (its plugin not loaded) shows nothing."""
+        spec = event_type(event.type)
+        if spec is None or is_core_type(spec.name) or not isinstance(event.data, spec.model):
+            return []
+        title = title_of(event)
+        if title is not None:
+            self.status.title = visible(title)
+        self._count(event)
+        step = fold_step(event.type)
+        if step is None:
+            return []
+        added: list[Entry] = []
+        self._stepped = added
+        try:
+            step(event, self)
+        except Exception:  # a plugin's bug must not break the transcript
+            log.exception("the fold step of %s failed on event %s", event.type, event.seq)
+        finally:
+            self._stepped = None
+        return added
+
+    def notice(
+        self, event: SessionEvent, level: NoticeLevel, text: str, *, key: str | None = None
+    ) -> None:
+        self._stepped_add(NoticeEntry(self._key(event, key), event.seq, level, visible(text)))
+
+    def view(self, event: SessionEvent, view: Presentation, *, key: str | None = None) -> None:
+        self._stepped_add(ViewEntry(self._key(event, key), event.seq, view))
+
+    def set_activity(self, activity: str) -> None:
+        self._set_state(activity)
+
+    def set_context_tokens(self, tokens: int) -> None:
+        self.status.context_tokens = tokens
+
+    def set_panel(self, name: str, view: Presentation | None) -> None:
+        if view is None:
+            self.panels.pop(name, None)
+        else:
+            self.panels[name] = view
+
+    def _key(self, event: SessionEvent, key: str | None) -> str:
+        return f"{event.type}:{event.seq}" if key is None else f"{event.type}:{key}"
+
+    def _stepped_add(self, entry: Entry) -> None:
+        if self._stepped is None:
+            raise RuntimeError("entries are added by fold steps, while they run")
+        self._stepped.append(self._add(entry))
 
     # ------------------------------------------------------------------ pieces
 

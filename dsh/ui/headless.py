@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dsh.control_chars import VisibleStream, is_terminal, printable
+from dsh.frontend import Kind
 from dsh.llm import TextDelta, user_text
 from dsh.session import (
     AssistantChunk,
@@ -58,7 +59,7 @@ from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
 from dsh.ui.opening import BusyChoice
-from dsh.ui.session_controller import FrontEndKind, SessionChoice, SessionController, StartFailed
+from dsh.ui.session_controller import SessionChoice, SessionController, StartFailed
 from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
 from dsh.wire import dumps
 
@@ -209,14 +210,7 @@ async def run(
     if request.output_format == "text" and is_terminal(out):
         out = VisibleStream.around(out)
     ui = HeadlessUI(request, out, err)
-    options = {
-        key: value
-        for key, value in (
-            ("max_steps", request.max_steps),
-            ("auto_title", True if request.title else None),
-        )
-        if value is not None
-    }
+    options = {"max_steps": request.max_steps} if request.max_steps is not None else {}
     controller = SessionController(ui, request, options=options)
     try:
         try:
@@ -257,7 +251,7 @@ async def _run(
         await agent.when_idle()
         titles = runtime.root.get("session-titles", None) if request.title else None
         if titles is not None:
-            await titles.settle(agent)  # the title call runs in the background
+            await titles.title_now(agent)  # and waits for the model's title
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         await runtime.sessions.flush(agent.session)
@@ -316,7 +310,7 @@ class HeadlessUI:
     questions when ``--input-format stream-json`` is given; otherwise nobody does, and
     nobody is asked anything else either."""
 
-    kind: FrontEndKind = "headless"
+    kind: Kind = "headless"
     one_session = True
 
     def __init__(self, request: HeadlessRequest, out: TextIO, err: TextIO) -> None:

@@ -34,7 +34,7 @@ async def open_agent(
     ``continue_last``, else a new one; with the given model, provider and effort.
     ``fork``: the chosen session continues in a new one (it is only read); ``wait``:
     if another process writes it, wait until that one closes it. ``options``: more
-    agent options to set (``max_steps``, ``auto_title``).
+    agent options to set (``max_steps``).
 
     Raises LookupError (no such session, nothing to continue), SessionBusyError
     (another process writes it), ValueError or OSError (a log that cannot be opened)."""

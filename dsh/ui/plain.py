@@ -36,6 +36,7 @@ from prompt_toolkit.output import DummyOutput, Output, create_output
 from rich.console import Console
 from rich.text import Text
 
+from dsh.frontend import Kind
 from dsh.paths import dsh_home
 from dsh.session import SessionBusyError, SessionEvent
 from dsh.session.events import CancelByUser
@@ -59,7 +60,6 @@ from dsh.ui.plain_input import (
 from dsh.ui.plain_printer import TranscriptPrinter
 from dsh.ui.render import VisibleOutput
 from dsh.ui.session_controller import (
-    FrontEndKind,
     SessionChoice,
     SessionController,
     StartFailed,
@@ -130,7 +130,7 @@ class PlainApp:
     the dialogs as text prompts: the :class:`~dsh.ui.session_controller.UserInterface`
     of its :class:`~dsh.ui.session_controller.SessionController`."""
 
-    kind: FrontEndKind = "plain"
+    kind: Kind = "plain"
     answers = True
     one_session = False
 

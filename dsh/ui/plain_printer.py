@@ -12,10 +12,11 @@ dumb terminal or a screen reader:
 - reasoning is collapsed to one dim ``thinking… (N chars)`` line when it ends;
 - a tool call prints its header when it starts, and its header again with its
   presentation (at most 20 lines) when it ends;
-- notices and each turn's footer are printed as they come; plugin context is not.
+- notices, what plugins show for their events (at most 20 lines) and each turn's
+  footer are printed as they come; plugin context is not.
 
 A resumed session's log is printed compactly first (:meth:`replay`): prompts,
-answers, tool headers, notices and footers.
+answers, tool headers, notices, plugins' views and footers.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from dsh.ui.entries import (
     TranscriptFold,
     TurnFooter,
     UserEntry,
+    ViewEntry,
 )
 from dsh.ui.render import (
     Indented,
@@ -47,6 +49,7 @@ from dsh.ui.render import (
     render_presentation,
     tool_header,
     tool_presentation,
+    visible_view,
 )
 
 log = logging.getLogger(__name__)
@@ -85,6 +88,8 @@ class TranscriptPrinter:
                     self._print(tool_header(entry))
                 case NoticeEntry():
                     self._print(render_notice(entry))
+                case ViewEntry():
+                    self._print(_plugin_view(entry))
                 case TurnFooter():
                     self._print(render_footer(entry))
             self._forget_live(entry)
@@ -126,6 +131,9 @@ class TranscriptPrinter:
                 self.flush()
                 _, _, failure = entry.text.partition("\n")
                 self._print(render_notice(NoticeEntry(entry.key, entry.seq, "error", failure)))
+            case ViewEntry():
+                self.flush()
+                self._print(_plugin_view(entry))
             case TurnFooter():
                 self.flush(final=True)
                 self._print(render_footer(entry))
@@ -199,6 +207,11 @@ class TranscriptPrinter:
 
     def _print(self, renderable: Text | Indented) -> None:
         self.console.print(renderable, soft_wrap=isinstance(renderable, Text))
+
+
+def _plugin_view(entry: ViewEntry) -> Indented:
+    """Under the notices' marks, without trailing blanks."""
+    return Indented(render_presentation(visible_view(entry.view), max_lines=MAX_LINES))
 
 
 def _thinking(text: str) -> Text:

@@ -67,8 +67,8 @@ STATE_LABELS = {
     "answering": "answering",
     "running-tool": "running",
     "waiting-for-you": "waiting for you",
-    "compacting": "compacting",
 }
+"""The core's states; a plugin's activity shows as it names it."""
 NOTICE_STYLES = {"info": ("•", "cyan"), "warning": ("⚠", "yellow"), "error": ("✗", "bold red")}
 
 

@@ -28,8 +28,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from dsh.frontend import Kind, shown_in
 from dsh.ui.opening import BusyChoice, NothingToContinue, after_busy, open_agent
 
 if TYPE_CHECKING:
@@ -49,8 +50,6 @@ CLOSE_TIMEOUT = 10.0
 """Seconds a running turn has to end, once cancelled, before its agent is disposed."""
 RECENT_SESSIONS = 10
 """Sessions :meth:`SessionController.choose_recent_session` lists."""
-
-FrontEndKind = Literal["tui", "plain", "headless"]
 
 
 class StartFailed(Exception):
@@ -132,7 +131,7 @@ class UserInterface(Dialogs, Protocol):
     screen, and asks the person (:class:`Dialogs`)."""
 
     @property
-    def kind(self) -> FrontEndKind:
+    def kind(self) -> Kind:
         """Which front end this is; it names the front end's own context."""
         ...
 
@@ -338,8 +337,7 @@ class SessionController:
     # ------------------------------------------------------------------ the session on screen
 
     async def _attach(self, agent: Agent, *, replay: bool) -> None:
-        if self.ui.kind != "headless":
-            agent.set_options(auto_title=True)  # an interactive session is titled (title plugin)
+        shown_in(agent.ctx, self.ui.kind)  # plugins may treat a person and a script apart
         self.agent = agent
         await self.ui.attach(agent, replay=replay)
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.kernel import Context, Plugin
+from dsh.session import register_events
+from dsh.transcript import register_entries
 from plugins.compaction.config import Config
+from plugins.compaction.events import EVENTS, FOLD_STEPS
 from plugins.compaction.request import rebuild_request
 from plugins.compaction.service import (
     SERVICE,
@@ -61,6 +64,12 @@ def compact_command(service: CompactionService) -> Command:
     )
 
 
+def vocabulary(ctx: Context) -> None:
+    register_events(ctx, *EVENTS)
+    for event_type, step in FOLD_STEPS.items():
+        register_entries(ctx, event_type, step)
+
+
 def apply(ctx: Context, config: Config) -> None:
     service = CompactionService(ctx, config)
     ctx.provide(SERVICE, service)
@@ -77,4 +86,5 @@ plugin = Plugin(
     provides=(SERVICE,),
     config=Config,
     apply=apply,
+    vocabulary=vocabulary,
 )

@@ -26,18 +26,16 @@ from dsh.llm import (
     user_text,
 )
 from dsh.session import (
-    CompactionStart,
-    CompactionSummary,
     EpochHeader,
     RequestHeader,
     SessionEvent,
-    TodoItem,
-    TodoWrite,
     derive_history,
     event_message,
 )
+from plugins.compaction.events import PURPOSE, CompactionStart, CompactionSummary
 from plugins.compaction.meter import epoch_tokens, message_tokens, messages_tokens, text_tokens
 from plugins.compaction.selection import SUMMARY_PLUGIN
+from plugins.todo import TodoItem, TodoWrite
 
 KEEP_CHARS = 400
 """What a trimmed tool output keeps of its beginning."""
@@ -190,7 +188,7 @@ def build_request(
         tools=header.tools if header is not None else None,
         max_tokens=call.max_tokens,
         session_id=session_id,
-        purpose="compaction",
+        purpose=PURPOSE,
         signal=signal,
     )
 

@@ -45,15 +45,16 @@ from dsh.llm import (
     StreamProtocolError,
     TokenUsage,
 )
-from dsh.session import (
+from dsh.session import ReplaceOp, Session, SessionEvent
+from plugins.compaction.config import Config
+from plugins.compaction.events import (
+    END,
+    START,
+    SUMMARY,
     CompactionEnd,
     CompactionStart,
     CompactionSummary,
-    ReplaceOp,
-    Session,
-    SessionEvent,
 )
-from plugins.compaction.config import Config
 from plugins.compaction.meter import Measure, measure, message_tokens, messages_tokens
 from plugins.compaction.request import (
     Call,
@@ -207,12 +208,12 @@ class CompactionService:
             return None
         compaction_id = uuid.uuid4().hex
         session.append(
-            "compaction/start", CompactionStart(compaction_id=compaction_id, turn=turn, focus=focus)
+            START.name, CompactionStart(compaction_id=compaction_id, turn=turn, focus=focus)
         )
 
         def fail(reason: str) -> None:
             session.append(
-                "compaction/end",
+                END.name,
                 CompactionEnd(compaction_id=compaction_id, turn=turn, error=reason),
             )
 
@@ -264,7 +265,7 @@ class CompactionService:
         context = measured.scaled(measured.header + message_tokens(message) + sum(tail))
         try:
             session.append(
-                "compaction/summary",
+                SUMMARY.name,
                 CompactionSummary(
                     compaction_id=compaction_id,
                     summary=summary,
@@ -291,7 +292,7 @@ class CompactionService:
             reason = f"the summary could not be put in place: {_reason(error)}"
             fail(reason)
             raise CompactionError(reason) from error
-        session.append("compaction/end", CompactionEnd(compaction_id=compaction_id, turn=turn))
+        session.append(END.name, CompactionEnd(compaction_id=compaction_id, turn=turn))
         return CompactionResult(
             compaction_id=compaction_id,
             summary=summary,

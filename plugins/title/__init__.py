@@ -1,27 +1,35 @@
 """Session titles: what the picker lists and the terminal title shows.
 
-A title is a log-only ``session/title`` event, the latest one winning, with its
+A title is a log-only ``session/title`` event (this plugin's own type, which declares
+the title it sets: :mod:`plugins.title.events`), the latest one winning, with its
 source: ``fallback`` (the first prompt's opening words), ``provider`` (written by a
 model in a ``session-title`` call, after the first completed turn) or ``user`` (set
 with ``/title TEXT``, and pinned: nothing automatic replaces it).
 
-Sessions are titled automatically only when their agent's options say
-``auto_title``: interactive UIs set it, a headless run only with ``--title``, so a
-script makes no model call beyond its conversation unless it asks. A headless run
-that asked awaits ``settle(agent)`` of the ``session-titles`` service before it
-exits, since the request runs in the background and goes with the agent.
+Which sessions are titled by themselves is ``[plugins.title] auto``: by default those
+an interactive front end shows (the TUI, plain mode), so a script makes no model call
+beyond its conversation unless it asks. A headless run that asked (``--title``)
+awaits ``title_now(agent)`` of the ``session-titles`` service before it exits: that
+titles the session and waits for the request, which runs in the background and goes
+with the agent.
 """
 
 from __future__ import annotations
 
 from dsh.commands import Command, CommandContext
 from dsh.kernel import Context, Plugin
+from dsh.session import register_events
+from plugins.title.events import TITLE, TITLE_REQUEST, SessionTitle, SessionTitleRequest
 from plugins.title.service import SERVICE, Config, TitleService
 from plugins.title.text import clean_title, fallback_title, user_title
 
 __all__ = [
     "SERVICE",
+    "TITLE",
+    "TITLE_REQUEST",
     "Config",
+    "SessionTitle",
+    "SessionTitleRequest",
     "TitleService",
     "clean_title",
     "fallback_title",
@@ -51,6 +59,10 @@ def title_command(titles: TitleService) -> Command:
     )
 
 
+def vocabulary(ctx: Context) -> None:
+    register_events(ctx, TITLE, TITLE_REQUEST)
+
+
 def apply(ctx: Context, config: Config) -> None:
     titles = TitleService(ctx, config)
     ctx.provide(SERVICE, titles)
@@ -65,4 +77,5 @@ plugin = Plugin(
     provides=(SERVICE,),
     config=Config,
     apply=apply,
+    vocabulary=vocabulary,
 )

@@ -11,11 +11,10 @@ from dsh.llm import UserMessage, UserSource
 from dsh.session import (
     AssistantMessageData,
     SessionEvent,
-    SessionTitle,
-    SessionTitleRequest,
     TurnCompleted,
     TurnEnd,
 )
+from plugins.title.events import SessionTitle, SessionTitleRequest
 
 
 @dataclass(frozen=True)

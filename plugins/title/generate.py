@@ -21,6 +21,7 @@ from dsh.llm import (
     TokenUsage,
     user_text,
 )
+from plugins.title.events import PURPOSE
 from plugins.title.text import SYSTEM
 
 
@@ -54,7 +55,7 @@ async def ask_for_title(
         reasoning_effort=config.reasoning_effort,
         max_tokens=config.max_tokens,
         session_id=session_id,
-        purpose="session-title",
+        purpose=PURPOSE,
     )
     assembler = BlockAssembler()
     chunks = llm.stream(options)

@@ -7,9 +7,10 @@ at once, so the picker and the terminal title have something to show; then, in a
 owned by that agent (cancelled when it goes), a model writes a better one. A title the
 person set (``source: user``) is pinned: nothing automatic replaces it.
 
-Only agents whose options say ``auto_title`` are titled automatically: the UI decides,
-since an interactive session wants a title and a script usually does not want to pay
-for one.
+Which agents are titled automatically is this plugin's ``auto`` setting: by default
+those an interactive front end shows (:mod:`dsh.frontend`), since a person wants a
+title and a script usually does not want to pay for one. ``dsh -p --title`` asks for
+one with :meth:`TitleService.title_now`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, PositiveFloat, PositiveInt
 
 from dsh.agent import AgentHandle
+from dsh.frontend import front_end
 from dsh.kernel import Context
-from dsh.session import Session, SessionTitle, SessionTitleRequest
+from dsh.session import Session
+from plugins.title.events import TITLE, TITLE_REQUEST, SessionTitle, SessionTitleRequest
 from plugins.title.facts import TitleFacts, latest_title, read_facts
 from plugins.title.generate import ask_for_title
 from plugins.title.text import clean_title, fallback_title, title_prompt, user_title
@@ -35,6 +39,10 @@ SERVICE = "session-titles"
 class Config(BaseModel):
     model_config = {"extra": "forbid"}
 
+    auto: Literal["interactive", "always", "never"] = "interactive"
+    """Which sessions are titled by themselves after their first completed turn: those
+    shown in the TUI or plain mode, every one (headless runs too), or none (only
+    ``/title``, and ``dsh -p --title``, which asks)."""
     generate: bool = True
     """Ask a model for the title of sessions titled automatically; false keeps the
     fallback (the first prompt's opening words) and makes no call."""
@@ -75,16 +83,24 @@ class TitleService:
         if title is None:
             raise ValueError("a title needs some text")
         event = SessionTitle(title=title, source="user")
-        agent.session.append("session/title", event)
+        agent.session.append(TITLE.name, event)
         watch = self._watches.get(str(agent.id))
         if watch is not None:
             watch.done = True
         return event
 
+    async def title_now(self, agent: AgentHandle) -> SessionTitle | None:
+        """Title an idle agent's session as an interactive one is titled by itself (if
+        its first turn has completed and it has no title that counts), whatever
+        ``auto`` says, and wait for the title: what ``dsh -p --title`` asks, once its
+        turns are over and before it exits (or the request would be cancelled)."""
+        if agent.status == "idle":
+            self._title_if_due(agent)
+        return await self.settle(agent)
+
     async def settle(self, agent: AgentHandle) -> SessionTitle | None:
         """Wait for the agent's title request, if one is running (it gives up by itself
-        after ``timeout_s``), then return the title. A headless run that asked for a
-        title calls this before it exits, or the request would be cancelled."""
+        after ``timeout_s``), then return the title."""
         watch = self._watches.get(str(agent.id))
         task = watch.task if watch is not None else None
         if task is not None and not task.done():
@@ -95,8 +111,21 @@ class TitleService:
 
     def on_status(self, agent: AgentHandle, status: str) -> None:
         """``agent/status`` listener: an agent that went idle may be due a title."""
-        if status != "idle" or not getattr(agent.options, "auto_title", False):
-            return
+        if status == "idle" and self._automatic(agent):
+            self._title_if_due(agent)
+
+    def _automatic(self, agent: AgentHandle) -> bool:
+        match self._config.auto:
+            case "always":
+                return True
+            case "interactive":
+                shown = front_end(agent)
+                return shown is not None and shown.interactive
+        return False
+
+    def _title_if_due(self, agent: AgentHandle) -> None:
+        """Once the first turn has completed: a fallback at once, and the model's title
+        in the background, unless the session has one that counts already."""
         watch = self._watch(agent)
         if watch is None or watch.done:
             return
@@ -111,7 +140,7 @@ class TitleService:
             fallback = fallback_title(facts.prompt.text)
             if fallback is not None:
                 session.append(
-                    "session/title",
+                    TITLE.name,
                     SessionTitle(
                         title=fallback, message_seqs=(facts.prompt.seq,), source="fallback"
                     ),
@@ -152,7 +181,7 @@ class TitleService:
             return  # renamed by the person before the request started
         quoted = tuple(q.seq for q in (facts.prompt, facts.answer) if q is not None)
         session.append(
-            "session/title-llm-request",
+            TITLE_REQUEST.name,
             SessionTitleRequest(provider=provider, model=model, message_seqs=quoted),
         )
         prompt = title_prompt(facts.prompt.text, facts.answer.text if facts.answer else None)
@@ -176,7 +205,7 @@ class TitleService:
         if _pinned(session):
             return  # renamed by the person while the model thought
         session.append(
-            "session/title",
+            TITLE.name,
             SessionTitle(
                 title=title,
                 message_seqs=quoted,

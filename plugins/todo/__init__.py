@@ -1,7 +1,8 @@
 """``todo_write``: the model keeps a visible checklist for the current work.
 
-Each call replaces the whole list and is logged as a ``todo/write`` event, which the
-UI shows above the prompt; the latest one is the list.
+Each call replaces the whole list and is logged as a ``todo/write`` event, an event
+type of this plugin's own; the UIs show the latest list beside the prompt while the
+turn runs (a transcript panel), and a new turn starts without one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from dsh.kernel import Context, Plugin
-from dsh.session import TodoItem, TodoWrite
+from dsh.session import EventType, SessionEvent, register_events
 from dsh.tools import (
     ChecklistView,
     Presentation,
@@ -21,12 +22,28 @@ from dsh.tools import (
     ToolDefinition,
     ToolError,
 )
+from dsh.transcript import Transcript, register_entries
+from dsh.wire import Frozen
 
 DESCRIPTION = (
     "Replace your todo list for the current task. Use it for work with three or more "
     "steps: list the steps, mark one in_progress while you work on it, and mark it "
     "completed as soon as it is done. Send the whole list every time."
 )
+
+
+class TodoItem(Frozen):
+    content: str
+    status: Literal["pending", "in_progress", "completed"]
+
+
+class TodoWrite(Frozen):
+    """The ``todo/write`` payload: the whole list, as the model last wrote it."""
+
+    todos: tuple[TodoItem, ...]
+
+
+TODO_WRITE = EventType("todo/write", TodoWrite)
 
 
 class Todo(BaseModel):
@@ -75,6 +92,18 @@ def checklist(arguments: dict[str, Any]) -> Presentation:
     )
 
 
+def show_todos(event: SessionEvent, transcript: Transcript) -> None:
+    """``todo/write`` in a transcript: the list in a panel beside the prompt."""
+    todos: TodoWrite = event.data
+    items = tuple((todo.content, todo.status) for todo in todos.todos)
+    transcript.set_panel("todo", ChecklistView(title="Todos", items=items) if items else None)
+
+
+def vocabulary(ctx: Context) -> None:
+    register_events(ctx, TODO_WRITE)
+    register_entries(ctx, TODO_WRITE.name, show_todos)
+
+
 def apply(ctx: Context, config: object) -> None:
     ctx.tools.register(
         "todo_write",
@@ -90,4 +119,10 @@ def apply(ctx: Context, config: object) -> None:
     )
 
 
-plugin = Plugin(name="todo", inject=("tools",), apply=apply, description="the todo_write tool")
+plugin = Plugin(
+    name="todo",
+    inject=("tools",),
+    apply=apply,
+    vocabulary=vocabulary,
+    description="the todo_write tool",
+)

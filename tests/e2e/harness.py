@@ -23,6 +23,7 @@ from dsh.testing import FakeLLM
 from dsh.testing.reconstruct import check_requests
 from plugins._shared.chat_completions import ChatModel, request_body
 from plugins.llm_deepseek import DEFAULT_MODELS
+from tests.support.vocabulary import async_plugin_vocabulary
 from tests.support.waits import HANG_S
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -125,14 +126,16 @@ class Dsh:
         return [h.id for h in sorted(headers, key=lambda h: h.created_at)]
 
     async def events(self, session_id: str | None = None) -> list[SessionEvent]:
-        """The stored events of ``session_id``, or of the only session."""
+        """The stored events of ``session_id``, or of the only session, read with the
+        bundled plugins' event types, as dsh reads them."""
         if session_id is None:
             ids = await self.session_ids()
             assert len(ids) == 1, f"expected one session, found {ids}"
             session_id = ids[0]
         store = SessionStore.at(self.home)
         try:
-            loaded = await store.persistence.load(session_id)  # type: ignore[arg-type]
+            async with async_plugin_vocabulary():
+                loaded = await store.persistence.load(session_id)  # type: ignore[arg-type]
         finally:
             await store.aclose()
         assert loaded.issues == [], loaded.issues

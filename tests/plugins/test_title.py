@@ -14,12 +14,20 @@ import pytest
 
 from dsh.agent import Agent
 from dsh.commands import CommandContext
+from dsh.frontend import shown_in
 from dsh.llm import UserMessage, UserSource, user_text
 from dsh.runtime import Runtime, start_runtime
-from dsh.session import SessionTitle, SessionTitleRequest, check_log, session_spend
+from dsh.session import check_log, session_spend
 from dsh.testing import FakeLLM, Fault, Reply
 from dsh.ui.entries import TranscriptFold
-from plugins.title import SERVICE, TitleService, clean_title, fallback_title
+from plugins.title import (
+    SERVICE,
+    SessionTitle,
+    SessionTitleRequest,
+    TitleService,
+    clean_title,
+    fallback_title,
+)
 from plugins.title.text import SYSTEM
 from tests.support.command_host import RecordingHost
 
@@ -43,9 +51,12 @@ async def runtime(
     await started.aclose()
 
 
-async def agent_for(runtime: Runtime, cwd: Path, *, auto_title: bool) -> Agent:
-    options = runtime.agents.defaults.model_copy(update={"auto_title": auto_title})
-    return await runtime.agents.create(cwd, options)
+async def agent_for(runtime: Runtime, cwd: Path, *, interactive: bool) -> Agent:
+    """An agent as the TUI shows it (titled by itself), or as a script runs it."""
+    agent = await runtime.agents.create(cwd)
+    if interactive:
+        shown_in(agent.ctx, "tui")
+    return agent
 
 
 def titles_of(agent: Agent) -> list[SessionTitle]:
@@ -78,7 +89,7 @@ async def test_an_interactive_session_gets_a_fallback_then_the_models_title(
 ) -> None:
     fake_llm.add(Reply(text="Fixed: quoted fields keep their commas now."))
     fake_llm.add(Reply(text='**"Fix the CSV parser\'s quoted fields."**\n\nHope that helps!'))
-    agent = await agent_for(runtime, tmp_path, auto_title=True)
+    agent = await agent_for(runtime, tmp_path, interactive=True)
     await run_turn(agent)
 
     # The fallback is there the moment the agent is idle: the picker never waits.
@@ -154,7 +165,7 @@ async def test_a_headless_style_agent_makes_only_its_conversations_requests(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     fake_llm.add(Reply(text="Done."))
-    agent = await agent_for(runtime, tmp_path, auto_title=False)
+    agent = await agent_for(runtime, tmp_path, interactive=False)
     await run_turn(agent)
     assert await service(runtime).settle(agent) is None
     await asyncio.sleep(0.05)  # nothing runs in the background either
@@ -166,7 +177,7 @@ async def test_a_headless_style_agent_makes_only_its_conversations_requests(
 async def test_a_title_set_by_hand_is_pinned(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    agent = await agent_for(runtime, tmp_path, auto_title=True)
+    agent = await agent_for(runtime, tmp_path, interactive=True)
     host = await command(runtime, agent, "/title")
     assert host.texts == ["This session has no title yet."]
 
@@ -188,7 +199,7 @@ async def test_a_rename_during_the_request_wins(
 ) -> None:
     fake_llm.add(Reply(text="Done."))
     fake_llm.add(Reply(text="Model title", first_byte_delay_ms=300))
-    agent = await agent_for(runtime, tmp_path, auto_title=True)
+    agent = await agent_for(runtime, tmp_path, interactive=True)
     await run_turn(agent)
     await command(runtime, agent, "/title Mine")
     final = await asyncio.wait_for(service(runtime).settle(agent), 10)
@@ -203,7 +214,7 @@ async def test_a_failed_request_keeps_the_fallback(
 ) -> None:
     fake_llm.add(Reply(text="Done."))
     fake_llm.add(Reply(fault=Fault(status=400)))
-    agent = await agent_for(runtime, tmp_path, auto_title=True)
+    agent = await agent_for(runtime, tmp_path, interactive=True)
     with caplog.at_level(logging.WARNING, logger="dsh.plugins.title"):
         await run_turn(agent, "rename the widget")
         final = await asyncio.wait_for(service(runtime).settle(agent), 10)
@@ -228,7 +239,7 @@ async def test_generation_can_be_switched_off(
     )
     try:
         fake_llm.add(Reply(text="Done."))
-        agent = await agent_for(runtime, tmp_path, auto_title=True)
+        agent = await agent_for(runtime, tmp_path, interactive=True)
         await run_turn(agent, "short one")
         await service(runtime).settle(agent)
         assert [(t.title, t.source) for t in titles_of(agent)] == [("short one", "fallback")]
@@ -241,7 +252,7 @@ async def test_an_unfinished_first_turn_waits_for_a_completed_one(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     fake_llm.add(Reply(fault=Fault(status=400)))  # the first turn fails
-    agent = await agent_for(runtime, tmp_path, auto_title=True)
+    agent = await agent_for(runtime, tmp_path, interactive=True)
     await run_turn(agent, "first try")
     assert titles_of(agent) == []
     fake_llm.add(Reply(text="Done."), Reply(text="Second try"))

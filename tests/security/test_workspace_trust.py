@@ -348,8 +348,6 @@ ROWS = [
     ("[agent]\nmax_steps = 500\n", "agent.max_steps", 20, True, 500),
     ("[agent]\nmax_tokens = 1000\n", "agent.max_tokens", 1000, False, 1000),
     ("[agent]\nmax_tokens = 9000\n", "agent.max_tokens", 4000, True, 9000),
-    ("[agent]\nauto_title = false\n", "agent.auto_title", False, False, False),
-    ("[agent]\nauto_title = true\n", "agent.auto_title", MISSING, True, True),
     ('[tui]\ntheme = "dsh-light"\n', "tui.theme", "dsh-light", False, "dsh-light"),
     ("[tui]\nmouse = false\n", "tui.mouse", False, False, False),
     (

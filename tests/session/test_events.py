@@ -19,8 +19,6 @@ from dsh.session import (
     EventFormatError,
     RequestHeader,
     SessionEvent,
-    TodoItem,
-    TodoWrite,
     ToolErrorIdentity,
     ToolResult,
     TurnAborted,
@@ -32,14 +30,18 @@ from dsh.session import (
 )
 from dsh.session.events import (
     CancelByHook,
-    CompactionSummary,
+    EventType,
     JobTrigger,
     LlmRetry,
     OpaqueData,
     ReplaceOp,
+    register_event_type,
     registered_event_types,
 )
 from dsh.wire import Frozen
+from plugins.compaction.events import CompactionSummary
+from plugins.todo import TodoItem, TodoWrite
+from tests.support.vocabulary import plugin_vocabulary
 
 SEED_VARIANTS = {
     "turn/start",
@@ -52,17 +54,11 @@ SEED_VARIANTS = {
     "tool/call",
     "tool/result",
     "steering/message",
-    "todo/write",
     "request/header",
 }
 SATELLITES = {
     "request/context",
     "session/end-seed",
-    "compaction/start",
-    "compaction/summary",
-    "compaction/end",
-    "session/title",
-    "session/title-llm-request",
     "llm/retry",
     "llm/retry-started",
     "approval/requested",
@@ -76,8 +72,23 @@ SATELLITES = {
 }
 
 
+PLUGIN_TYPES = {
+    "todo/write",
+    "compaction/start",
+    "compaction/summary",
+    "compaction/end",
+    "session/title",
+    "session/title-llm-request",
+}
+
+
 def test_every_specified_event_type_is_registered() -> None:
     assert set(registered_event_types()) >= SEED_VARIANTS | SATELLITES
+    # The bundled plugins' types are theirs: registered while their vocabulary is.
+    assert not set(registered_event_types()) & PLUGIN_TYPES
+    with plugin_vocabulary("todo", "compaction", "title"):
+        assert set(registered_event_types()) >= PLUGIN_TYPES
+    assert not set(registered_event_types()) & PLUGIN_TYPES
 
 
 def round_trip(event: SessionEvent) -> SessionEvent:
@@ -167,10 +178,14 @@ def test_events_round_trip_through_json_exactly(
     type_: str, data: Any, extra: dict[str, Any]
 ) -> None:
     event = SessionEvent(type_, 5, 1_700_000_000_000, data, **extra)
-    assert round_trip(event) == event
-    assert round_trip(round_trip(event)).to_dict() == event.to_dict()
-    # The fast writer path says exactly what the dict says, in the same key order.
-    assert event.to_json() == json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    with plugin_vocabulary("todo", "compaction"):
+        assert round_trip(event) == event
+        assert round_trip(round_trip(event)).to_dict() == event.to_dict()
+        # The fast writer path says exactly what the dict says, in the same key order.
+        expected = json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        assert event.to_json() == expected
+    # Without its plugin, a plugin's event is opaque and written back unchanged.
+    assert round_trip(event).to_dict() == event.to_dict()
 
 
 def test_json_names_are_camel_case() -> None:
@@ -205,17 +220,61 @@ def test_plugins_register_their_own_event_types() -> None:
     class Pinned(Frozen):
         note: str
 
+    class Other(Frozen):
+        note: int
+
     unregister = register_event("notes/pinned", Pinned)
     try:
         event = parse_event({"type": "notes/pinned", "seq": 0, "time": 0, "data": {"note": "hi"}})
         assert event.data == Pinned(note="hi")
         with pytest.raises(ValueError, match="already registered"):
-            register_event("notes/pinned", Pinned)
+            register_event("notes/pinned", Other)
+        with pytest.raises(ValueError, match="already registered"):
+            register_event("turn/start", Pinned)
+        # The same type again (a second runtime in the process) holds it once more:
+        # it stays until both registrations are given up.
+        again = register_event("notes/pinned", Pinned)
+        unregister()
+        unregister()  # giving up twice gives up once
+        assert isinstance(parse_event(event.to_dict()).data, Pinned)
+        again()
     finally:
         unregister()
     assert isinstance(parse_event(event.to_dict()).data, OpaqueData)
     with pytest.raises(ValueError, match="namespaced"):
         register_event("pinned", Pinned)
+
+
+def test_event_types_declare_the_title_and_the_paid_call_they_carry() -> None:
+    from dsh.llm import TokenUsage
+    from dsh.session import PaidCall, latest_title, paid_call, title_of
+
+    class Named(Frozen):
+        name: str
+        tokens: int
+
+    named = EventType(
+        "notes/named",
+        Named,
+        title=lambda data: data.name,
+        paid_call=lambda data: PaidCall(
+            "p", "m", TokenUsage(input_tokens=data.tokens, output_tokens=1)
+        ),
+    )
+    event = SessionEvent("notes/named", 3, 1_700_000_000_000, Named(name="Fix it", tokens=7))
+    unregister = register_event_type(named)
+    try:
+        assert title_of(event) == "Fix it"
+        assert latest_title([event, SessionEvent("turn/start", 4, 0, TurnStart(turn=1))]) == (
+            "Fix it"
+        )
+        call = paid_call(event)
+        assert call is not None
+        assert (call.provider, call.model, call.usage.input_tokens) == ("p", "m", 7)
+    finally:
+        unregister()
+    opaque = parse_event(event.to_dict())
+    assert (title_of(opaque), paid_call(opaque)) == (None, None)  # the plugin is gone
 
 
 @pytest.mark.parametrize(

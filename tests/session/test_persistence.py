@@ -20,7 +20,6 @@ from dsh.session import (
     SessionHeader,
     SessionNotFoundError,
     SessionPersistence,
-    SessionTitle,
     StepStart,
     ToolCall,
     TurnStart,
@@ -31,6 +30,7 @@ from dsh.session.events import OpaqueData
 from dsh.session.jsonl import JsonlPersistence, export_jsonl, parse_jsonl
 from dsh.session.sqlite import SqlitePersistence
 from dsh.wire import dumps
+from plugins.title.events import SessionTitle
 from tests.session.turns import answer_calls, complete_turn, stream_step
 
 Factory = Callable[[Path], SessionPersistence]
@@ -269,6 +269,7 @@ async def test_sessions_move_between_backends_unchanged(tmp_path: Path) -> None:
         ) == stored_form(session.events)
 
 
+@pytest.mark.usefixtures("bundled_vocabulary")
 async def test_lone_surrogates_in_the_header_and_events_round_trip(
     store: SessionPersistence, factory: Factory, tmp_path: Path
 ) -> None:

@@ -23,9 +23,9 @@ from dsh.session import (
     check_log,
 )
 from dsh.session import writer as writer_module
-from dsh.session.events import SessionTitle
 from dsh.session.jsonl import JsonlPersistence
 from dsh.session.store import make_persistence
+from plugins.title.events import SessionTitle
 from tests.session.turns import complete_turn
 
 
@@ -191,6 +191,7 @@ async def test_latest_session_of_a_directory(store: SessionStore) -> None:
     assert await store.latest("/nowhere") is None
 
 
+@pytest.mark.usefixtures("bundled_vocabulary")
 async def test_lone_surrogates_are_stored_indexed_and_found(
     store: SessionStore, tmp_path: Path
 ) -> None:
@@ -331,6 +332,7 @@ async def test_delete_removes_storage_and_index(store: SessionStore) -> None:
 # ---------------------------------------------------------------------- catalog
 
 
+@pytest.mark.usefixtures("bundled_vocabulary")
 async def test_the_catalog_lists_totals_titles_and_cost(tmp_path: Path) -> None:
     def pricing(provider: str, model: str, usage: TokenUsage, at: object) -> float:
         return (

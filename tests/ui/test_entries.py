@@ -113,8 +113,11 @@ async def test_a_turn_folds_the_same_live_and_from_the_log(
     assert replayed.status.usage == live.status.usage
 
 
+@pytest.mark.usefixtures("bundled_vocabulary")
 async def test_queued_followups_and_todos_are_tracked(tmp_path: Path) -> None:
-    from dsh.session.events import InboxClaimed, InboxEnqueued, TodoItem, TodoWrite, TurnStart
+    from dsh.session.events import InboxClaimed, InboxEnqueued, TurnStart
+    from dsh.tools import ChecklistView
+    from plugins.todo import TodoItem, TodoWrite
 
     fold = TranscriptFold()
 
@@ -130,8 +133,9 @@ async def test_queued_followups_and_todos_are_tracked(tmp_path: Path) -> None:
     )
     assert [q.text for q in fold.queued.values()] == ["later"]
     fold.apply(event(1, "todo/write", TodoWrite(todos=(TodoItem(content="x", status="pending"),))))
-    assert [t.content for t in fold.todos] == ["x"]
+    # The todo plugin's fold step shows the list in a panel beside the prompt.
+    assert fold.panels == {"todo": ChecklistView(title="Todos", items=(("x", "pending"),))}
     fold.apply(event(2, "inbox/claimed", InboxClaimed(item_ids=("a",))))
     fold.apply(event(3, "turn/start", TurnStart(turn=1)))
     assert fold.queued == {}
-    assert fold.todos == []
+    assert fold.panels == {}  # a turn starts without the last one's panels

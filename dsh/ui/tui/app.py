@@ -1,7 +1,7 @@
 """The Textual app: ``dsh`` with no ``-p``.
 
 One screen: the transcript (entries folded from the session's events), then the
-todo list, the queued messages, the completion menu, the prompt and the status
+plugins' panels (a todo list), the queued messages, the completion menu, the prompt and the status
 bar. Dialogs (approval, questions, the session picker, first-run setup) are
 screens pushed on top.
 
@@ -34,8 +34,8 @@ from textual.widgets import Static
 
 from dsh.bulk import collector_paused
 from dsh.control_chars import visible
+from dsh.frontend import Kind
 from dsh.ui.session_controller import (
-    FrontEndKind,
     SessionChoice,
     SessionController,
     StartFailed,
@@ -44,7 +44,7 @@ from dsh.ui.tui import dialogs
 from dsh.ui.tui.attention import Attention
 from dsh.ui.tui.prompt import CompletionMenu, PromptArea
 from dsh.ui.tui.screens.guard import TypedEarly
-from dsh.ui.tui.status import QueuePanel, StatusBar, TodoPanel
+from dsh.ui.tui.status import PanelsView, QueuePanel, StatusBar
 
 if TYPE_CHECKING:
     from dsh.agent import Agent, AgentHandle
@@ -119,7 +119,7 @@ class DshApp(App[int]):
         Binding("ctrl+o", "toggle_details", "Expand or collapse all", show=False),
     ]
     ENABLE_COMMAND_PALETTE = False
-    kind: FrontEndKind = "tui"
+    kind: Kind = "tui"
     answers = True
     one_session = False
 
@@ -170,7 +170,7 @@ class DshApp(App[int]):
         with Vertical(id="body"):
             yield Static("Starting dsh…", id="loading")
         with Vertical(id="bottom"):
-            yield TodoPanel(id="todos")
+            yield PanelsView(id="panels")
             yield QueuePanel(id="queue")
             menu = CompletionMenu(id="menu")
             yield menu
@@ -439,7 +439,7 @@ class DshApp(App[int]):
             self.status_bar.mode = self.runtime.root.approvals.mode
         self.status_bar.show()
         self.query_one(QueuePanel).show(fold)
-        self.query_one(TodoPanel).show(fold)
+        self.query_one(PanelsView).show(fold)
         self._set_title()
 
     def _set_title(self) -> None:

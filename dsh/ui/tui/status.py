@@ -1,4 +1,4 @@
-"""The lines around the prompt: the status bar, queued messages and the todo list.
+"""The lines around the prompt: the status bar, queued messages and plugins' panels.
 
 All three draw from the :class:`~dsh.ui.entries.TranscriptFold` (so from session
 events) and redraw when told the fold changed.
@@ -100,25 +100,25 @@ class QueuePanel(Static):
         self.update(text)
 
 
-class TodoPanel(Static):
-    """The agent's todo list while a turn runs."""
+class PanelsView(Static):
+    """What plugins show beside the prompt while a turn runs (the agent's todo list),
+    one panel after another."""
 
     DEFAULT_CSS = """
-    TodoPanel { height: auto; max-height: 10; padding: 0 1; display: none; }
+    PanelsView { height: auto; max-height: 10; padding: 0 1; display: none; }
     """
 
     def show(self, fold: TranscriptFold) -> None:
-        todos = fold.todos
-        self.display = bool(todos) and fold.status.state != "idle"
+        panels = list(fold.panels.values())
+        self.display = bool(panels) and fold.status.state != "idle"
         if not self.display:
             return
-        from dsh.ui.render import CHECK_MARKS
+        from rich.console import Group
 
-        text = Text()
-        for todo in todos:
-            mark, style = CHECK_MARKS.get(todo.status, ("☐", ""))
-            if text:
-                text.append("\n")
-            text.append(f"{mark} ")
-            text.append(todo.content, style=style)
-        self.update(text)
+        from dsh.ui.render import render_presentation, visible_view
+
+        shown = [
+            render_presentation(visible_view(view), expanded=True, show_title=False)
+            for view in panels
+        ]
+        self.update(shown[0] if len(shown) == 1 else Group(*shown))

@@ -35,6 +35,7 @@ from dsh.ui.entries import (
     ToolEntry,
     TurnFooter,
     UserEntry,
+    ViewEntry,
 )
 from dsh.ui.render import (
     Indented,
@@ -45,6 +46,7 @@ from dsh.ui.render import (
     render_presentation,
     tool_header,
     tool_presentation,
+    visible_view,
 )
 from dsh.ui.tui.streaming import AnswerView
 
@@ -89,6 +91,24 @@ class NoticeView(Static):
     def sync(self) -> None:
         assert isinstance(self.entry, NoticeEntry)
         self.update(render_notice(self.entry))
+
+
+class PluginView(Static):
+    """What a plugin's fold step shows for one of its events."""
+
+    DEFAULT_CSS = "PluginView { padding: 0 1; }"
+
+    def __init__(self, entry: ViewEntry) -> None:
+        super().__init__(self._rendered(entry))
+        self.entry = entry
+
+    @staticmethod
+    def _rendered(entry: ViewEntry) -> RenderableType:
+        return render_presentation(visible_view(entry.view), max_lines=CARD_LINES)
+
+    def sync(self) -> None:
+        assert isinstance(self.entry, ViewEntry)
+        self.update(self._rendered(self.entry))
 
 
 class FooterView(Static):
@@ -221,6 +241,8 @@ def build_view(entry: Entry, tools: ToolLookup | None, *, live: bool) -> Widget 
             return ToolCard(entry, tools)
         case NoticeEntry():
             return NoticeView(entry)
+        case ViewEntry():
+            return PluginView(entry)
         case TurnFooter():
             return FooterView(entry)
     return None

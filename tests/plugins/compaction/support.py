@@ -12,11 +12,12 @@ from dsh.agent import Agent
 from dsh.commands import CommandContext
 from dsh.kernel import discover
 from dsh.runtime import Runtime, start_runtime
-from dsh.session import CompactionSummary, SessionEvent
+from dsh.session import SessionEvent
 from dsh.testing import FakeLLM, ToolCallSpec
 from dsh.testing.reconstruct import check_requests
 from plugins._shared.chat_completions import ChatModel, request_body
 from plugins.compaction import SERVICE, CompactionService, rebuild_request
+from plugins.compaction.events import CompactionSummary
 from plugins.compaction.request import INSTRUCTION
 from plugins.llm_deepseek import DEFAULT_MODELS
 from tests.support.command_host import RecordingHost

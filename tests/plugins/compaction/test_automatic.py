@@ -13,13 +13,11 @@ import pytest
 from dsh.llm import PluginSource
 from dsh.runtime import Runtime
 from dsh.session import (
-    CompactionEnd,
-    CompactionStart,
-    CompactionSummary,
     TurnEnd,
     check_log,
 )
 from dsh.testing import FakeLLM, Fault, Reply
+from plugins.compaction.events import CompactionEnd, CompactionStart, CompactionSummary
 from tests.plugins.compaction.dump_tool import dump_text
 from tests.plugins.compaction.support import (
     all_text,

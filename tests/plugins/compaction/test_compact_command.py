@@ -17,9 +17,6 @@ from dsh.llm import PluginSource, UserMessage
 from dsh.runtime import Runtime
 from dsh.session import (
     AssistantMessageData,
-    CompactionEnd,
-    CompactionStart,
-    CompactionSummary,
     ReplaceOp,
     check_log,
     paid_call,
@@ -27,6 +24,7 @@ from dsh.session import (
 from dsh.session.events import CommandDone, CommandRun
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
 from dsh.ui.entries import TranscriptFold
+from plugins.compaction.events import CompactionEnd, CompactionStart, CompactionSummary
 from tests.plugins.compaction.dump_tool import dump_text
 from tests.plugins.compaction.support import (
     WINDOW,

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from dsh.runtime import Runtime
-from dsh.session import AssistantMessageData, CompactionSummary
+from dsh.session import AssistantMessageData
 from dsh.testing import FakeLLM, Reply
 from dsh.ui.entries import TranscriptFold
+from plugins.compaction.events import CompactionSummary
 from tests.plugins.compaction.support import command, dump, service, turn
 
 SUMMARY = "Two logs were dumped; the user then asked what is left."

@@ -1,0 +1,47 @@
+"""Which front end shows an agent: what a plugin asks before it spends on a person's
+behalf.
+
+Each front end says so on the agent's own context as it takes the agent up
+(:func:`shown_in`): the TUI and plain mode are interactive, ``dsh -p`` is not. A plugin
+that makes a model call only for a person's convenience (a session title) makes it
+where someone is there to see it, unless its own settings say otherwise; an agent no
+front end claimed (a test's, a library's) counts as not interactive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from dsh.kernel import Context, ServiceKey
+
+if TYPE_CHECKING:
+    from dsh.agent_handle import AgentHandle
+
+Kind = Literal["tui", "plain", "headless"]
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    kind: Kind
+
+    @property
+    def interactive(self) -> bool:
+        """A person follows the session as it runs (even when plain mode reads a script)."""
+        return self.kind != "headless"
+
+
+FRONT_END: ServiceKey[FrontEnd] = ServiceKey("front-end")
+"""The front end showing an agent, on the agent's context (agent-scoped)."""
+
+
+def shown_in(agent_ctx: Context, kind: Kind) -> None:
+    """Say on an agent's context which front end shows it; the first to say it stays
+    (a UI takes the same agent up again after a dialog)."""
+    if agent_ctx.get(FRONT_END, None) is None:
+        agent_ctx.provide(FRONT_END, FrontEnd(kind))
+
+
+def front_end(agent: AgentHandle) -> FrontEnd | None:
+    """The front end showing ``agent``, if one said."""
+    return agent.ctx.get(FRONT_END, None)
