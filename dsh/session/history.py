@@ -1,8 +1,9 @@
 """Model history, derived from the log's surface.
 
 The surface is the ordered list of surface-event seqs that currently make up the
-conversation. ``append`` adds a node; ``replace`` (compaction) swaps a run of nodes
-for one summary node. History is each node's message, in surface order, with two
+conversation. ``append`` adds a node; ``replace`` swaps a run of nodes for one (a
+plugin's summary of them, say): the one way history is rewritten, so a log's history
+derives the same whether or not the plugin that rewrote it is loaded. History is each node's message, in surface order, with two
 repairs, so every request is one a provider accepts: a tool call that never got a
 result (the process died, a cancel raced it) gets a synthetic error result, and a
 result whose call is not in history (its line was damaged) is left out.

@@ -236,7 +236,7 @@ class Session:
         if self._derived is None:
             nodes = self._surface.nodes
             if self._fold_generation != self._surface.generation:
-                # A replace (compaction) rewrote the surface: fold it again from the start.
+                # A replace rewrote the surface: fold it again from the start.
                 self._fold, self._folded = HistoryFold(), 0
                 self._fold_generation = self._surface.generation
             for seq in nodes[self._folded :]:

@@ -21,6 +21,7 @@ from dsh.kernel import (
     PluginStatus,
     discover_bundled,
     discover_entry_points,
+    load_vocabularies,
     order_plugins,
 )
 
@@ -55,6 +56,8 @@ def test_plugin_definition_is_validated() -> None:
         plugin("x", inject="llm")  # a bare string is a classic mistake
     with pytest.raises(PluginDefinitionError, match="pydantic"):
         plugin("x", config=dict)
+    with pytest.raises(PluginDefinitionError, match="vocabulary"):
+        plugin("x", vocabulary="todo/write")
 
 
 # ---------------------------------------------------------------------- ordering
@@ -227,6 +230,56 @@ async def test_unloading_a_plugin_unloads_its_dependents_first() -> None:
     assert log[-2:] == ["unload llm", "unload store"]
     assert host.record("other").status is PluginStatus.LOADED  # type: ignore[union-attr]
     assert host.record("store").status is PluginStatus.UNLOADED  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------- vocabulary
+
+
+def worded(name: str, log: list[str], *, fails: bool = False, **kw: Any) -> Plugin:
+    """A plugin whose vocabulary and apply say when they run and are undone."""
+
+    def vocabulary(ctx: Context) -> None:
+        log.append(f"words {name}")
+        ctx.effect(lambda: lambda: log.append(f"unword {name}"))
+        if fails:
+            raise RuntimeError("no words")
+
+    def apply(ctx: Context, config: object) -> None:
+        log.append(f"apply {name}")
+
+    return Plugin(name=name, apply=apply, vocabulary=vocabulary, **kw)
+
+
+async def test_a_plugins_vocabulary_comes_before_apply_and_goes_with_it() -> None:
+    log: list[str] = []
+    host = PluginHost(Context())
+    await host.load(candidates(worded("notes", log), worded("broken", log, fails=True)))
+    assert log == ["words notes", "apply notes", "words broken", "unword broken"]
+    record = host.record("broken")
+    assert record is not None
+    assert record.status is PluginStatus.FAILED
+    assert "no words" in (record.error or "")
+    await host.unload("notes")
+    assert log[-1] == "unword notes"
+
+
+async def test_a_reader_loads_vocabularies_alone() -> None:
+    log: list[str] = []
+    root = Context()
+    found = [
+        *candidates(
+            worded("notes", log),
+            worded("broken", log, fails=True),
+            worded("needy", log, inject=("nothing-provides-this",)),
+            plugin("plain"),
+        ),
+        Candidate("gone", "test gone", error="ImportError: no module"),
+    ]
+    assert await load_vocabularies(root, found) == ["notes", "needy"]
+    # No plugin applied: a reader registers what records mean, and runs nothing.
+    assert log == ["words notes", "words broken", "unword broken", "words needy"]
+    await root.dispose()
+    assert log[-2:] == ["unword needy", "unword notes"]
 
 
 # ---------------------------------------------------------------------- discovery

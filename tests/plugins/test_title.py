@@ -248,6 +248,49 @@ async def test_generation_can_be_switched_off(
         await runtime.aclose()
 
 
+@pytest.mark.parametrize(
+    ("auto", "interactive", "titled"),
+    [
+        ("always", False, True),  # a headless run is titled too
+        ("never", True, False),  # only /title, and title_now, title it
+        ("interactive", False, False),
+    ],
+)
+async def test_the_plugins_auto_setting_says_which_sessions_are_titled(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    auto: str,
+    interactive: bool,
+    titled: bool,
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
+    runtime = await start_runtime(
+        home=tmp_path / "home",
+        cwd=tmp_path,
+        plugin_configs={
+            "llm-deepseek": {"base_url": fake_llm.base_url},
+            "title": {"auto": auto, "generate": False},
+        },
+    )
+    try:
+        fake_llm.add(Reply(text="Done."))
+        agent = await agent_for(runtime, tmp_path, interactive=interactive)
+        await run_turn(agent, "short one")
+        await service(runtime).settle(agent)
+        assert bool(titles_of(agent)) is titled
+        # `dsh -p --title` asks, whatever the setting; once titled, it asks no more.
+        title = await service(runtime).title_now(agent)
+        assert title is not None
+        assert (title.title, title.source) == ("short one", "fallback")
+        await service(runtime).title_now(agent)
+        assert len(titles_of(agent)) == 1
+        assert len(fake_llm.chat_requests) == 1
+    finally:
+        await runtime.aclose()
+
+
 async def test_an_unfinished_first_turn_waits_for_a_completed_one(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:

@@ -121,3 +121,31 @@ def test_an_empty_id_is_a_clear_error(home: Path) -> None:
     result = dsh(home, "show", "")
     assert result.returncode == 1
     assert result.stderr.startswith("dsh: ")
+
+
+def test_a_plugins_events_read_as_a_running_dsh_reads_them(tmp_path: Path) -> None:
+    # No plugin runs in `dsh sessions`, but their event types are registered before a
+    # log is read: the title plugin's title heads the session, and the calls of the
+    # summary and the titles count, on import, on a rebuilt index and in the export.
+    home = tmp_path / "home"
+    log = Path(__file__).parent / "fixtures" / "plugin_events.jsonl"
+    assert dsh(home, "import", str(log)).returncode == 0
+
+    def row() -> dict[str, object]:
+        [only] = json.loads(dsh(home, "list", "--all", "--json").stdout)
+        assert isinstance(only, dict)
+        return only
+
+    imported = row()
+    assert imported["title"] == "IO test: fixed and faster"
+    # Four answers of 100 uncached input tokens, the summary's 5,000 and the title's 300.
+    assert imported["input_tokens"] == 5700
+    shown = dsh(home, "show", str(imported["id"]))
+    assert shown.stdout.startswith("# IO test: fixed and faster\n")
+
+    (home / "index.sqlite").unlink()
+    for suffix in ("-wal", "-shm"):
+        (home / f"index.sqlite{suffix}").unlink(missing_ok=True)
+    assert row() == imported  # found again in storage, and indexed the same
+    assert dsh(home, "reindex").returncode == 0
+    assert row() == imported

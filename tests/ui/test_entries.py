@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+import io
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from dsh.kernel import Context
 from dsh.llm import user_text
 from dsh.runtime import Runtime, start_runtime
-from dsh.session import SessionEvent
+from dsh.session import EventType, SessionEvent, TurnStart, parse_event, register_events
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from dsh.tools import ChecklistView, TextView
+from dsh.transcript import Transcript, fold_step, register_entries, register_fold_step
 from dsh.ui.entries import (
     AnswerEntry,
     ContextEntry,
+    NoticeEntry,
     ReasoningEntry,
     ToolEntry,
     TranscriptFold,
     TurnFooter,
     UserEntry,
+    ViewEntry,
 )
+from dsh.wire import Frozen
 from tests.support.echo_tool import plugin as echo_plugin
 
 
@@ -115,8 +123,7 @@ async def test_a_turn_folds_the_same_live_and_from_the_log(
 
 @pytest.mark.usefixtures("bundled_vocabulary")
 async def test_queued_followups_and_todos_are_tracked(tmp_path: Path) -> None:
-    from dsh.session.events import InboxClaimed, InboxEnqueued, TurnStart
-    from dsh.tools import ChecklistView
+    from dsh.session.events import InboxClaimed, InboxEnqueued
     from plugins.todo import TodoItem, TodoWrite
 
     fold = TranscriptFold()
@@ -139,3 +146,109 @@ async def test_queued_followups_and_todos_are_tracked(tmp_path: Path) -> None:
     fold.apply(event(3, "turn/start", TurnStart(turn=1)))
     assert fold.queued == {}
     assert fold.panels == {}  # a turn starts without the last one's panels
+
+
+# ---------------------------------------------------------------------- plugin events
+
+
+class Pinned(Frozen):
+    note: str
+
+
+def show_pin(event: SessionEvent, transcript: Transcript) -> None:
+    note = event.data.note
+    transcript.notice(event, "info", f"Pinned: {note}")
+    transcript.view(event, TextView(title="Pinned note", body=note), key="card")
+    transcript.set_activity("pinning")
+    transcript.set_context_tokens(42)
+    transcript.set_panel("notes", ChecklistView(title="Notes", items=((note, "pending"),)))
+
+
+PINNED = EventType("notes/pinned", Pinned, title=lambda data: f"Notes: {data.note}")
+
+
+def pinned(seq: int, note: str) -> SessionEvent:
+    return SessionEvent("notes/pinned", seq, 1000 + seq, Pinned(note=note))
+
+
+async def test_a_plugins_events_fold_by_its_own_step(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from dsh.ui.plain_printer import TranscriptPrinter
+    from dsh.ui.render import render_status
+    from dsh.ui.tui.transcript import PluginView, build_view
+
+    owner = Context(name="notes")
+    register_events(owner, PINNED)
+    register_entries(owner, "notes/pinned", show_pin)
+    try:
+        fold = TranscriptFold()
+        out = io.StringIO()
+        printer = TranscriptPrinter(Console(file=out, width=80), None, fold)
+        printer(SessionEvent("turn/start", 0, 1000, TurnStart(turn=1)))
+        printer(pinned(1, "ship it \x1b]0;pwned\x07"))
+
+        notice, card = fold.entries
+        assert isinstance(notice, NoticeEntry)
+        assert (notice.level, notice.text) == ("info", "Pinned: ship it ␛]0;pwned␇")
+        assert isinstance(card, ViewEntry)
+        assert (notice.key, card.key) == ("notes/pinned:1", "notes/pinned:card")
+        assert fold.status.state == "pinning"
+        assert "pinning" in render_status(fold.status).plain
+        assert fold.status.context_tokens == 42
+        assert fold.status.title == "Notes: ship it ␛]0;pwned␇"  # what its type declares
+        assert set(fold.panels) == {"notes"}
+        assert isinstance(build_view(card, None, live=True), PluginView)
+        # Plain mode prints both, with the control characters made visible.
+        printed = out.getvalue()
+        assert "Pinned: ship it ␛]0;pwned␇" in printed
+        assert "Pinned note" in printed
+        assert "\x1b]0;" not in printed
+
+        fold.apply(SessionEvent("turn/start", 2, 2000, TurnStart(turn=2)))
+        assert fold.panels == {}  # a new turn starts without the panels
+    finally:
+        await owner.dispose()
+    # The plugin gone, its events are opaque and show nothing.
+    stored = parse_event(pinned(3, "later").to_dict())
+    assert fold.apply(stored) == []
+    assert fold.status.title == "Notes: ship it ␛]0;pwned␇"
+
+
+async def test_a_failing_fold_step_is_contained(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(event: SessionEvent, transcript: Transcript) -> None:
+        transcript.notice(event, "warning", "about to fail")
+        raise RuntimeError("plugin bug")
+
+    owner = Context(name="notes")
+    register_events(owner, PINNED)
+    register_entries(owner, "notes/pinned", broken)
+    try:
+        fold = TranscriptFold()
+        with caplog.at_level(logging.ERROR, logger="dsh.ui.entries"):
+            changed = fold.apply(pinned(0, "x"))
+        assert [entry.text for entry in changed] == ["about to fail"]  # type: ignore[attr-defined]
+        assert "plugin bug" in caplog.text
+        with pytest.raises(RuntimeError, match="fold steps"):
+            fold.notice(pinned(1, "y"), "info", "outside a step")
+    finally:
+        await owner.dispose()
+
+
+def test_fold_steps_are_one_per_type_and_never_for_core_types() -> None:
+    def other(event: SessionEvent, transcript: Transcript) -> None:
+        pass
+
+    with pytest.raises(ValueError, match="core event type"):
+        register_fold_step("turn/start", show_pin)
+    unregister = register_fold_step("notes/pinned", show_pin)
+    try:
+        with pytest.raises(ValueError, match="already has a fold step"):
+            register_fold_step("notes/pinned", other)
+        again = register_fold_step("notes/pinned", show_pin)  # a second runtime's
+        unregister()
+        assert fold_step("notes/pinned") is show_pin
+        again()
+        assert fold_step("notes/pinned") is None
+    finally:
+        unregister()
