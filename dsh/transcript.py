@@ -38,11 +38,13 @@ class Transcript(Protocol):
     def notice(
         self, event: SessionEvent, level: NoticeLevel, text: str, *, key: str | None = None
     ) -> None:
-        """Add a line to the transcript. ``key`` tells apart several entries one event
-        adds; by default it is the event's type and seq."""
+        """Add a line to the transcript. With a ``key`` of the plugin's choosing (kept
+        apart from other types' keys), a later call with the same key, from this event
+        or a later one, changes that line instead of adding one."""
 
     def view(self, event: SessionEvent, view: Presentation, *, key: str | None = None) -> None:
-        """Add an entry that shows ``view``, rendered as tool cards render theirs."""
+        """Add an entry that shows ``view``, rendered as tool cards render theirs;
+        ``key`` as for :meth:`notice`."""
 
     def set_activity(self, activity: str) -> None:
         """What the agent is doing, for the status line: ``idle`` and ``thinking`` are

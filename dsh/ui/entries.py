@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from dsh.control_chars import visible
 from dsh.llm import (
@@ -71,6 +71,7 @@ from dsh.tools.presentation import Presentation
 from dsh.transcript import NoticeLevel, fold_step
 
 log = logging.getLogger(__name__)
+E = TypeVar("E", bound="Entry")
 
 ToolStatus = Literal["awaiting-approval", "running", "done", "failed", "denied", "cancelled"]
 State = str
@@ -337,10 +338,18 @@ class TranscriptFold:
     def notice(
         self, event: SessionEvent, level: NoticeLevel, text: str, *, key: str | None = None
     ) -> None:
-        self._stepped_add(NoticeEntry(self._key(event, key), event.seq, level, visible(text)))
+        entry = self._stepped_entry(event, key, NoticeEntry)
+        if entry is None:
+            entry = NoticeEntry(self._key(event, key), event.seq, level, visible(text))
+        entry.level, entry.text = level, visible(text)
+        self._stepped_add(entry)
 
     def view(self, event: SessionEvent, view: Presentation, *, key: str | None = None) -> None:
-        self._stepped_add(ViewEntry(self._key(event, key), event.seq, view))
+        entry = self._stepped_entry(event, key, ViewEntry)
+        if entry is None:
+            entry = ViewEntry(self._key(event, key), event.seq, view)
+        entry.view = view
+        self._stepped_add(entry)
 
     def set_activity(self, activity: str) -> None:
         self._set_state(activity)
@@ -355,12 +364,26 @@ class TranscriptFold:
             self.panels[name] = view
 
     def _key(self, event: SessionEvent, key: str | None) -> str:
-        return f"{event.type}:{event.seq}" if key is None else f"{event.type}:{key}"
+        """A plugin's own key (the same again changes that entry), else one new entry
+        per call: the event's type, seq, and which of its entries this is."""
+        if key is not None:
+            return f"{event.type}:{key}"
+        return f"{event.type}:{event.seq}.{len(self._stepped or ())}"
 
-    def _stepped_add(self, entry: Entry) -> None:
+    def _stepped_entry(self, event: SessionEvent, key: str | None, kind: type[E]) -> E | None:
+        """The entry a step's own ``key`` already names, to be changed in place."""
         if self._stepped is None:
             raise RuntimeError("entries are added by fold steps, while they run")
-        self._stepped.append(self._add(entry))
+        found = self._by_key.get(self._key(event, key)) if key is not None else None
+        if found is not None and not isinstance(found, kind):
+            raise ValueError(f"key {key!r} names a {type(found).__name__}, not a {kind.__name__}")
+        return found
+
+    def _stepped_add(self, entry: Entry) -> None:
+        assert self._stepped is not None
+        if entry.key not in self._by_key:
+            self._add(entry)
+        self._stepped.append(entry)
 
     # ------------------------------------------------------------------ pieces
 

@@ -192,7 +192,7 @@ async def test_a_plugins_events_fold_by_its_own_step(tmp_path: Path) -> None:
         assert isinstance(notice, NoticeEntry)
         assert (notice.level, notice.text) == ("info", "Pinned: ship it ␛]0;pwned␇")
         assert isinstance(card, ViewEntry)
-        assert (notice.key, card.key) == ("notes/pinned:1", "notes/pinned:card")
+        assert (notice.key, card.key) == ("notes/pinned:1.0", "notes/pinned:card")
         assert fold.status.state == "pinning"
         assert "pinning" in render_status(fold.status).plain
         assert fold.status.context_tokens == 42
@@ -205,14 +205,21 @@ async def test_a_plugins_events_fold_by_its_own_step(tmp_path: Path) -> None:
         assert "Pinned note" in printed
         assert "\x1b]0;" not in printed
 
-        fold.apply(SessionEvent("turn/start", 2, 2000, TurnStart(turn=2)))
+        # A later event's step that names the same key changes that entry.
+        changed = fold.apply(pinned(2, "and this"))
+        assert [type(entry).__name__ for entry in changed] == ["NoticeEntry", "ViewEntry"]
+        assert changed[1] is card
+        assert card.view == TextView(title="Pinned note", body="and this")
+        assert len(fold.entries) == 3
+
+        fold.apply(SessionEvent("turn/start", 3, 2000, TurnStart(turn=2)))
         assert fold.panels == {}  # a new turn starts without the panels
     finally:
         await owner.dispose()
     # The plugin gone, its events are opaque and show nothing.
-    stored = parse_event(pinned(3, "later").to_dict())
+    stored = parse_event(pinned(4, "later").to_dict())
     assert fold.apply(stored) == []
-    assert fold.status.title == "Notes: ship it ␛]0;pwned␇"
+    assert fold.status.title == "Notes: and this"
 
 
 async def test_a_failing_fold_step_is_contained(caplog: pytest.LogCaptureFixture) -> None:
