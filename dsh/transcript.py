@@ -48,7 +48,7 @@ class Transcript(Protocol):
 
     def set_activity(self, activity: str) -> None:
         """What the agent is doing, for the status line: ``idle`` and ``thinking`` are
-        the core's words; a plugin adds its own (``compacting``)."""
+        the core's words; a plugin adds its own (``summarising``)."""
 
     def set_context_tokens(self, tokens: int) -> None:
         """The context's size now, until the next request reports the real figure."""

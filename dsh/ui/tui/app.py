@@ -1,7 +1,7 @@
 """The Textual app: ``dsh`` with no ``-p``.
 
 One screen: the transcript (entries folded from the session's events), then the
-plugins' panels (a todo list), the queued messages, the completion menu, the prompt and the status
+plugins' panels, the queued messages, the completion menu, the prompt and the status
 bar. Dialogs (approval, questions, the session picker, first-run setup) are
 screens pushed on top.
 

@@ -101,8 +101,8 @@ class QueuePanel(Static):
 
 
 class PanelsView(Static):
-    """What plugins show beside the prompt while a turn runs (the agent's todo list),
-    one panel after another."""
+    """What plugins show beside the prompt while a turn runs (a checklist, say), one
+    panel after another."""
 
     DEFAULT_CSS = """
     PanelsView { height: auto; max-height: 10; padding: 0 1; display: none; }
