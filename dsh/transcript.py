@@ -39,8 +39,9 @@ class Transcript(Protocol):
         self, event: SessionEvent, level: NoticeLevel, text: str, *, key: str | None = None
     ) -> None:
         """Add a line to the transcript. With a ``key`` of the plugin's choosing (kept
-        apart from other types' keys), a later call with the same key, from this event
-        or a later one, changes that line instead of adding one."""
+        apart from other namespaces' keys: ``notes/pinned`` and ``notes/unpinned``
+        share one), a later call with the same key, from this event or a later one,
+        changes that line instead of adding one."""
 
     def view(self, event: SessionEvent, view: Presentation, *, key: str | None = None) -> None:
         """Add an entry that shows ``view``, rendered as tool cards render theirs;

@@ -430,7 +430,9 @@ class EventType:
     name: str
     model: type[BaseModel]
     surface: bool = False
-    """Events of this type can become model history (core types only, in practice)."""
+    """Events of this type can become model history: core types only. A plugin adds to
+    history with the core's (a ``user/message`` with its source), so what the model
+    sees is rebuilt from a log the same whether or not the plugin is loaded."""
     title: Callable[[Any], str | None] | None = None
     """The session's title the event sets, if it sets one: the latest such wins, in the
     catalog, the transcript header and exports."""
@@ -451,13 +453,15 @@ def register_event_type(spec: EventType) -> Callable[[], None]:
 
     Registering the very same type again (an equal :class:`EventType`) only adds a
     holder: the type goes when the last holder gives it up. A different type under a
-    taken name is refused.
+    taken name is refused, and so is a surface type: only the core's become history.
     """
     name = spec.name
     if "/" not in name:
         raise ValueError(f"event type {name!r} must be namespaced, as 'plugin/event'")
+    if spec.surface:
+        raise ValueError(f"event type {name!r}: only the core's event types are surface types")
     known = _types.get(name)
-    if known is not None and (known != spec or name in _core):
+    if name in _core or (known is not None and known != spec):
         raise ValueError(f"event type {name!r} is already registered")
     _types.setdefault(name, spec)
     _holders[name] = _holders.get(name, 0) + 1
@@ -475,15 +479,10 @@ def register_event_type(spec: EventType) -> Callable[[], None]:
     return unregister
 
 
-def register_event(
-    name: str, model: type[BaseModel], *, surface: bool = False
-) -> Callable[[], None]:
-    """Register an event type with no readers; returns the function that unregisters it.
-
-    Plugin event types are log-only (``surface=False``) unless they know what they
-    are doing: surface events become model history.
-    """
-    return register_event_type(EventType(name, model, surface))
+def register_event(name: str, model: type[BaseModel]) -> Callable[[], None]:
+    """Register a log-only event type with no readers; returns the function that
+    unregisters it."""
+    return register_event_type(EventType(name, model))
 
 
 def register_events(owner: Owner, *specs: EventType) -> None:
@@ -535,7 +534,7 @@ def latest_title(events: Sequence[SessionEvent]) -> str | None:
 
 
 def _core_event(name: str, model: type[BaseModel], **readers: Any) -> None:
-    register_event_type(EventType(name, model, **readers))
+    _types[name] = EventType(name, model, **readers)
     _core.add(name)
 
 

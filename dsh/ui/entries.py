@@ -364,10 +364,11 @@ class TranscriptFold:
             self.panels[name] = view
 
     def _key(self, event: SessionEvent, key: str | None) -> str:
-        """A plugin's own key (the same again changes that entry), else one new entry
-        per call: the event's type, seq, and which of its entries this is."""
+        """A plugin's own key, within its types' namespace (the same again, from any of
+        its types, changes that entry), else one new entry per call: the event's type,
+        seq, and which of its entries this is."""
         if key is not None:
-            return f"{event.type}:{key}"
+            return f"{event.type.partition('/')[0]}/:{key}"
         return f"{event.type}:{event.seq}.{len(self._stepped or ())}"
 
     def _stepped_entry(self, event: SessionEvent, key: str | None, kind: type[E]) -> E | None:

@@ -243,6 +243,8 @@ def test_plugins_register_their_own_event_types() -> None:
     assert isinstance(parse_event(event.to_dict()).data, OpaqueData)
     with pytest.raises(ValueError, match="namespaced"):
         register_event("pinned", Pinned)
+    with pytest.raises(ValueError, match="only the core's"):  # history is the core's
+        register_event_type(EventType("notes/said", Pinned, surface=True))
 
 
 def test_event_types_declare_the_title_and_the_paid_call_they_carry() -> None:

@@ -192,7 +192,7 @@ async def test_a_plugins_events_fold_by_its_own_step(tmp_path: Path) -> None:
         assert isinstance(notice, NoticeEntry)
         assert (notice.level, notice.text) == ("info", "Pinned: ship it ␛]0;pwned␇")
         assert isinstance(card, ViewEntry)
-        assert (notice.key, card.key) == ("notes/pinned:1.0", "notes/pinned:card")
+        assert (notice.key, card.key) == ("notes/pinned:1.0", "notes/:card")
         assert fold.status.state == "pinning"
         assert "pinning" in render_status(fold.status).plain
         assert fold.status.context_tokens == 42
