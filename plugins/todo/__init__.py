@@ -69,7 +69,7 @@ async def todo_write(arguments: TodoArguments, context: ToolContext) -> str:
         raise ToolError("todo_write needs a session to record the list in", "NO_SESSION")
     session = context.agent.session
     items = tuple(TodoItem(content=t.content.strip(), status=t.status) for t in arguments.todos)
-    session.append("todo/write", TodoWrite(todos=items))
+    session.append(TODO_WRITE.name, TodoWrite(todos=items))
     counts = Counter(item.status for item in items)
     return (
         f"Todo list updated: {counts['completed']} completed, {counts['in_progress']} in progress, "
