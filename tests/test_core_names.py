@@ -47,24 +47,6 @@ CORE_WORDS: dict[str, str] = {
 """Plain words the core has for its own reasons that a bundled plugin also uses as a
 name: as strings in dsh/ they are not the plugin's."""
 
-# TEMPORARY, for the lead to empty when merging issue 20's parts: the todo, compaction
-# and title event types and purposes are leaving dsh/ (dsh/session/events.py,
-# dsh/llm/request.py's Purpose, the docstrings that name them) in another part done in
-# parallel ("vocab"). Each name here must still be found in dsh/ (the test says when
-# one no longer is), and must be a bundled plugin's name.
-PENDING_VOCAB_MOVE: frozenset[str] = frozenset(
-    {
-        "todo/write",
-        "compaction/start",
-        "compaction/summary",
-        "compaction/end",
-        "session/title",
-        "session/title-llm-request",
-        "compaction",
-        "session-title",
-    }
-)
-
 # Run in a process of its own: the event types the plugins register are what the
 # registry holds after they load and did not hold before any of them was imported.
 _COLLECT = """
@@ -287,12 +269,7 @@ def test_dsh_names_no_bundled_plugins_tool_event_table_or_purpose() -> None:
     findings = [
         f for path, source in sources.items() for f in checker.check(path.relative_to(ROOT), source)
     ]
-    pending = [f for f in findings if f.name in PENDING_VOCAB_MOVE]
-    assert [str(f) for f in findings if f.name not in PENDING_VOCAB_MOVE] == []
-    # The temporary allow-list holds bundled names that dsh/ still has, nothing else.
-    assert names.all >= PENDING_VOCAB_MOVE
-    gone = PENDING_VOCAB_MOVE - {f.name for f in pending}
-    assert gone == set(), f"no longer in dsh/: take {sorted(gone)} off PENDING_VOCAB_MOVE"
+    assert [str(f) for f in findings] == []
 
 
 def test_the_check_sees_what_it_is_for() -> None:
