@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dsh.control_chars import VisibleStream, is_terminal, printable
-from dsh.frontend import Kind
 from dsh.llm import TextDelta, user_text
 from dsh.session import (
     AssistantChunk,
@@ -65,6 +64,7 @@ from dsh.wire import dumps
 
 if TYPE_CHECKING:
     from dsh.agent import AgentHandle
+    from dsh.frontend import Kind
     from dsh.session import SessionBusyError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130

@@ -36,7 +36,6 @@ from prompt_toolkit.output import DummyOutput, Output, create_output
 from rich.console import Console
 from rich.text import Text
 
-from dsh.frontend import Kind
 from dsh.paths import dsh_home
 from dsh.session import SessionBusyError, SessionEvent
 from dsh.session.events import CancelByUser
@@ -68,6 +67,7 @@ from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
 
 if TYPE_CHECKING:
     from dsh.agent import AgentHandle
+    from dsh.frontend import Kind
     from dsh.runtime import Runtime
 
 EXIT_OK, EXIT_FAILED = 0, 1

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dsh.frontend import Kind, shown_in
 from dsh.ui.opening import BusyChoice, NothingToContinue, after_busy, open_agent
 
 if TYPE_CHECKING:
     from dsh.agent import Agent, AgentHandle
     from dsh.commands import Command, CommandView
+    from dsh.frontend import Kind
     from dsh.kernel import Context
     from dsh.runtime import Runtime
     from dsh.session import SessionBusyError, SessionEvent
@@ -337,6 +337,8 @@ class SessionController:
     # ------------------------------------------------------------------ the session on screen
 
     async def _attach(self, agent: Agent, *, replay: bool) -> None:
+        from dsh.frontend import shown_in  # the kernel: loaded after the first frame
+
         shown_in(agent.ctx, self.ui.kind)  # plugins may treat a person and a script apart
         self.agent = agent
         await self.ui.attach(agent, replay=replay)

@@ -15,6 +15,7 @@ import pytest
 
 from dsh.agent import AgentHandle
 from dsh.commands import CommandError
+from dsh.frontend import Kind
 from dsh.runtime import Runtime
 from dsh.session import SessionBusyError, SessionEvent
 from dsh.settings import Settings
@@ -23,7 +24,6 @@ from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
 from dsh.ui.opening import BusyChoice
 from dsh.ui.session_controller import (
-    FrontEndKind,
     SessionChoice,
     SessionController,
     StartFailed,
@@ -38,7 +38,7 @@ class Recorder:
     """A front end that shows nothing on a screen: it writes down each line and what
     it was asked to show, and answers from ``busy`` and ``picks``."""
 
-    kind: FrontEndKind = "plain"
+    kind: Kind = "plain"
     answers: bool = True
     one_session: bool = False
     busy: BusyChoice | None = None

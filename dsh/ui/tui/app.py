@@ -34,7 +34,6 @@ from textual.widgets import Static
 
 from dsh.bulk import collector_paused
 from dsh.control_chars import visible
-from dsh.frontend import Kind
 from dsh.ui.session_controller import (
     SessionChoice,
     SessionController,
@@ -48,6 +47,7 @@ from dsh.ui.tui.status import PanelsView, QueuePanel, StatusBar
 
 if TYPE_CHECKING:
     from dsh.agent import Agent, AgentHandle
+    from dsh.frontend import Kind
     from dsh.runtime import Runtime
     from dsh.session import SessionBusyError, SessionEvent
     from dsh.settings import Settings
