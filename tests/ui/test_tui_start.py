@@ -102,5 +102,9 @@ async def test_commands_answer_in_the_transcript(
             lambda: shown.lower() in screen_text(app)[len(before) :].lower(),
             what=f"what {command} shows",
         )
-        if isinstance(app.screen, Picker):
+        if command == "/model":
+            # The picker may open after the line above is shown: close it, or the app
+            # quits under a worker still waiting on it.
+            await until(pilot, lambda: isinstance(app.screen, Picker), what="the model picker")
             await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, Picker), what="it closed")
