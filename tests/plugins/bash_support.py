@@ -155,8 +155,11 @@ def subreaper() -> Iterator[bool]:
 
 async def assert_group_gone(pgid: int) -> None:
     """No process of group ``pgid`` is left: none running, and (once the zombies the
-    subreaper inherited are reaped) none at all, so ``killpg`` finds nobody."""
-    assert not group_alive(pgid)
+    subreaper inherited are reaped) none at all, so ``killpg`` finds nobody.
+
+    Waited for, not read once: the tool waits only so long for a killed group to go,
+    and on a busy machine the kernel may not have scheduled its death by then."""
+    await eventually(lambda: not group_alive(pgid))
 
     def reaped() -> bool:
         with contextlib.suppress(ChildProcessError):
