@@ -69,6 +69,7 @@ from dsh.llm import (
 )
 from dsh.llm.stream import BlockType
 from dsh.runtime import start_runtime
+from dsh.services import LLM, TOOLS
 from dsh.session import SessionEvent, check_log
 from dsh.tools import ToolContext, ToolDefinition
 
@@ -179,8 +180,8 @@ def bench_plugin(spent: Spent) -> Plugin:
         return result
 
     def apply(ctx: Context, config: object) -> None:
-        ctx.llm.register_adapter(["bench"], InstantModel(spent))
-        ctx.tools.register(
+        ctx.get(LLM).register_adapter(["bench"], InstantModel(spent))
+        ctx.get(TOOLS).register(
             "noop",
             ToolDefinition(
                 name="noop",
@@ -191,7 +192,7 @@ def bench_plugin(spent: Spent) -> Plugin:
             ),
         )
 
-    return Plugin(name="bench-loop", inject=("llm", "tools"), apply=apply)
+    return Plugin(name="bench-loop", inject=(LLM, TOOLS), apply=apply)
 
 
 def timed(

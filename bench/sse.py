@@ -22,6 +22,7 @@ from report import machine  # bench/report.py, beside this script
 from dsh.kernel import Candidate, Context, PluginHost
 from dsh.llm import BlockAssembler, GenerateOptions, LlmService, user_text
 from dsh.llm.sse import SseParser
+from dsh.services import LLM
 from dsh.testing import FakeLLM, Reply, Script
 from plugins._shared.chat_completions import ChatStreamTranslator
 from plugins.llm_deepseek import plugin as deepseek_plugin
@@ -41,7 +42,7 @@ async def over_http() -> tuple[float, int]:
     async with FakeLLM(Script(replies=[])) as server:
         root = Context()
         service = LlmService(root)
-        root.provide("llm", service)
+        root.provide(LLM, service)
         await PluginHost(root).load(
             [Candidate("llm-deepseek", "bench", plugin=deepseek_plugin)],
             configs={"llm-deepseek": {"base_url": server.base_url}},

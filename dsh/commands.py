@@ -1,8 +1,8 @@
 """Slash commands: what a person types as ``/name args`` in a UI.
 
 Commands live in the ``commands`` service (a scoped registry, like tools), so a plugin
-adds its own with ``ctx.commands.register(name, Command(...))`` and they go away with
-it. A UI registers the commands only it can carry out (``/theme``, ``/copy``) the
+adds its own with ``ctx.get(COMMANDS).register(name, Command(...))`` and they go away
+with it. A UI registers the commands only it can carry out (``/theme``, ``/copy``) the
 same way. Running one gets a :class:`CommandContext`: the agent of the session on
 screen, the runtime's root context, and the UI's :class:`CommandHost`, which shows
 text and does what only a UI can (start a new session, open the session picker).

@@ -1,10 +1,11 @@
 """The system prompt: ordered sections, strict ``{{variables}}``, tool schemas, and the
 dynamic context entries kept out of the cacheable prompt.
 
-Provide a :class:`PromptService` as ``"prompt"``; each context that reaches it gets a
-:class:`PromptView` bound to itself, so the sections, variables and context entries it
-registers go when it does, and those registered from an agent scope shadow the global
-ones of the same name for that agent only. The loop calls ``assemble`` once per step::
+Provide a :class:`PromptService` under ``dsh.services.PROMPT``; each context that
+reaches it gets a :class:`PromptView` bound to itself, so the sections, variables and
+context entries it registers go when it does, and those registered from an agent
+scope shadow the global ones of the same name for that agent only. The loop calls
+``assemble`` once per step::
 
     prompt = ctx.get(PROMPT)
     prompt.section("persona", 0, "You answer in {{language}}.")
@@ -31,17 +32,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dsh.agent_handle import AgentHandle
-from dsh.kernel import Context, Disposer, ScopedRegistry, ServiceKey
+from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE
+from dsh.kernel import Context, Disposer, ScopedRegistry
 from dsh.llm import ToolSchema
 
 # Re-exported because dsh.paths is not public API and user-level prompt files
 # ($DSH_HOME/AGENTS.md) live there.
 
 __all__ = [
-    "ASSEMBLE_EVENT",
     "IDENTITY",
-    "PROMPT",
     "Assembly",
+    "AssemblyDraft",
     "ContextEntry",
     "PromptContext",
     "PromptError",
@@ -55,12 +56,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-ASSEMBLE_EVENT = "system-prompt/assemble"
-"""Waterfall run on every assembly: ``fn(assembly, prompt_context, next) -> Assembly``."""
-
-PROMPT: ServiceKey[PromptView] = ServiceKey("prompt")
-"""The prompt service; ``ctx.get(PROMPT)`` is the view bound to ``ctx``."""
 
 IDENTITY = (
     "You are dsh, a coding agent working in the user's terminal and repository, with "
@@ -140,6 +135,15 @@ class Assembly:
     """(name, form, text) of each context entry with text, in (order, name) order."""
 
 
+@dataclass(frozen=True)
+class AssemblyDraft:
+    """What ``system-prompt/assemble`` listeners get: the assembly so far, and the
+    request it is for."""
+
+    assembly: Assembly
+    context: PromptContext
+
+
 _BUILTIN_VARIABLES: dict[str, VariableFn] = {
     "model": lambda pc: pc.model,
     "provider": lambda pc: pc.provider,
@@ -206,11 +210,14 @@ class PromptService:
         assembly = Assembly(system=system, tools=self._ordered_tools(pc.scope), context=context)
 
         result = await self._ctx.waterfall(
-            ASSEMBLE_EVENT, assembly, pc, default=lambda a, _pc: a, subject=pc.scope
+            SYSTEM_PROMPT_ASSEMBLE,
+            AssemblyDraft(assembly, pc),
+            default=lambda draft: draft.assembly,
         )
         if not isinstance(result, Assembly):
             raise TypeError(
-                f"a {ASSEMBLE_EVENT} listener returned {type(result).__name__}, not an Assembly"
+                f"a {SYSTEM_PROMPT_ASSEMBLE.name} listener returned {type(result).__name__}, "
+                "not an Assembly"
             )
         return result
 

@@ -11,11 +11,23 @@ from typing import Any
 from dsh.agent import AgentOptions, AgentService
 from dsh.commands import CommandService
 from dsh.credentials import CredentialStore
-from dsh.kernel import Candidate, Context, PluginHost, ServiceKey, discover
+from dsh.kernel import Candidate, Context, PluginHost, discover
 from dsh.llm import LlmService
 from dsh.paths import dsh_home
 from dsh.processes import sweep
-from dsh.prompt import PROMPT, PromptService, register_core_sections
+from dsh.prompt import PromptService, register_core_sections
+from dsh.services import (
+    AGENTS,
+    APPROVALS,
+    COMMANDS,
+    CREDENTIALS,
+    LLM,
+    PROMPT,
+    QUESTIONS,
+    SESSIONS,
+    SETTINGS,
+    TOOLS,
+)
 from dsh.session import SessionStore
 from dsh.session.store import session_backend
 from dsh.settings import Settings, SettingsError, load_settings
@@ -24,16 +36,6 @@ from dsh.tools.approval import ApprovalService
 from dsh.tools.permissions import PermissionMode, Rule, RuleError
 from dsh.tools.questions import QuestionService
 from dsh.tools.spill import SpillStore
-
-SESSIONS: ServiceKey[SessionStore] = ServiceKey("sessions")
-LLM: ServiceKey[LlmService] = ServiceKey("llm")
-CREDENTIALS: ServiceKey[CredentialStore] = ServiceKey("credentials")
-TOOLS: ServiceKey[ToolService] = ServiceKey("tools")
-APPROVALS: ServiceKey[ApprovalService] = ServiceKey("approvals")
-QUESTIONS: ServiceKey[QuestionService] = ServiceKey("questions")
-AGENTS: ServiceKey[AgentService] = ServiceKey("agents")
-COMMANDS: ServiceKey[CommandService] = ServiceKey("commands")
-SETTINGS: ServiceKey[Settings] = ServiceKey("settings")
 
 
 @dataclass
@@ -92,13 +94,13 @@ async def start_runtime(
     sessions = SessionStore.at(data, session_backend(), pricing=llm.cost)
     root.provide(SESSIONS, sessions)
     root.effect(lambda: sessions.aclose)
-    approvals = _approvals(settings, permission_mode, data)
-    root.provide(APPROVALS.name, approvals)
-    root.provide(QUESTIONS.name, QuestionService())
-    tools = ToolService(approvals, SpillStore(data))
-    root.provide(TOOLS.name, tools)
+    approvals = _approvals(root, settings, permission_mode, data)
+    root.provide(APPROVALS, approvals)
+    root.provide(QUESTIONS, QuestionService(root))
+    tools = ToolService(root, approvals=approvals, spill=SpillStore(data))
+    root.provide(TOOLS, tools)
     prompt = PromptService(root, tools=tools.schemas)
-    root.provide(PROMPT.name, prompt)  # each caller gets its own PromptView (see PROMPT)
+    root.provide(PROMPT, prompt)  # each caller gets its own PromptView
     register_core_sections(prompt.bind_context(root))
     agent_settings = settings.section("agent")
     try:
@@ -109,7 +111,7 @@ async def start_runtime(
         root, llm=llm, tools=tools, prompt=prompt, sessions=sessions, defaults=defaults
     )
     root.provide(AGENTS, agents)
-    root.provide(COMMANDS.name, CommandService())  # each context gets its own view
+    root.provide(COMMANDS, CommandService())  # each context gets its own view
     # What an earlier dsh that died left running (if its watchdog died with it) ends
     # now, before anything here starts children of its own.
     await asyncio.to_thread(sweep, data)
@@ -123,7 +125,9 @@ async def start_runtime(
     return Runtime(root, host, sessions, llm, agents)
 
 
-def _approvals(settings: Settings, mode: PermissionMode | None, home: Path) -> ApprovalService:
+def _approvals(
+    root: Context, settings: Settings, mode: PermissionMode | None, home: Path
+) -> ApprovalService:
     """The permission mode and rules: ``[permissions]`` in settings, the flag over it."""
     section = settings.section("permissions")
     where = settings.origin("permissions")
@@ -131,7 +135,7 @@ def _approvals(settings: Settings, mode: PermissionMode | None, home: Path) -> A
         allow = [Rule.parse(text) for text in section.get("allow", [])]
         deny = [Rule.parse(text) for text in section.get("deny", [])]
         return ApprovalService(
-            mode or section.get("mode", "default"), allow=allow, deny=deny, home=home
+            root, mode or section.get("mode", "default"), allow=allow, deny=deny, home=home
         )
     except (RuleError, ValueError, TypeError) as error:
         raise SettingsError(f"{where} [permissions]: {error}") from None

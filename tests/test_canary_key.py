@@ -27,6 +27,7 @@ from dsh.llm import (
     user_text,
 )
 from dsh.runtime import start_runtime
+from dsh.services import CREDENTIALS
 from dsh.session import (
     AssistantChunk,
     AssistantMessageData,
@@ -97,7 +98,7 @@ async def test_the_key_goes_only_where_it_must(
                     reason = TurnCompleted()
                 session.append("turn/end", TurnEnd(turn=turn, reason=reason))
             await runtime.sessions.flush(session)
-            status = runtime.root.credentials.describe("DEEPSEEK_API_KEY")
+            status = runtime.root.get(CREDENTIALS).describe("DEEPSEEK_API_KEY")
         finally:
             await runtime.aclose()
 

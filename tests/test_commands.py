@@ -15,6 +15,7 @@ from dsh.commands import (
 )
 from dsh.kernel import Context
 from dsh.llm import new_session_id
+from dsh.services import COMMANDS
 from dsh.session import Session
 from dsh.session.events import CommandDone, CommandRun
 from dsh.session.header import SessionHeader
@@ -35,9 +36,9 @@ def test_parse_command() -> None:
 
 async def test_commands_run_complete_and_log_their_runs() -> None:
     root = Context(name="test")
-    root.provide("commands", CommandService())
+    root.provide(COMMANDS, CommandService())
     plugin = root.child(name="plugin")
-    commands = plugin.commands
+    commands = plugin.get(COMMANDS)
     ran: list[str] = []
 
     async def echo(context: CommandContext, args: str) -> None:
@@ -54,17 +55,17 @@ async def test_commands_run_complete_and_log_their_runs() -> None:
     commands.register("compact", Command("compact", "Compact", broken))
     commands.register("crash", Command("crash", "Crash", crashing))
     commands.register("theme", Command("theme", "Theme", echo, recorded=False))
-    assert [c.name for c in root.commands.complete("c")] == ["compact", "crash"]
+    assert [c.name for c in root.get(COMMANDS).complete("c")] == ["compact", "crash"]
 
     session = Session(SessionHeader(id=new_session_id(), created_at=1, cwd="/w"), [])
     host = RecordingHost()
     context = CommandContext(agent=Agent(session), root=root, host=host)
-    assert await root.commands.run("/echo hi there", context)
-    assert await root.commands.run("/compact", context)
-    assert await root.commands.run("/crash", context)
-    assert await root.commands.run("/theme dark", context)
-    assert not await root.commands.run("/nope", context)
-    assert not await root.commands.run("plain text", context)
+    assert await root.get(COMMANDS).run("/echo hi there", context)
+    assert await root.get(COMMANDS).run("/compact", context)
+    assert await root.get(COMMANDS).run("/crash", context)
+    assert await root.get(COMMANDS).run("/theme dark", context)
+    assert not await root.get(COMMANDS).run("/nope", context)
+    assert not await root.get(COMMANDS).run("plain text", context)
     assert ran == ["hi there", "dark"]
     assert host.shown[0] == ("info", "echo hi there")
     # A recorded command's failure is shown from the log, once, not by the host too.
@@ -79,7 +80,7 @@ async def test_commands_run_complete_and_log_their_runs() -> None:
     assert "KeyError" in str(done[2][1])
 
     await plugin.dispose()  # a plugin's commands go with it
-    assert root.commands.get("echo") is None
+    assert root.get(COMMANDS).get("echo") is None
 
 
 def test_command_names_are_checked() -> None:

@@ -55,6 +55,7 @@ from pathlib import Path
 
 from dsh.kernel import NoConfig, PluginStatus, discover_bundled
 from dsh.runtime import start_runtime
+from dsh.services import TOOLS
 from dsh.session.events import registered_event_types
 
 core = set(registered_event_types())
@@ -72,7 +73,7 @@ async def main() -> None:
             json.dump(
                 {
                     "failed": [r.name for r in records if r.status is not PluginStatus.LOADED],
-                    "tools": sorted(runtime.root.get("tools").visible()),
+                    "tools": sorted(runtime.root.get(TOOLS).visible()),
                     "events": sorted(set(registered_event_types()) - core),
                     "tables": sorted(
                         r.name for r in records if r.plugin and r.plugin.config is not NoConfig

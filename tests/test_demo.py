@@ -10,6 +10,7 @@ import pytest
 from dsh.demo import DemoError, bundled_scenario, start_demo
 from dsh.llm import user_text
 from dsh.runtime import start_runtime
+from dsh.services import APPROVALS, QUESTIONS
 from dsh.session import check_log
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer
@@ -33,8 +34,8 @@ async def test_the_demo_reads_edits_runs_asks_and_answers(
     async def answer(questions: Any, agent: Any) -> list[Answer]:
         return [Answer(id=questions[0].id, selected=["Yes"])]
 
-    runtime.root.approvals.add_approver(approve)
-    runtime.root.questions.set_answerer(answer)
+    runtime.root.get(APPROVALS).add_approver(approve)
+    runtime.root.get(QUESTIONS).set_answerer(answer)
     try:
         agent = await runtime.agents.create(demo.project)
         agent.followup(user_text(demo.prompt))

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from dsh.kernel import Context, Disposer, RegistrationConflictError
+from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE
+from dsh.kernel import Context, Disposer, Next, RegistrationConflictError
 from dsh.llm import ToolSchema
 from dsh.prompt import (
-    ASSEMBLE_EVENT,
     IDENTITY,
-    PROMPT,
     Assembly,
+    AssemblyDraft,
     PromptContext,
     PromptError,
     PromptService,
@@ -26,6 +26,7 @@ from dsh.prompt import (
     per_workspace,
     register_core_sections,
 )
+from dsh.services import PROMPT
 
 
 def prompt_root(
@@ -304,25 +305,25 @@ async def test_the_waterfall_rewrites_the_assembly() -> None:
     prompt.section("persona", 0, "Persona.")
     seen: list[PromptContext] = []
 
-    async def drop_bash(
-        assembly: Assembly,
-        context: PromptContext,
-        next_: Callable[..., Awaitable[Assembly]],
-    ) -> Assembly:
-        seen.append(context)
-        tools = tuple(t for t in assembly.tools if t.name != "bash")
-        return await next_(dataclasses.replace(assembly, tools=tools), context)
+    async def drop_bash(draft: AssemblyDraft, next_: Next[AssemblyDraft, Assembly]) -> Assembly:
+        seen.append(draft.context)
+        tools = tuple(t for t in draft.assembly.tools if t.name != "bash")
+        assembly = dataclasses.replace(draft.assembly, tools=tools)
+        return await next_(dataclasses.replace(draft, assembly=assembly))
 
     def shout(
-        assembly: Assembly,
-        context: PromptContext,
-        next_: Callable[..., Awaitable[Assembly]],
+        draft: AssemblyDraft, next_: Callable[..., Awaitable[Assembly]]
     ) -> Awaitable[Assembly]:
-        return next_(dataclasses.replace(assembly, system=assembly.system.upper()), context)
+        assembly = draft.assembly
+        return next_(
+            dataclasses.replace(
+                draft, assembly=dataclasses.replace(assembly, system=assembly.system.upper())
+            )
+        )
 
     plugin = root.child(name="rewriter")
-    plugin.on(ASSEMBLE_EVENT, drop_bash)
-    plugin.on(ASSEMBLE_EVENT, shout)
+    plugin.on(SYSTEM_PROMPT_ASSEMBLE, drop_bash)
+    plugin.on(SYSTEM_PROMPT_ASSEMBLE, shout)
     request = pc()
     assembly = await prompt.assemble(request)
     assert assembly.system == "PERSONA."
@@ -338,17 +339,17 @@ async def test_agent_scoped_waterfall_listeners_see_only_their_agent() -> None:
     prompt.section("persona", 0, "Persona.")
     agent = object()
 
-    def mark(assembly: Assembly, _: PromptContext, next_: Any) -> Assembly:
-        return dataclasses.replace(assembly, system=assembly.system + " (agent)")
+    def mark(draft: AssemblyDraft, next_: Any) -> Assembly:
+        return dataclasses.replace(draft.assembly, system=draft.assembly.system + " (agent)")
 
-    root.child(agent).on(ASSEMBLE_EVENT, mark)
+    root.child(agent).on(SYSTEM_PROMPT_ASSEMBLE, mark)
     assert (await prompt.assemble(pc(agent))).system == "Persona. (agent)"
     assert (await prompt.assemble(pc())).system == "Persona."
 
 
 async def test_a_waterfall_returning_something_else_is_refused() -> None:
     root, prompt = prompt_root()
-    root.on(ASSEMBLE_EVENT, lambda assembly, context, next_: "not an assembly")
+    root.on(SYSTEM_PROMPT_ASSEMBLE, lambda draft, next_: "not an assembly")
     with pytest.raises(TypeError, match="not an Assembly"):
         await prompt.assemble(pc())
 

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dsh.agent.inbox import Inbox
-from dsh.agent.interception import PROMPT_BLOCKED, PROMPT_SUBMIT, STATUS, PromptAllow, PromptBlock
+from dsh.agent.interception import PromptAllow, PromptBlock, PromptSubmit
 from dsh.agent.turn import AgentServices, Turn
 from dsh.agent_handle import Edit, InboxItem, Remove, Status, Target
+from dsh.hooks import AGENT_PROMPT_BLOCKED, AGENT_PROMPT_SUBMIT, AGENT_STATUS
 from dsh.llm import LlmService, Message, PluginSource, SessionId, UserMessage
 from dsh.session import CancelCause, Session, SessionSink, TurnAborted, TurnEndReason
 from dsh.session.events import CancelByDisposal, PromptTrigger
@@ -201,19 +202,15 @@ class Agent:
                 if item is None:
                     break
                 decision = await self.root.waterfall(
-                    PROMPT_SUBMIT,
-                    self,
-                    item.message,
-                    default=lambda a, m: PromptAllow(),
-                    subject=self,
+                    AGENT_PROMPT_SUBMIT,
+                    PromptSubmit(self, item.message),
+                    default=lambda submit: PromptAllow(),
                 )
                 if self.inbox.next_queued is not item:
                     continue  # edited or removed while the hooks ran
                 if isinstance(decision, PromptBlock):
                     self.inbox.remove(item.id, "blocked", decision.reason)
-                    self.root.emit(
-                        PROMPT_BLOCKED, self, item.message, decision.reason, subject=self
-                    )
+                    self.root.emit(AGENT_PROMPT_BLOCKED, self, item.message, decision.reason)
                     continue
                 self.inbox.claim_turn()
                 prompt = item.message
@@ -259,7 +256,7 @@ class Agent:
     def _set_status(self, status: Status) -> None:
         if status != self.status:
             self.status = status
-            self.root.emit(STATUS, self, status, subject=self)
+            self.root.emit(AGENT_STATUS, self, status)
 
 
 @dataclass

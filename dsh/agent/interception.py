@@ -1,15 +1,20 @@
-"""The decisions plugins return at the loop's interception points.
+"""What the loop's interception points carry, and the decisions plugins return.
 
-- ``agent/prompt-submit`` (waterfall, before a turn opens): :class:`PromptAllow`, which
-  may rewrite the prompt and add context, or :class:`PromptBlock`, which drops it with
-  a reason and opens no turn.
-- ``agent/pre-step`` (waterfall, before each step): :class:`Enter` the messages that
-  begin the step, or :class:`Reject` the turn (it ends ``blocked``).
-- ``agent/request`` (waterfall): the :class:`~dsh.llm.LlmCallConfig` of the next request;
-  a listener may switch provider, model, effort or sampling.
-- ``agent/request-error`` (waterfall, after a request failed for good): :class:`Retry`
-  repeats the request within the same step; the default ends the turn with the error.
-- ``agent/turn-stopping`` (serial): the turn is about to end; ``agent.steer(...)``
+The hook specs themselves are declared in :mod:`dsh.hooks`:
+
+- ``agent/prompt-submit`` (chain, before a turn opens): given a :class:`PromptSubmit`,
+  :class:`PromptAllow`, which may rewrite the prompt and add context, or
+  :class:`PromptBlock`, which drops it with a reason and opens no turn.
+- ``agent/pre-step`` (chain, before each step): given a :class:`PreStep`,
+  :class:`Enter` the messages that begin the step, or :class:`Reject` the turn (it
+  ends ``blocked``).
+- ``agent/request`` (chain): given a :class:`PreRequest`, the
+  :class:`~dsh.llm.LlmCallConfig` of the next request; a listener may switch provider,
+  model, effort or sampling.
+- ``agent/request-error`` (chain, after a request failed for good): given a
+  :class:`RequestError`, :class:`Retry` repeats the request within the same step; the
+  default ends the turn with the error.
+- ``agent/turn-stopping`` (first): the turn is about to end; ``agent.steer(...)``
   from a listener keeps it going.
 """
 
@@ -19,19 +24,15 @@ import asyncio
 from dataclasses import dataclass
 
 from dsh.agent_handle import AgentHandle
-from dsh.llm import Block, LlmFailure, RetryPolicy, UserMessage
+from dsh.llm import Block, LlmCallConfig, LlmFailure, RetryPolicy, UserMessage
 
-PROMPT_SUBMIT = "agent/prompt-submit"
-PRE_STEP = "agent/pre-step"
-REQUEST = "agent/request"
-REQUEST_ERROR = "agent/request-error"
-TURN_STOPPING = "agent/turn-stopping"
-SESSION_START = "agent/session-start"
-STATUS = "agent/status"
-CREATED = "agent/created"
-DISPOSED = "agent/disposed"
-ERROR = "agent/error"
-PROMPT_BLOCKED = "agent/prompt-blocked"
+
+@dataclass(frozen=True)
+class PromptSubmit:
+    """A queued prompt about to open a turn."""
+
+    agent: AgentHandle
+    message: UserMessage
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,14 @@ class Reject:
 
 
 PreStepDecision = Enter | Reject
+
+
+@dataclass(frozen=True)
+class PreRequest:
+    """A model request about to be built: the config proposed for it."""
+
+    agent: AgentHandle
+    config: LlmCallConfig
 
 
 @dataclass(frozen=True)

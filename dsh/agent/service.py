@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from dsh.agent.agent import Agent
-from dsh.agent.interception import CREATED, DISPOSED, SESSION_START
 from dsh.agent.turn import AgentServices
+from dsh.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
 from dsh.kernel import Context
 from dsh.llm import LlmService
 from dsh.prompt import PromptService
@@ -113,8 +113,8 @@ class AgentService:
             if result is not None:
                 await result
         self._agents[agent.id] = agent
-        self._root.emit(CREATED, agent, subject=agent)
-        await self._root.parallel(SESSION_START, agent, source, subject=agent)
+        self._root.emit(AGENT_CREATED, agent)
+        await self._root.parallel(AGENT_SESSION_START, agent, source)
         return agent
 
     def get(self, agent_id: str) -> Agent | None:
@@ -128,7 +128,7 @@ class AgentService:
         await agent.dispose()
         self._agents.pop(agent.id, None)
         await self._sessions.close(agent.session)
-        self._root.emit(DISPOSED, agent, subject=agent)
+        self._root.emit(AGENT_DISPOSED, agent)
 
     async def aclose(self) -> None:
         for agent in list(self._agents.values()):

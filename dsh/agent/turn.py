@@ -24,20 +24,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh.agent.inbox import Inbox
-from dsh.agent.interception import (
-    ERROR,
-    PRE_STEP,
-    REQUEST,
-    REQUEST_ERROR,
-    TURN_STOPPING,
-    Enter,
-    PreStep,
-    Reject,
-    RequestError,
-    Retry,
-)
+from dsh.agent.interception import Enter, PreRequest, PreStep, Reject, RequestError, Retry
 from dsh.agent.signal import TurnCancelled, TurnSignal
 from dsh.agent_handle import AgentHandle
+from dsh.hooks import (
+    AGENT_ERROR,
+    AGENT_PRE_STEP,
+    AGENT_REQUEST,
+    AGENT_REQUEST_ERROR,
+    AGENT_TURN_STOPPING,
+)
 from dsh.kernel import Context
 from dsh.llm import (
     AssistantMessage,
@@ -162,7 +158,7 @@ class Turn:
             self.ends = TurnFailed(error=error.failure)
         except Exception as error:
             _log.exception("turn %d of %s failed", self.number, self.session.id)
-            self.services.root.emit(ERROR, self.agent, error, subject=self.agent)
+            self.services.root.emit(AGENT_ERROR, self.agent, error)
             if self.signal.aborted:
                 self.ends = TurnAborted(reason=self.signal.cause or CancelByUser())
             else:
@@ -192,10 +188,9 @@ class Turn:
             steering_ids = {item.message.id for item in steering}
             assembly = await self.assemble()
             decision = await root.waterfall(
-                PRE_STEP,
+                AGENT_PRE_STEP,
                 PreStep(agent, claimed, self.number, self.steps + 1, self.signal),
                 default=self._entering(assembly),
-                subject=agent,
             )
             if isinstance(decision, Reject):
                 self.ends = TurnBlocked()
@@ -213,7 +208,7 @@ class Turn:
                 return  # a tool ended the turn; anything left waits outside it
             if self.ends is not None and not self.inbox.has_next_step:
                 # Listeners may still steer the turn on; after them, nothing joins it.
-                await root.serial(TURN_STOPPING, agent, self.number, self.signal, subject=agent)
+                await root.serial(AGENT_TURN_STOPPING, agent, self.number, self.signal)
                 self._settling = True
                 if not self.inbox.has_next_step:
                     return
@@ -263,11 +258,9 @@ class Turn:
         while True:
             await self._check_log_written()
             config = await root.waterfall(
-                REQUEST,
-                agent,
-                seed_config(agent.options, session),
-                default=lambda a, c: c,
-                subject=agent,
+                AGENT_REQUEST,
+                PreRequest(agent, seed_config(agent.options, session)),
+                default=lambda request: request.config,
             )
             prepared = llm.prepare_call(config)
             header = EpochHeader(
@@ -325,7 +318,7 @@ class Turn:
             failure = _failure(assembler, protocol_error)
             if failure is not None:
                 decision = await root.waterfall(
-                    REQUEST_ERROR,
+                    AGENT_REQUEST_ERROR,
                     RequestError(
                         agent,
                         self.number,
@@ -336,7 +329,6 @@ class Turn:
                         self.signal,
                     ),
                     default=_no_recovery,
-                    subject=agent,
                 )
                 if isinstance(decision, Retry):
                     continue  # the failed attempt stays out of history

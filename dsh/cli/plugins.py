@@ -26,7 +26,7 @@ def format_table(records: list[PluginRecord]) -> str:
         return "No plugins found."
     lines: list[str] = []
     for record in records:
-        provides = ", ".join(record.plugin.provides) if record.plugin else ""
+        provides = ", ".join(key.name for key in record.plugin.provides) if record.plugin else ""
         head = f"{record.name:<20} {record.status!s:<9} {record.origin}"
         lines.append(head + (f"  [provides: {provides}]" if provides else ""))
         if record.error and record.status is not PluginStatus.LOADED:

@@ -1,4 +1,4 @@
-"""The plugin kernel: contexts, services, events, scoped disposal and plugin loading.
+"""The plugin kernel: contexts, services, hooks, scoped disposal and plugin loading.
 
 This module is public API: plugins import from ``dsh.kernel`` and nothing below it.
 """
@@ -6,7 +6,7 @@ This module is public API: plugins import from ``dsh.kernel`` and nothing below 
 from __future__ import annotations
 
 from dsh.kernel.context import (
-    ERROR_EVENT,
+    KERNEL_ERROR,
     Context,
     ContextBound,
     Disposer,
@@ -16,12 +16,14 @@ from dsh.kernel.context import (
 from dsh.kernel.errors import (
     ContextDisposedError,
     DependencyCycleError,
+    HookDeclarationError,
     KernelError,
     PluginDefinitionError,
     RegistrationConflictError,
     ServiceConflictError,
     ServiceNotFoundError,
 )
+from dsh.kernel.hooks import Chain, First, Gather, Hook, Next, Notify
 from dsh.kernel.loader import (
     ENTRY_POINT_GROUP,
     Candidate,
@@ -40,15 +42,22 @@ from dsh.kernel.registry import RegistryView, ScopedRegistry
 
 __all__ = [
     "ENTRY_POINT_GROUP",
-    "ERROR_EVENT",
+    "KERNEL_ERROR",
     "Candidate",
+    "Chain",
     "Context",
     "ContextBound",
     "ContextDisposedError",
     "DependencyCycleError",
     "Disposer",
+    "First",
+    "Gather",
+    "Hook",
+    "HookDeclarationError",
     "KernelError",
+    "Next",
     "NoConfig",
+    "Notify",
     "Plugin",
     "PluginDefinitionError",
     "PluginHost",

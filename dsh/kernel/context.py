@@ -1,10 +1,11 @@
-"""The kernel context: services by name, events in four call styles, and scoped disposal.
+"""The kernel context: services by typed key, hooks in four call styles, scoped disposal.
 
 Every context belongs to one tree that shares its services and listeners (the hub).
 Each context owns the effects registered through it; disposing it undoes them once,
 newest first, and a disposed context refuses further registrations. A context whose
 ``scope`` is an object (an agent) sees its own services before the global ones, and
-its listeners run only for events whose ``subject`` is that object.
+its listeners run only for dispatches whose subject (see :mod:`dsh.kernel.hooks`) is
+that object.
 """
 
 from __future__ import annotations
@@ -15,18 +16,22 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, overload
+from typing import Any, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, cast, overload
 
 from dsh.kernel.errors import ContextDisposedError, ServiceConflictError, ServiceNotFoundError
+from dsh.kernel.hooks import Chain, First, Gather, Hook, Listens, Notify, check_hook, spec_of
 
 Disposer: TypeAlias = Callable[[], "Awaitable[None] | None"]
 """Undoes one registration. Calling it twice is harmless; it may return an awaitable."""
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+D = TypeVar("D")
+A = TypeVar("A")
+R = TypeVar("R")
+P = ParamSpec("P")
+L = TypeVar("L", bound=Callable[..., object])
 _log = logging.getLogger("dsh.kernel")
-
-ERROR_EVENT = "kernel/error"
-"""Emitted with a :class:`ReportedError` whenever a contained failure is reported."""
 
 
 @dataclass(frozen=True)
@@ -34,13 +39,20 @@ class ReportedError:
     """A failure the kernel contained instead of raising: a listener, a disposer, a task."""
 
     origin: str  # "listener", "dispose" or "task"
-    event: str | None  # the event whose listener failed, when origin == "listener"
+    event: str | None  # the hook whose listener failed, when origin == "listener"
     owner: str  # name of the context that registered the failing code
     error: BaseException
 
 
+KERNEL_ERROR: Notify[[ReportedError]] = Notify(
+    "kernel/error", doc="a failure the kernel contained (a listener, a disposer, a task)"
+)
+
+
 class ServiceKey(Generic[T]):
-    """A typed name for a service: ``ctx.get(LLM)`` is typed where ``ctx.llm`` is ``Any``."""
+    """The typed key a service is provided and found under: ``ctx.get(TOOLS)`` is what
+    ``TOOLS`` says. ``T`` is what callers get: a service that binds to its caller (see
+    :class:`ContextBound`) is provided as itself and found as its view."""
 
     __slots__ = ("name",)
 
@@ -50,12 +62,19 @@ class ServiceKey(Generic[T]):
     def __repr__(self) -> str:
         return f"ServiceKey({self.name!r})"
 
+    # Two keys of one name are one service: the name is what the hub holds.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ServiceKey) and other.name == self.name
 
-class ContextBound(Protocol):
+    def __hash__(self) -> int:
+        return hash((ServiceKey, self.name))
+
+
+class ContextBound(Protocol[T_co]):
     """A service that hands each calling context its own view, so registrations it
     makes on the caller's behalf are owned (and undone) by the caller."""
 
-    def bind_context(self, ctx: Context) -> Any: ...
+    def bind_context(self, ctx: Context) -> T_co: ...
 
 
 @dataclass(eq=False)
@@ -75,15 +94,18 @@ class _Hub:
 
     def __init__(self) -> None:
         self.services: dict[str, list[_ServiceEntry]] = {}
-        self.listeners: dict[str, list[_Listener]] = {}
+        self.listeners: dict[Hook, list[_Listener]] = {}
 
 
 _INHERIT: Any = object()
 _MISSING: Any = object()
 
 
-def _key_name(key: str | ServiceKey[Any]) -> str:
-    return key.name if isinstance(key, ServiceKey) else key
+def _key_name(key: ServiceKey[Any], method: str) -> str:
+    if isinstance(key, ServiceKey):
+        return key.name
+    hint = " (the core's keys are in dsh.services)" if isinstance(key, str) else ""
+    raise TypeError(f"ctx.{method}() takes a ServiceKey, not {key!r}{hint}")
 
 
 class Context:
@@ -199,10 +221,10 @@ class Context:
 
     # ------------------------------------------------------------------ services
 
-    def provide(self, key: str | ServiceKey[T], service: T) -> Disposer:
+    def provide(self, key: ServiceKey[T], service: T | ContextBound[T]) -> Disposer:
         """Provide ``service`` under ``key`` in this context's scope until disposed."""
         self._check_live()
-        name = _key_name(key)
+        name = _key_name(key, "provide")
         entries = self._hub.services.setdefault(name, [])
         if any(entry.ctx.scope is self.scope for entry in entries):
             raise ServiceConflictError(name)
@@ -218,14 +240,10 @@ class Context:
     @overload
     def get(self, key: ServiceKey[T]) -> T: ...
     @overload
-    def get(self, key: ServiceKey[T], default: T | None) -> T | None: ...
-    @overload
-    def get(self, key: str) -> Any: ...
-    @overload
-    def get(self, key: str, default: Any) -> Any: ...
-    def get(self, key: str | ServiceKey[Any], default: Any = _MISSING) -> Any:
+    def get(self, key: ServiceKey[T], default: D) -> T | D: ...
+    def get(self, key: ServiceKey[Any], default: Any = _MISSING) -> Any:
         """The service under ``key``: this scope's own first, else the global one."""
-        name = _key_name(key)
+        name = _key_name(key, "get")
         found: _ServiceEntry | None = None
         for entry in self._hub.services.get(name, ()):
             if entry.ctx.scope is self.scope:
@@ -240,20 +258,16 @@ class Context:
         bind = getattr(found.value, "bind_context", None)
         return bind(self) if callable(bind) else found.value
 
-    def has(self, key: str | ServiceKey[Any]) -> bool:
+    def has(self, key: ServiceKey[Any]) -> bool:
         return self.get(key, None) is not None
 
-    def __getattr__(self, key: str) -> Any:
-        if key.startswith("_"):
-            raise AttributeError(key)
-        return self.get(key)
+    # ------------------------------------------------------------------ hooks
 
-    # ------------------------------------------------------------------ events
-
-    def on(self, event: str, fn: Callable[..., Any], *, prepend: bool = False) -> Disposer:
-        """Listen to ``event`` until this context is disposed. ``prepend`` runs it first."""
+    def on(self, hook: Listens[L], fn: L, *, prepend: bool = False) -> Disposer:
+        """Listen to ``hook`` until this context is disposed. ``prepend`` runs it first."""
+        spec = spec_of(hook, "on")
         self._check_live()
-        listeners = self._hub.listeners.setdefault(event, [])
+        listeners = self._hub.listeners.setdefault(spec, [])
         listener = _Listener(fn, self)
         if prepend:
             listeners.insert(0, listener)
@@ -266,84 +280,91 @@ class Context:
 
         return self._add_effect(remove)
 
-    def emit(self, event: str, *args: Any, subject: object | None = None) -> None:
+    def emit(self, hook: Notify[P], *args: P.args, **kwargs: P.kwargs) -> None:
         """Call every listener now. Never raises: failures are reported on ``kernel/error``.
         A listener that returns an awaitable gets it run as a task its context owns."""
-        for listener in self._listeners(event, subject):
+        spec = check_hook(hook, Notify, "emit")
+        for listener in self._listeners(spec, spec.subject_of(args, kwargs)):
             try:
-                result = listener.fn(*args)
+                result = listener.fn(*args, **kwargs)
                 if inspect.isawaitable(result):
-                    listener.ctx._spawn_listener(event, result)
+                    listener.ctx._spawn_listener(spec.name, result)
             except Exception as error:
-                self._report("listener", event, listener.ctx.name, error)
+                self._report("listener", spec.name, listener.ctx.name, error)
 
-    async def parallel(self, event: str, *args: Any, subject: object | None = None) -> None:
-        """Await every listener concurrently, then raise the first failure (in listener order)."""
+    async def parallel(self, hook: Gather[P, R], *args: P.args, **kwargs: P.kwargs) -> list[R]:
+        """Await every listener concurrently; their results in listener order, or the
+        first failure (in listener order) raised once all have finished."""
+        spec = check_hook(hook, Gather, "parallel")
 
-        async def call(listener: _Listener) -> None:
-            result = listener.fn(*args)
+        async def call(listener: _Listener) -> R:
+            result = listener.fn(*args, **kwargs)
             if inspect.isawaitable(result):
-                await result
+                return cast(R, await result)
+            return cast(R, result)
 
         outcomes = await asyncio.gather(
-            *(call(listener) for listener in self._listeners(event, subject)),
+            *(call(listener) for listener in self._listeners(spec, spec.subject_of(args, kwargs))),
             return_exceptions=True,
         )
+        results: list[R] = []
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+            results.append(outcome)
+        return results
 
-    async def serial(self, event: str, *args: Any, subject: object | None = None) -> Any:
+    async def serial(self, hook: First[P, R], *args: P.args, **kwargs: P.kwargs) -> R | None:
         """Await listeners one by one; the first result other than None or False stops
         the chain and is returned."""
-        for listener in self._listeners(event, subject):
-            result = listener.fn(*args)
+        spec = check_hook(hook, First, "serial")
+        for listener in self._listeners(spec, spec.subject_of(args, kwargs)):
+            result = listener.fn(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
             if result is not None and result is not False:
-                return result
+                return cast(R, result)
         return None
 
     async def waterfall(
-        self,
-        event: str,
-        *args: Any,
-        default: Callable[..., Awaitable[T] | T],
-        subject: object | None = None,
-    ) -> T:
-        """Run listeners as nested middleware: each is called ``fn(*args, next)``.
+        self, hook: Chain[A, R], payload: A, *, default: Callable[[A], Awaitable[R] | R]
+    ) -> R:
+        """Run listeners as nested middleware: each is called ``fn(payload, next)``.
 
-        Awaiting ``next()`` delegates to the next listener (``next(*new_args)`` hands it
-        transformed arguments); returning without calling it short-circuits. ``default``
-        is the innermost step, called with the arguments as they reached it.
+        Awaiting ``next()`` delegates to the next listener (``next(replacement)`` hands
+        it another payload); returning without it short-circuits. ``default`` is the
+        innermost step, called with the payload as it reached it.
         """
-        chain = self._listeners(event, subject)
+        spec = check_hook(hook, Chain, "waterfall")
+        chain = self._listeners(spec, spec.subject_of((payload,), {}))
 
-        async def run(index: int, current: tuple[Any, ...]) -> T:
+        async def run(index: int, current: A) -> R:
             if index == len(chain):
-                result = default(*current)
+                result = default(current)
             else:
 
-                async def next_(*replacement: Any) -> T:
-                    return await run(index + 1, replacement if replacement else current)
+                async def next_(*replacement: A) -> R:
+                    if len(replacement) > 1:
+                        raise TypeError(f"next() of {spec.name!r} takes one payload at most")
+                    return await run(index + 1, replacement[0] if replacement else current)
 
-                result = chain[index].fn(*current, next_)
+                result = chain[index].fn(current, next_)
             if inspect.isawaitable(result):
-                return cast(T, await result)
+                return cast(R, await result)
             return result
 
-        return await run(0, args)
+        return await run(0, payload)
 
-    def listener_count(self, event: str) -> int:
-        return len(self._hub.listeners.get(event, ()))
+    def listener_count(self, hook: Hook) -> int:
+        return len(self._hub.listeners.get(spec_of(hook, "listener_count"), ()))
 
     # ------------------------------------------------------------------ internals
 
-    def _listeners(self, event: str, subject: object | None) -> list[_Listener]:
+    def _listeners(self, hook: Hook, subject: object | None) -> list[_Listener]:
         # A snapshot: listeners added or removed during dispatch take effect next time.
         return [
             listener
-            for listener in self._hub.listeners.get(event, ())
+            for listener in self._hub.listeners.get(hook, ())
             if listener.ctx.scope is None or listener.ctx.scope is subject
         ]
 
@@ -376,6 +397,6 @@ class Context:
         _log.error(
             "%s failure in %r%s", origin, owner, f" on {event!r}" if event else "", exc_info=error
         )
-        if event == ERROR_EVENT:
+        if event == KERNEL_ERROR.name:
             return  # never report a failing error listener through itself
-        self.emit(ERROR_EVENT, ReportedError(origin, event, owner, error))
+        self.emit(KERNEL_ERROR, ReportedError(origin, event, owner, error))

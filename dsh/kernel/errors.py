@@ -11,12 +11,8 @@ class ContextDisposedError(KernelError):
     """A registration was attempted on a context that has already been disposed."""
 
 
-class ServiceNotFoundError(KernelError, AttributeError):
-    """No service is provided under the requested name.
-
-    It is also an ``AttributeError`` so that ``ctx.name`` behaves like any attribute
-    lookup (``getattr(ctx, "x", None)``, ``hasattr``).
-    """
+class ServiceNotFoundError(KernelError, LookupError):
+    """No service is provided under the requested key."""
 
     def __init__(self, key: str) -> None:
         super().__init__(f"no service named {key!r} is provided")
@@ -38,6 +34,10 @@ class RegistrationConflictError(KernelError):
         super().__init__(f"{registry} {name!r} is already registered in this scope")
         self.registry = registry
         self.name = name
+
+
+class HookDeclarationError(KernelError):
+    """A hook spec with a malformed name, or a name another spec already declared."""
 
 
 class PluginDefinitionError(KernelError):

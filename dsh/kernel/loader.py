@@ -67,8 +67,8 @@ class PluginRecord:
             "name": self.name,
             "origin": self.origin,
             "status": str(self.status),
-            "provides": list(self.plugin.provides) if self.plugin else [],
-            "inject": list(self.plugin.inject) if self.plugin else [],
+            "provides": [key.name for key in self.plugin.provides] if self.plugin else [],
+            "inject": [key.name for key in self.plugin.inject] if self.plugin else [],
             "error": self.error,
         }
 
@@ -157,7 +157,7 @@ def order_plugins(plugins: list[Plugin]) -> list[Plugin]:
     providers: dict[str, list[str]] = {}
     for plugin in plugins:
         for service in plugin.provides:
-            providers.setdefault(service, []).append(plugin.name)
+            providers.setdefault(service.name, []).append(plugin.name)
     by_name = {plugin.name: plugin for plugin in plugins}
     deps: dict[str, list[str]] = {}
     for plugin in plugins:
@@ -165,7 +165,7 @@ def order_plugins(plugins: list[Plugin]) -> list[Plugin]:
         deps[plugin.name] = [
             provider
             for service in wanted
-            for provider in providers.get(service, ())
+            for provider in providers.get(service.name, ())
             if provider != plugin.name
         ]
 
@@ -302,12 +302,12 @@ class PluginHost:
             rest = [plugin for plugin in usable if plugin.name not in in_cycle]
             ordered = order_plugins(rest)
 
-        why_missing: dict[str, str] = {}  # service -> why its provider is unavailable
+        why_missing: dict[str, str] = {}  # service name -> why its provider is unavailable
         for record in records:
             if record.plugin is not None:
                 for service in record.plugin.provides:
                     why_missing.setdefault(
-                        service, f"plugin {record.name!r} that provides it {record.status}"
+                        service.name, f"plugin {record.name!r} that provides it {record.status}"
                     )
 
         for plugin in ordered:
@@ -322,7 +322,7 @@ class PluginHost:
             if record.status is not PluginStatus.LOADED:
                 for service in plugin.provides:
                     why_missing.setdefault(
-                        service, f"plugin {plugin.name!r} that provides it {record.status}"
+                        service.name, f"plugin {plugin.name!r} that provides it {record.status}"
                     )
 
         self.records.extend(records)
@@ -341,13 +341,13 @@ class PluginHost:
     ) -> PluginRecord:
         for service in plugin.inject:
             if not self.root.has(service):
-                reason = why_missing.get(service, "nothing provides it")
+                reason = why_missing.get(service.name, "nothing provides it")
                 return PluginRecord(
                     plugin.name,
                     origin,
                     PluginStatus.SKIPPED,
                     plugin,
-                    error=f"needs service {service!r}: {reason}",
+                    error=f"needs service {service.name!r}: {reason}",
                 )
         try:
             config = plugin.config.model_validate(dict(raw_config))
@@ -371,7 +371,7 @@ class PluginHost:
             for service in plugin.provides:
                 if not ctx.has(service):
                     raise PluginDefinitionError(
-                        f"declares that it provides {service!r} but did not provide it"
+                        f"declares that it provides {service.name!r} but did not provide it"
                     )
         except Exception as error:
             await ctx.dispose()

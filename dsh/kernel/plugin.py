@@ -3,15 +3,17 @@
 A plugin module (in the bundled ``plugins`` package, or any package named by a
 ``dsh.plugins`` entry point) exposes one as ``plugin``::
 
-    from dsh.kernel import Context, Plugin
+    from dsh.kernel import Context, Plugin, ServiceKey
+
+    GREETER: ServiceKey[Greeter] = ServiceKey("greeter")
 
     class Config(BaseModel):
         greeting: str = "hello"
 
     def apply(ctx: Context, config: Config) -> None:
-        ctx.provide("greeter", Greeter(config.greeting))
+        ctx.provide(GREETER, Greeter(config.greeting))
 
-    plugin = Plugin(name="greeter", provides=("greeter",), config=Config, apply=apply)
+    plugin = Plugin(name="greeter", provides=(GREETER,), config=Config, apply=apply)
 
 ``apply`` runs on a context of the plugin's own; everything it registers there is
 undone, newest first, when the plugin unloads.
@@ -32,6 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from dsh.kernel.context import ServiceKey
 from dsh.kernel.errors import PluginDefinitionError
 
 PLUGIN_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -47,11 +50,11 @@ class NoConfig(BaseModel):
 class Plugin:
     name: str
     apply: Callable[[Any, Any], Awaitable[None] | None]
-    inject: tuple[str, ...] = ()
+    inject: tuple[ServiceKey[Any], ...] = ()
     """Services the plugin needs; it is skipped when one is unavailable."""
-    optional: tuple[str, ...] = ()
+    optional: tuple[ServiceKey[Any], ...] = ()
     """Services it uses when present: they only order loading."""
-    provides: tuple[str, ...] = ()
+    provides: tuple[ServiceKey[Any], ...] = ()
     """Services it provides; loading checks that it really does."""
     config: type[BaseModel] = field(default=NoConfig)
     description: str = ""
@@ -77,7 +80,8 @@ class Plugin:
             )
         for group in ("inject", "optional", "provides"):
             value = getattr(self, group)
-            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            if not isinstance(value, tuple) or not all(isinstance(v, ServiceKey) for v in value):
                 raise PluginDefinitionError(
-                    f"plugin {self.name!r}: {group} must be a tuple of service names"
+                    f"plugin {self.name!r}: {group} must be a tuple of ServiceKeys "
+                    "(the core's are in dsh.services)"
                 )

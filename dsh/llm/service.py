@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dsh.hooks import LLM_RETRY, LLM_STREAM
 from dsh.llm.adapter import LlmAdapter, RetryPolicy
 from dsh.llm.request import (
     AdapterDefaults,
@@ -46,10 +47,8 @@ from dsh.wire import Frozen
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
-RETRY_EVENT = "llm/retry"
 _CONTENT = (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd)
 """Chunks that show the user something: after one, a failed attempt is not retried."""
-STREAM_WATERFALL = "llm/stream"
 
 
 class RouteConflictError(ValueError):
@@ -250,7 +249,7 @@ class LlmService:
             return
         source: AsyncIterator[StreamChunk]
         if self._ctx is not None:
-            source = await self._ctx.waterfall(STREAM_WATERFALL, options, default=adapter.stream)
+            source = await self._ctx.waterfall(LLM_STREAM, options, default=adapter.stream)
         else:
             source = adapter.stream(options)
         finished = False
@@ -332,7 +331,7 @@ class LlmService:
             if on_retry is not None:
                 on_retry(notice)
             if self._ctx is not None:
-                self._ctx.emit(RETRY_EVENT, notice)
+                self._ctx.emit(LLM_RETRY, notice)
             if await _wait_or_cancel(self._sleep(delay / 1000), options.signal):
                 yield ABORTED
                 return

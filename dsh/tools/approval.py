@@ -1,9 +1,10 @@
 """The approval seam: asking the person before a call that needs it, and remembering.
 
 :class:`ApprovalService` (the ``approvals`` service) decides each call with
-:func:`~dsh.tools.permissions.assess`; when the verdict is *ask*, it asks the approver
-a UI registered (the TUI's dialog, the line mode's prompt). With none registered (as
-in headless mode) an ask is a denial the model is told about. Every decision about a
+:func:`~dsh.tools.permissions.assess`; when the verdict is *ask*, it asks through the
+``approval/ask`` hook (:data:`dsh.hooks.APPROVAL_ASK`), where a UI registered its
+approver (the TUI's dialog, the line mode's prompt); the newest approver decides.
+With none registered (as in headless mode) an ask is a denial the model is told about. Every decision about a
 call that writes or runs something is logged as ``approval/requested`` and
 ``approval/resolved``; an "allow for this session" answer is logged with its rule and
 signed with this installation's key (:mod:`dsh.tools.grants`), so a resumed session
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dsh.hooks import APPROVAL_ASK
 from dsh.kernel import Context, Disposer
+from dsh.services import APPROVALS
 from dsh.session import Session
 from dsh.session.events import ApprovalRequested, ApprovalResolved, GrantsIgnored
 from dsh.tools.definition import Action, Risk, ToolContext, ToolDefinition
@@ -83,19 +86,21 @@ class Gate:
 class ApprovalService:
     def __init__(
         self,
+        ctx: Context,
         mode: PermissionMode = "default",
         *,
         allow: Iterable[Rule] = (),
         deny: Iterable[Rule] = (),
         home: Path | None = None,
     ) -> None:
-        """``home``: where the installation key lives (None: ``dsh_home()`` when needed)."""
+        """``ctx``: the kernel the approvers listen on; ``home``: where the installation
+        key lives (None: ``dsh_home()`` when needed)."""
         if mode not in MODES:
             raise ValueError(f"unknown permission mode {mode!r} (one of: {', '.join(MODES)})")
+        self._ctx = ctx
         self.mode: PermissionMode = mode
         self.allow = list(allow)
         self.deny = list(deny)
-        self._approvers: list[Approver] = []
         self._grants: dict[str, list[Rule]] = {}
         self._key = InstallationKey(home)
 
@@ -107,18 +112,10 @@ class ApprovalService:
     def bind_context(self, ctx: Context) -> BoundApprovals:
         return BoundApprovals(self, ctx)
 
-    def add_approver(self, approver: Approver) -> Callable[[], None]:
-        self._approvers.append(approver)
-
-        def remove() -> None:
-            if approver in self._approvers:
-                self._approvers.remove(approver)
-
-        return remove
-
-    @property
-    def approver(self) -> Approver | None:
-        return self._approvers[-1] if self._approvers else None
+    def add_approver(self, approver: Approver) -> Disposer:
+        """Decide approvals (before any approver registered earlier) until the
+        service's context is disposed, or the returned disposer is called."""
+        return self._ctx.on(APPROVAL_ASK, approver, prepend=True)
 
     def grants(self, session: Session) -> list[Rule]:
         """Session grants, restored from the log the first time a session is seen: those
@@ -244,12 +241,6 @@ class ApprovalService:
             case "deny":
                 resolve("deny", assessment.by, reason=assessment.reason)
                 return Gate(False, f"{tool.name} is not allowed: {assessment.reason}", "DENIED")
-        approver = self.approver
-        if approver is None:
-            hint = assessment.headless or "allow it with --permission-mode or an allow rule"
-            reason = f"no one is here to approve it (headless); {hint}"
-            resolve("deny", "headless", reason=reason)
-            return Gate(False, f"{tool.name} was not run: {reason}", "DENIED")
         grant = session_rules(tool, action) if assessment.grantable else None
         request = ApprovalRequest(
             id=request_id,
@@ -266,11 +257,18 @@ class ApprovalService:
             ),
         )
         try:
-            decision = await _unless_cancelled(approver(request), signal)
+            asking = self._ctx.serial(APPROVAL_ASK, request)
+            answer = await _unless_cancelled(asking, signal)
         except Exception as error:  # a broken dialog must not run the call
-            decision = ApprovalDecision(
+            answer = ApprovalDecision(
                 outcome="unavailable", feedback=f"the approval failed: {error}"
             )
+        if answer is None:
+            hint = assessment.headless or "allow it with --permission-mode or an allow rule"
+            reason = f"no one is here to approve it (headless); {hint}"
+            resolve("deny", "headless", reason=reason)
+            return Gate(False, f"{tool.name} was not run: {reason}", "DENIED")
+        decision = answer
         match decision.outcome:
             case "allow_once":
                 resolve("allow-once", "user")
@@ -300,8 +298,8 @@ class ApprovalService:
 
 
 async def _unless_cancelled(
-    asking: Awaitable[ApprovalDecision], signal: asyncio.Event | None
-) -> ApprovalDecision:
+    asking: Awaitable[ApprovalDecision | None], signal: asyncio.Event | None
+) -> ApprovalDecision | None:
     """The approver's decision, or "cancelled" once ``signal`` is set: a turn cancelled
     (Esc elsewhere, quitting, /new) must not wait on a dialog nobody will answer, and
     the approver's task is cancelled so that its dialog goes away."""
@@ -324,7 +322,7 @@ def denied_reads(context: ToolContext) -> Callable[[Path], bool] | None:
     """For a tool that reads many files (a search): what the deny rules hide from it,
     or None when they hide nothing."""
     services = context.services
-    approvals = services.get("approvals", None) if services is not None else None
+    approvals = services.get(APPROVALS, None) if services is not None else None
     if approvals is None or not any(rule.kind == "read" for rule in approvals.deny):
         return None
     cwd = context.cwd
@@ -339,7 +337,9 @@ class BoundApprovals:
         self._ctx = ctx
 
     def add_approver(self, approver: Approver) -> Disposer:
-        return self._ctx.effect(lambda: self._service.add_approver(approver))
+        """Decide approvals (before any approver registered earlier) until this
+        context is disposed."""
+        return self._ctx.on(APPROVAL_ASK, approver, prepend=True)
 
     @property
     def mode(self) -> PermissionMode:

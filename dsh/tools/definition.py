@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from dsh.agent_handle import AgentHandle
+from dsh.kernel import Context
 from dsh.llm import Block, CallId, SessionId, ToolSchema, UserMessage
 from dsh.tools.presentation import CallResult, Presentation
 
@@ -78,8 +79,8 @@ class ToolContext:
     signal: asyncio.Event
     """Set when the turn is cancelled: long-running tools stop and return."""
     session_id: SessionId = field(default_factory=lambda: SessionId(""))
-    services: Any = None
-    """The calling agent's context: ``services.get("jobs")`` and the like."""
+    services: Context | None = None
+    """The calling agent's context: ``services.get(JOBS)`` and the like."""
     spill: Callable[[str, str], Path] | None = None
     """Save a large text whole (``spill(text, label)``) and get its path."""
     progress: Callable[[str], None] = field(default=lambda _: None)

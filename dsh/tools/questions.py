@@ -1,15 +1,18 @@
 """The question seam: a tool asks the person, a UI answers.
 
-A UI registers an answerer with ``ctx.questions.set_answerer(...)``; a tool that asks
-the person calls :meth:`QuestionService.ask`. With no answerer (as in
-headless mode) asking is an error the model is told about.
+Answering is the ``question/ask`` hook (:data:`dsh.hooks.QUESTION_ASK`): a UI
+registers an answerer with ``ctx.get(QUESTIONS).set_answerer(...)``, the newest
+answering first; the ``ask_user_question`` tool calls :meth:`QuestionService.ask`.
+With no answerer (as in headless mode) asking is an error the model is told about.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from dsh.agent_handle import AgentHandle
+from dsh.hooks import QUESTION_ASK
 from dsh.kernel import Context, Disposer
 from dsh.wire import Frozen
 
@@ -33,6 +36,12 @@ class Answer(Frozen):
     custom: str | None = None
 
 
+@dataclass(frozen=True)
+class Dismissed:
+    """A ``question/ask`` listener's reply when the person closed the questions
+    unanswered (a listener's None means the question is not its to answer)."""
+
+
 class NoAnswererError(Exception):
     """Nobody is there to answer (headless mode)."""
 
@@ -42,27 +51,25 @@ Answerer = Callable[[Sequence[Question], AgentHandle | None], Awaitable[Sequence
 
 
 class QuestionService:
-    def __init__(self) -> None:
-        self._answerers: list[Answerer] = []
+    """Asks through the ``question/ask`` hook, dispatched on ``ctx``'s kernel."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
 
     def bind_context(self, ctx: Context) -> BoundQuestions:
         return BoundQuestions(self, ctx)
 
-    def add_answerer(self, answerer: Answerer) -> Callable[[], None]:
-        self._answerers.append(answerer)
-
-        def remove() -> None:
-            if answerer in self._answerers:
-                self._answerers.remove(answerer)
-
-        return remove
+    def add_answerer(self, answerer: Answerer) -> Disposer:
+        return _answering(self._ctx, answerer)
 
     async def ask(
         self, questions: Sequence[Question], agent: AgentHandle | None
     ) -> Sequence[Answer] | None:
-        if not self._answerers:
+        """The person's answers; None when they dismissed the questions."""
+        answer = await self._ctx.serial(QUESTION_ASK, questions, agent)
+        if answer is None:
             raise NoAnswererError("no user is available to answer questions (headless mode)")
-        return await self._answerers[-1](questions, agent)
+        return None if isinstance(answer, Dismissed) else answer
 
 
 class BoundQuestions:
@@ -71,9 +78,21 @@ class BoundQuestions:
         self._ctx = ctx
 
     def set_answerer(self, answerer: Answerer) -> Disposer:
-        return self._ctx.effect(lambda: self._service.add_answerer(answerer))
+        """Answer questions (before any answerer registered earlier) until this
+        context is disposed."""
+        return _answering(self._ctx, answerer)
 
     async def ask(
         self, questions: Sequence[Question], agent: AgentHandle | None
     ) -> Sequence[Answer] | None:
         return await self._service.ask(questions, agent)
+
+
+def _answering(ctx: Context, answerer: Answerer) -> Disposer:
+    async def answer(
+        questions: Sequence[Question], agent: AgentHandle | None
+    ) -> Sequence[Answer] | Dismissed:
+        answers = await answerer(questions, agent)
+        return Dismissed() if answers is None else answers
+
+    return ctx.on(QUESTION_ASK, answer, prepend=True)

@@ -2,11 +2,16 @@
 
 1. parse the model's argument text and validate it against the tool's model;
 2. describe what the call would do (:class:`~dsh.tools.definition.Action`);
-3. pre-execute hooks: any may deny (the first denial wins) or ask for approval;
+3. the ``tool/pre-execute`` hooks, side by side: any may deny (the first denial in
+   listener order wins) or ask for approval;
 4. permission: the mode, the rules and the person (:mod:`dsh.tools.approval`);
 5. execute, within the tool's timeout, stopped at once by a cancel;
-6. post-execute hooks: any may turn the result into an error with feedback;
+6. the ``tool/post-execute`` hooks, side by side: any may turn the result into an error
+   with feedback (the first in listener order wins), or add to it;
 7. a large text result is saved to a spill file and the model gets a preview.
+
+The hooks are dispatched on the kernel the service was made with (none without one),
+so a hook registered from an agent's context hears only that agent's calls.
 
 A call never raises into the loop: every failure becomes an error result, ``Error: …``,
 with a code the loop logs on ``tool/result``.
@@ -22,6 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dsh.hooks import TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
 from dsh.kernel import Context, Disposer, RegistryView, ScopedRegistry
 from dsh.llm import (
     Block,
@@ -71,9 +77,11 @@ class Amend:
 
 
 PreHook = Callable[[ToolDefinition, Any, Action, ToolContext], Awaitable[Deny | Ask | None]]
+"""A ``tool/pre-execute`` listener (:data:`dsh.hooks.TOOL_PRE_EXECUTE`)."""
 PostHook = Callable[
     [ToolDefinition, Any, "CallOutcome", ToolContext], Awaitable[BlockResult | Amend | None]
 ]
+"""A ``tool/post-execute`` listener (:data:`dsh.hooks.TOOL_POST_EXECUTE`)."""
 
 
 def parse_arguments(raw: str) -> Any:
@@ -90,17 +98,17 @@ def parse_arguments(raw: str) -> Any:
 class ToolService(ScopedRegistry[ToolDefinition]):
     def __init__(
         self,
+        ctx: Context | None = None,
+        *,
         approvals: ApprovalService | None = None,
         spill: SpillStore | None = None,
-        *,
         max_inline_bytes: int = MAX_INLINE_BYTES,
     ) -> None:
         super().__init__("tool")
+        self._ctx = ctx
         self.approvals = approvals
         self.spill = spill
         self.max_inline_bytes = max_inline_bytes
-        self.pre_hooks: list[PreHook] = []
-        self.post_hooks: list[PostHook] = []
 
     def bind_context(self, ctx: Context) -> ToolView:
         return ToolView(self, ctx)
@@ -157,12 +165,12 @@ class ToolService(ScopedRegistry[ToolDefinition]):
             )
 
         ask: str | None = None
-        for hook in list(self.pre_hooks):
-            decision = await hook(tool, arguments, action, context)
-            if isinstance(decision, Deny):
-                return _failure(call, f"{call.name} was blocked: {decision.reason}", "DENIED")
-            if isinstance(decision, Ask) and ask is None:
-                ask = decision.reason
+        if self._ctx is not None:
+            decisions = await self._ctx.parallel(TOOL_PRE_EXECUTE, tool, arguments, action, context)
+            for decision in decisions:
+                if isinstance(decision, Deny):
+                    return _failure(call, f"{call.name} was blocked: {decision.reason}", "DENIED")
+            ask = next((d.reason for d in decisions if isinstance(d, Ask)), None)
         if self.approvals is not None and context.agent is not None:
             gate = await self.approvals.check(
                 tool,
@@ -179,12 +187,16 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                 )
 
         outcome = await self._execute(tool, call, arguments, context)
-        for post in list(self.post_hooks):
-            verdict = await post(tool, arguments, outcome, context)
-            if isinstance(verdict, BlockResult):
-                return _failure(call, verdict.feedback, "BLOCKED")
-            if isinstance(verdict, Amend):
-                outcome = _amended(call, outcome, verdict)
+        if self._ctx is not None:
+            verdicts = await self._ctx.parallel(
+                TOOL_POST_EXECUTE, tool, arguments, outcome, context
+            )
+            for verdict in verdicts:
+                if isinstance(verdict, BlockResult):
+                    return _failure(call, verdict.feedback, "BLOCKED")
+            for verdict in verdicts:
+                if isinstance(verdict, Amend):
+                    outcome = _amended(call, outcome, verdict)
         return self._maybe_spill(tool, call, outcome, context)
 
     async def _execute(
@@ -263,25 +275,15 @@ class ToolView(RegistryView[ToolDefinition]):
         return registry
 
     def add_pre_hook(self, hook: PreHook) -> Disposer:
-        hooks = self.service.pre_hooks
-        return self._ctx.effect(lambda: _adding(hooks, hook))
+        """``ctx.on(TOOL_PRE_EXECUTE, hook)`` for this view's context."""
+        return self._ctx.on(TOOL_PRE_EXECUTE, hook)
 
     def add_post_hook(self, hook: PostHook) -> Disposer:
-        hooks = self.service.post_hooks
-        return self._ctx.effect(lambda: _adding(hooks, hook))
+        """``ctx.on(TOOL_POST_EXECUTE, hook)`` for this view's context."""
+        return self._ctx.on(TOOL_POST_EXECUTE, hook)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.service, name)
-
-
-def _adding(items: list[Any], item: Any) -> Callable[[], None]:
-    items.append(item)
-
-    def remove() -> None:
-        if item in items:
-            items.remove(item)
-
-    return remove
 
 
 def _amended(call: ToolCallBlock, outcome: CallOutcome, amend: Amend) -> CallOutcome:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dsh.control_chars import VisibleStream, is_terminal, printable
+from dsh.kernel import ServiceKey
 from dsh.llm import TextDelta, user_text
 from dsh.session import (
     AssistantChunk,
@@ -69,6 +70,8 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
+_TITLES: ServiceKey[Any] = ServiceKey("session-titles")
+"""The title plugin's service, when it is loaded (``--title``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,7 +252,7 @@ async def _run(
                 agent.followup(user_text(request.prompt))
             command_failed = ui.failed or printer.command_failed
         await agent.when_idle()
-        titles = runtime.root.get("session-titles", None) if request.title else None
+        titles = runtime.root.get(_TITLES, None) if request.title else None
         if titles is not None:
             await titles.title_now(agent)  # and waits for the model's title
     finally:

@@ -36,7 +36,9 @@ from prompt_toolkit.output import DummyOutput, Output, create_output
 from rich.console import Console
 from rich.text import Text
 
+from dsh.hooks import AGENT_STATUS
 from dsh.paths import dsh_home
+from dsh.services import TOOLS
 from dsh.session import SessionBusyError, SessionEvent
 from dsh.session.events import CancelByUser
 from dsh.settings import Settings
@@ -171,7 +173,7 @@ class PlainApp:
             try:
                 await controller.start()
                 self._open_input()
-                controller.ctx.on("agent/status", self._redraw_prompt)
+                controller.ctx.on(AGENT_STATUS, self._redraw_prompt)
                 controller.add_session_commands(PLAIN_KEYS, lambda: self.fold)
                 await controller.open_first()
             except StartFailed as failed:
@@ -278,7 +280,7 @@ class PlainApp:
         runtime = self.controller.runtime
         assert runtime is not None
         self.fold = TranscriptFold(cost=runtime.llm.cost)
-        return TranscriptPrinter(self.console, self.controller.ctx.get("tools"), self.fold)
+        return TranscriptPrinter(self.console, self.controller.ctx.get(TOOLS), self.fold)
 
     async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
         printer = self._printer()

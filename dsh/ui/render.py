@@ -73,7 +73,7 @@ NOTICE_STYLES = {"info": ("•", "cyan"), "warning": ("⚠", "yellow"), "error":
 
 
 class ToolLookup(Protocol):
-    """What this module needs of the tools service (``runtime.root.tools``)."""
+    """What this module needs of the tools service (``runtime.root.get(TOOLS)``)."""
 
     def get(self, name: str) -> ToolDefinition | None: ...
 

@@ -233,14 +233,16 @@ class SessionController:
         """Settle the project's trust and start the runtime (unless one was given),
         then wire the front end to it: its context, its approver and answerer.
         Raises :class:`StartFailed`."""
+        from dsh.services import APPROVALS, COMMANDS, QUESTIONS
+
         if self.runtime is None:
             self.runtime = await self._start_runtime()
         runtime = self.runtime
         self._ctx = runtime.root.child(name=self.ui.kind)
-        self._commands = self._ctx.get("commands")
+        self._commands = self._ctx.get(COMMANDS)
         if self.ui.answers:
-            self._ctx.get("approvals").add_approver(self.ui.ask_approval)
-            self._ctx.get("questions").set_answerer(self._answer)
+            self._ctx.get(APPROVALS).add_approver(self.ui.ask_approval)
+            self._ctx.get(QUESTIONS).set_answerer(self._answer)
 
     async def _start_runtime(self) -> Runtime:
         from dsh.paths import dsh_home

@@ -20,7 +20,8 @@ from pydantic import BaseModel, PositiveInt
 
 from dsh.kernel import Context, Plugin
 from dsh.paths import dsh_home
-from dsh.prompt import PROMPT, PromptContext, per_workspace
+from dsh.prompt import PromptContext, per_workspace
+from dsh.services import PROMPT
 
 ENTRY = "project-instructions"
 PREAMBLE = (
@@ -141,7 +142,7 @@ def apply(ctx: Context, config: Config) -> None:
 plugin = Plugin(
     name="agents-md",
     description="AGENTS.md and CLAUDE.md instructions from $DSH_HOME and the project",
-    inject=("prompt",),
+    inject=(PROMPT,),
     config=Config,
     apply=apply,
 )

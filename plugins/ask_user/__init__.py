@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from dsh.kernel import Context, Plugin
+from dsh.services import QUESTIONS, TOOLS
 from dsh.tools import (
     Action,
     CallResult,
@@ -76,7 +77,7 @@ async def ask_user_question(arguments: AskArguments, context: ToolContext) -> st
         )
         for q in arguments.questions
     ]
-    service = context.services.get("questions") if context.services is not None else None
+    service = context.services.get(QUESTIONS, None) if context.services is not None else None
     if service is None:
         raise ToolError("no user is available to answer questions", "NO_PROVIDER")
     try:
@@ -128,7 +129,7 @@ def _questions(arguments: dict[str, Any]) -> str:
 
 
 def apply(ctx: Context, config: object) -> None:
-    ctx.tools.register(
+    ctx.get(TOOLS).register(
         "ask_user_question",
         ToolDefinition(
             name="ask_user_question",
@@ -144,5 +145,5 @@ def apply(ctx: Context, config: object) -> None:
 
 
 plugin = Plugin(
-    name="ask-user", inject=("tools",), apply=apply, description="the ask_user_question tool"
+    name="ask-user", inject=(TOOLS,), apply=apply, description="the ask_user_question tool"
 )

@@ -13,18 +13,18 @@ of environment variables passed on even though they look like credentials.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
-from dsh.agent import AgentHandle
-from dsh.kernel import Context, Plugin
-from dsh.llm import UserMessage, UserSource
+from dsh.agent import PromptDecision, PromptSubmit
+from dsh.hooks import AGENT_DISPOSED, AGENT_PROMPT_SUBMIT
+from dsh.kernel import Context, Next, Plugin, ServiceKey
+from dsh.llm import UserSource
+from dsh.services import TOOLS
 from plugins.bash.job_tools import job_tools
 from plugins.bash.jobs import JobService
 from plugins.bash.tool import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, BashSettings, bash_tool
 
-JOBS = "jobs"
+JOBS: ServiceKey[JobService] = ServiceKey("jobs")
 
 
 class Config(BaseModel):
@@ -45,23 +45,25 @@ def apply(ctx: Context, config: Config) -> None:
 
     settings = BashSettings(config.default_timeout_ms, tuple(config.env_passthrough))
     for tool in (bash_tool(jobs, settings), *job_tools(jobs)):
-        ctx.tools.register(tool.name, tool)
+        ctx.get(TOOLS).register(tool.name, tool)
 
-    async def on_prompt(agent: AgentHandle, message: UserMessage, next_: Any) -> Any:
+    async def on_prompt(
+        submit: PromptSubmit, next_: Next[PromptSubmit, PromptDecision]
+    ) -> PromptDecision:
         # A prompt from the user ends a run of turns started by job notices.
-        if isinstance(message.source, UserSource):
-            jobs.user_prompted(agent)
+        if isinstance(submit.message.source, UserSource):
+            jobs.user_prompted(submit.agent)
         return await next_()
 
-    ctx.on("agent/prompt-submit", on_prompt)
+    ctx.on(AGENT_PROMPT_SUBMIT, on_prompt)
     # The session is going away: its jobs end with it, without notices.
-    ctx.on("agent/disposed", lambda agent: jobs.close_owner(str(agent.id)))
+    ctx.on(AGENT_DISPOSED, lambda agent: jobs.close_owner(str(agent.id)))
 
 
 plugin = Plugin(
     name="bash",
     description="Shell commands (bash -c) and background jobs",
-    inject=("tools",),
+    inject=(TOOLS,),
     provides=(JOBS,),
     config=Config,
     apply=apply,

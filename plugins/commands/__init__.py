@@ -15,6 +15,7 @@ import time
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.kernel import Context, NoConfig, Plugin
 from dsh.llm import user_text
+from dsh.services import APPROVALS, COMMANDS, LLM, SESSIONS
 from dsh.session import session_spend
 
 MODES = ("read-only", "default", "accept-edits", "bypass")
@@ -43,7 +44,7 @@ async def model(context: CommandContext, args: str) -> None:
         raise CommandError("usage: /model [provider/]model [--force]")
     provider, _, name = words[0].rpartition("/")
     provider = provider or options.provider
-    llm = context.root.llm
+    llm = context.root.get(LLM)
     try:
         llm.resolve(provider, name)
     except Exception as error:
@@ -63,7 +64,7 @@ async def model(context: CommandContext, args: str) -> None:
 async def _pick_model(context: CommandContext, provider: str, current: str) -> None:
     """``/model`` alone, where someone can choose: the provider's models (its
     ``/models`` list merged with what dsh knows of them) to pick from."""
-    models = await context.root.llm.list_models(provider)
+    models = await context.root.get(LLM).list_models(provider)
     if not models:
         return
     ids = [info.id for info in models]
@@ -81,7 +82,7 @@ def _switch(context: CommandContext, provider: str, name: str) -> None:
 
 
 async def permissions(context: CommandContext, args: str) -> None:
-    approvals = context.root.approvals
+    approvals = context.root.get(APPROVALS)
     if args:
         mode = args.strip()
         if mode not in MODES:
@@ -94,7 +95,7 @@ async def permissions(context: CommandContext, args: str) -> None:
 
 
 async def cost(context: CommandContext, args: str) -> None:
-    spent = session_spend(context.agent.session.events, context.root.llm.cost)
+    spent = session_spend(context.agent.session.events, context.root.get(LLM).cost)
     usage = spent.usage
     if usage is None:
         context.host.show("No model calls in this session yet.")
@@ -111,10 +112,10 @@ async def cost(context: CommandContext, args: str) -> None:
 
 async def sessions(context: CommandContext, args: str) -> None:
     agent = context.agent
-    catalog = context.root.sessions.catalog
+    catalog = context.root.get(SESSIONS).catalog
     if catalog is None:
         raise CommandError("the session index is off")
-    await context.root.sessions.indexed()
+    await context.root.get(SESSIONS).indexed()
     entries = await catalog.list(cwd=agent.session.header.cwd, limit=20)
     if not entries:
         context.host.show("No sessions here yet.")
@@ -150,7 +151,7 @@ async def exit_(context: CommandContext, args: str) -> None:
     await context.host.quit()
 
 
-COMMANDS = (
+BUILT_IN = (
     Command(
         "model", "Show or switch the model (provider/model)", model, "[provider/]model [--force]"
     ),
@@ -163,13 +164,13 @@ COMMANDS = (
 
 
 def apply(ctx: Context, config: NoConfig) -> None:
-    for command in COMMANDS:
-        ctx.commands.register(command.name, command)
+    for command in BUILT_IN:
+        ctx.get(COMMANDS).register(command.name, command)
 
 
 plugin = Plugin(
     name="commands",
     description="Built-in slash commands: /model /permissions /cost /sessions /init /exit",
-    inject=("commands",),
+    inject=(COMMANDS,),
     apply=apply,
 )

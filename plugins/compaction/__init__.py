@@ -11,7 +11,9 @@ is logged is in :mod:`plugins.compaction.service`.
 from __future__ import annotations
 
 from dsh.commands import Command, CommandContext, CommandError
+from dsh.hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST_ERROR
 from dsh.kernel import Context, Plugin
+from dsh.services import COMMANDS
 from dsh.session import register_events
 from dsh.transcript import register_entries
 from plugins.compaction.config import Config
@@ -73,16 +75,16 @@ def vocabulary(ctx: Context) -> None:
 def apply(ctx: Context, config: Config) -> None:
     service = CompactionService(ctx, config)
     ctx.provide(SERVICE, service)
-    ctx.on("agent/pre-step", service.on_pre_step)
-    ctx.on("agent/request-error", service.on_request_error)
-    ctx.on("agent/disposed", service.forget)
-    ctx.commands.register("compact", compact_command(service))
+    ctx.on(AGENT_PRE_STEP, service.on_pre_step)
+    ctx.on(AGENT_REQUEST_ERROR, service.on_request_error)
+    ctx.on(AGENT_DISPOSED, service.forget)
+    ctx.get(COMMANDS).register("compact", compact_command(service))
 
 
 plugin = Plugin(
     name="compaction",
     description="compaction: a summary in place of the older history, automatic and /compact",
-    inject=("commands",),
+    inject=(COMMANDS,),
     provides=(SERVICE,),
     config=Config,
     apply=apply,

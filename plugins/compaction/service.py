@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh.agent import AgentHandle, PreStep, RequestError, Retry
-from dsh.kernel import Context
+from dsh.kernel import Context, ServiceKey
 from dsh.llm import (
     BlockAssembler,
     FinishAborted,
@@ -67,7 +67,7 @@ from plugins.compaction.selection import Mode, choose_cut
 
 _log = logging.getLogger("dsh.plugins.compaction")
 
-SERVICE = "compaction"
+SERVICE: ServiceKey[CompactionService] = ServiceKey("compaction")
 MIN_USEFUL = 0.02
 """Automatic compaction does not bother for less than this share of the window."""
 HEADROOM = 0.95

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from dsh.kernel import Context, Plugin
 from dsh.processes import helper_command
-from dsh.prompt import PROMPT, PromptContext, Render, per_workspace
+from dsh.prompt import PromptContext, Render, per_workspace
+from dsh.services import PROMPT
 
 GIT_TIMEOUT = 2.0
 """Seconds git may take before the status is reported as unavailable."""
@@ -252,6 +253,6 @@ def apply(ctx: Context, config: object) -> None:
 plugin = Plugin(
     name="environment",
     description="Working directory, platform, shell, date and git status for the model",
-    inject=("prompt",),
+    inject=(PROMPT,),
     apply=apply,
 )

@@ -15,6 +15,7 @@ Modules: ``files`` (paths, versions, text detection, atomic writes), ``observed`
 from __future__ import annotations
 
 from dsh.kernel import Context, NoConfig, Plugin
+from dsh.services import TOOLS
 from dsh.tools import ToolDefinition
 from plugins.fs.edit import edit_tool, multi_edit_tool, write_tool
 from plugins.fs.observed import FsState
@@ -39,12 +40,12 @@ def fs_tools(state: FsState | None = None) -> list[ToolDefinition]:
 
 def apply(ctx: Context, config: NoConfig) -> None:
     for tool in fs_tools():
-        ctx.tools.register(tool.name, tool)
+        ctx.get(TOOLS).register(tool.name, tool)
 
 
 plugin = Plugin(
     name="fs",
     description="File tools: read, write, edit, multi_edit, glob, grep",
-    inject=("tools",),
+    inject=(TOOLS,),
     apply=apply,
 )

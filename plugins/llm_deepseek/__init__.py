@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, PositiveFloat
 from dsh.credentials import KeyDestination, key_reader
 from dsh.kernel import Context, Plugin
 from dsh.llm import Price, RetryPolicy
+from dsh.services import CREDENTIALS, LLM, SETTINGS
 from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice
 from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
 
@@ -89,19 +90,19 @@ def apply(ctx: Context, config: Config) -> None:
     adapter = ChatCompletionsAdapter(
         base_url=base_url,
         models=models_with(config.models),
-        api_key=key_reader(ctx.get("credentials", None), config.api_key_env),
+        api_key=key_reader(ctx.get(CREDENTIALS, None), config.api_key_env),
         credential=config.api_key_env,
         read_timeout=config.read_timeout,
         retry_policy=config.retry,
         key_destination=_key_destination(ctx, config, from_env),
     )
-    ctx.llm.register_adapter([PROVIDER], adapter)
+    ctx.get(LLM).register_adapter([PROVIDER], adapter)
 
 
 def _key_destination(ctx: Context, config: Config, from_env: str | None) -> KeyDestination:
     """The key goes only where the user's own layers point, never to an address a
     project's settings chose, and only as the key they name."""
-    settings = ctx.get("settings", None)
+    settings = ctx.get(SETTINGS, None)
     if settings is None:  # loaded by a program, not from settings files: all its own
         return KeyDestination(config.base_url or from_env or DEFAULT_BASE_URL)
     own = settings.own_section("plugins", PLUGIN)
@@ -144,8 +145,8 @@ SETUP = ProviderSetup(
 plugin = Plugin(
     name=PLUGIN,
     description="DeepSeek models (V4 Flash, V4 Pro) with thinking mode",
-    inject=("llm",),
-    optional=("credentials", "settings"),
+    inject=(LLM,),
+    optional=(CREDENTIALS, SETTINGS),
     config=Config,
     apply=apply,
     setup=SETUP,

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, PositiveFloat, field_validator
 from dsh.credentials import KeyDestination, key_reader
 from dsh.kernel import Context, Plugin
 from dsh.llm import RetryPolicy
+from dsh.services import CREDENTIALS, LLM, SETTINGS
 from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice, SetupError, SetupField
 from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
 
@@ -64,7 +65,7 @@ class Config(BaseModel):
 
 def _own_providers(ctx: Context, config: Config) -> dict[str, Provider]:
     """The providers as the user's own layers configure them (not a project's)."""
-    settings = ctx.get("settings", None)
+    settings = ctx.get(SETTINGS, None)
     if settings is None:  # loaded by a program, not from settings files: all its own
         return {provider.name: provider for provider in config.providers}
     try:
@@ -85,7 +86,7 @@ def apply(ctx: Context, config: Config) -> None:
             base_url=provider.base_url,
             models=provider.models,
             api_key=(
-                key_reader(ctx.get("credentials", None), provider.api_key_env)
+                key_reader(ctx.get(CREDENTIALS, None), provider.api_key_env)
                 if provider.api_key_env
                 else None
             ),
@@ -97,7 +98,7 @@ def apply(ctx: Context, config: Config) -> None:
             list_models_path="/models" if provider.list_models else None,
             key_destination=_key_destination(provider, own.get(provider.name)),
         )
-        ctx.llm.register_adapter([provider.name], adapter)
+        ctx.get(LLM).register_adapter([provider.name], adapter)
 
 
 def _key_destination(provider: Provider, own: Provider | None) -> KeyDestination:
@@ -152,8 +153,8 @@ SETUP = ProviderSetup(
 plugin = Plugin(
     name=PLUGIN,
     description="OpenAI-compatible servers (Ollama, vLLM, llama.cpp, gateways)",
-    inject=("llm",),
-    optional=("credentials", "settings"),
+    inject=(LLM,),
+    optional=(CREDENTIALS, SETTINGS),
     config=Config,
     apply=apply,
     setup=SETUP,

@@ -21,7 +21,9 @@ Settings (``[plugins.lsp]``): see :class:`~plugins.lsp.config.Config`.
 
 from __future__ import annotations
 
-from dsh.kernel import Context, Plugin
+from dsh.hooks import TOOL_POST_EXECUTE
+from dsh.kernel import Context, Plugin, ServiceKey
+from dsh.services import TOOLS
 from plugins.lsp.config import Config
 from plugins.lsp.servers import ServerConfig
 from plugins.lsp.service import LspService, ServerStatus
@@ -30,7 +32,7 @@ from plugins.lsp.tool import lsp_tool
 
 __all__ = ["LSP", "Config", "LspService", "ServerConfig", "ServerStatus", "plugin"]
 
-LSP = "lsp"
+LSP: ServiceKey[LspService] = ServiceKey("lsp")
 
 
 def apply(ctx: Context, config: Config) -> None:
@@ -39,14 +41,14 @@ def apply(ctx: Context, config: Config) -> None:
     service = LspService(ctx.child(name="lsp:servers"), config)
     ctx.effect(lambda: service.aclose)
     ctx.provide(LSP, service)
-    ctx.tools.register("lsp", lsp_tool(service))
-    ctx.tools.add_post_hook(edit_hook(service))
+    ctx.get(TOOLS).register("lsp", lsp_tool(service))
+    ctx.on(TOOL_POST_EXECUTE, edit_hook(service))
 
 
 plugin = Plugin(
     name="lsp",
     description="Language servers: definition, references, hover, symbols, diagnostics",
-    inject=("tools",),
+    inject=(TOOLS,),
     provides=(LSP,),
     config=Config,
     apply=apply,

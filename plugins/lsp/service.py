@@ -2,7 +2,7 @@
 workspace), each started on first use, and the documents they were shown kept in step
 with the disk.
 
-Other plugins and UIs may use it (``ctx.get("lsp")``): :meth:`LspService.server`
+Other plugins and UIs may use it (``ctx.get(LSP)``, the key in :mod:`plugins.lsp`): :meth:`LspService.server`
 starts or returns a server, :meth:`LspService.open` shows it a file,
 :meth:`LspService.status` lists what runs.
 """

@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, PositiveInt
 
-from dsh.agent import AgentHandle, PromptAllow
-from dsh.kernel import Context, Plugin
+from dsh.agent import PromptAllow, PromptDecision, PromptSubmit
+from dsh.hooks import AGENT_PROMPT_SUBMIT
+from dsh.kernel import Context, Next, Plugin
 from dsh.llm import PluginSource, UserMessage, UserSource, user_text
+from dsh.services import APPROVALS
 from plugins.mentions.attach import Attached, Attachment, Limits, attach, mentions
 
 __all__ = ["NAME", "Config", "attach", "mentions", "messages", "plugin"]
@@ -90,7 +91,10 @@ def apply(ctx: Context, config: Config) -> None:
         max_mentions=config.max_mentions,
     )
 
-    async def on_prompt(agent: AgentHandle, message: UserMessage, next_: Any) -> Any:
+    async def on_prompt(
+        submit: PromptSubmit, next_: Next[PromptSubmit, PromptDecision]
+    ) -> PromptDecision:
+        agent, message = submit.agent, submit.message
         decision = await next_()
         if not isinstance(decision, PromptAllow):
             return decision  # blocked: nothing to attach
@@ -101,7 +105,7 @@ def apply(ctx: Context, config: Config) -> None:
         text = message.text()
         if "@" not in text:
             return decision
-        approvals = ctx.get("approvals", None)
+        approvals = ctx.get(APPROVALS, None)
         root = Path(agent.cwd)
         denied = (
             (lambda path: bool(approvals.read_denied(path, root)))
@@ -114,7 +118,7 @@ def apply(ctx: Context, config: Config) -> None:
             return decision
         return replace(decision, additional_contexts=(*decision.additional_contexts, *extra))
 
-    ctx.on("agent/prompt-submit", on_prompt)
+    ctx.on(AGENT_PROMPT_SUBMIT, on_prompt)
 
 
 plugin = Plugin(

@@ -22,7 +22,8 @@ from dsh.commands import Command, CommandContext, CommandError
 from dsh.kernel import Context, Plugin
 from dsh.llm import user_text
 from dsh.paths import dsh_home
-from dsh.prompt import PROMPT, PromptContext, per_workspace
+from dsh.prompt import PromptContext, per_workspace
+from dsh.services import COMMANDS, PROMPT, TOOLS
 from plugins.skills.index import Scan, Skill, SkillIndex, skill_roots
 from plugins.skills.render import catalog, skill_content, summary
 from plugins.skills.tool import skill_tool
@@ -124,15 +125,15 @@ def apply(ctx: Context, config: Config) -> None:
         return text
 
     ctx.get(PROMPT).context(ENTRY, 20, available_skills, form="catalog")
-    ctx.tools.register("skill", skill_tool(index))
+    ctx.get(TOOLS).register("skill", skill_tool(index))
     for command in commands(index):
-        ctx.commands.register(command.name, command)
+        ctx.get(COMMANDS).register(command.name, command)
 
 
 plugin = Plugin(
     name="skills",
     description="skills from .dsh/skills and $DSH_HOME/skills: a catalog, the skill tool",
-    inject=("prompt", "tools", "commands"),
+    inject=(PROMPT, TOOLS, COMMANDS),
     config=Config,
     apply=apply,
 )

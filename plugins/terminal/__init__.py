@@ -14,10 +14,12 @@ Modules: ``keys`` (named keys), ``terminal`` (one pty, its screen and its log),
 from __future__ import annotations
 
 from dsh.agent import AgentHandle
-from dsh.kernel import Context, Plugin
+from dsh.hooks import AGENT_DISPOSED
+from dsh.kernel import Context, Plugin, ServiceKey
+from dsh.services import TOOLS
 from plugins.terminal.tools import Settings, Terminals, terminal_tools
 
-TERMINALS = "terminals"
+TERMINALS: ServiceKey[Terminals] = ServiceKey("terminals")
 
 
 def apply(ctx: Context, config: Settings) -> None:
@@ -25,18 +27,18 @@ def apply(ctx: Context, config: Settings) -> None:
     ctx.effect(lambda: service.aclose)
     ctx.provide(TERMINALS, service)
     for tool in terminal_tools(service):
-        ctx.tools.register(tool.name, tool)
+        ctx.get(TOOLS).register(tool.name, tool)
 
     def on_disposed(agent: AgentHandle) -> None:
         ctx.spawn(service.close_owner(str(agent.id)), name="terminal:close-owner")
 
-    ctx.on("agent/disposed", on_disposed)
+    ctx.on(AGENT_DISPOSED, on_disposed)
 
 
 plugin = Plugin(
     name="terminal",
     description="Programs in pseudo-terminals: terminal_open, _send, _read, _snapshot, ...",
-    inject=("tools",),
+    inject=(TOOLS,),
     provides=(TERMINALS,),
     config=Settings,
     apply=apply,

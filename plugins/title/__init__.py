@@ -17,7 +17,9 @@ with the agent.
 from __future__ import annotations
 
 from dsh.commands import Command, CommandContext
+from dsh.hooks import AGENT_STATUS
 from dsh.kernel import Context, Plugin
+from dsh.services import COMMANDS
 from dsh.session import register_events
 from plugins.title.events import TITLE, TITLE_REQUEST, SessionTitle, SessionTitleRequest
 from plugins.title.service import SERVICE, Config, TitleService
@@ -66,14 +68,14 @@ def vocabulary(ctx: Context) -> None:
 def apply(ctx: Context, config: Config) -> None:
     titles = TitleService(ctx, config)
     ctx.provide(SERVICE, titles)
-    ctx.on("agent/status", titles.on_status)
-    ctx.commands.register("title", title_command(titles))
+    ctx.on(AGENT_STATUS, titles.on_status)
+    ctx.get(COMMANDS).register("title", title_command(titles))
 
 
 plugin = Plugin(
     name="title",
     description="session titles: a fallback, then one written by the model; /title",
-    inject=("commands",),
+    inject=(COMMANDS,),
     provides=(SERVICE,),
     config=Config,
     apply=apply,

@@ -24,7 +24,7 @@ from pydantic import BaseModel, PositiveFloat, PositiveInt
 
 from dsh.agent import AgentHandle
 from dsh.frontend import front_end
-from dsh.kernel import Context
+from dsh.kernel import Context, ServiceKey
 from dsh.session import Session
 from plugins.title.events import TITLE, TITLE_REQUEST, SessionTitle, SessionTitleRequest
 from plugins.title.facts import TitleFacts, latest_title, read_facts
@@ -33,7 +33,7 @@ from plugins.title.text import clean_title, fallback_title, title_prompt, user_t
 
 _log = logging.getLogger("dsh.plugins.title")
 
-SERVICE = "session-titles"
+SERVICE: ServiceKey[TitleService] = ServiceKey("session-titles")
 
 
 class Config(BaseModel):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from dsh.kernel import Context, Plugin
+from dsh.services import TOOLS
 from dsh.session import EventType, SessionEvent, register_events
 from dsh.tools import (
     ChecklistView,
@@ -105,7 +106,7 @@ def vocabulary(ctx: Context) -> None:
 
 
 def apply(ctx: Context, config: object) -> None:
-    ctx.tools.register(
+    ctx.get(TOOLS).register(
         "todo_write",
         ToolDefinition(
             name="todo_write",
@@ -121,7 +122,7 @@ def apply(ctx: Context, config: object) -> None:
 
 plugin = Plugin(
     name="todo",
-    inject=("tools",),
+    inject=(TOOLS,),
     apply=apply,
     vocabulary=vocabulary,
     description="the todo_write tool",

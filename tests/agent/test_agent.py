@@ -3,16 +3,46 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from dsh.agent import Agent, Edit, PromptAllow, PromptBlock, Reject, Remove, Retry
-from dsh.llm import LlmCallConfig, PluginSource, TextBlock, UserMessage, user_text
+from dsh.agent import (
+    Agent,
+    Edit,
+    PreRequest,
+    PreStep,
+    PreStepDecision,
+    PromptAllow,
+    PromptBlock,
+    PromptDecision,
+    PromptSubmit,
+    Reject,
+    Remove,
+    RequestError,
+    Retry,
+)
+from dsh.agent.signal import TurnSignal
+from dsh.hooks import (
+    AGENT_CREATED,
+    AGENT_DISPOSED,
+    AGENT_PRE_STEP,
+    AGENT_PROMPT_BLOCKED,
+    AGENT_PROMPT_SUBMIT,
+    AGENT_REQUEST,
+    AGENT_REQUEST_ERROR,
+    AGENT_SESSION_START,
+    AGENT_STATUS,
+    AGENT_TURN_STOPPING,
+)
+from dsh.kernel import Context, Next
+from dsh.llm import LlmCallConfig, PluginSource, TextBlock, user_text
 from dsh.runtime import Runtime, start_runtime
+from dsh.services import PROMPT, TOOLS
 from dsh.session import SessionEvent, check_log
 from dsh.session.events import CancelByUser
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
@@ -48,7 +78,7 @@ async def runtime(
             }
         },
     )
-    started.root.tools.register(
+    started.root.get(TOOLS).register(
         "echo",
         ToolDefinition(
             name="echo",
@@ -255,15 +285,23 @@ async def test_tool_errors_reach_the_model_and_the_turn_goes_on(
 async def test_prompt_submit_can_block_or_rewrite(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    async def policy(agent: Agent, message: UserMessage, next: Any) -> Any:
-        if "secret" in message.text():
+    async def policy(
+        submit: PromptSubmit, next: Next[PromptSubmit, PromptDecision]
+    ) -> PromptDecision:
+        text = submit.message.text()
+        if "secret" in text:
             return PromptBlock("prompts about secrets are not allowed")
         return PromptAllow(
-            content=(TextBlock(text=message.text().upper()),),
+            content=(TextBlock(text=text.upper()),),
             additional_contexts=(user_text("context from a hook"),),
         )
 
-    runtime.root.on("agent/prompt-submit", policy)
+    blocked: list[tuple[str, str]] = []
+    runtime.root.on(AGENT_PROMPT_SUBMIT, policy)
+    runtime.root.on(
+        AGENT_PROMPT_BLOCKED,
+        lambda agent, message, reason: blocked.append((message.text(), reason)),
+    )
     fake_llm.add(Reply(text="ok"))
     agent = await new_agent(runtime, tmp_path)
     agent.followup(user_text("tell me the secret"))
@@ -274,6 +312,7 @@ async def test_prompt_submit_can_block_or_rewrite(
         "blocked",
         "prompts about secrets are not allowed",
     )
+    assert blocked == [("tell me the secret", "prompts about secrets are not allowed")]
     assert len(of(agent, "turn/start")) == 1
     assert texts(fake_llm.chat_requests[0].body)[-2:] == ["HELLO", "context from a hook"]
 
@@ -281,10 +320,10 @@ async def test_prompt_submit_can_block_or_rewrite(
 async def test_pre_step_can_reject_the_turn(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    async def reject(pre: Any, next: Any) -> Any:
+    async def reject(pre: PreStep, next: Next[PreStep, PreStepDecision]) -> PreStepDecision:
         return Reject("not now")
 
-    runtime.root.on("agent/pre-step", reject)
+    runtime.root.on(AGENT_PRE_STEP, reject)
     agent = await new_agent(runtime, tmp_path)
     agent.followup(user_text("go"))
     await agent.when_idle()
@@ -296,10 +335,11 @@ async def test_pre_step_can_reject_the_turn(
 async def test_request_can_switch_the_model(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    async def pro(agent: Agent, config: LlmCallConfig, next: Any) -> Any:
-        return config.model_copy(update={"model": "deepseek-v4-pro", "reasoning_effort": "max"})
+    async def pro(request: PreRequest, next: Next[PreRequest, LlmCallConfig]) -> LlmCallConfig:
+        update = {"model": "deepseek-v4-pro", "reasoning_effort": "max"}
+        return await next(replace(request, config=request.config.model_copy(update=update)))
 
-    runtime.root.on("agent/request", pro)
+    runtime.root.on(AGENT_REQUEST, pro)
     fake_llm.add(Reply(text="ok"))
     agent = await new_agent(runtime, tmp_path)
     agent.followup(user_text("hard problem"))
@@ -314,11 +354,11 @@ async def test_request_error_retry_keeps_one_turn(
 ) -> None:
     attempts: list[str] = []
 
-    async def recover(error: Any, next: Any) -> Any:
+    async def recover(error: RequestError, next: Next[RequestError, Retry | None]) -> Retry | None:
         attempts.append(error.failure.code)
         return Retry() if len(attempts) == 1 else await next()
 
-    runtime.root.on("agent/request-error", recover)
+    runtime.root.on(AGENT_REQUEST_ERROR, recover)
     fake_llm.add(Reply(fault=Fault(status=400, body={"error": {"message": "transient"}})))
     fake_llm.add(Reply(text="second time lucky"))
     agent = await new_agent(runtime, tmp_path)
@@ -337,12 +377,15 @@ async def test_a_turn_stopping_listener_can_keep_the_turn_going(
 ) -> None:
     nudged: list[int] = []
 
-    async def nudge(agent: Agent, turn: int, signal: Any) -> None:
-        if not nudged:
-            nudged.append(turn)
-            agent.steer(user_text("double-check that"))
+    async def nudge(agent: Agent, turn: int, signal: TurnSignal) -> bool:
+        if nudged:
+            return False
+        nudged.append(turn)
+        agent.steer(user_text("double-check that"))
+        return True  # the listeners after this one are not asked
 
-    runtime.root.on("agent/turn-stopping", nudge)
+    runtime.root.on(AGENT_TURN_STOPPING, nudge)
+    runtime.root.on(AGENT_TURN_STOPPING, lambda agent, turn, signal: nudged.append(-turn))
     fake_llm.add(Reply(text="done"))
     fake_llm.add(Reply(text="checked"))
     agent = await new_agent(runtime, tmp_path)
@@ -351,6 +394,46 @@ async def test_a_turn_stopping_listener_can_keep_the_turn_going(
     assert len(of(agent, "turn/start")) == 1
     assert len(of(agent, "step/start")) == 2
     assert [e.data.text() for e in of(agent, "steering/message")] == ["double-check that"]
+    assert nudged == [1, -1]  # asked once the nudge had been given
+
+
+async def test_an_agent_scoped_listener_hears_only_its_own_agent(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    heard: list[tuple[str, str, str]] = []
+
+    def listen(ctx: Context, who: str) -> None:
+        def note(hook: str) -> Callable[..., None]:
+            return lambda agent, *rest: heard.append((who, hook, agent.id))
+
+        ctx.on(AGENT_CREATED, note("created"))
+        ctx.on(AGENT_SESSION_START, note("session-start"))
+        ctx.on(AGENT_STATUS, note("status"))
+        ctx.on(AGENT_DISPOSED, note("disposed"))
+
+        async def request(
+            request: PreRequest, next: Next[PreRequest, LlmCallConfig]
+        ) -> LlmCallConfig:
+            heard.append((who, "request", request.agent.id))
+            return await next()
+
+        ctx.on(AGENT_REQUEST, request)
+
+    listen(runtime.root, "global")
+    first = await runtime.agents.create(tmp_path, setup=lambda ctx: listen(ctx, "first"))
+    second = await new_agent(runtime, tmp_path)
+    for agent in (first, second):
+        fake_llm.add(Reply(text="ok"))
+        agent.followup(user_text("go"))
+        await agent.when_idle()
+    await runtime.agents.dispose(first)
+    await runtime.agents.dispose(second)
+    hooks = ["created", "session-start", "status", "request", "status", "disposed"]
+    assert [(who, hook) for who, hook, agent_id in heard if agent_id == first.id] == [
+        (who, hook) for hook in hooks for who in ("global", "first")
+    ][:-1]  # the agent's own context is gone before it is disposed of
+    assert {who for who, hook, agent_id in heard if agent_id == second.id} == {"global"}
+    assert [hook for who, hook, agent_id in heard if agent_id == second.id] == hooks
 
 
 # ---------------------------------------------------------------------- the inbox
@@ -492,7 +575,7 @@ async def test_context_entries_are_entered_only_when_they_change(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     facts = {"branch": "main"}
-    runtime.root.prompt.context("repo-facts", 5, lambda pc: f"branch: {facts['branch']}")
+    runtime.root.get(PROMPT).context("repo-facts", 5, lambda pc: f"branch: {facts['branch']}")
     for _ in range(3):
         fake_llm.add(Reply(text="ok"))
     agent = await new_agent(runtime, tmp_path)
@@ -521,14 +604,14 @@ async def test_the_workspace_value_moves_at_each_turn_and_after_effects(
         (tmp_path / "touched").write_text(args.text)
         return "written"
 
-    runtime.root.tools.register(
+    runtime.root.get(TOOLS).register(
         "touch",
         ToolDefinition(
             name="touch", description="Write a file.", arguments=EchoArgs, execute=touch
         ),
     )
     seen: list[tuple[int, int]] = []
-    runtime.root.prompt.context("probe", 5, lambda pc: seen.append(pc.workspace) and None)
+    runtime.root.get(PROMPT).context("probe", 5, lambda pc: seen.append(pc.workspace) and None)
     echo_call = ToolCallSpec(name="echo", arguments={"text": "read"})
     fake_llm.add(Reply(tool_calls=[echo_call]))
     fake_llm.add(Reply(tool_calls=[echo_call]))
@@ -558,7 +641,7 @@ async def test_tool_context_and_concluding_tools(
     async def finish(args: Nothing, context: ToolContext) -> ToolOutput:
         return ToolOutput(content="submitted", additional_contexts=(user_text("a note for later"),))
 
-    runtime.root.tools.register(
+    runtime.root.get(TOOLS).register(
         "submit",
         ToolDefinition(
             name="submit",

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from dsh.llm import PluginSource, user_text
 from dsh.runtime import Runtime, start_runtime
+from dsh.services import APPROVALS, TOOLS
 from dsh.session import SessionEvent, check_log
 from dsh.session.events import CancelByUser
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
@@ -51,7 +52,7 @@ async def runtime(
         cwd=tmp_path,
         plugin_configs={"llm-deepseek": {"base_url": fake_llm.base_url}},
     )
-    started.root.tools.register("note", NOTE)
+    started.root.get(TOOLS).register("note", NOTE)
     yield started
     await started.aclose()
 
@@ -73,7 +74,7 @@ async def test_a_turn_with_reasoning_an_approved_call_and_an_answer(
     async def approve(request: ApprovalRequest) -> ApprovalDecision:
         return ApprovalDecision(outcome="allow_once")
 
-    runtime.root.approvals.add_approver(approve)
+    runtime.root.get(APPROVALS).add_approver(approve)
     fake_llm.add(
         Reply(
             reasoning="A note is asked for.",
@@ -140,10 +141,10 @@ async def test_steering_and_tool_context_join_the_next_step(
             content=f"noted {args.text}", additional_contexts=(user_text("the list: milk"),)
         )
 
-    runtime.root.tools.register(
+    runtime.root.get(TOOLS).register(
         "listed", dataclasses.replace(NOTE, name="listed", execute=note_with_context)
     )
-    runtime.root.approvals.add_approver(approve_and_steer)
+    runtime.root.get(APPROVALS).add_approver(approve_and_steer)
     fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="listed", arguments={"text": "milk"})]))
     fake_llm.add(Reply(text="Noted milk; eggs too."))
     opened = len(agent.session.events)
@@ -195,7 +196,7 @@ async def test_a_cancel_while_asking_ends_the_turn_aborted(
         agent.cancel(CancelByUser())
         return ApprovalDecision(outcome="allow_once")
 
-    runtime.root.approvals.add_approver(cancel)
+    runtime.root.get(APPROVALS).add_approver(cancel)
     fake_llm.add(
         Reply(
             tool_calls=[

@@ -6,72 +6,104 @@ from typing import Any
 import pytest
 
 from dsh.kernel import (
-    ERROR_EVENT,
+    KERNEL_ERROR,
+    Chain,
     Context,
     ContextDisposedError,
+    First,
+    Gather,
+    HookDeclarationError,
+    Next,
+    Notify,
     ReportedError,
     ServiceConflictError,
     ServiceKey,
     ServiceNotFoundError,
 )
 
+# Hooks of these tests: each name is declared once per process.
+E: Notify[[Any]] = Notify("kernel-test/e")
+BARE: Notify[[]] = Notify("kernel-test/bare")
+OF_AGENT: Notify[[object]] = Notify("kernel-test/of-agent", subject=lambda agent: agent)
+ASK: First[[], Any] = First("kernel-test/ask")
+GATHER: Gather[[], Any] = Gather("kernel-test/gather")
+FAILING: Gather[[], None] = Gather("kernel-test/failing")
+W: Chain[Any, Any] = Chain("kernel-test/w")
+
+NUMBERS: ServiceKey[list[int]] = ServiceKey("numbers")
+X: ServiceKey[int] = ServiceKey("x")
+PERSONA: ServiceKey[str] = ServiceKey("persona")
+THINGS: ServiceKey[Any] = ServiceKey("things")
+WORKSPACE: ServiceKey[str] = ServiceKey("workspace")
+
 
 def errors_of(ctx: Context) -> list[ReportedError]:
     seen: list[ReportedError] = []
-    ctx.on(ERROR_EVENT, seen.append)
+    ctx.on(KERNEL_ERROR, seen.append)
     return seen
 
 
 # ---------------------------------------------------------------------- services
 
 
-async def test_provide_and_get_by_name_attribute_and_key() -> None:
+async def test_provide_and_get_by_key() -> None:
     root = Context()
-    key: ServiceKey[list[int]] = ServiceKey("numbers")
-    root.provide(key, [1, 2])
-    assert root.get("numbers") == [1, 2]
-    assert root.numbers == [1, 2]
-    assert root.get(key) == [1, 2]
-    assert root.has("numbers")
-    assert not root.has("absent")
-    assert root.get("absent", "fallback") == "fallback"
+    root.provide(NUMBERS, [1, 2])
+    assert root.get(NUMBERS) == [1, 2]
+    assert root.get(ServiceKey[list[int]]("numbers")) == [1, 2]  # a key is its name
+    assert root.has(NUMBERS)
+    absent: ServiceKey[str] = ServiceKey("absent")
+    assert not root.has(absent)
+    assert root.get(absent, "fallback") == "fallback"
 
 
-async def test_missing_service_is_a_clear_attribute_error() -> None:
+async def test_a_missing_service_is_a_clear_error() -> None:
     root = Context()
     with pytest.raises(ServiceNotFoundError, match="'llm'"):
-        _ = root.llm
-    assert getattr(root, "llm", None) is None
+        root.get(ServiceKey("llm"))
+
+
+async def test_services_are_reached_only_by_key() -> None:
+    root = Context()
+    root.provide(X, 1)
+    with pytest.raises(
+        TypeError, match=r"ServiceKey, not 'x' \(the core's keys are in dsh.services"
+    ):
+        root.get("x")  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="ServiceKey"):
+        root.provide("y", 2)  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):
+        _ = root.x  # type: ignore[attr-defined]
 
 
 async def test_same_service_twice_in_one_scope_conflicts() -> None:
     root = Context()
-    root.provide("x", 1)
+    root.provide(X, 1)
     with pytest.raises(ServiceConflictError):
-        root.child().provide("x", 2)
+        root.child().provide(X, 2)
 
 
 async def test_disposing_the_provider_withdraws_the_service() -> None:
     root = Context()
     plugin = root.child(name="p")
-    plugin.provide("x", 1)
-    assert root.x == 1
+    plugin.provide(X, 1)
+    assert root.get(X) == 1
     await plugin.dispose()
-    assert not root.has("x")
+    assert not root.has(X)
 
 
 async def test_agent_scoped_service_shadows_global_only_for_that_agent() -> None:
     root = Context()
-    root.provide("persona", "global")
+    root.provide(PERSONA, "global")
     agent_a, agent_b = object(), object()
     ctx_a = root.child(agent_a)
     ctx_b = root.child(agent_b)
-    ctx_a.provide("persona", "scoped")
-    assert ctx_a.persona == "scoped"
-    assert ctx_b.persona == "global"
-    assert root.persona == "global"
+    ctx_a.provide(PERSONA, "scoped")
+    assert ctx_a.get(PERSONA) == "scoped"
+    assert ctx_b.get(PERSONA) == "global"
+    assert root.get(PERSONA) == "global"
     await ctx_a.dispose()
-    assert root.child(agent_a).persona == "global"
+    assert root.child(agent_a).get(PERSONA) == "global"
 
 
 async def test_services_bind_to_their_caller() -> None:
@@ -91,10 +123,10 @@ async def test_services_bind_to_their_caller() -> None:
 
     root = Context()
     service = Registrar()
-    root.provide("things", service)
+    root.provide(THINGS, service)
     plugin = root.child(name="p")
-    plugin.things.add("a")
-    root.things.add("b")
+    plugin.get(THINGS).add("a")
+    root.get(THINGS).add("b")
     assert service.names == ["a", "b"]
     await plugin.dispose()
     assert service.names == ["b"]
@@ -106,10 +138,10 @@ async def test_services_bind_to_their_caller() -> None:
 async def test_emit_calls_listeners_in_order_with_prepend_first() -> None:
     root = Context()
     calls: list[str] = []
-    root.on("e", lambda v: calls.append(f"a{v}"))
-    root.on("e", lambda v: calls.append(f"b{v}"))
-    root.on("e", lambda v: calls.append(f"first{v}"), prepend=True)
-    root.emit("e", 1)
+    root.on(E, lambda v: calls.append(f"a{v}"))
+    root.on(E, lambda v: calls.append(f"b{v}"))
+    root.on(E, lambda v: calls.append(f"first{v}"), prepend=True)
+    root.emit(E, 1)
     assert calls == ["first1", "a1", "b1"]
 
 
@@ -121,13 +153,13 @@ async def test_emit_isolates_and_reports_a_failing_listener() -> None:
     def broken(_: object) -> None:
         raise RuntimeError("boom")
 
-    root.child(name="bad").on("e", broken)
-    root.on("e", lambda v: calls.append(v))
-    root.emit("e", "ok")  # must not raise
+    root.child(name="bad").on(E, broken)
+    root.on(E, lambda v: calls.append(v))
+    root.emit(E, "ok")  # must not raise
     assert calls == ["ok"]
     assert len(reported) == 1
     assert reported[0].origin == "listener"
-    assert reported[0].event == "e"
+    assert reported[0].event == "kernel-test/e"
     assert reported[0].owner == "bad"
     assert isinstance(reported[0].error, RuntimeError)
 
@@ -143,21 +175,21 @@ async def test_emit_runs_async_listeners_as_owned_tasks_and_reports_their_failur
     async def failing(_: object) -> None:
         raise ValueError("later")
 
-    root.on("e", ok)
-    root.on("e", failing)
-    root.emit("e", None)
+    root.on(E, ok)
+    root.on(E, failing)
+    root.emit(E, None)
     await asyncio.wait_for(done.wait(), 1)
     for _ in range(5):
         await asyncio.sleep(0)
-    assert [r.event for r in reported] == ["e"]
+    assert [r.event for r in reported] == ["kernel-test/e"]
     assert isinstance(reported[0].error, ValueError)
 
 
 async def test_failing_error_listener_does_not_recurse() -> None:
     root = Context()
-    root.on(ERROR_EVENT, lambda _: 1 / 0)
-    root.on("e", lambda: 1 / 0)
-    root.emit("e")  # one report, whose listener fails; that is only logged
+    root.on(KERNEL_ERROR, lambda _: 1 / 0)
+    root.on(BARE, lambda: 1 / 0)
+    root.emit(BARE)  # one report, whose listener fails; that is only logged
 
 
 async def test_listeners_are_snapshotted_per_dispatch() -> None:
@@ -166,34 +198,87 @@ async def test_listeners_are_snapshotted_per_dispatch() -> None:
 
     def adds_another() -> None:
         calls.append("first")
-        root.on("e", lambda: calls.append("late"))
+        root.on(BARE, lambda: calls.append("late"))
 
-    root.on("e", adds_another)
-    root.emit("e")
+    root.on(BARE, adds_another)
+    root.emit(BARE)
     assert calls == ["first"]
 
 
 async def test_removing_a_listener_with_its_disposer() -> None:
     root = Context()
     calls: list[int] = []
-    off = root.on("e", calls.append)
-    root.emit("e", 1)
+    off = root.on(E, calls.append)
+    root.emit(E, 1)
     off()
     off()  # twice is harmless
-    root.emit("e", 2)
+    root.emit(E, 2)
     assert calls == [1]
 
 
-async def test_scoped_listeners_run_only_for_their_subject() -> None:
+async def test_scoped_listeners_hear_only_the_subject_the_spec_names() -> None:
     root = Context()
     agent, other = object(), object()
     calls: list[str] = []
-    root.on("e", lambda: calls.append("global"))
-    root.child(agent).on("e", lambda: calls.append("agent"))
-    root.emit("e", subject=agent)
-    root.emit("e", subject=other)
-    root.emit("e")
-    assert calls == ["global", "agent", "global", "global"]
+    root.on(OF_AGENT, lambda a: calls.append("global"))
+    root.child(agent).on(OF_AGENT, lambda a: calls.append("agent"))
+    root.child(agent).on(BARE, lambda: calls.append("agent, no subject"))
+    root.emit(OF_AGENT, agent)
+    root.emit(OF_AGENT, other)
+    root.emit(BARE)  # a hook without a subject is no agent's: scoped listeners miss it
+    assert calls == ["global", "agent", "global"]
+
+
+# ---------------------------------------------------------------------- specs
+
+
+async def test_a_name_is_refused_where_a_spec_is_wanted() -> None:
+    root = Context()
+    with pytest.raises(TypeError, match=r"'kernel/error': pass its spec, declared in dsh\.kernel"):
+        root.on("kernel/error", print)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="no hook of that name is declared"):
+        root.on("agent/nonsense", print)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"ctx.emit\(\) takes a hook spec"):
+        root.emit("kernel-test/e", 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="hook spec"):
+        await root.waterfall("kernel-test/w", 1, default=lambda v: v)  # type: ignore[arg-type]
+
+
+async def test_a_spec_is_dispatched_only_in_its_own_style() -> None:
+    root = Context()
+    with pytest.raises(
+        TypeError,
+        match=r"'kernel-test/w' is a Chain hook: run it with ctx.waterfall\(\), not ctx.emit\(\)",
+    ):
+        root.emit(W, 1)  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match=r"is a Notify hook: run it with ctx.emit\(\), not ctx.serial"
+    ):
+        await root.serial(E, 1)  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match=r"is a First hook: run it with ctx.serial\(\), not ctx.parallel"
+    ):
+        await root.parallel(ASK)  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match=r"is a Gather hook: run it with ctx.parallel\(\), not ctx.waterfall"
+    ):
+        await root.waterfall(GATHER, 1, default=lambda v: v)  # type: ignore[arg-type]
+
+
+async def test_a_hook_name_is_declared_once_and_well_formed() -> None:
+    with pytest.raises(
+        HookDeclarationError,
+        match=r"'kernel-test/e' is declared twice: in tests.kernel.test_context and in tests.kernel.test_context",
+    ):
+        Notify("kernel-test/e")
+    with pytest.raises(HookDeclarationError, match="'area/name'"):
+        Notify("no-area")
+    with pytest.raises(HookDeclarationError, match="'area/name'"):
+        Chain("Agent/Upper")
+    declared = Gather[[int], str]("kernel-test/declared-here")
+    assert declared.name == "kernel-test/declared-here"
+    assert declared.declared_in == __name__
+    assert repr(declared) == "Gather('kernel-test/declared-here')"
 
 
 # ---------------------------------------------------------------------- serial, parallel
@@ -214,49 +299,64 @@ async def test_serial_awaits_in_order_and_the_first_real_result_stops_the_chain(
         calls.append("answer")
         return "stop here"
 
-    root.on("e", nothing)
-    root.on("e", false)
-    root.on("e", answer)
-    root.on("e", lambda: calls.append("never"))
-    assert await root.serial("e") == "stop here"
+    root.on(ASK, nothing)
+    root.on(ASK, false)
+    root.on(ASK, answer)
+    root.on(ASK, lambda: calls.append("never"))
+    assert await root.serial(ASK) == "stop here"
     assert calls == ["none", "false", "answer"]
 
 
 async def test_serial_with_no_result_returns_none_and_propagates_errors() -> None:
     root = Context()
-    root.on("e", lambda: None)
-    assert await root.serial("e") is None
-    root.on("e", lambda: 1 / 0)
+    assert await root.serial(ASK) is None  # no listener at all
+    root.on(ASK, lambda: None)
+    assert await root.serial(ASK) is None
+    root.on(ASK, lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
-        await root.serial("e")
+        await root.serial(ASK)
 
 
-async def test_parallel_runs_concurrently_then_raises_the_first_error() -> None:
+async def test_parallel_runs_concurrently_and_returns_results_in_listener_order() -> None:
     root = Context()
     started: list[str] = []
     gate = asyncio.Event()
 
-    async def slow(name: str) -> None:
+    async def slow(name: str) -> str:
         started.append(name)
         await gate.wait()
+        return name
 
-    async def opener() -> None:
+    async def opener() -> str:
         started.append("opener")
         gate.set()
+        return "opener"
 
-    root.on("e", lambda: slow("a"))
-    root.on("e", lambda: slow("b"))
-    root.on("e", opener)
-    await asyncio.wait_for(root.parallel("e"), 1)
+    root.on(GATHER, lambda: slow("a"))
+    root.on(GATHER, lambda: slow("b"))
+    root.on(GATHER, opener)
+    root.on(GATHER, lambda: "plain")  # a listener need not be async
+    assert await asyncio.wait_for(root.parallel(GATHER), 60) == ["a", "b", "opener", "plain"]
     assert sorted(started) == ["a", "b", "opener"]
 
+
+async def test_parallel_raises_the_first_failure_in_listener_order() -> None:
+    root = Context()
+    finished: list[str] = []
+
     async def fail(message: str) -> None:
+        await asyncio.sleep(0)
         raise RuntimeError(message)
 
-    root.on("f", lambda: fail("first"))
-    root.on("f", lambda: fail("second"))
+    async def fine() -> None:
+        finished.append("fine")
+
+    root.on(FAILING, lambda: fail("first"))
+    root.on(FAILING, fine)
+    root.on(FAILING, lambda: fail("second"))
     with pytest.raises(RuntimeError, match="first"):
-        await root.parallel("f")
+        await root.parallel(FAILING)
+    assert finished == ["fine"]  # the others still ran to the end
 
 
 # ---------------------------------------------------------------------- waterfall
@@ -266,23 +366,23 @@ async def test_waterfall_nests_listeners_around_the_default() -> None:
     root = Context()
     trace: list[str] = []
 
-    async def outer(value: int, next: Any) -> int:
+    async def outer(value: int, next: Next[int, int]) -> int:
         trace.append("outer in")
         result = await next()
         trace.append("outer out")
         return result * 10
 
-    async def inner(value: int, next: Any) -> int:
+    async def inner(value: int, next: Next[int, int]) -> int:
         trace.append("inner in")
-        return await next(value + 1)  # transforms the value for the rest of the chain
+        return await next(value + 1)  # replaces the payload for the rest of the chain
 
     async def default(value: int) -> int:
         trace.append(f"default {value}")
         return value
 
-    root.on("w", outer)
-    root.on("w", inner)
-    assert await root.waterfall("w", 1, default=default) == 20
+    root.on(W, outer)
+    root.on(W, inner)
+    assert await root.waterfall(W, 1, default=default) == 20
     assert trace == ["outer in", "inner in", "default 2", "outer out"]
 
 
@@ -290,27 +390,53 @@ async def test_waterfall_short_circuits_when_next_is_not_called() -> None:
     root = Context()
     called: list[str] = []
 
-    async def blocker(prompt: str, next: Any) -> str:
+    async def blocker(prompt: str, next: Next[str, str]) -> str:
         return "blocked"
 
-    async def later(prompt: str, next: Any) -> str:
+    async def later(prompt: str, next: Next[str, str]) -> str:
         called.append("later")
         return await next()
 
-    root.on("w", blocker)
-    root.on("w", later)
+    root.on(W, blocker)
+    root.on(W, later)
 
     async def default(prompt: str) -> str:
         called.append("default")
         return prompt
 
-    assert await root.waterfall("w", "hi", default=default) == "blocked"
+    assert await root.waterfall(W, "hi", default=default) == "blocked"
     assert called == []
 
 
 async def test_waterfall_without_listeners_is_the_default() -> None:
     root = Context()
-    assert await root.waterfall("w", 3, default=lambda v: v * 2) == 6
+    assert await root.waterfall(W, 3, default=lambda v: v * 2) == 6
+
+
+async def test_next_takes_one_payload_at_most() -> None:
+    root = Context()
+
+    async def greedy(value: int, next: Any) -> int:
+        return int(await next(1, 2))
+
+    root.on(W, greedy)
+    with pytest.raises(TypeError, match="one payload at most"):
+        await root.waterfall(W, 0, default=lambda v: v)
+
+
+async def test_a_waterfall_subject_comes_from_the_payload() -> None:
+    of_payload: Chain[tuple[object, int], int] = Chain(
+        "kernel-test/payload-subject", subject=lambda payload: payload[0]
+    )
+    root = Context()
+    agent, other = object(), object()
+
+    def add_ten(payload: tuple[object, int], next: Next[tuple[object, int], int]) -> Any:
+        return next((payload[0], payload[1] + 10))
+
+    root.child(agent).on(of_payload, add_ten)
+    assert await root.waterfall(of_payload, (agent, 1), default=lambda p: p[1]) == 11
+    assert await root.waterfall(of_payload, (other, 1), default=lambda p: p[1]) == 1
 
 
 # ---------------------------------------------------------------------- disposal
@@ -375,9 +501,9 @@ async def test_registering_on_a_disposed_context_raises() -> None:
     child = root.child()
     await child.dispose()
     with pytest.raises(ContextDisposedError):
-        child.on("e", print)
+        child.on(E, lambda v: None)
     with pytest.raises(ContextDisposedError):
-        child.provide("x", 1)
+        child.provide(X, 1)
     with pytest.raises(ContextDisposedError):
         child.child()
 
@@ -387,18 +513,18 @@ async def test_agent_scope_unwinds_everything_it_registered() -> None:
     agent = object()
     agent_ctx = root.child(agent, name="agent")
     calls: list[str] = []
-    agent_ctx.on("e", lambda: calls.append("agent listener"))
-    agent_ctx.provide("workspace", "/tmp/x")
+    agent_ctx.on(OF_AGENT, lambda a: calls.append("agent listener"))
+    agent_ctx.provide(WORKSPACE, "/tmp/x")
     tool_ctx = agent_ctx.child(name="agent tool")
     tool_ctx.effect(lambda: lambda: calls.append("tool undone"))
     assert tool_ctx.scope is agent
 
-    root.emit("e", subject=agent)
+    root.emit(OF_AGENT, agent)
     await agent_ctx.dispose()
-    root.emit("e", subject=agent)
+    root.emit(OF_AGENT, agent)
     assert calls == ["agent listener", "tool undone"]
-    assert not agent_ctx.has("workspace")
-    assert root.listener_count("e") == 0
+    assert not agent_ctx.has(WORKSPACE)
+    assert root.listener_count(OF_AGENT) == 0
 
 
 async def test_spawned_tasks_are_cancelled_on_dispose_and_failures_reported() -> None:

@@ -19,6 +19,7 @@ from dsh.kernel import (
     PluginDefinitionError,
     PluginHost,
     PluginStatus,
+    ServiceKey,
     discover_bundled,
     discover_entry_points,
     load_vocabularies,
@@ -26,20 +27,32 @@ from dsh.kernel import (
 )
 
 
+def key(name: str) -> ServiceKey[Any]:
+    return ServiceKey(name)
+
+
+def keyed(kw: dict[str, Any]) -> dict[str, Any]:
+    """The service names given for inject, optional and provides, as keys."""
+    for group in ("inject", "optional", "provides"):
+        if isinstance(kw.get(group), tuple):
+            kw[group] = tuple(key(name) for name in kw[group])
+    return kw
+
+
 def plugin(name: str, **kw: Any) -> Plugin:
     kw.setdefault("apply", lambda ctx, config: None)
-    return Plugin(name=name, **kw)
+    return Plugin(name=name, **keyed(kw))
 
 
 def provider(name: str, *services: str, log: list[str] | None = None, **kw: Any) -> Plugin:
     def apply(ctx: Context, config: object) -> None:
         for service in services:
-            ctx.provide(service, f"{service} from {name}")
+            ctx.provide(key(service), f"{service} from {name}")
         if log is not None:
             log.append(f"load {name}")
             ctx.effect(lambda: lambda: log.append(f"unload {name}"))
 
-    return Plugin(name=name, apply=apply, provides=services, **kw)
+    return Plugin(name=name, apply=apply, **keyed({"provides": services, **kw}))
 
 
 def candidates(*plugins: Plugin) -> list[Candidate]:
@@ -54,6 +67,10 @@ def test_plugin_definition_is_validated() -> None:
         plugin("Bad Name")
     with pytest.raises(PluginDefinitionError, match="tuple"):
         plugin("x", inject="llm")  # a bare string is a classic mistake
+    with pytest.raises(
+        PluginDefinitionError, match=r"ServiceKeys \(the core's are in dsh\.services"
+    ):
+        Plugin(name="x", apply=lambda ctx, config: None, inject=("llm",))  # type: ignore[arg-type]
     with pytest.raises(PluginDefinitionError, match="pydantic"):
         plugin("x", config=dict)
     with pytest.raises(PluginDefinitionError, match="vocabulary"):
@@ -107,17 +124,17 @@ async def test_loads_in_dependency_order_and_unloads_in_reverse() -> None:
     )
     assert [r.name for r in records] == ["store", "llm", "ui"]
     assert all(r.status is PluginStatus.LOADED for r in records)
-    assert root.llm == "llm from llm"
+    assert root.get(key("llm")) == "llm from llm"
     await host.unload_all()
     assert log == ["load store", "load llm", "load ui", "unload ui", "unload llm", "unload store"]
-    assert not root.has("llm")
+    assert not root.has(key("llm"))
 
 
 async def test_a_failing_plugin_is_unwound_and_reported_and_others_still_load() -> None:
     undone: list[str] = []
 
     def broken(ctx: Context, config: object) -> None:
-        ctx.provide("half", "registered before failing")
+        ctx.provide(key("half"), "registered before failing")
         ctx.effect(lambda: lambda: undone.append("broken's effect"))
         raise RuntimeError("cannot start: port in use")
 
@@ -125,7 +142,7 @@ async def test_a_failing_plugin_is_unwound_and_reported_and_others_still_load() 
     host = PluginHost(root)
     records = await host.load(
         candidates(
-            Plugin(name="broken", apply=broken, provides=("half",)),
+            Plugin(name="broken", apply=broken, provides=(key("half"),)),
             provider("fine", "fine"),
             plugin("needs-half", inject=("half",)),
         )
@@ -138,16 +155,16 @@ async def test_a_failing_plugin_is_unwound_and_reported_and_others_still_load() 
     assert "'half'" in str(status["needs-half"][1])
     assert "broken" in str(status["needs-half"][1])
     assert undone == ["broken's effect"]
-    assert not root.has("half")
+    assert not root.has(key("half"))
 
 
 async def test_async_apply_is_awaited() -> None:
     async def apply(ctx: Context, config: object) -> None:
-        ctx.provide("svc", 42)
+        ctx.provide(key("svc"), 42)
 
     root = Context()
-    await PluginHost(root).load(candidates(Plugin(name="a", apply=apply, provides=("svc",))))
-    assert root.svc == 42
+    await PluginHost(root).load(candidates(Plugin(name="a", apply=apply, provides=(key("svc"),))))
+    assert root.get(key("svc")) == 42
 
 
 async def test_a_missing_service_skips_the_plugin_with_the_reason() -> None:
@@ -159,7 +176,7 @@ async def test_a_missing_service_skips_the_plugin_with_the_reason() -> None:
 
 async def test_core_services_on_the_root_satisfy_injections() -> None:
     root = Context()
-    root.provide("sessions", object())
+    root.provide(key("sessions"), object())
     [record] = await PluginHost(root).load(candidates(plugin("ui", inject=("sessions",))))
     assert record.status is PluginStatus.LOADED
 
@@ -247,7 +264,7 @@ def worded(name: str, log: list[str], *, fails: bool = False, **kw: Any) -> Plug
     def apply(ctx: Context, config: object) -> None:
         log.append(f"apply {name}")
 
-    return Plugin(name=name, apply=apply, vocabulary=vocabulary, **kw)
+    return Plugin(name=name, apply=apply, vocabulary=vocabulary, **keyed(kw))
 
 
 async def test_a_plugins_vocabulary_comes_before_apply_and_goes_with_it() -> None:
@@ -291,12 +308,14 @@ def write(path: Path, text: str) -> None:
 
 
 GOOD_PLUGIN = """
-    from dsh.kernel import Plugin
+    from dsh.kernel import Plugin, ServiceKey
+
+    GREETING = ServiceKey("greeting")
 
     def apply(ctx, config):
-        ctx.provide("greeting", "hello from {name}")
+        ctx.provide(GREETING, "hello from {name}")
 
-    plugin = Plugin(name="{name}", provides=("greeting",), apply=apply)
+    plugin = Plugin(name="{name}", provides=(GREETING,), apply=apply)
 """
 
 

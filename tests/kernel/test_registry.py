@@ -2,48 +2,51 @@ from __future__ import annotations
 
 import pytest
 
-from dsh.kernel import Context, RegistrationConflictError, ScopedRegistry
+from dsh.kernel import Context, RegistrationConflictError, RegistryView, ScopedRegistry, ServiceKey
+
+COMMANDS: ServiceKey[RegistryView[str]] = ServiceKey("commands")
+TOOLS: ServiceKey[RegistryView[str]] = ServiceKey("tools")
 
 
 async def test_registration_belongs_to_the_registering_context() -> None:
     root = Context()
-    root.provide("commands", ScopedRegistry[str]("command"))
+    root.provide(COMMANDS, ScopedRegistry[str]("command"))
     plugin = root.child(name="p")
-    plugin.commands.register("compact", "compact handler")
-    assert root.commands.visible() == {"compact": "compact handler"}
-    assert root.get("commands")._registry.owner("compact") == "p"
+    plugin.get(COMMANDS).register("compact", "compact handler")
+    assert root.get(COMMANDS).visible() == {"compact": "compact handler"}
+    assert root.get(COMMANDS)._registry.owner("compact") == "p"
     await plugin.dispose()
-    assert root.commands.visible() == {}
+    assert root.get(COMMANDS).visible() == {}
 
 
 async def test_agent_items_shadow_globals_for_that_agent_only() -> None:
     root = Context()
     registry = ScopedRegistry[str]("tool")
-    root.provide("tools", registry)
-    root.tools.register("read", "global read")
-    root.tools.register("bash", "global bash")
+    root.provide(TOOLS, registry)
+    root.get(TOOLS).register("read", "global read")
+    root.get(TOOLS).register("bash", "global bash")
     agent = object()
     agent_ctx = root.child(agent)
-    agent_ctx.tools.register("read", "sandboxed read")
-    agent_ctx.tools.register("task", "subagent tool")
+    agent_ctx.get(TOOLS).register("read", "sandboxed read")
+    agent_ctx.get(TOOLS).register("task", "subagent tool")
 
-    assert agent_ctx.tools.visible() == {
+    assert agent_ctx.get(TOOLS).visible() == {
         "read": "sandboxed read",
         "bash": "global bash",
         "task": "subagent tool",
     }
-    assert root.tools.visible() == {"read": "global read", "bash": "global bash"}
-    assert "task" in agent_ctx.tools
-    assert "task" not in root.tools
+    assert root.get(TOOLS).visible() == {"read": "global read", "bash": "global bash"}
+    assert "task" in agent_ctx.get(TOOLS)
+    assert "task" not in root.get(TOOLS)
     version = registry.version
     await agent_ctx.dispose()
     assert registry.version > version
-    assert agent_ctx.tools.get("read") == "global read"
+    assert agent_ctx.get(TOOLS).get("read") == "global read"
 
 
 async def test_duplicate_name_in_one_scope_is_refused() -> None:
     root = Context()
-    root.provide("tools", ScopedRegistry[str]("tool"))
-    root.tools.register("read", "a")
+    root.provide(TOOLS, ScopedRegistry[str]("tool"))
+    root.get(TOOLS).register("read", "a")
     with pytest.raises(RegistrationConflictError, match="tool 'read'"):
-        root.child().tools.register("read", "b")
+        root.child().get(TOOLS).register("read", "b")

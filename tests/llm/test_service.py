@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from dsh.kernel import Context
+from dsh.hooks import LLM_RETRY, LLM_STREAM
+from dsh.kernel import Context, Next
 from dsh.llm import (
     BlockEnd,
     BlockStart,
@@ -41,6 +42,7 @@ from dsh.llm import (
     assemble,
     user_text,
 )
+from dsh.services import LLM
 
 FAST = RetryPolicy(max_retries=3, base_delay_ms=1, max_delay_ms=4)
 
@@ -125,10 +127,10 @@ async def collect(
 async def test_routes_register_replace_and_release_with_their_context() -> None:
     root = Context()
     service = LlmService(root)
-    root.provide("llm", service)
+    root.provide(LLM, service)
     plugin = root.child(name="provider-plugin")
     adapter = Scripted()
-    registration = plugin.llm.register_adapter(["a", "b"], adapter)
+    registration = plugin.get(LLM).register_adapter(["a", "b"], adapter)
     assert service.providers() == ["a", "b"]
     with pytest.raises(RouteConflictError):
         service.register_adapter(["b"], Scripted())
@@ -238,7 +240,7 @@ async def test_retries_are_bounded_and_announced_on_the_kernel() -> None:
     root = Context()
     service = LlmService(root, sleep=lambda s: asyncio.sleep(0))
     announced: list[RetryNotice] = []
-    root.on("llm/retry", announced.append)
+    root.on(LLM_RETRY, announced.append)
     service.register_adapter(["p"], Scripted(*(failed("TIMEOUT") for _ in range(4))))
     chunks = await collect(service, options())
     assert chunks[-1].reason.failure.code == "TIMEOUT"  # type: ignore[union-attr]
@@ -347,11 +349,13 @@ async def test_the_llm_stream_waterfall_wraps_every_call() -> None:
     service.register_adapter(["p"], Scripted(reply("original")))
     seen: list[str] = []
 
-    async def observe(opts: GenerateOptions, next: Any) -> AsyncIterator[StreamChunk]:
+    async def observe(
+        opts: GenerateOptions, next: Next[GenerateOptions, AsyncIterator[StreamChunk]]
+    ) -> AsyncIterator[StreamChunk]:
         seen.append(opts.model)
         return await next(opts.model_copy(update={"model": "rewritten"}))
 
-    root.on("llm/stream", observe)
+    root.on(LLM_STREAM, observe)
     await collect(service, options())
     assert seen == ["m"]
     assert service.adapter("p").calls[0].model == "rewritten"  # type: ignore[attr-defined]

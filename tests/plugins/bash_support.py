@@ -19,7 +19,9 @@ import pytest
 
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.llm import CallId, SessionId, UserMessage
+from dsh.services import TOOLS
 from dsh.tools import ToolContext, ToolOutput, ToolService
+from plugins.bash import JOBS
 from plugins.bash import plugin as bash_plugin
 from plugins.bash.jobs import JobService
 from plugins.bash.process import group_alive
@@ -80,7 +82,7 @@ class Harness:
     async def call(
         self, tool: str, arguments: dict[str, Any], context: ToolContext | None = None
     ) -> ToolOutput:
-        definition = self.root.tools.get(tool)
+        definition = self.root.get(TOOLS).get(tool)
         assert definition is not None, f"{tool} is not registered"
         parsed = definition.arguments.model_validate(arguments)
         result = await definition.execute(parsed, context or self.context())
@@ -95,7 +97,7 @@ class Harness:
 @contextlib.asynccontextmanager
 async def loaded(tmp_path: Path, config: dict[str, Any] | None = None) -> AsyncIterator[Harness]:
     root = Context(name="test")
-    root.provide("tools", ToolService())
+    root.provide(TOOLS, ToolService(root))
     [record] = await PluginHost(root).load(
         [Candidate("bash", "test", plugin=bash_plugin)], configs={"bash": config or {}}
     )
@@ -103,7 +105,7 @@ async def loaded(tmp_path: Path, config: dict[str, Any] | None = None) -> AsyncI
     spill_dir = tmp_path / "spill"
     spill_dir.mkdir()
     try:
-        yield Harness(root, root.get("jobs"), tmp_path, spill_dir)
+        yield Harness(root, root.get(JOBS), tmp_path, spill_dir)
     finally:
         await root.dispose()
 

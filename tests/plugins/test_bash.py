@@ -16,6 +16,7 @@ import pytest
 
 from dsh.kernel import Context
 from dsh.llm import CallId, ToolCallBlock
+from dsh.services import TOOLS
 from dsh.tools import Action, ToolError
 from plugins.bash.capture import SPILL_CAP_BYTES, TAIL_BYTES
 from plugins.bash.jobs import JobService
@@ -170,7 +171,7 @@ def test_arguments_schema_and_aliases() -> None:
 
 
 async def test_describe_names_the_command(harness: Harness) -> None:
-    tool = harness.root.tools.get("bash")
+    tool = harness.root.get(TOOLS).get("bash")
     arguments = BashArguments(command="make test\nmake lint", description="check")
     action = await tool.action(arguments, harness.context())
     assert action == Action(
@@ -382,7 +383,7 @@ async def test_a_cancel_through_the_tool_pipeline(
             arguments=json.dumps({"command": STUBBORN, "description": "stubborn"}),
         )
         running = asyncio.ensure_future(
-            harness.root.tools.run(call, harness.context(signal=signal), None)
+            harness.root.get(TOOLS).run(call, harness.context(signal=signal), None)
         )
         pgid = await read_pid(tmp_path / "pid")
         await asyncio.wait_for(supervising.wait(), HANG_S)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from dsh.agent import PromptAllow, PromptSubmit
+from dsh.hooks import AGENT_DISPOSED, AGENT_PROMPT_SUBMIT
 from dsh.llm import PluginSource, user_text
 from dsh.tools import ToolError
 from plugins.bash.capture import TAIL_BYTES
@@ -165,7 +167,7 @@ async def test_a_disposed_agent_takes_its_jobs_along(harness: Harness, tmp_path:
     with subreaper():
         await start(harness, "echo $$ > pid; exec sleep 100")
         pgid = await read_pid(tmp_path / "pid")
-        harness.root.emit("agent/disposed", harness.agent)
+        harness.root.emit(AGENT_DISPOSED, harness.agent)
         await eventually(lambda: harness.jobs.jobs(SESSION) == [])
         await assert_group_gone(pgid)
     assert harness.agent.steered == []
@@ -205,12 +207,12 @@ async def test_wake_ups_stop_after_three_until_the_user_speaks(harness: Harness)
 
     # A prompt from the user (not a notice) allows wake-ups again.
     await harness.root.waterfall(
-        "agent/prompt-submit", agent, agent.steered[0], default=lambda a, m: None
+        AGENT_PROMPT_SUBMIT, PromptSubmit(agent, agent.steered[0]), default=lambda s: PromptAllow()
     )
     await start(harness, "true")
     await eventually(lambda: len(agent.injected) == 2)
     await harness.root.waterfall(
-        "agent/prompt-submit", agent, user_text("next"), default=lambda a, m: None
+        AGENT_PROMPT_SUBMIT, PromptSubmit(agent, user_text("next")), default=lambda s: PromptAllow()
     )
     await start(harness, "true")
     await eventually(lambda: len(agent.steered) == MAX_WAKES + 1)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
-from dsh.prompt import PROMPT, PromptContext, PromptService
+from dsh.prompt import PromptContext, PromptService
+from dsh.services import PROMPT
 from plugins.environment import filter_overrides, git_summary, parse_status
 from plugins.environment import plugin as environment_plugin
 from tests.support.waits import HANG_S

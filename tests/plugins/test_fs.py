@@ -7,6 +7,7 @@ from pathlib import Path
 
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.llm import CallId, SessionId, TextBlock, ToolCallBlock, ToolResultBlock
+from dsh.services import TOOLS
 from dsh.tools import CallOutcome, ToolContext, ToolService
 from plugins.fs import plugin as fs_plugin
 
@@ -27,7 +28,7 @@ def result(outcome: CallOutcome) -> tuple[str, bool]:
 async def test_the_plugin_through_the_tools_service(tmp_path: Path) -> None:
     root = Context()
     service = ToolService()
-    root.provide("tools", service)
+    root.provide(TOOLS, service)
     [record] = await PluginHost(root).load([Candidate("fs", "test", plugin=fs_plugin)])
     assert record.status is PluginStatus.LOADED, record.error
     assert sorted(service.visible(None)) == ["edit", "glob", "grep", "multi_edit", "read", "write"]

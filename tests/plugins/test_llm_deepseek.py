@@ -33,6 +33,7 @@ from dsh.llm import (
     tool_result,
     user_text,
 )
+from dsh.services import LLM
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec, Usage
 from plugins._shared.chat_completions import ChatCompletionsAdapter
 from plugins.llm_deepseek import DEFAULT_MODELS
@@ -50,7 +51,7 @@ async def deepseek(
     monkeypatch.setenv("DEEPSEEK_API_KEY", KEY)
     root = Context()
     service = LlmService(root)
-    root.provide("llm", service)
+    root.provide(LLM, service)
     if base_url is not None:
         config.setdefault("base_url", base_url)
     config.setdefault("retry", FAST_RETRY)

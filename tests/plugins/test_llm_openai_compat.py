@@ -17,6 +17,7 @@ from dsh.llm import (
     assemble,
     user_text,
 )
+from dsh.services import LLM
 from dsh.testing import FakeLLM, Reply, Script
 from plugins.llm_openai_compat import plugin as compat_plugin
 
@@ -24,7 +25,7 @@ from plugins.llm_openai_compat import plugin as compat_plugin
 async def load(**config: Any) -> tuple[LlmService, list[Any]]:
     root = Context()
     service = LlmService(root)
-    root.provide("llm", service)
+    root.provide(LLM, service)
     records = await PluginHost(root).load(
         [Candidate("llm-openai-compat", "test", plugin=compat_plugin)],
         configs={"llm-openai-compat": config},

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dsh.services import TOOLS
 from dsh.tools import (
     CallResult,
     ChecklistView,
@@ -70,7 +71,7 @@ async def test_file_tools_show_reads_diffs_and_searches(tmp_path: Path) -> None:
 
 async def test_bash_shows_the_command_its_output_and_exit(tmp_path: Path) -> None:
     async with loaded(tmp_path) as harness:
-        tool = harness.root.tools.get("bash")
+        tool = harness.root.get(TOOLS).get("bash")
         assert tool is not None
         arguments = {"command": "echo out; exit 3", "description": "fail on purpose"}
         output = await harness.call("bash", arguments)

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from dsh.commands import CommandContext
 from dsh.llm import user_text
 from dsh.runtime import Runtime, start_runtime
+from dsh.services import COMMANDS, TOOLS
 from dsh.session import ToolResult, check_log
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import ToolContext, ToolDefinition
@@ -256,7 +257,7 @@ async def runtime(
         )
         return "added"
 
-    started.root.tools.register(
+    started.root.get(TOOLS).register(
         "add_skill",
         ToolDefinition(
             name="add_skill",
@@ -347,7 +348,7 @@ async def test_skills_commands_list_and_hand_over_skills(
     agent = await runtime.agents.create(roots.project)
     host = RecordingHost()
     context = CommandContext(agent, runtime.root, host)
-    assert await runtime.root.commands.run("/skills", context)
+    assert await runtime.root.get(COMMANDS).run("/skills", context)
     [listing] = host.texts
     assert "secret-recipe [user only]: Only for the user." in listing
     assert "pdf-forms: Fill in PDF forms" in listing
@@ -355,7 +356,7 @@ async def test_skills_commands_list_and_hand_over_skills(
     assert "broken" in listing
 
     fake_llm.add(Reply(text="Filled."))
-    assert await runtime.root.commands.run("/skill secret-recipe make dinner", context)
+    assert await runtime.root.get(COMMANDS).run("/skill secret-recipe make dinner", context)
     await asyncio.wait_for(agent.when_idle(), 10)
     [request] = fake_llm.chat_requests
     last = request.body["messages"][-1]["content"]
@@ -363,7 +364,7 @@ async def test_skills_commands_list_and_hand_over_skills(
     assert last.endswith("SECRET BODY\n</skill_instructions>\n</skill_content>\n\nmake dinner")
 
     host.shown.clear()
-    assert await runtime.root.commands.run("/skill missing", context)
+    assert await runtime.root.get(COMMANDS).run("/skill missing", context)
     # A recorded command's failure is in its command/done (the UIs show it from there).
     [done] = [e.data for e in agent.session.events if e.type == "command/done"][-1:]
     assert (done.kind, done.text) == (

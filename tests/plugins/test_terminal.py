@@ -17,9 +17,12 @@ from typing import Any
 
 import pytest
 
+from dsh.hooks import AGENT_DISPOSED
 from dsh.kernel import Candidate, Context, PluginHost
 from dsh.llm import CallId, SessionId
+from dsh.services import TOOLS
 from dsh.tools import ToolContext, ToolError, ToolOutput, ToolService
+from plugins.terminal import TERMINALS
 from plugins.terminal import plugin as terminal_plugin
 from plugins.terminal.terminal import sanitize
 from tests.support.waits import HANG_S
@@ -64,7 +67,7 @@ class Terminals:
         )
 
     async def call(self, tool: str, session: str | None = None, **arguments: Any) -> ToolOutput:
-        definition = self.root.tools.get(tool)
+        definition = self.root.get(TOOLS).get(tool)
         assert definition is not None
         parsed = definition.arguments.model_validate(arguments)
         result = await definition.execute(parsed, self.context(session))
@@ -111,7 +114,7 @@ class Terminals:
 @pytest.fixture
 async def terminals(tmp_path: Path) -> AsyncIterator[Terminals]:
     root = Context(name="test")
-    root.provide("tools", ToolService())
+    root.provide(TOOLS, ToolService(root))
     await PluginHost(root).load([Candidate("terminal", "test", plugin=terminal_plugin)])
     try:
         yield Terminals(root, tmp_path)
@@ -223,7 +226,7 @@ async def test_reading_is_bounded_and_waits_end(terminals: Terminals) -> None:
     opened = await terminals.text("terminal_open", command="seq 1 20000; sleep 600")
     await terminals.until("t1", "20000", seen=opened)
     await terminals.text("terminal_open", command="sleep 0.5; seq 1 20000; sleep 600")
-    terminal = terminals.root.get("terminals").of("s1")[1]
+    terminal = terminals.root.get(TERMINALS).of("s1")[1]
     deadline = time.monotonic() + HANG_S
     while "20000" not in terminal.unread():
         assert time.monotonic() < deadline, "the output never came"
@@ -240,7 +243,7 @@ async def test_reading_is_bounded_and_waits_end(terminals: Terminals) -> None:
 async def test_a_cancel_ends_a_wait_promptly(terminals: Terminals) -> None:
     await terminals.text("terminal_open", command="sleep 600")
     stop = asyncio.Event()
-    definition = terminals.root.tools.get("terminal_read")
+    definition = terminals.root.get(TOOLS).get("terminal_read")
     assert definition is not None
     arguments = definition.arguments.model_validate(
         {"terminal_id": "t1", "wait": "exit", "timeout_ms": HANG_MS}
@@ -279,8 +282,8 @@ async def test_terminals_belong_to_their_session(terminals: Terminals) -> None:
     class Agent:
         id = "s1"
 
-    pid = terminals.root.get("terminals").of("s1")[0].pid
-    terminals.root.emit("agent/disposed", Agent())
+    pid = terminals.root.get(TERMINALS).of("s1")[0].pid
+    terminals.root.emit(AGENT_DISPOSED, Agent())
     assert await gone(pid)
 
 
@@ -300,7 +303,7 @@ async def test_errors_are_clear(terminals: Terminals) -> None:
 
 async def test_too_many_terminals(tmp_path: Path) -> None:
     root = Context(name="test")
-    root.provide("tools", ToolService())
+    root.provide(TOOLS, ToolService(root))
     await PluginHost(root).load(
         [Candidate("terminal", "test", plugin=terminal_plugin)],
         configs={"terminal": {"max_terminals": 1}},

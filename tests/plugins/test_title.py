@@ -17,6 +17,7 @@ from dsh.commands import CommandContext
 from dsh.frontend import shown_in
 from dsh.llm import UserMessage, UserSource, user_text
 from dsh.runtime import Runtime, start_runtime
+from dsh.services import COMMANDS
 from dsh.session import check_log, session_spend
 from dsh.testing import FakeLLM, Fault, Reply
 from dsh.ui.entries import TranscriptFold
@@ -76,7 +77,7 @@ async def run_turn(agent: Agent, text: str = PROMPT) -> None:
 
 async def command(runtime: Runtime, agent: Agent, line: str) -> RecordingHost:
     host = RecordingHost()
-    assert await runtime.root.commands.run(line, CommandContext(agent, runtime.root, host))
+    assert await runtime.root.get(COMMANDS).run(line, CommandContext(agent, runtime.root, host))
     return host
 
 

@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from dsh.kernel import Context, Plugin
+from dsh.services import SESSIONS
 from dsh.session import SessionEvent
 
 MARK = "dsh-probe: written "
 
 
 def apply(ctx: Context, config: object) -> None:
-    store = ctx.get("sessions")
+    store = ctx.get(SESSIONS)
     persistence = store.persistence
     original = persistence.append
 
@@ -38,4 +39,4 @@ def apply(ctx: Context, config: object) -> None:
     ctx.effect(lambda: restore)
 
 
-plugin = Plugin(name="flush-probe", inject=("sessions",), apply=apply)
+plugin = Plugin(name="flush-probe", inject=(SESSIONS,), apply=apply)

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from dsh.kernel import Context
 from dsh.llm import CallId, ToolCallBlock
 from dsh.runtime import start_runtime
+from dsh.services import TOOLS
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import ToolContext, ToolDefinition, ToolService
 from tests.e2e.harness import Dsh, of_type, text_of
@@ -34,14 +35,14 @@ def bundled_tools() -> dict[str, ToolDefinition]:
             root = Path(folder)
             runtime = await start_runtime(home=root / "home", cwd=root)
             try:
-                return dict(runtime.root.get("tools").service.visible(None))
+                return dict(runtime.root.get(TOOLS).service.visible(None))
             finally:
                 await runtime.aclose()
 
     return asyncio.run(collect())
 
 
-TOOLS = bundled_tools()
+BUNDLED = bundled_tools()
 RAN: list[tuple[str, BaseModel]] = []
 
 
@@ -61,7 +62,7 @@ def recorder(tool: ToolDefinition) -> ToolDefinition:
 
 SERVICE = ToolService()
 _ROOT = Context(name="fuzz")
-for _tool in TOOLS.values():
+for _tool in BUNDLED.values():
     SERVICE.add(_ROOT, _tool.name, recorder(_tool))
 
 
@@ -112,7 +113,7 @@ def argument_texts(draw: st.DrawFn, tool: ToolDefinition) -> str:
 
 @st.composite
 def calls(draw: st.DrawFn) -> tuple[ToolDefinition, str]:
-    tool = draw(st.sampled_from(sorted(TOOLS.values(), key=lambda t: t.name)))
+    tool = draw(st.sampled_from(sorted(BUNDLED.values(), key=lambda t: t.name)))
     return tool, draw(argument_texts(tool))
 
 

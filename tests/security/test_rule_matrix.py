@@ -20,6 +20,7 @@ import pytest_asyncio
 
 from dsh.llm import CallId
 from dsh.runtime import Runtime, start_runtime
+from dsh.services import TOOLS
 from dsh.testing import FakeLLM
 from dsh.tools import Action, ToolContext
 from dsh.tools.permissions import MODES, Rule, assess
@@ -128,16 +129,16 @@ async def _described(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
             )
             ids = {}
             for name, command in (("SHELL", ""), ("PYTHON", "python3 -q")):
-                tool = runtime.root.tools.get("terminal_open")
+                tool = runtime.root.get(TOOLS).get("terminal_open")
                 assert tool is not None
                 opened = await tool.execute(tool.arguments(command=command), context)
                 ids[name] = str(opened.meta["terminal"])
-            read = runtime.root.tools.get("read")
+            read = runtime.root.get(TOOLS).get("read")
             assert read is not None  # an edit is described only for a file it read
             await read.execute(read.arguments(file_path="src/a.txt"), context)
             actions = {}
             for call in CALLS:
-                tool = runtime.root.tools.get(call.tool)
+                tool = runtime.root.get(TOOLS).get(call.tool)
                 assert tool is not None, call.tool
                 arguments = {
                     k: ids.get(v, v) if isinstance(v, str) else v for k, v in call.arguments.items()

@@ -25,6 +25,7 @@ from dsh.credentials import CredentialStore
 from dsh.llm import user_text
 from dsh.paths import dsh_home
 from dsh.runtime import start_runtime
+from dsh.services import APPROVALS
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from tests.e2e.harness import Dsh, of_type
@@ -317,7 +318,7 @@ async def test_secret_reads_side_by_side_are_each_asked(
         return ApprovalDecision(outcome="allow_once")
 
     try:
-        runtime.root.approvals.add_approver(approver)
+        runtime.root.get(APPROVALS).add_approver(approver)
         fake_llm.add(
             _calls(
                 ("read", {"file_path": "~/.ssh/id_rsa"}),

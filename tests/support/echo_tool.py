@@ -7,6 +7,7 @@ import asyncio
 from pydantic import BaseModel, Field
 
 from dsh.kernel import Context, Plugin
+from dsh.services import TOOLS
 from dsh.tools import Action, ToolContext, ToolDefinition
 
 
@@ -31,7 +32,7 @@ def describe_shout(arguments: EchoArguments, context: ToolContext) -> Action:
 
 
 def apply(ctx: Context, config: object) -> None:
-    ctx.tools.register(
+    ctx.get(TOOLS).register(
         "echo",
         ToolDefinition(
             name="echo",
@@ -42,7 +43,7 @@ def apply(ctx: Context, config: object) -> None:
         ),
     )
 
-    ctx.tools.register(
+    ctx.get(TOOLS).register(
         "shout",
         ToolDefinition(
             name="shout",
@@ -54,4 +55,4 @@ def apply(ctx: Context, config: object) -> None:
     )
 
 
-plugin = Plugin(name="echo-tool", inject=("tools",), apply=apply)
+plugin = Plugin(name="echo-tool", inject=(TOOLS,), apply=apply)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh.kernel import Context
 from dsh.llm import new_session_id
 from dsh.paths import INSTALLATION_KEY_FILE
 from dsh.session import Session, SessionEvent
@@ -191,7 +192,7 @@ def reopened(session: Session, edit: dict[str, object] | None = None) -> Session
 
 
 async def granted_session(tmp_path: Path) -> Session:
-    service = ApprovalService(home=tmp_path / "home")
+    service = ApprovalService(Context(), home=tmp_path / "home")
 
     async def allow_for_session(request: ApprovalRequest) -> ApprovalDecision:
         return ApprovalDecision(outcome="allow_session")
@@ -212,7 +213,7 @@ async def test_a_grant_made_here_is_signed_and_restored(tmp_path: Path) -> None:
     assert key not in str(session.events)  # the key is never logged
 
     again = reopened(session)
-    service = ApprovalService(home=tmp_path / "home")  # a later process, no approver
+    service = ApprovalService(Context(), home=tmp_path / "home")  # a later process, no approver
     assert service.restore(again) == [Rule("shout", "shout:*")]
     assert not [e for e in again.events if isinstance(e.data, GrantsIgnored)]
     gate = await service.check(SHOUT, ACTION, session=again, call_id="c2", cwd=tmp_path)
@@ -233,7 +234,7 @@ async def test_an_edited_grant_grants_nothing_and_says_so(
 ) -> None:
     session = await granted_session(tmp_path)
     edited = reopened(session, edit)
-    service = ApprovalService(home=tmp_path / "home")
+    service = ApprovalService(Context(), home=tmp_path / "home")
     assert service.restore(edited) == []
     [ignored] = [e for e in edited.events if isinstance(e.data, GrantsIgnored)]
     assert (ignored.data.count, ignored.data.problem) == (1, None)
@@ -262,16 +263,16 @@ async def test_a_grant_copied_into_another_session_grants_nothing(tmp_path: Path
         SessionHeader(id=new_session_id(), created_at=1, cwd=str(tmp_path)),
         reopened(session).events[: len(session.events)],
     )
-    service = ApprovalService(home=tmp_path / "home")
+    service = ApprovalService(Context(), home=tmp_path / "home")
     assert service.restore(other) == []
 
 
 async def test_another_installations_grant_grants_nothing(tmp_path: Path) -> None:
     session = await granted_session(tmp_path)
-    elsewhere = ApprovalService(home=tmp_path / "other-home")
+    elsewhere = ApprovalService(Context(), home=tmp_path / "other-home")
     assert elsewhere.restore(reopened(session)) == []  # no key there at all
     InstallationKey(tmp_path / "other-home").get(create=True)
-    assert ApprovalService(home=tmp_path / "other-home").restore(reopened(session)) == []
+    assert ApprovalService(Context(), home=tmp_path / "other-home").restore(reopened(session)) == []
 
 
 async def test_a_refused_key_restores_nothing_and_says_why(tmp_path: Path) -> None:
@@ -279,7 +280,7 @@ async def test_a_refused_key_restores_nothing_and_says_why(tmp_path: Path) -> No
     path = tmp_path / "home" / INSTALLATION_KEY_FILE
     path.chmod(0o644)
     again = reopened(session)
-    assert ApprovalService(home=tmp_path / "home").restore(again) == []
+    assert ApprovalService(Context(), home=tmp_path / "home").restore(again) == []
     [ignored] = [e.data for e in again.events if isinstance(e.data, GrantsIgnored)]
     assert ignored.count == 1
     assert ignored.problem is not None
@@ -288,7 +289,7 @@ async def test_a_refused_key_restores_nothing_and_says_why(tmp_path: Path) -> No
 
 
 async def test_a_log_without_grants_never_touches_the_key(tmp_path: Path) -> None:
-    service = ApprovalService(home=tmp_path / "home")
+    service = ApprovalService(Context(), home=tmp_path / "home")
     session = new_session(tmp_path)
     assert service.restore(session) == []
     gate = await service.check(SHOUT, ACTION, session=session, call_id="c1", cwd=tmp_path)

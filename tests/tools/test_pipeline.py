@@ -13,8 +13,11 @@ import pytest
 from pydantic import BaseModel
 
 from dsh.agent import Agent
+from dsh.hooks import APPROVAL_ASK, TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
+from dsh.kernel import Context
 from dsh.llm import user_text
 from dsh.runtime import Runtime, start_runtime
+from dsh.services import APPROVALS, QUESTIONS, TOOLS
 from dsh.session import SessionEvent
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import (
@@ -22,6 +25,7 @@ from dsh.tools import (
     Amend,
     Ask,
     BlockResult,
+    CallOutcome,
     Deny,
     ToolContext,
     ToolDefinition,
@@ -61,7 +65,7 @@ async def start(
         plugin_configs={"llm-deepseek": {"base_url": fake_llm.base_url}},
         **kwargs,
     )
-    runtime.root.tools.register("shout", SHOUT)
+    runtime.root.get(TOOLS).register("shout", SHOUT)
     return runtime
 
 
@@ -129,7 +133,7 @@ async def test_the_user_approves_once_denies_with_feedback_and_allows_for_the_se
         asked.append(request)
         return next(answers)
 
-    runtime.root.approvals.add_approver(approver)
+    runtime.root.get(APPROVALS).add_approver(approver)
     fake_llm.add(calls("one"))
     fake_llm.add(calls("two"))
     fake_llm.add(calls("three"))
@@ -159,7 +163,7 @@ async def test_session_grants_survive_a_resume(
     async def allow_for_session(request: ApprovalRequest) -> ApprovalDecision:
         return ApprovalDecision(outcome="allow_session")
 
-    first.root.approvals.add_approver(allow_for_session)
+    first.root.get(APPROVALS).add_approver(allow_for_session)
     fake_llm.add(calls("a"))
     fake_llm.add(Reply(text="ok"))
     agent = await turn(first, tmp_path)
@@ -226,7 +230,7 @@ async def test_hooks_timeouts_errors_and_spill(
     async def brief(args: Nothing, context: ToolContext) -> str:
         return "done"
 
-    tools = runtime.root.tools
+    tools = runtime.root.get(TOOLS)
     for name, execute, extra in [
         ("fails", fails, {}),
         ("crashes", crashes, {}),
@@ -287,18 +291,124 @@ async def test_hooks_timeouts_errors_and_spill(
 async def test_an_ask_hook_forces_approval_even_where_rules_allow(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    runtime.root.approvals.mode = "bypass"
+    runtime.root.get(APPROVALS).mode = "bypass"
 
     async def careful(tool: ToolDefinition, args: Any, action: Action, context: ToolContext) -> Any:
         return Ask("a hook wants a human to look")
 
-    runtime.root.tools.add_pre_hook(careful)
+    runtime.root.get(TOOLS).add_pre_hook(careful)
     fake_llm.add(calls("hi"))
     fake_llm.add(Reply(text="ok"))
     await turn(runtime, tmp_path)
     assert tool_texts(fake_llm)[0].startswith(
         "Error: shout was not run: no one is here to approve it"
     )
+
+
+async def test_a_denial_wins_over_an_ask_whatever_the_order_of_the_hooks(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    ran: list[str] = []
+
+    async def ask(tool: ToolDefinition, args: Any, action: Action, context: ToolContext) -> Ask:
+        ran.append("ask")
+        return Ask("look first")
+
+    async def deny(tool: ToolDefinition, args: Any, action: Action, context: ToolContext) -> Deny:
+        ran.append("deny")
+        return Deny("never")
+
+    async def approve(request: ApprovalRequest) -> ApprovalDecision:
+        raise AssertionError("a denied call is not asked about")
+
+    runtime.root.on(TOOL_PRE_EXECUTE, ask)
+    runtime.root.on(TOOL_PRE_EXECUTE, deny)
+    runtime.root.get(APPROVALS).add_approver(approve)
+    fake_llm.add(calls("hi"))
+    fake_llm.add(Reply(text="ok"))
+    await turn(runtime, tmp_path)
+    assert tool_texts(fake_llm)[0] == "Error: shout was blocked: never"
+    assert sorted(ran) == ["ask", "deny"]  # side by side: each hook judged the call
+
+
+async def test_post_hooks_amend_in_order_unless_one_blocks(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    def amend(text: str) -> Any:
+        async def hook(
+            tool: ToolDefinition, args: Any, outcome: CallOutcome, context: ToolContext
+        ) -> Amend:
+            return Amend(append=text)
+
+        return hook
+
+    async def block_loud(
+        tool: ToolDefinition, args: Say, outcome: CallOutcome, context: ToolContext
+    ) -> BlockResult | None:
+        return BlockResult("too loud") if args.text == "loud" else None
+
+    runtime.root.get(APPROVALS).mode = "bypass"
+    tools = runtime.root.get(TOOLS)
+    tools.add_post_hook(amend("first note"))
+    runtime.root.on(TOOL_POST_EXECUTE, block_loud)
+    tools.add_post_hook(amend("second note"))
+    fake_llm.add(calls("quiet", "loud"))
+    fake_llm.add(Reply(text="ok"))
+    await turn(runtime, tmp_path)
+    assert tool_texts(fake_llm) == ["QUIET\n\nfirst note\n\nsecond note", "Error: too loud"]
+
+
+async def test_a_tool_hook_on_an_agents_context_hears_only_that_agents_calls(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    runtime.root.get(APPROVALS).mode = "bypass"
+
+    async def veto(tool: ToolDefinition, args: Any, action: Action, context: ToolContext) -> Deny:
+        return Deny("not in this agent")
+
+    def setup(agent_ctx: Context) -> None:
+        agent_ctx.get(TOOLS).add_pre_hook(veto)
+
+    guarded = await runtime.agents.create(tmp_path, setup=setup)
+    free = await runtime.agents.create(tmp_path)
+    fake_llm.add(calls("a"))
+    fake_llm.add(Reply(text="ok"))
+    await turn(runtime, tmp_path, agent=guarded)
+    assert tool_texts(fake_llm) == ["Error: shout was blocked: not in this agent"]
+    fake_llm.add(calls("b"))
+    fake_llm.add(Reply(text="ok"))
+    await turn(runtime, tmp_path, agent=free)
+    assert tool_texts(fake_llm) == ["B"]
+
+
+async def test_the_newest_approver_decides_and_one_that_passes_defers(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    asked: list[str] = []
+
+    async def older(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append("older")
+        return ApprovalDecision(outcome="allow_once")
+
+    async def newer(request: ApprovalRequest) -> ApprovalDecision | None:
+        asked.append("newer")
+        return None if request.summary == "shout pass" else ApprovalDecision(outcome="deny")
+
+    runtime.root.get(APPROVALS).add_approver(older)
+    ui = runtime.root.child(name="newer ui")
+    ui.on(APPROVAL_ASK, newer, prepend=True)
+    fake_llm.add(calls("deny", "pass"))
+    fake_llm.add(Reply(text="ok"))
+    await turn(runtime, tmp_path)
+    assert asked == ["newer", "newer", "older"]
+    assert tool_texts(fake_llm) == ["Error: the user denied shout", "PASS"]
+
+    await ui.dispose()  # the newer one goes with its context
+    fake_llm.add(calls("again"))
+    fake_llm.add(Reply(text="ok"))
+    await turn(runtime, tmp_path)
+    assert asked[-1] == "older"
+    assert tool_texts(fake_llm) == ["AGAIN"]
 
 
 # ---------------------------------------------------------------------- questions and todos
@@ -328,13 +438,23 @@ async def test_questions_are_answered_by_the_ui_or_refused_headless(
         seen.append(questions)
         return [Answer(id="db", selected=("Postgres",), custom="with PostGIS")]
 
-    runtime.root.questions.set_answerer(answerer)
+    runtime.root.get(QUESTIONS).set_answerer(answerer)
     fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="ask_user_question", arguments=question)]))
     fake_llm.add(Reply(text="Postgres it is."))
     await turn(runtime, tmp_path)
     assert seen[0][0].options[1].label == "Postgres"
     answer = json.loads(tool_texts(fake_llm)[0])
     assert answer == {"answers": [{"id": "db", "selected": ["Postgres"], "custom": "with PostGIS"}]}
+
+    async def dismisses(questions: Sequence[Question], agent: Any) -> None:
+        return None  # the person closed the dialog
+
+    runtime.root.get(QUESTIONS).set_answerer(dismisses)  # the newest answers
+    fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="ask_user_question", arguments=question)]))
+    fake_llm.add(Reply(text="Never mind."))
+    await turn(runtime, tmp_path)
+    assert len(seen) == 1
+    assert tool_texts(fake_llm)[0] == "Error: the user dismissed the questions without answering"
 
 
 async def test_todo_write_logs_the_list(

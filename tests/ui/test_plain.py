@@ -14,6 +14,7 @@ import pytest
 from prompt_toolkit.input import PipeInput, create_pipe_input
 
 from dsh.runtime import Runtime
+from dsh.services import APPROVALS
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools.questions import Question, QuestionOption
 from dsh.ui.plain import plain_console
@@ -458,7 +459,7 @@ async def test_permissions_read_only_applies_to_what_the_model_does_next(
     await plain.wait_for("/help")
     plain.type("/permissions read-only\r")
     await plain.wait_for("Permission mode: read-only")
-    assert runtime.root.approvals.mode == "read-only"
+    assert runtime.root.get(APPROVALS).mode == "read-only"
     plain.type("write the file\r")
     await plain.wait_for("I could not write it.")
     assert not target.exists()

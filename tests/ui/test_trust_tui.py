@@ -16,6 +16,7 @@ from textual.containers import VerticalScroll
 from textual.pilot import Pilot
 from textual.widgets import Button
 
+from dsh.services import APPROVALS
 from dsh.testing import FakeLLM, Reply
 from dsh.trust import TrustStore
 from dsh.ui.tui.app import DshApp, TuiRequest
@@ -99,7 +100,7 @@ async def ready(app: DshApp) -> None:
 
 def mode(app: DshApp) -> str:
     assert app.runtime is not None
-    found: str = app.runtime.root.get("approvals").mode
+    found: str = app.runtime.root.get(APPROVALS).mode
     return found
 
 

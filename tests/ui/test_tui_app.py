@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dsh.runtime import Runtime
+from dsh.services import APPROVALS
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.ui.entries import AnswerEntry, ToolEntry
 from dsh.ui.tui.prompt import CompletionMenu
@@ -407,25 +408,27 @@ async def test_shift_tab_cycles_the_permission_mode_and_the_bar_shows_it(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
-        assert runtime.root.approvals.mode == "default"
+        assert runtime.root.get(APPROVALS).mode == "default"
         seen = []
         for _ in range(3):
             await pilot.press("shift+tab")
             await pilot.pause()
-            mode = runtime.root.approvals.mode  # a fresh view each time: the service's
+            mode = runtime.root.get(APPROVALS).mode  # a fresh view each time: the service's
             seen.append(mode)
             if mode != "default":
                 assert mode in str(app.status_bar.render())
         assert seen == ["accept-edits", "read-only", "default"]
         assert app.focused is app.prompt_area  # the key did not move the focus
-        runtime.root.approvals.mode = "bypass"  # started so: a press leaves it, never enters it
+        runtime.root.get(
+            APPROVALS
+        ).mode = "bypass"  # started so: a press leaves it, never enters it
         await pilot.press("shift+tab")
         await pilot.pause()
-        assert runtime.root.approvals.mode == "default"
+        assert runtime.root.get(APPROVALS).mode == "default"
         # /permissions switches the mode of the whole runtime, not of one view of it.
         await type_text(app, pilot, "/permissions read-only")
         await pilot.press("enter")
-        await until(pilot, lambda: runtime.root.approvals.mode == "read-only", what="mode")
+        await until(pilot, lambda: runtime.root.get(APPROVALS).mode == "read-only", what="mode")
         await until(pilot, lambda: "read-only" in str(app.status_bar.render()), what="bar")
 
 

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from dsh.session import SessionBusyError, SessionEvent
     from dsh.settings import Settings
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+    from dsh.tools.permissions import PermissionMode
     from dsh.tools.questions import Answer, Question
     from dsh.ui.entries import TranscriptFold
     from dsh.ui.opening import BusyChoice
@@ -318,13 +319,14 @@ class DshApp(App[int]):
         self.exit(EXIT_FAILED, return_code=EXIT_FAILED, message=message)
 
     async def _wire(self) -> None:
+        from dsh.services import TOOLS
         from dsh.ui.tui.commands import register_tui_commands
 
         controller = self.controller
         controller.add_session_commands(KEYS_HELP, lambda: self.fold)
         register_tui_commands(self, controller.commands, lambda: self.fold)
         self.prompt_area.commands = controller.commands.complete
-        await self._mount_transcript(controller.ctx.get("tools"))
+        await self._mount_transcript(controller.ctx.get(TOOLS))
 
     async def set_up(self, home: Path, settings: Settings) -> bool | None:
         """First run with no key for the provider: the setup screen."""
@@ -370,7 +372,9 @@ class DshApp(App[int]):
         with collector_paused():
             for event in events:
                 fold.apply(event)
-        transcript = await self._mount_transcript(self.runtime.root.get("tools"))
+        from dsh.services import TOOLS
+
+        transcript = await self._mount_transcript(self.runtime.root.get(TOOLS))
         await transcript.show(fold)
         self.status_bar.fold = fold
         self.status_bar.note = "read-only: another dsh writes this session"
@@ -436,7 +440,9 @@ class DshApp(App[int]):
         # until that request): the bar shows it while nothing runs.
         self.status_bar.next_model = self.agent.options.model if self.agent else None
         if self.runtime is not None:  # /permissions may have switched it too
-            self.status_bar.mode = self.runtime.root.approvals.mode
+            from dsh.services import APPROVALS
+
+            self.status_bar.mode = self.runtime.root.get(APPROVALS).mode
         self.status_bar.show()
         self.query_one(QueuePanel).show(fold)
         self.query_one(PanelsView).show(fold)
@@ -577,8 +583,10 @@ class DshApp(App[int]):
         a key press away; a session started in it leaves it for default."""
         if self.runtime is None:
             return
-        approvals = self.runtime.root.approvals
-        order = ("default", "accept-edits", "read-only")
+        from dsh.services import APPROVALS
+
+        approvals = self.runtime.root.get(APPROVALS)
+        order: tuple[PermissionMode, ...] = ("default", "accept-edits", "read-only")
         current = approvals.mode
         approvals.mode = (
             order[(order.index(current) + 1) % len(order)] if current in order else "default"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from dsh.kernel import Context, Plugin
+from dsh.services import TOOLS
 from dsh.tools import ToolContext, ToolDefinition
 
 
@@ -31,7 +32,7 @@ async def dump(arguments: DumpArguments, context: ToolContext) -> str:
 
 
 def apply(ctx: Context, config: object) -> None:
-    ctx.tools.register(
+    ctx.get(TOOLS).register(
         "dump",
         ToolDefinition(
             name="dump",
@@ -44,4 +45,4 @@ def apply(ctx: Context, config: object) -> None:
     )
 
 
-plugin = Plugin(name="dump-tool", inject=("tools",), apply=apply)
+plugin = Plugin(name="dump-tool", inject=(TOOLS,), apply=apply)

@@ -12,6 +12,7 @@ from dsh.agent import Agent
 from dsh.commands import CommandContext
 from dsh.kernel import discover
 from dsh.runtime import Runtime, start_runtime
+from dsh.services import COMMANDS
 from dsh.session import SessionEvent
 from dsh.testing import FakeLLM, ToolCallSpec
 from dsh.testing.reconstruct import check_requests
@@ -52,7 +53,7 @@ async def start(
 
 async def command(runtime: Runtime, agent: Agent, line: str) -> RecordingHost:
     host = RecordingHost()
-    assert await runtime.root.commands.run(line, CommandContext(agent, runtime.root, host))
+    assert await runtime.root.get(COMMANDS).run(line, CommandContext(agent, runtime.root, host))
     return host
 
 

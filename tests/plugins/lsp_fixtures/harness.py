@@ -18,9 +18,10 @@ from typing import Any
 
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.llm import CallId, SessionId, ToolCallBlock
+from dsh.services import TOOLS
 from dsh.tools import ToolContext, ToolService
 from plugins.fs import plugin as fs_plugin
-from plugins.lsp import LspService
+from plugins.lsp import LSP, LspService
 from plugins.lsp import plugin as lsp_plugin
 from tests.support.waits import HANG_S
 
@@ -66,7 +67,7 @@ class Session:
 
     @property
     def service(self) -> LspService:
-        service: LspService = self.root.get("lsp")
+        service: LspService = self.root.get(LSP)
         return service
 
     async def run(self, tool: str, **arguments: Any) -> Result:
@@ -81,7 +82,7 @@ class Session:
             session_id=SessionId("session-lsp"),
             services=self.root,
         )
-        outcome = await self.root.tools.service.run(call, context, None)
+        outcome = await self.root.get(TOOLS).service.run(call, context, None)
         [block] = outcome.message.content[0].content
         return Result(block.text, outcome.error_code)
 
@@ -112,7 +113,7 @@ async def session(
     cwd = folder / "project"
     shutil.copytree(PROJECT, cwd)
     root = Context(name="test")
-    root.provide("tools", ToolService())
+    root.provide(TOOLS, ToolService(root))
     candidates = [Candidate("lsp", "test", plugin=lsp_plugin)]
     if with_fs:
         candidates.insert(0, Candidate("fs", "test", plugin=fs_plugin))
