@@ -99,3 +99,19 @@ def test_the_checks_catch_violations() -> None:
     assert plugin_violations(path, "from dsh.llm import assembler\n", allowed) == [
         "x.py:1 imports dsh.llm.assembler, which is not public API"
     ]
+
+
+def test_the_plugin_guide_names_every_hook_and_service_key() -> None:
+    import dsh.hooks
+    import dsh.services
+    from dsh.kernel import Hook
+
+    guide = (ROOT / "docs" / "plugins.md").read_text()
+    declared = {name: value for name, value in vars(dsh.hooks).items() if isinstance(value, Hook)}
+    assert set(declared.values()) == set(dsh.hooks.CORE_HOOKS)
+    for constant, hook in declared.items():
+        assert f"`{constant}` `{hook.name}`" in guide, f"docs/plugins.md lacks the hook {constant}"
+    keys = [name for name in dsh.services.__all__ if name.isupper()]
+    assert len(keys) >= 10
+    for name in keys:
+        assert f"| `{name}` |" in guide, f"docs/plugins.md lacks the service key {name}"
