@@ -162,11 +162,6 @@ class Chain(Hook, Generic[A, R]):
         super().__init__(name, subject, doc)
 
 
-def declared_hook(name: str) -> Hook | None:
-    """The spec declared under ``name``, if any module imported so far declares it."""
-    return _declared.get(name)
-
-
 def check_hook(hook: object, style: type[Hook], method: str) -> Hook:
     """``hook`` as a spec that ``method`` may use; a clear TypeError otherwise."""
     if isinstance(hook, style):
