@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Generic, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, Protocol, TypeVar
 
 from dsh.kernel.errors import HookDeclarationError
 
@@ -42,7 +42,7 @@ R = TypeVar("R")
 A = TypeVar("A")
 A_contra = TypeVar("A_contra", contravariant=True)
 R_co = TypeVar("R_co", covariant=True)
-L = TypeVar("L", bound=Callable[..., object])
+L_contra = TypeVar("L_contra", bound=Callable[..., object], contravariant=True)
 
 HOOK_NAME = re.compile(r"^[a-z][a-z0-9_-]*(/[a-z][a-z0-9_-]*)+$")
 
@@ -56,13 +56,15 @@ class Next(Protocol[A_contra, R_co]):
     def __call__(self, replacement: A_contra = ..., /) -> Awaitable[R_co]: ...
 
 
-class Listens(Protocol[L]):
-    """A spec whose listeners are of type ``L``: what ``ctx.on`` checks a listener
-    against. (Matching the listener to the spec's own type, rather than solving the
-    spec's ParamSpec from both, is what makes a type checker refuse a listener that
-    does not fit; the error then reads "Cannot infer value of type parameter".)"""
+class Listens(Protocol[L_contra]):
+    """A spec whose listeners may be of type ``L``: what ``ctx.on`` holds a listener to.
 
-    _listener: L
+    Solving the spec's ParamSpec from the spec and the listener together lets a type
+    checker accept a listener that does not fit; bounding the listener's type by the
+    spec's, through this method's parameter, does not (a misfit then reads "Cannot
+    infer value of type parameter")."""
+
+    def _takes_listener(self, fn: L_contra, /) -> None: ...
 
 
 class Hook:
@@ -110,7 +112,10 @@ class Notify(Hook, Generic[P]):
     style = "notify"
     dispatch = "emit"
     __slots__ = ()
-    _listener: Callable[P, object]
+
+    if TYPE_CHECKING:
+
+        def _takes_listener(self, fn: Callable[P, object], /) -> None: ...
 
     def __init__(
         self, name: str, *, subject: Callable[P, object] | None = None, doc: str = ""
@@ -125,7 +130,10 @@ class Gather(Hook, Generic[P, R]):
     style = "gather"
     dispatch = "parallel"
     __slots__ = ()
-    _listener: Callable[P, Awaitable[R] | R]
+
+    if TYPE_CHECKING:
+
+        def _takes_listener(self, fn: Callable[P, Awaitable[R] | R], /) -> None: ...
 
     def __init__(
         self, name: str, *, subject: Callable[P, object] | None = None, doc: str = ""
@@ -140,7 +148,10 @@ class First(Hook, Generic[P, R]):
     style = "first"
     dispatch = "serial"
     __slots__ = ()
-    _listener: Callable[P, Awaitable[R | None] | R | None]
+
+    if TYPE_CHECKING:
+
+        def _takes_listener(self, fn: Callable[P, Awaitable[R | None] | R | None], /) -> None: ...
 
     def __init__(
         self, name: str, *, subject: Callable[P, object] | None = None, doc: str = ""
@@ -154,7 +165,10 @@ class Chain(Hook, Generic[A, R]):
     style = "chain"
     dispatch = "waterfall"
     __slots__ = ()
-    _listener: Callable[[A, Next[A, R]], Awaitable[R] | R]
+
+    if TYPE_CHECKING:
+
+        def _takes_listener(self, fn: Callable[[A, Next[A, R]], Awaitable[R] | R], /) -> None: ...
 
     def __init__(
         self, name: str, *, subject: Callable[[A], object] | None = None, doc: str = ""

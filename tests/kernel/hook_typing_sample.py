@@ -4,6 +4,7 @@ must be an error, and nothing else may be."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from dsh.kernel import Chain, Context, First, Gather, Next, Notify
 
@@ -22,13 +23,18 @@ async def fitting(ctx: Context) -> None:
     async def loose(number: int, next: Callable[[], Awaitable[str]]) -> str:
         return await next()
 
+    async def untyped(number: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+        return await next()
+
     async def first(number: int) -> str | None:
         return None
 
     ctx.on(N, two)
     ctx.on(N, lambda number, text: None)
+    ctx.on(N, print)
     ctx.on(C, chain)
     ctx.on(C, loose)
+    ctx.on(C, untyped)
     ctx.on(F, first)
     ctx.on(G, lambda number: "x")
     ctx.emit(N, 1, "one")
