@@ -70,7 +70,6 @@ class Listens(Protocol[L_contra]):
 class Hook:
     """What every spec has: a declared name, a call style, whose event it is, a summary."""
 
-    style: ClassVar[str]
     dispatch: ClassVar[str]
     """The ``Context`` method that runs hooks of this style."""
 
@@ -99,7 +98,8 @@ class Hook:
         _declared[name] = self
 
     def subject_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object | None:
-        """Whose event a dispatch with these arguments is (None: everyone's)."""
+        """Whose event a dispatch with these arguments is; None is no agent's, heard only
+        by global listeners."""
         return None if self.subject is None else self.subject(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -109,7 +109,6 @@ class Hook:
 class Notify(Hook, Generic[P]):
     """Listeners ``fn(*args)`` called at once by ``ctx.emit``; see the module docstring."""
 
-    style = "notify"
     dispatch = "emit"
     __slots__ = ()
 
@@ -127,7 +126,6 @@ class Gather(Hook, Generic[P, R]):
     """Listeners ``fn(*args) -> R`` awaited side by side by ``ctx.parallel``, which
     returns their results in listener order."""
 
-    style = "gather"
     dispatch = "parallel"
     __slots__ = ()
 
@@ -145,7 +143,6 @@ class First(Hook, Generic[P, R]):
     """Listeners ``fn(*args) -> R | None`` awaited in order by ``ctx.serial`` until one
     answers (a result other than None or False)."""
 
-    style = "first"
     dispatch = "serial"
     __slots__ = ()
 
@@ -162,7 +159,6 @@ class First(Hook, Generic[P, R]):
 class Chain(Hook, Generic[A, R]):
     """Listeners ``fn(payload, next) -> R`` nested around a default by ``ctx.waterfall``."""
 
-    style = "chain"
     dispatch = "waterfall"
     __slots__ = ()
 
@@ -199,12 +195,20 @@ def _describe(value: object) -> str:
     if isinstance(value, str):
         spec = _declared.get(value)
         if spec is not None:
-            return (
-                f"the name {value!r}: pass its spec, declared in {spec.declared_in} "
-                "(the core's are in dsh.hooks)"
-            )
-        return f"the name {value!r} (no hook of that name is declared)"
+            return f"the name {value!r}: pass its spec, {_spelled(spec)}"
+        return f"the name {value!r} (no hook of that name is declared; the core's are in dsh.hooks)"
     return f"{type(value).__name__} {value!r}"
+
+
+def _spelled(spec: Hook) -> str:
+    """How a plugin names ``spec``: the constant bound to it in the core's public list of
+    hooks, else in the module that declared it."""
+    for where in ("dsh.hooks", spec.declared_in):
+        module = sys.modules.get(where)
+        for name, value in vars(module).items() if module is not None else ():
+            if value is spec:
+                return f"{where}.{name}"
+    return f"declared in {spec.declared_in}"
 
 
 def _declaring_module() -> str:
