@@ -2,8 +2,8 @@
 
 Answering is the ``question/ask`` hook (:data:`dsh.hooks.QUESTION_ASK`): a UI
 registers an answerer with ``ctx.get(QUESTIONS).set_answerer(...)``, the newest
-answering first; the ``ask_user_question`` tool calls :meth:`QuestionService.ask`.
-With no answerer (as in headless mode) asking is an error the model is told about.
+answering first; a tool that asks the person calls :meth:`QuestionService.ask`. With
+no answerer (as in headless mode) asking is an error the model is told about.
 """
 
 from __future__ import annotations
