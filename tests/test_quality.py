@@ -25,6 +25,6 @@ def test_ruff_format_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_core_type_checks_strictly() -> None:
+def test_core_and_plugins_type_check_strictly() -> None:
     result = run("mypy")
     assert result.returncode == 0, result.stdout + result.stderr

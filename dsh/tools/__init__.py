@@ -16,6 +16,7 @@ from dsh.tools.definition import (
     ToolOutput,
 )
 from dsh.tools.environment import child_environment, scrubbed
+from dsh.tools.permissions import MODES, PermissionMode
 from dsh.tools.presentation import (
     CallResult,
     ChecklistView,
@@ -40,6 +41,7 @@ from dsh.tools.service import (
 )
 
 __all__ = [
+    "MODES",
     "Action",
     "Amend",
     "Ask",
@@ -51,6 +53,7 @@ __all__ = [
     "Deny",
     "DiffView",
     "FileDiff",
+    "PermissionMode",
     "PostHook",
     "PreHook",
     "Presentation",

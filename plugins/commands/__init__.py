@@ -17,8 +17,7 @@ from dsh.kernel import Context, NoConfig, Plugin
 from dsh.llm import user_text
 from dsh.services import APPROVALS, COMMANDS, LLM, SESSIONS
 from dsh.session import session_spend
-
-MODES = ("read-only", "default", "accept-edits", "bypass")
+from dsh.tools import MODES
 
 INIT_PROMPT = """\
 Write an AGENTS.md file at the root of this repository, for coding agents working \
@@ -84,9 +83,10 @@ def _switch(context: CommandContext, provider: str, name: str) -> None:
 async def permissions(context: CommandContext, args: str) -> None:
     approvals = context.root.get(APPROVALS)
     if args:
-        mode = args.strip()
-        if mode not in MODES:
-            raise CommandError(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
+        wanted = args.strip()
+        mode = next((known for known in MODES if known == wanted), None)
+        if mode is None:
+            raise CommandError(f"unknown mode {wanted!r}: one of {', '.join(MODES)}")
         approvals.mode = mode
     lines = [f"Permission mode: {approvals.mode}"]
     lines += [f"  allow {rule}" for rule in approvals.allow]

@@ -20,6 +20,7 @@ from dsh.tools import (
     Action,
     CallResult,
     Presentation,
+    Risk,
     ScreenView,
     TextView,
     ToolContext,
@@ -391,7 +392,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
         into = typing_into(terminal.line, _typed_bytes(arguments).decode(errors="replace"))
         if into.command is None:
             # Nothing runs before Enter; keys that edit the line are still the user's call.
-            risk = "read" if into.rest is not None else "exec"
+            risk: Risk = "read" if into.rest is not None else "exec"
             return Action(risk=risk, summary=summary, reads=tuple(refused), target="shell")
         return Action(
             risk="exec",
