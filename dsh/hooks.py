@@ -68,6 +68,7 @@ __all__ = [
     "LLM_RETRY",
     "LLM_STREAM",
     "QUESTION_ASK",
+    "SESSION_TITLE_NOW",
     "SYSTEM_PROMPT_ASSEMBLE",
     "TOOL_POST_EXECUTE",
     "TOOL_PRE_EXECUTE",
@@ -190,6 +191,16 @@ QUESTION_ASK: First[[Sequence[Question], AgentHandle | None], Sequence[Answer] |
     "they were dismissed; none at all is an error the model is told (headless)",
 )
 
+# ---------------------------------------------------------------------- sessions
+
+SESSION_TITLE_NOW: First[[AgentHandle], bool] = First(
+    "session/title-now",
+    subject=_agent,
+    doc="a script wants the idle agent's session titled before it exits (dsh -p "
+    "--title): a plugin that titles sessions titles it now, waits for the title and "
+    "returns True",
+)
+
 CORE_HOOKS: tuple[Hook, ...] = (
     KERNEL_ERROR,
     AGENT_CREATED,
@@ -210,6 +221,7 @@ CORE_HOOKS: tuple[Hook, ...] = (
     TOOL_POST_EXECUTE,
     APPROVAL_ASK,
     QUESTION_ASK,
+    SESSION_TITLE_NOW,
 )
 """Every hook point above, for tools that list them (and the test that the plugin
 author's guide names each one)."""

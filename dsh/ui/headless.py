@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dsh.control_chars import VisibleStream, is_terminal, printable
-from dsh.kernel import ServiceKey
+from dsh.hooks import SESSION_TITLE_NOW
 from dsh.llm import TextDelta, user_text
 from dsh.session import (
     AssistantChunk,
@@ -70,8 +70,6 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
-_TITLES: ServiceKey[Any] = ServiceKey("session-titles")
-"""The title plugin's service, when it is loaded (``--title``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,9 +250,8 @@ async def _run(
                 agent.followup(user_text(request.prompt))
             command_failed = ui.failed or printer.command_failed
         await agent.when_idle()
-        titles = runtime.root.get(_TITLES, None) if request.title else None
-        if titles is not None:
-            await titles.title_now(agent)  # and waits for the model's title
+        if request.title and not await runtime.root.serial(SESSION_TITLE_NOW, agent):
+            ui.err.write("dsh: --title: no plugin titles sessions (is one disabled?)\n")
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         await runtime.sessions.flush(agent.session)

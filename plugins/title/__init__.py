@@ -17,7 +17,7 @@ with the agent.
 from __future__ import annotations
 
 from dsh.commands import Command, CommandContext
-from dsh.hooks import AGENT_STATUS
+from dsh.hooks import AGENT_STATUS, SESSION_TITLE_NOW
 from dsh.kernel import Context, Plugin
 from dsh.services import COMMANDS
 from dsh.session import register_events
@@ -69,6 +69,7 @@ def apply(ctx: Context, config: Config) -> None:
     titles = TitleService(ctx, config)
     ctx.provide(SERVICE, titles)
     ctx.on(AGENT_STATUS, titles.on_status)
+    ctx.on(SESSION_TITLE_NOW, titles.answer_title_now)
     ctx.get(COMMANDS).register("title", title_command(titles))
 
 

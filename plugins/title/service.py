@@ -98,6 +98,11 @@ class TitleService:
             self._title_if_due(agent)
         return await self.settle(agent)
 
+    async def answer_title_now(self, agent: AgentHandle) -> bool:
+        """The ``session/title-now`` listener: title the session, then say it was seen to."""
+        await self.title_now(agent)
+        return True
+
     async def settle(self, agent: AgentHandle) -> SessionTitle | None:
         """Wait for the agent's title request, if one is running (it gives up by itself
         after ``timeout_s``), then return the title."""

@@ -387,6 +387,22 @@ async def test_a_title_costs_a_model_call_only_when_asked(dsh: Dsh, fake_llm: Fa
     assert any("and now?" in str(e.data) for e in of_type(untitled[0], "user/message"))
 
 
+async def test_a_title_asked_with_no_plugin_to_write_it_is_said(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    settings = dsh.home / "settings.toml"
+    settings.write_text(
+        settings.read_text().replace("[plugins]", '[plugins]\ndisabled = ["title"]')
+    )
+    fake_llm.add(Reply(text="It is 4."))
+    done = await dsh.run("-p", "what is 2+2?", "--title")
+    assert done.code == 0, done.stderr
+    assert done.stdout == "It is 4.\n"
+    assert "--title: no plugin titles sessions" in done.stderr
+    assert len(fake_llm.chat_requests) == 1
+    assert not of_type(await dsh.events(), "session/title")
+
+
 async def test_slash_commands_run_headless_without_a_model_turn(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
