@@ -13,6 +13,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -140,9 +141,27 @@ class Terminal:
         raise AssertionError(f"{gone!r} stayed on screen after {tries} presses of {key}")
 
     async def close(self) -> None:
-        if self.socket.exists():
-            with contextlib.suppress(AssertionError):  # already gone
-                await self.tmux("kill-server")
+        """End the server, and wait until it has let go of its socket: a terminal
+        started again on the same socket while the old server is still exiting (it
+        is slow to on a loaded machine) would meet "server exited unexpectedly"."""
+        if not self.socket.exists():
+            return
+        with contextlib.suppress(AssertionError):  # already gone
+            await self.tmux("kill-server")
+        deadline = time.monotonic() + TIMEOUT
+        while _server_listens(self.socket):
+            assert time.monotonic() < deadline, "the tmux server did not exit"
+            await asyncio.sleep(0.05)
+        self.socket.unlink(missing_ok=True)
+
+
+def _server_listens(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:  # refused, or the file is gone
+            return False
+    return True
 
 
 def says(phrase: str) -> Callable[[str], bool]:
