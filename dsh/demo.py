@@ -90,7 +90,18 @@ class Demo:
     async def close(self) -> None:
         await self.server.close()
         if self.scratch is not None:
-            await asyncio.to_thread(shutil.rmtree, self.scratch, ignore_errors=True)
+            await _remove(self.scratch)
+
+
+async def _remove(folder: Path, tries: int = 20) -> None:
+    """Remove the demo's folder. A program the demo started (its language server, a
+    command) may still be writing there as it dies, which leaves a folder behind an
+    rmtree that raced it: try again, briefly, until it is gone."""
+    for _ in range(tries):
+        await asyncio.to_thread(shutil.rmtree, folder, ignore_errors=True)
+        if not folder.exists():
+            return
+        await asyncio.sleep(0.1)
 
 
 def _with_server(value: Any, address: str) -> Any:
