@@ -98,10 +98,14 @@ async def _remove(folder: Path, tries: int = 20) -> None:
     command) may still be writing there as it dies, which leaves a folder behind an
     rmtree that raced it: try again, briefly, until it is gone."""
     for _ in range(tries):
-        await asyncio.to_thread(shutil.rmtree, folder, ignore_errors=True)
-        if not folder.exists():
+        if await asyncio.to_thread(_rmtree, folder):
             return
         await asyncio.sleep(0.1)
+
+
+def _rmtree(folder: Path) -> bool:
+    shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()
 
 
 def _with_server(value: Any, address: str) -> Any:
