@@ -81,6 +81,20 @@ def test_plugins_import_only_public_api() -> None:
     assert problems == []
 
 
+def test_the_outside_plugin_uses_only_public_api() -> None:
+    """The example in tests/fixtures is an outside plugin: it may not even reach the
+    bundled plugins' shared library, only what docs/architecture.md lists."""
+    files = python_files("tests/fixtures/dsh-plugin-example")
+    assert len(files) > 3
+    allowed = public_api()
+    problems = [
+        p
+        for f in files
+        for p in [*plugin_violations(f, f.read_text(), allowed), *core_violations(f, f.read_text())]
+    ]
+    assert problems == []
+
+
 def test_the_checks_catch_violations() -> None:
     """The rules above pass vacuously if their checkers see nothing: prove they see."""
     path = Path("x.py")
