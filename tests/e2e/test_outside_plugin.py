@@ -186,6 +186,25 @@ async def test_without_its_table_the_defaults_apply(
     assert tool_results(fake_llm.chat_requests[1].body) == [DEFAULT_COUNT]
 
 
+async def test_read_rules_judge_it_by_the_file_it_declares(
+    installation: Installation, fake_llm: FakeLLM
+) -> None:
+    # No rule names word_count: the deny rule is about reading notes.txt, and the tool's
+    # Action says that is what a call does.
+    settings = installation.home / "settings.toml"
+    settings.write_text(SETTINGS + '[permissions]\ndeny = ["read(notes.txt)"]\n')
+    fake_llm.add(count_notes(), Reply(text="I may not read it."))
+
+    done = await installation.run("-p", "how long is notes.txt?", "--output-format", "stream-json")
+
+    assert done.code == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert "wordcount/counted" not in [e["type"] for e in lines]
+    (result,) = tool_results(fake_llm.chat_requests[1].body)
+    assert "denied" in result.lower(), result
+    assert "13 words" not in result
+
+
 async def test_the_command_and_the_hook_read_the_counts_back_from_the_log(
     installation: Installation, fake_llm: FakeLLM
 ) -> None:
