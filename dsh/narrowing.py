@@ -20,6 +20,8 @@ key                                   from an untrusted folder
 ``agent.max_tokens``                  sets one where there was none), else ignored
 ``tui.theme``, ``tui.mouse``          kept: themes come only from dsh and
                                       ``$DSH_HOME``
+``storage.backend``                   ignored: where the user's sessions are kept
+                                      is theirs
 ``plugins.modules``                   ignored: it loads and runs Python code
 ``plugins.disabled``                  ignored: the plugin list is the user's
 ``plugins.<name>.…``                  ignored: providers, base URLs, headers,
@@ -41,8 +43,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh.control_chars import visible
+from dsh.permission_modes import MODES
 
-MODE_ORDER = {"read-only": 0, "default": 1, "accept-edits": 2, "bypass": 3}
 KEPT_AS_IS = {
     ("agent", "provider"),
     ("agent", "model"),
@@ -99,10 +101,10 @@ def _verdict(key: tuple[str, str], value: Any, own: Any) -> str | None:
     if key in KEPT_AS_IS:
         return None
     if key == ("permissions", "mode"):
-        if value not in MODE_ORDER:
+        if value not in MODES:
             return None
-        current = own if own in MODE_ORDER else "default"
-        if MODE_ORDER[value] <= MODE_ORDER[current]:
+        current = own if own in MODES else "default"
+        if MODES.index(value) <= MODES.index(current):  # narrowest first
             return None
         return f"would widen the permission mode from {current} to {value}"
     if key == ("permissions", "allow"):
@@ -118,6 +120,10 @@ def _verdict(key: tuple[str, str], value: Any, own: Any) -> str | None:
 
 def _reason_elsewhere(key: str) -> str:
     parts = key.split(".")
+    if parts[0] == "storage":
+        # Sessions of every project share one catalog: a project choosing the backend
+        # would move the user's later sessions out of sight of the earlier ones.
+        return "where your sessions are kept is yours to choose"
     if parts[0] != "plugins":
         return "not applied from a folder you have not trusted"
     if len(parts) == 2:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dsh.agent import AgentOptions, AgentService
+from dsh.agent import AgentService
 from dsh.commands import CommandService
 from dsh.credentials import CredentialStore
 from dsh.kernel import Candidate, Context, PluginHost, discover
@@ -29,8 +29,8 @@ from dsh.services import (
     TOOLS,
 )
 from dsh.session import SessionStore
-from dsh.session.store import session_backend
 from dsh.settings import Settings, SettingsError, load_settings
+from dsh.settings_tables import PermissionsTable
 from dsh.tools import ToolService
 from dsh.tools.approval import ApprovalService
 from dsh.tools.permissions import PermissionMode, Rule, RuleError
@@ -67,8 +67,10 @@ async def start_runtime(
     unless ``candidates`` is given), configured from the settings documents unless
     ``plugin_configs`` is given. Storage is touched only when first used.
 
-    ``settings`` are those the front end loaded (and settled the project's trust
-    for, see :mod:`dsh.ui.trusting`); without them the settings are loaded here, a
+    ``settings`` are the process's, loaded once by the front end (which settled the
+    project's trust, see :mod:`dsh.ui.trusting`) and handed down: the runtime reads
+    their core tables, configures the plugins from them and provides them as the
+    ``settings`` service. Without them (tests, embedding) they are loaded here, a
     project's own configuration applying only if the project is trusted.
 
     Raises :class:`~dsh.settings.SettingsError` for a settings file it cannot use.
@@ -91,10 +93,12 @@ async def start_runtime(
     root.provide(CREDENTIALS, CredentialStore(data, where, project_env=settings.trusted))
     llm = LlmService(root)
     root.provide(LLM, llm)
-    sessions = SessionStore.at(data, session_backend(), pricing=llm.cost)
+    sessions = SessionStore.at(data, settings.storage.backend, pricing=llm.cost)
     root.provide(SESSIONS, sessions)
     root.effect(lambda: sessions.aclose)
-    approvals = _approvals(root, settings, permission_mode, data)
+    approvals = _approvals(
+        root, settings.permissions, settings.origin("permissions"), permission_mode, data
+    )
     root.provide(APPROVALS, approvals)
     root.provide(QUESTIONS, QuestionService(root))
     tools = ToolService(root, approvals=approvals, spill=SpillStore(data))
@@ -102,13 +106,8 @@ async def start_runtime(
     prompt = PromptService(root, tools=tools.schemas)
     root.provide(PROMPT, prompt)  # each caller gets its own PromptView
     register_core_sections(prompt.bind_context(root))
-    agent_settings = settings.section("agent")
-    try:
-        defaults = AgentOptions.model_validate(agent_settings)
-    except ValueError as error:
-        raise SettingsError(f"{settings.origin('agent')} [agent]: {error}") from None
     agents = AgentService(
-        root, llm=llm, tools=tools, prompt=prompt, sessions=sessions, defaults=defaults
+        root, llm=llm, tools=tools, prompt=prompt, sessions=sessions, defaults=settings.agent
     )
     root.provide(AGENTS, agents)
     root.provide(COMMANDS, CommandService())  # each context gets its own view
@@ -126,16 +125,12 @@ async def start_runtime(
 
 
 def _approvals(
-    root: Context, settings: Settings, mode: PermissionMode | None, home: Path
+    root: Context, table: PermissionsTable, where: str, mode: PermissionMode | None, home: Path
 ) -> ApprovalService:
     """The permission mode and rules: ``[permissions]`` in settings, the flag over it."""
-    section = settings.section("permissions")
-    where = settings.origin("permissions")
     try:
-        allow = [Rule.parse(text) for text in section.get("allow", [])]
-        deny = [Rule.parse(text) for text in section.get("deny", [])]
-        return ApprovalService(
-            root, mode or section.get("mode", "default"), allow=allow, deny=deny, home=home
-        )
+        allow = [Rule.parse(text) for text in table.allow]
+        deny = [Rule.parse(text) for text in table.deny]
+        return ApprovalService(root, mode or table.mode, allow=allow, deny=deny, home=home)
     except (RuleError, ValueError, TypeError) as error:
         raise SettingsError(f"{where} [permissions]: {error}") from None

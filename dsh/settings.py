@@ -13,6 +13,12 @@ is refused. In the environment, ``DSH_<TABLE>__<KEY>=value`` sets ``table.key``
 ``DSH_PLUGINS__MY_PLUGIN__BASE_URL`` for ``my-plugin``, underscores in the plugin's
 name standing for hyphens); the value is read as a TOML value when it parses as one, else as text.
 
+The result is one :class:`Settings` per process: read once (the front end loads it, or
+the session controller when the front end did not), handed to the runtime and from
+it to the plugins (the ``settings`` service). Callers read the validated core tables
+as typed attributes (``settings.agent``, ``.permissions``, ``.tui``, ``.storage``),
+not the documents.
+
 Core tables are validated here (:data:`CORE_TABLES`); plugins are configured by
 ``[plugins.<plugin-name>]`` tables, validated by each plugin's own model when it
 loads, and switched off by ``[plugins] disabled = ["name", ...]``; ``[plugins]
@@ -31,8 +37,9 @@ import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.narrowing import Ignored, narrow
 from dsh.paths import unsafe_to_obey
@@ -40,7 +47,12 @@ from dsh.settings_files import Document as Document
 from dsh.settings_files import SettingsError as SettingsError
 from dsh.settings_files import read_document as read_document
 from dsh.settings_files import write_private as write_private
+from dsh.settings_tui import TableProblem as TableProblem
+from dsh.settings_tui import TuiTable
 from dsh.trust import TrustState, TrustStore, project_root
+
+if TYPE_CHECKING:
+    from dsh.settings_tables import AgentOptions, PermissionsTable, StorageTable
 
 USER_FILE = "settings.toml"
 ENV_FILE = ".env"
@@ -48,9 +60,10 @@ ENV_FILE = ".env"
 PROJECT_DIR = ".dsh"
 ENV_PREFIX = "DSH_"
 # DSH_* names that are not settings (read by their own code, or meant for children).
-ENV_RESERVED = frozenset(
-    {"DSH_HOME", "DSH_PERSISTENCE_BACKEND", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_SHELL"}
-)
+ENV_RESERVED = frozenset({"DSH_HOME", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_SHELL"})
+ENV_ALIASES = {"DSH_PERSISTENCE_BACKEND": ("storage", "backend")}
+"""Older names of settings in the environment. ``DSH_STORAGE__BACKEND`` wins over
+``DSH_PERSISTENCE_BACKEND`` when both are set."""
 ENVIRONMENT = Path("<environment>")
 
 
@@ -71,10 +84,59 @@ class Settings:
     trust: TrustState = "unknown"
     ignored: tuple[Ignored, ...] = ()
     """Keys of the project's configuration not applied: the folder is not trusted."""
+    own_documents: tuple[Document, ...] = ()
+    """The user's own documents as read (the user file, the environment)."""
+    project_document: Document | None = None
+    """The project document as read, whole, whether it applies or not: deciding the
+    project's trust later (:meth:`decided`) reads nothing again."""
 
     @property
     def trusted(self) -> bool:
         return self.trust == "trusted"
+
+    # The core tables, validated from the merged documents on first use (a table
+    # nobody reads costs nothing; ``[tui]`` is read before pydantic is imported).
+
+    @cached_property
+    def agent(self) -> AgentOptions:
+        """``[agent]``: what each agent starts with."""
+        return self._validated("agent")  # type: ignore[no-any-return]
+
+    @cached_property
+    def permissions(self) -> PermissionsTable:
+        """``[permissions]``: the mode and the rules, allow and deny added up over the layers."""
+        return self._validated("permissions")  # type: ignore[no-any-return]
+
+    @cached_property
+    def tui(self) -> TuiTable:
+        """``[tui]``: the interactive UI."""
+        return self._validated("tui")  # type: ignore[no-any-return]
+
+    @cached_property
+    def storage(self) -> StorageTable:
+        """``[storage]``: where sessions are kept."""
+        return self._validated("storage")  # type: ignore[no-any-return]
+
+    def _validated(self, name: str) -> Any:
+        try:
+            return validate_table(name, self.section(name))
+        except TableProblem as problem:
+            key = ".".join((name, *problem.loc))
+            raise SettingsError(f"{self.origin(name)}: {key}: {problem.msg}") from None
+
+    def decided(self, trusted: bool) -> Settings:
+        """These settings once the project's trust is decided: the project document
+        whole, or only what narrows, as :func:`load_settings` would have it with
+        ``trust=trusted``, without reading any file again. Checked as loaded."""
+        settings = _layered(
+            self.own_documents,
+            self.project_document,
+            root=self.root,
+            project=self.project,
+            state="trusted" if trusted else "untrusted",
+        )
+        check_core_tables(settings)
+        return settings
 
     def own_section(self, *keys: str) -> dict[str, Any]:
         """The table at ``keys`` as the user's own layers set it."""
@@ -153,8 +215,14 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 def environment_document(environ: Mapping[str, str]) -> Document | None:
     """The ``DSH_<TABLE>__<KEY>`` variables as one more document."""
     values: dict[str, Any] = {}
+    for alias, (table, key) in ENV_ALIASES.items():
+        raw = environ.get(alias, "").strip().lower()
+        if raw:  # empty, as unset: the default
+            values.setdefault(table, {})[key] = parse_value(raw)
     for name, raw in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX) or name in ENV_RESERVED or "__" not in name:
+        if not name.startswith(ENV_PREFIX) or name in ENV_RESERVED or name in ENV_ALIASES:
+            continue
+        if "__" not in name:
             continue
         parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
         if not all(parts):
@@ -213,13 +281,29 @@ def load_settings(
     from_env = environment_document(os.environ if environ is None else environ)
     if from_env is not None:
         own.append(from_env)
-    own_merged = merged_documents(own)
     project_doc = read_document(project) if project is not None else None
     state: TrustState = "unknown"
     if trust is not None:
         state = "trusted" if trust else "untrusted"
     elif project_doc is not None or (cwd / ENV_FILE).is_file():  # else nothing to decide
         state = TrustStore(home).state(root)  # a TrustError is a SettingsError
+    settings = _layered(tuple(own), project_doc, root=root, project=project, state=state)
+    if check:
+        check_core_tables(settings)
+    return settings
+
+
+def _layered(
+    own: tuple[Document, ...],
+    project_doc: Document | None,
+    *,
+    root: Path | None,
+    project: Path | None,
+    state: TrustState,
+) -> Settings:
+    """The documents in layers: the user file, the project document (whole when
+    trusted, else what narrows), the environment."""
+    own_merged = merged_documents(own)
     ignored: list[Ignored] = []
     documents = list(own[:1])
     if project_doc is not None:
@@ -229,7 +313,7 @@ def load_settings(
             kept, ignored = narrow(project_doc.values, own_merged)
             documents.append(Document(project_doc.path, kept))
     documents.extend(own[1:])
-    settings = Settings(
+    return Settings(
         tuple(documents),
         merged_documents(documents),
         own=own_merged,
@@ -237,10 +321,9 @@ def load_settings(
         project=project,
         trust=state,
         ignored=tuple(ignored),
+        own_documents=own,
+        project_document=project_doc,
     )
-    if check:
-        check_core_tables(settings)
-    return settings
 
 
 def merged_documents(documents: Iterable[Document]) -> dict[str, Any]:
@@ -268,10 +351,9 @@ def merged_documents(documents: Iterable[Document]) -> dict[str, Any]:
 
 
 def check_core_tables(settings: Settings) -> None:
-    """Validate the core's own tables, naming the file and the key of any problem."""
-    from pydantic import ValidationError
-
-    for name, model in CORE_TABLES.items():
+    """Validate the core's own tables in each document, naming the file and the key of
+    any problem."""
+    for name in CORE_TABLES:
         for document in settings.documents:
             table = document.values.get(name)
             if table is None:
@@ -279,11 +361,36 @@ def check_core_tables(settings: Settings) -> None:
             if not isinstance(table, dict):
                 raise SettingsError(f"{document.path}: {name} must be a table")
             try:
-                model().model_validate(table)
-            except ValidationError as error:
-                problem = error.errors()[0]
-                key = ".".join(str(p) for p in (name, *problem["loc"]))
-                raise SettingsError(f"{document.path}: {key}: {problem['msg']}") from None
+                validate_table(name, table)
+            except TableProblem as problem:
+                key = ".".join((name, *problem.loc))
+                raise SettingsError(f"{document.path}: {key}: {problem.msg}") from None
+
+
+def validate_table(name: str, table: Mapping[str, Any]) -> Any:
+    """The core table ``name`` read from ``table`` by its model; a
+    :class:`~dsh.settings_tui.TableProblem` says what it refuses."""
+    model = CORE_TABLES[name]()
+    if model is TuiTable:  # checked without pydantic: see dsh.settings_tui
+        return TuiTable.model_validate(table)
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(table)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        raise TableProblem(tuple(str(p) for p in problem["loc"]), problem["msg"]) from None
+
+
+def table_default(name: str, key: str) -> tuple[bool, Any]:
+    """Whether ``key`` is a key of the core table ``name`` with a default, and the default."""
+    model = CORE_TABLES[name]()
+    if model is TuiTable:
+        return TuiTable.default_of(key)
+    field = model.model_fields.get(key)
+    if field is None or field.is_required():
+        return False, None
+    return True, field.get_default(call_default_factory=True)
 
 
 def _agent_model() -> Any:
@@ -299,11 +406,20 @@ def _permissions_model() -> Any:
 
 
 def _tui_model() -> Any:
-    from dsh.settings_tables import TuiTable
-
     return TuiTable
+
+
+def _storage_model() -> Any:
+    from dsh.settings_tables import StorageTable
+
+    return StorageTable
 
 
 # Core tables and the models that check them (loaded lazily: pydantic models cost
 # import time, and most runs read only one or two of them).
-CORE_TABLES = {"agent": _agent_model, "permissions": _permissions_model, "tui": _tui_model}
+CORE_TABLES = {
+    "agent": _agent_model,
+    "permissions": _permissions_model,
+    "tui": _tui_model,
+    "storage": _storage_model,
+}

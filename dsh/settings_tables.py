@@ -1,8 +1,10 @@
 """The core's own settings tables: what each key may hold, checked when settings load.
 
 ``[agent]`` is :class:`AgentOptions`, what each agent starts with (public as
-``dsh.agent.AgentOptions``). Only pydantic and :mod:`dsh.wire` are imported here:
-settings are checked before the runtime is built, by a module the runtime is built on."""
+``dsh.agent.AgentOptions``). ``[tui]`` is checked without pydantic
+(:mod:`dsh.settings_tui`: the TUI reads it before it paints) and exported here with
+the rest. Only pydantic, :mod:`dsh.wire` and light modules are imported here: settings
+are checked before the runtime is built, by a module the runtime is built on."""
 
 from __future__ import annotations
 
@@ -10,7 +12,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
+from dsh.permission_modes import PermissionMode
+from dsh.settings_tui import TuiTable as TuiTable
 from dsh.wire import Frozen
+
+Backend = Literal["jsonl", "sqlite"]
+"""How sessions are stored: a JSONL file each, or one SQLite database."""
 
 
 class AgentOptions(Frozen):
@@ -31,25 +38,17 @@ class PermissionsTable(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    mode: Literal["read-only", "default", "accept-edits", "bypass"] = "default"
+    mode: PermissionMode = "default"
     allow: list[str] = []
     deny: list[str] = []
 
 
-class TuiTable(BaseModel):
-    """``[tui]``: the interactive UI."""
+class StorageTable(BaseModel):
+    """``[storage]``: where sessions are kept. The environment variable
+    ``DSH_PERSISTENCE_BACKEND`` is another name for ``DSH_STORAGE__BACKEND``."""
 
     model_config = ConfigDict(extra="forbid")
 
-    theme: str = "dsh-dark"
-    mouse: bool = True
-    """Off lets the terminal's own selection work (the app then ignores the mouse)."""
-    copy_on_select: bool = True
-    """Text selected in the transcript with the mouse is copied when the button is
-    released; off, it is copied with Ctrl+C only."""
-    notify: Literal["auto", "bell", "osc9", "osc777", "off"] = "auto"
-    """How dsh calls you back while the terminal is not focused, when an approval or a
-    question waits or a turn of 30 s or more ends: the terminal's bell, a desktop
-    notification by OSC 9 or OSC 777 (wrapped for tmux's passthrough inside tmux), or
-    nothing. ``auto`` sends OSC 9 to iTerm2, WezTerm, kitty and Ghostty, OSC 777 to
-    foot, and rings the bell elsewhere (tmux and screen included)."""
+    backend: Backend = "jsonl"
+    """``jsonl`` (a file per session) or ``sqlite`` (one database); either way under
+    ``$DSH_HOME``, indexed in the same catalog."""

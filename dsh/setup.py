@@ -28,7 +28,6 @@ from dsh.credentials import CredentialStore, Secret, check_ref
 from dsh.kernel import Candidate, discover
 from dsh.llm import GenerateOptions, LlmAdapter, LlmError, user_text
 from dsh.settings import USER_FILE, Settings, write_private
-from dsh.settings_tables import AgentOptions
 
 _log = logging.getLogger("dsh.setup")
 
@@ -182,9 +181,7 @@ def needs_setup(
 ) -> bool:
     """True when the configured provider is one a form serves by a fixed route and no
     key for it is found. Another route's own plugin says what it needs at the first call."""
-    provider = settings.section("agent").get(
-        "provider", AgentOptions.model_fields["provider"].default
-    )
+    provider = settings.agent.provider
     for form in configured_forms(settings) if forms is None else forms:
         if form.route != provider or form.configured_key is None:
             continue

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dsh import __version__
+from dsh.permission_modes import MODES
 
 SUBCOMMANDS = ("config", "plugins", "sessions", "trust", "untrust")
 PICK = ""
@@ -103,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cwd", metavar="DIR", help="work in DIR instead of the current directory")
     parser.add_argument(
         "--permission-mode",
-        choices=["read-only", "default", "accept-edits", "bypass"],
+        choices=MODES,
         help="what may run without asking (headless: what is not allowed is denied)",
     )
     parser.add_argument(

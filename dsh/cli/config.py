@@ -24,9 +24,12 @@ from dsh.settings import (
     USER_FILE,
     Settings,
     SettingsError,
+    TableProblem,
     load_settings,
     parse_value,
     project_document,
+    table_default,
+    validate_table,
     write_private,
 )
 
@@ -155,14 +158,9 @@ def _toml(value: Any) -> str:
 
 def _default(key: list[str]) -> tuple[bool, Any]:
     """The built-in default of a core key, if it has one."""
-    model = CORE_TABLES.get(key[0])
-    if model is None or len(key) != 2:
+    if key[0] not in CORE_TABLES or len(key) != 2:
         return False, None
-    fields = model().model_fields
-    field = fields.get(key[1])
-    if field is None or field.is_required():
-        return False, None
-    return True, field.get_default(call_default_factory=True)
+    return table_default(key[0], key[1])
 
 
 def _get(settings: Settings, key: list[str], out: TextIO, err: TextIO) -> int:
@@ -195,16 +193,16 @@ def _check(key: list[str], value: Any) -> None:
             'environment variable instead (api_key_env = "MY_KEY") or let dsh\'s setup '
             "store the key in its credential file"
         )
-    from pydantic import ValidationError
-
     if key[0] in CORE_TABLES:
         if len(key) != 2:
             raise SettingsError(f"{key[0]} takes plain keys, such as {key[0]}.{key[-1]}")
         try:
-            CORE_TABLES[key[0]]().model_validate({key[1]: value})
-        except ValidationError as error:
-            raise SettingsError(f"{'.'.join(key)}: {error.errors()[0]['msg']}") from None
+            validate_table(key[0], {key[1]: value})
+        except TableProblem as problem:
+            raise SettingsError(f"{'.'.join(key)}: {problem.msg}") from None
         return
+    from pydantic import ValidationError
+
     if key[0] == "plugins" and len(key) >= 3:
         from dsh.kernel import discover
 

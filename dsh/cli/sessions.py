@@ -25,7 +25,8 @@ from dsh.session.jsonl import JsonlPersistence, export_jsonl, parse_jsonl
 from dsh.session.markdown import to_markdown
 from dsh.session.persistence import PersistenceError
 from dsh.session.sqlite import SqlitePersistence
-from dsh.session.store import AmbiguousSessionError, make_persistence, session_backend
+from dsh.session.store import AmbiguousSessionError, Backend, make_persistence
+from dsh.settings import SettingsError, load_settings
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -46,10 +47,10 @@ def _row(entry: CatalogEntry) -> str:
 
 
 class _Cli:
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, home: Path, backend: Backend) -> None:
         self.args = args
-        self.home = dsh_home()
-        self.store = SessionStore.at(self.home, session_backend())
+        self.home = home
+        self.store = SessionStore.at(self.home, backend)
         self._vocabulary: Context | None = None
 
     async def vocabulary(self) -> None:
@@ -198,4 +199,12 @@ class _Cli:
 
 
 def run_sessions(args: argparse.Namespace) -> int:
-    return asyncio.run(_Cli(args).run())
+    home = dsh_home()
+    try:
+        # Only [storage] is read: a problem elsewhere in the settings is no reason
+        # not to show the sessions.
+        backend = load_settings(home, Path.cwd(), check=False).storage.backend
+    except SettingsError as error:
+        print(f"dsh: {error}", file=sys.stderr)
+        return 1
+    return asyncio.run(_Cli(args, home, backend).run())

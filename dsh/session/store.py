@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,12 +31,11 @@ from dsh.session.session import Session, now_ms
 from dsh.session.spend import Pricing
 from dsh.session.sqlite import SqlitePersistence
 from dsh.session.writer import SessionWriter
+from dsh.settings_tables import Backend as Backend
 
 INDEX_DELAY_S = 1.0
 
 _log = logging.getLogger("dsh.session")
-
-Backend = Literal["jsonl", "sqlite"]
 
 
 class AmbiguousSessionError(LookupError):
@@ -50,14 +48,6 @@ class AmbiguousSessionError(LookupError):
 
 class ForkError(ValueError):
     """The fork point is not a place a session can continue from."""
-
-
-def session_backend() -> Backend:
-    """The storage backend chosen by ``DSH_PERSISTENCE_BACKEND`` (default: jsonl)."""
-    chosen = os.environ.get("DSH_PERSISTENCE_BACKEND", "jsonl").strip().lower() or "jsonl"
-    if chosen not in ("jsonl", "sqlite"):
-        raise ValueError(f"DSH_PERSISTENCE_BACKEND must be jsonl or sqlite, not {chosen!r}")
-    return "sqlite" if chosen == "sqlite" else "jsonl"
 
 
 def make_persistence(backend: Backend, home: Path) -> SessionPersistence:

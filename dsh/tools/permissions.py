@@ -63,6 +63,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from dsh.permission_modes import MODES as MODES
+from dsh.permission_modes import PermissionMode as PermissionMode
 from dsh.tools.definition import Action, ToolDefinition
 from dsh.tools.grant_policy import grant_words
 from dsh.tools.programs import SYSTEM_DIRS, base_name
@@ -76,8 +78,6 @@ from dsh.tools.protected import (
 from dsh.tools.shell import Analysis, Invocation, analyse
 from dsh.tools.shell_words import Word
 
-PermissionMode = Literal["read-only", "default", "accept-edits", "bypass"]
-MODES: tuple[PermissionMode, ...] = ("read-only", "default", "accept-edits", "bypass")
 Verdict = Literal["allow", "ask", "deny"]
 Kind = Literal["bash", "edit", "read", "tool"]
 

@@ -83,6 +83,10 @@ class SessionChoice:
     """``--trust``: the project's own configuration applies in full for this run."""
     plugin_configs: dict[str, dict[str, Any]] | None = None
     """Replaces the configured plugin settings (the demo's scripted server)."""
+    settings: Settings | None = None
+    """The process's settings, when the front end loaded them already (the TUI, which
+    reads ``[tui]`` before it paints; ``trust`` applied); else the controller loads
+    them. Either way they are read once (:meth:`SessionController.settings`)."""
 
 
 class Dialogs(Protocol):
@@ -210,6 +214,7 @@ class SessionController:
         self._commands: CommandView | None = None
         self._closing = False
         self._closed = asyncio.Event()
+        self._settings: Settings | None = choice.settings
 
     @property
     def ctx(self) -> Context:
@@ -244,23 +249,45 @@ class SessionController:
             self._ctx.get(APPROVALS).add_approver(self.ui.ask_approval)
             self._ctx.get(QUESTIONS).set_answerer(self._answer)
 
-    async def _start_runtime(self) -> Runtime:
+    @property
+    def home(self) -> Path:
+        """dsh's own folder."""
         from dsh.paths import dsh_home
+
+        return self.choice.home or dsh_home()
+
+    async def settings(self) -> Settings:
+        """The settings of this process as loaded: the front end's
+        (:attr:`SessionChoice.settings`), else read here, once. Not yet checked nor
+        settled; :meth:`start` does both and hands them to the runtime.
+        Raises :class:`~dsh.settings.SettingsError`."""
+        if self._settings is None:
+            from dsh.settings import load_settings
+
+            trust = True if self.choice.trust else None
+            self._settings = await asyncio.to_thread(
+                load_settings, self.home, self.cwd, check=False, trust=trust
+            )
+        return self._settings
+
+    async def _start_runtime(self) -> Runtime:
         from dsh.runtime import start_runtime
         from dsh.settings import SettingsError, load_settings
         from dsh.ui.trusting import settle
 
         choice = self.choice
-        home = choice.home or dsh_home()
+        home = self.home
         try:
-            settings = await settle(home, self.cwd, trust=choice.trust, ask=self.ui.ask_trust)
+            settings = await settle(await self.settings(), home, ask=self.ui.ask_trust)
             set_up = await self.ui.set_up(home, settings)
             if set_up is False:
                 raise StartFailed("dsh: no model configured; nothing to do.")
             if set_up:
+                # The setup wrote the user's settings file: the one time it is read again.
                 settings = await asyncio.to_thread(
                     load_settings, home, self.cwd, trust=settings.trusted
                 )
+            self._settings = settings
             self.ui.show_ignored(settings)
             return await start_runtime(
                 home=home,

@@ -17,7 +17,7 @@ from typing import Literal
 
 from dsh.control_chars import visible
 from dsh.narrowing import Ignored
-from dsh.settings import Settings, load_settings
+from dsh.settings import Settings, check_core_tables
 
 TrustAnswer = Literal["trust", "distrust", "later"]
 """Trust (recorded), don't trust (recorded: not asked again), or decide later (this
@@ -37,13 +37,13 @@ class TrustQuestion:
 Asker = Callable[[TrustQuestion], Awaitable[TrustAnswer]]
 
 
-async def settle(
-    home: Path, cwd: Path, *, trust: bool = False, ask: Asker | None = None
-) -> Settings:
-    """The settings to start with. ``trust`` (``--trust``) trusts the project for this
-    run without recording it; ``ask`` is the front end's question, None when nobody
-    can answer (headless, a script)."""
-    settings = await asyncio.to_thread(load_settings, home, cwd, trust=True if trust else None)
+async def settle(settings: Settings, home: Path, *, ask: Asker | None = None) -> Settings:
+    """The settings to start with: ``settings`` as loaded (``--trust`` already applied,
+    see :func:`dsh.settings.load_settings`), checked, and with the project's trust
+    decided. ``ask`` is the front end's question, None when nobody can answer
+    (headless, a script). Nothing is read again: trusting re-layers the documents
+    already read (:meth:`Settings.decided`)."""
+    await asyncio.to_thread(check_core_tables, settings)
     if not settings.ignored or settings.trust != "unknown" or ask is None:
         return settings
     assert settings.root is not None
@@ -54,7 +54,7 @@ async def settle(
 
     await asyncio.to_thread(TrustStore(home).decide, settings.root, answer == "trust")
     if answer == "trust":
-        return await asyncio.to_thread(load_settings, home, cwd, trust=True)
+        return await asyncio.to_thread(settings.decided, True)
     return settings
 
 

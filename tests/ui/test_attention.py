@@ -13,12 +13,12 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from pydantic import ValidationError
 from textual import events
 from textual.pilot import Pilot
 
 from dsh.runtime import Runtime
 from dsh.settings_tables import TuiTable
+from dsh.settings_tui import TableProblem
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools.approval import ApprovalDecision
 from dsh.ui.tui.app import DshApp
@@ -343,5 +343,5 @@ def test_nothing_focused_or_without_a_driver() -> None:
 def test_notify_is_a_tui_setting() -> None:
     assert TuiTable().notify == "auto"
     assert TuiTable.model_validate({"notify": "osc9"}).notify == "osc9"
-    with pytest.raises(ValidationError):
+    with pytest.raises(TableProblem, match="notify: Input should be 'auto'"):
         TuiTable.model_validate({"notify": "loud"})

@@ -280,11 +280,11 @@ class DshApp(App[int]):
         a long session is on screen in half the time. Once the agent resumes it, the
         transcript is built again with costs and the plugins' tool views."""
         from dsh.llm import SessionId
-        from dsh.paths import dsh_home
-        from dsh.session.store import make_persistence, session_backend
+        from dsh.session.store import make_persistence
         from dsh.ui.entries import TranscriptFold
 
-        persistence = make_persistence(session_backend(), self.request.home or dsh_home())
+        settings = await self.controller.settings()
+        persistence = make_persistence(settings.storage.backend, self.controller.home)
         try:
             if not await persistence.exists(SessionId(session_id)):
                 return  # a prefix: the catalog resolves it once the runtime is up

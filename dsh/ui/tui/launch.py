@@ -29,8 +29,13 @@ async def launch(
         return await _demo(prompt)
     where = (cwd or Path.cwd()).resolve()
     try:
-        # A quick look for [tui]; the runtime validates every table when it starts.
-        tui = load_settings(dsh_home(), where, check=False).section("tui")
+        # The process's settings, read once: [tui] now, before the first frame (it
+        # needs no pydantic); the session controller checks the rest and settles the
+        # project's trust behind the painted prompt.
+        settings = load_settings(
+            dsh_home(), where, check=False, trust=True if choice.get("trust") else None
+        )
+        tui = settings.tui
     except SettingsError as error:
         sys.stderr.write(f"dsh: {error}\n")
         return 1
@@ -38,12 +43,13 @@ async def launch(
         prompt=prompt,
         cwd=where,
         pick=pick,
-        theme=_text(tui.get("theme")),
-        copy_on_select=tui.get("copy_on_select", True) is not False,
-        notify=_text(tui.get("notify")) or "auto",
+        theme=tui.theme,
+        copy_on_select=tui.copy_on_select,
+        notify=tui.notify,
+        settings=settings,
         **choice,
     )
-    return await run_tui(request, mouse=tui.get("mouse", True) is not False)
+    return await run_tui(request, mouse=tui.mouse)
 
 
 async def _demo(prompt: str | None) -> int:
@@ -69,7 +75,3 @@ async def _demo(prompt: str | None) -> int:
         return await run_tui(request, resume_hint=False)  # its sessions go with it
     finally:
         await demo.close()
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
