@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.paths import dsh_home
+
+if TYPE_CHECKING:
+    from dsh.ui.tui.app import TuiRequest
 
 
 async def launch(
@@ -22,24 +25,35 @@ async def launch(
     (``resume``, ``continue_last``, ``model``, ``provider``, ``effort``,
     ``permission_mode``). ``demo`` runs it against the built-in scripted model in a
     throwaway project and home."""
-    from dsh.settings import SettingsError, load_settings
-    from dsh.ui.tui.app import TuiRequest, run_tui
+    from dsh.settings import SettingsError
+    from dsh.ui.tui.app import run_tui
 
     if demo:
         return await _demo(prompt)
-    where = (cwd or Path.cwd()).resolve()
     try:
-        # The process's settings, read once: [tui] now, before the first frame (it
-        # needs no pydantic); the session controller checks the rest and settles the
-        # project's trust behind the painted prompt.
-        settings = load_settings(
-            dsh_home(), where, check=False, trust=True if choice.get("trust") else None
-        )
-        tui = settings.tui
+        request = tui_request(prompt, pick=pick, cwd=cwd, **choice)
     except SettingsError as error:
         sys.stderr.write(f"dsh: {error}\n")
         return 1
-    request = TuiRequest(
+    assert request.settings is not None
+    return await run_tui(request, mouse=request.settings.tui.mouse)
+
+
+def tui_request(
+    prompt: str | None, *, pick: bool = False, cwd: Path | None = None, **choice: Any
+) -> TuiRequest:
+    """The app's request, with the process's settings read once: ``[tui]`` is used
+    now, before the first frame (it needs no pydantic); the session controller checks
+    the rest and settles the project's trust behind the painted prompt.
+    Raises :class:`~dsh.settings.SettingsError`."""
+    from dsh.settings import load_settings
+    from dsh.ui.tui.app import TuiRequest
+
+    where = (cwd or Path.cwd()).resolve()
+    trust = True if choice.get("trust") else None
+    settings = load_settings(dsh_home(), where, check=False, trust=trust)
+    tui = settings.tui
+    return TuiRequest(
         prompt=prompt,
         cwd=where,
         pick=pick,
@@ -49,7 +63,6 @@ async def launch(
         settings=settings,
         **choice,
     )
-    return await run_tui(request, mouse=tui.mouse)
 
 
 async def _demo(prompt: str | None) -> int:
