@@ -103,3 +103,23 @@ def test_a_bad_core_key_names_its_file_and_key(tmp_path: Path) -> None:
         load_settings(home, tmp_path, environ={})
     with pytest.raises(SettingsError, match=r"<environment>: agent.max_steps"):
         load_settings(tmp_path / "none", tmp_path, environ={"DSH_AGENT__MAX_STEPS": "-1"})
+
+
+def test_the_storage_backend_is_a_setting_config_shows(
+    places: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, _ = places
+    monkeypatch.delenv("DSH_PERSISTENCE_BACKEND", raising=False)
+    code, out, err = config("get", "storage.backend")
+    assert (code, out) == (0, '"jsonl"\n')
+    assert "default" in err
+    code, _, err = config("set", "storage.backend", "mongo")
+    assert code == 1
+    assert "storage.backend: Input should be 'jsonl' or 'sqlite'" in err
+    assert config("set", "storage.backend", "sqlite")[0] == 0
+    assert f'storage.backend = "sqlite"    # {home / "settings.toml"}' in config("list")[1]
+    monkeypatch.setenv("DSH_PERSISTENCE_BACKEND", "jsonl")  # the environment layer wins
+    assert 'storage.backend = "jsonl"    # <environment>' in config("list")[1]
+    code, _, err = config("set", "tui.mouse", "3")  # [tui], checked without pydantic
+    assert code == 1
+    assert "tui.mouse: Input should be a valid boolean" in err
