@@ -15,6 +15,7 @@ import pytest
 from textual.widgets import Button
 
 import dsh.settings
+from dsh.services import APPROVALS, SETTINGS
 from dsh.settings_files import Document
 from dsh.testing import FakeLLM, Reply
 from dsh.ui.headless import HeadlessRequest, run
@@ -84,11 +85,11 @@ async def test_a_tui_start_reads_each_document_once(
             await pilot.press("tab", "right", "enter")  # Trust
             await asyncio.wait_for(app.ready.wait(), LIMIT)
             assert app.runtime is not None
-            settings = app.runtime.root.get("settings")
+            settings = app.runtime.root.get(SETTINGS)
             # Trusting applied the project's document whole, read once all the same.
             assert settings.trusted
             assert settings.permissions.mode == "bypass"
-            assert app.runtime.root.get("approvals").mode == "bypass"
+            assert app.runtime.root.get(APPROVALS).mode == "bypass"
             assert app.agent is not None
             assert app.agent.options.max_steps == 3
         finally:
