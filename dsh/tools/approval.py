@@ -311,7 +311,9 @@ async def _unless_cancelled(
         await asyncio.wait({answer, stopped}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopped.cancel()
-    if answer.done():
+    # A cancel that came with the answer wins: once the turn is cancelled nothing new
+    # runs, even a call the person allowed in the same instant.
+    if answer.done() and not signal.is_set():
         return answer.result()
     answer.cancel()
     await asyncio.gather(answer, return_exceptions=True)
