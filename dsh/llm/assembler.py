@@ -25,6 +25,7 @@ from dsh.llm.stream import (
     Finished,
     FinishError,
     FinishMaxTokens,
+    FinishRefusal,
     FinishStop,
     FinishToolCalls,
     ReasoningDelta,
@@ -171,7 +172,9 @@ class BlockAssembler:
                     self._fail(Violation.DUPLICATE_USAGE, "usage was already reported", chunk)
                 self.usage = usage
             case Finish(reason=reason, replay_state=replay_state):
-                if isinstance(reason, FinishStop | FinishToolCalls | FinishMaxTokens):
+                if isinstance(
+                    reason, FinishStop | FinishToolCalls | FinishMaxTokens | FinishRefusal
+                ):
                     still_open = [i for i, b in self._blocks.items() if b.done is None]
                     if still_open:
                         self._fail(

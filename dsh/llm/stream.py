@@ -119,6 +119,13 @@ class FinishMaxTokens(Finished):
 
 
 @finish_reasons.member
+class FinishRefusal(Finished):
+    """The model declined to answer; its refusal is the answer's text."""
+
+    kind: Literal["refusal"] = "refusal"
+
+
+@finish_reasons.member
 class FinishAborted(Finished):
     kind: Literal["aborted"] = "aborted"
     failure: LlmFailure

@@ -40,6 +40,7 @@ from dsh.llm import (
     Finish,
     FinishError,
     FinishMaxTokens,
+    FinishRefusal,
     FinishStop,
     FinishToolCalls,
     GenerateOptions,
@@ -85,9 +86,12 @@ class ChatModel(Frozen):
     efforts: tuple[str, ...] = ()
     """Reasoning efforts accepted; ``off`` turns thinking off."""
     default_effort: str | None = None
-    replay_reasoning: bool = False
-    """Send earlier reasoning back as ``reasoning_content`` (DeepSeek thinking mode
-    requires it on every message that made tool calls)."""
+    replay_reasoning: bool = True
+    """Send earlier reasoning back as ``reasoning_content``: on every assistant message
+    whose answer carried reasoning, and (empty when there was none) on every assistant
+    message of a request in thinking mode, as DeepSeek's thinking mode requires. Off
+    for a server that rejects the field; the provider's own setting can turn it off
+    for all its models."""
     price: Price | None = None
 
     def merged(self, override: ChatModel) -> ChatModel:
@@ -121,27 +125,36 @@ def _text(blocks: tuple[Any, ...]) -> str:
     return "".join(block.text for block in blocks if isinstance(block, TextBlock))
 
 
-def serialize_messages(options: GenerateOptions, *, replay_reasoning: bool) -> list[dict[str, Any]]:
+def serialize_messages(
+    options: GenerateOptions, *, replay_reasoning: bool, thinking: bool = False
+) -> list[dict[str, Any]]:
     """The ``messages`` array: the system prompt first, then the history.
 
-    A tool result becomes a ``tool`` message; blocks of unknown types are skipped.
+    With ``replay_reasoning``, an assistant message whose answer carried reasoning sends
+    it back as ``reasoning_content``; with ``thinking`` too (a request in thinking mode)
+    every assistant message carries the field, empty when there was no reasoning. A
+    tool result becomes a ``tool`` message; blocks of unknown types are skipped.
     """
     out: list[dict[str, Any]] = []
     if options.system:
         out.append({"role": "system", "content": options.system})
     for message in options.messages:
-        out.extend(_serialize(message, replay_reasoning))
+        out.extend(_serialize(message, replay_reasoning, thinking))
     return out
 
 
-def _serialize(message: Message, replay_reasoning: bool) -> list[dict[str, Any]]:
+def _reasoning(message: Message) -> str:
+    return "".join(b.text for b in message.content if isinstance(b, ReasoningBlock))
+
+
+def _serialize(message: Message, replay_reasoning: bool, thinking: bool) -> list[dict[str, Any]]:
     if message.role == "assistant":
         calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
-        reasoning = "".join(b.text for b in message.content if isinstance(b, ReasoningBlock))
+        reasoning = _reasoning(message)
         entry: dict[str, Any] = {"role": "assistant", "content": _text(message.content)}
-        # DeepSeek's thinking mode answers 400 unless every message that made tool calls
-        # carries its reasoning back, even an empty one.
-        if replay_reasoning and (reasoning or calls):
+        # DeepSeek's thinking mode answers 400 unless reasoning comes back, and some
+        # deployments reject an assistant message without the field at all.
+        if replay_reasoning and (reasoning or thinking):
             entry["reasoning_content"] = reasoning
         if calls:
             entry["tool_calls"] = [
@@ -170,11 +183,36 @@ def _serialize(message: Message, replay_reasoning: bool) -> list[dict[str, Any]]
     return out
 
 
-def request_body(options: GenerateOptions, model: ChatModel) -> dict[str, Any]:
-    """The JSON body for ``options``. Absent fields are left out, never sent as null."""
+def thinking_mode(options: GenerateOptions, effort: str | None) -> bool:
+    """Whether a request is in thinking mode: the request turns thinking on (an effort
+    other than ``off``), or it leaves thinking to the server and the conversation shows
+    the model thinks (an earlier answer carried reasoning). Decided by the request and
+    the conversation, never by a list of model ids."""
+    if effort == "off":
+        return False
+    if effort is not None:
+        return True
+    return any(message.role == "assistant" and _reasoning(message) for message in options.messages)
+
+
+def request_body(
+    options: GenerateOptions, model: ChatModel, *, replay_reasoning: bool = True
+) -> dict[str, Any]:
+    """The JSON body for ``options``. Absent fields are left out, never sent as null.
+
+    ``replay_reasoning`` is the provider's setting; the model's own can turn it off too.
+    """
+    effort = options.reasoning_effort
+    if options.purpose == "session-title":
+        effort = "off" if model.thinking else None  # titles never need thinking
+    thinking = thinking_mode(options, effort)
     body: dict[str, Any] = {
         "model": options.model,
-        "messages": serialize_messages(options, replay_reasoning=model.replay_reasoning),
+        "messages": serialize_messages(
+            options,
+            replay_reasoning=replay_reasoning and model.replay_reasoning,
+            thinking=thinking,
+        ),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -190,9 +228,6 @@ def request_body(options: GenerateOptions, model: ChatModel) -> dict[str, Any]:
             }
             for tool in options.tools
         ]
-    effort = options.reasoning_effort
-    if options.purpose == "session-title":
-        effort = "off" if model.thinking else None  # titles never need thinking
     if model.thinking:
         if effort == "off":
             body["thinking"] = {"type": "disabled"}
@@ -201,7 +236,9 @@ def request_body(options: GenerateOptions, model: ChatModel) -> dict[str, Any]:
             body["reasoning_effort"] = effort
     elif effort is not None and effort != "off":
         body["reasoning_effort"] = effort
-    if options.temperature is not None:
+    # DeepSeek's docs: thinking mode ignores temperature, presence_penalty and
+    # frequency_penalty (dsh sends only the first), so none is sent with it on.
+    if options.temperature is not None and not thinking:
         body["temperature"] = options.temperature
     if options.max_tokens is not None:
         body["max_tokens"] = options.max_tokens
@@ -265,6 +302,7 @@ class ChatStreamTranslator:
         self._text: _Block | None = None
         self._calls: dict[int, _Block] = {}
         self._finish_reason: str | None = None
+        self._refused = False
         self._usage: TokenUsage | None = None
         self.events = 0
 
@@ -318,17 +356,27 @@ class ChatStreamTranslator:
                     out.append(start)
                 self._reasoning.parts.append(thought)
                 out.append(ReasoningDelta(index=self._reasoning.index, text=thought))
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                if self._text is None:
-                    self._text, start = self._open("text")
-                    out.append(start)
-                self._text.parts.append(content)
-                out.append(TextDelta(index=self._text.index, text=content))
+            out.extend(self._answer(delta.get("content")))
+            refusal = delta.get("refusal")  # OpenAI-compatible servers declining
+            if isinstance(refusal, str) and refusal:
+                self._refused = True
+                out.extend(self._answer(refusal))
             for call in delta.get("tool_calls") or ():
                 out.extend(self._tool_call(call))
             if choice.get("finish_reason"):
                 self._finish_reason = str(choice["finish_reason"])
+        return out
+
+    def _answer(self, content: Any) -> list[StreamChunk]:
+        """Answer text (or a refusal, shown as the answer) into the one text block."""
+        if not isinstance(content, str) or not content:
+            return []
+        out: list[StreamChunk] = []
+        if self._text is None:
+            self._text, start = self._open("text")
+            out.append(start)
+        self._text.parts.append(content)
+        out.append(TextDelta(index=self._text.index, text=content))
         return out
 
     def _tool_call(self, call: Any) -> list[StreamChunk]:
@@ -357,8 +405,10 @@ class ChatStreamTranslator:
         if self._usage is not None:
             out.append(UsageChunk(usage=self._usage))
         match self._finish_reason:
+            case _ if self._refused:
+                reason: Any = FinishRefusal()
             case "stop" | None if not self._blocks:
-                reason: Any = FinishError(
+                reason = FinishError(
                     failure=LlmFailure(message="the model returned nothing", code="EMPTY_RESPONSE")
                 )
             case "stop" | None:
@@ -589,12 +639,15 @@ class ChatCompletionsAdapter(LlmAdapter):
         list_models_path: str | None = "/models",
         client: httpx.AsyncClient | None = None,
         key_destination: KeyDestination | None = None,
+        replay_reasoning: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.key_destination = key_destination or KeyDestination(self.base_url)
         """Where the key may go; a request to any other origin carries none."""
         self._key_withheld = not self.key_destination.allows(self.base_url)
         self.models = dict(models)
+        self.replay_reasoning = replay_reasoning
+        """Send reasoning back as ``reasoning_content`` (see :func:`request_body`)."""
         self.fallback = fallback or ChatModel()
         self._api_key = api_key or (lambda: None)
         self.credential = credential
@@ -709,7 +762,9 @@ class ChatCompletionsAdapter(LlmAdapter):
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         headers, key = self._request_headers(options.provider)
-        body = request_body(options, self.model(options.model))
+        body = request_body(
+            options, self.model(options.model), replay_reasoning=self.replay_reasoning
+        )
         translator = ChatStreamTranslator()
 
         def hide(text: str) -> str:

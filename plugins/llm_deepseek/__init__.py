@@ -7,8 +7,11 @@ by ``api_key_env`` (``DEEPSEEK_API_KEY``) at each request, and sent only to the
 endpoint the user's own settings and environment give (a project's cannot redirect
 it). Known models carry their
 context window, output cap, reasoning efforts and prices; settings may override any
-of it per model, and other model ids (``deepseek-chat``, ``deepseek-reasoner``...)
-pass through unchanged, with no thinking switch and no output cap sent.
+of it per model. Other model ids (``deepseek-reasoner``, dated ids...) pass through
+unchanged, with no output cap sent; they take the same reasoning efforts, and an
+effort chosen for one is sent with DeepSeek's ``thinking`` switch. Reasoning a
+response carried goes back with every later request (``replay_reasoning = false``
+turns that off, for a server that rejects the field).
 
 Its setup form (the first run's screen) asks for a key and a model, and offers the
 setup whenever DeepSeek is the configured provider and its key is nowhere to be found.
@@ -59,6 +62,10 @@ def _thinking_model(name: str, price: Price) -> ChatModel:
     )
 
 
+UNKNOWN_MODEL = ChatModel(thinking=True, efforts=("off", "low", "high", "max"))
+"""A model id not in the table: it takes the thinking switch when an effort is chosen;
+without one, the server decides (DeepSeek's default is thinking on)."""
+
 DEFAULT_MODELS: dict[str, ChatModel] = {
     "deepseek-v4-flash": _thinking_model("DeepSeek V4 Flash", FLASH_PRICE),
     "deepseek-flash": _thinking_model("DeepSeek Flash", FLASH_PRICE),
@@ -75,6 +82,8 @@ class Config(BaseModel):
     """Per-model overrides (context window, output cap, prices...) and extra models."""
     read_timeout: PositiveFloat = 300.0
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    replay_reasoning: bool = True
+    """Send reasoning back as ``reasoning_content``; false for a server rejecting it."""
 
 
 def models_with(overrides: dict[str, ChatModel]) -> dict[str, ChatModel]:
@@ -90,6 +99,8 @@ def apply(ctx: Context, config: Config) -> None:
     adapter = ChatCompletionsAdapter(
         base_url=base_url,
         models=models_with(config.models),
+        fallback=UNKNOWN_MODEL,
+        replay_reasoning=config.replay_reasoning,
         api_key=key_reader(ctx.get(CREDENTIALS, None), config.api_key_env),
         credential=config.api_key_env,
         read_timeout=config.read_timeout,

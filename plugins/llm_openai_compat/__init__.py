@@ -10,7 +10,9 @@ Each configured provider gets a route of its own, so several can be used at once
     ]
 
 Models are listed from the server's ``/models`` when it has one; any model id is
-accepted. A provider without ``api_key_env`` sends no key; one with it sends the key
+accepted. Reasoning a response carried (``reasoning_content`` or ``reasoning``) goes
+back as ``reasoning_content`` with every later request, unless the provider sets
+``replay_reasoning = false``. A provider without ``api_key_env`` sends no key; one with it sends the key
 only to the ``base_url`` the user's own settings give that provider.
 
 Its setup form (the first run's screen) asks for the server, a name for its route, a
@@ -48,6 +50,8 @@ class Provider(BaseModel):
     list_models: bool = True
     read_timeout: PositiveFloat = 300.0
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    replay_reasoning: bool = True
+    """Send reasoning back as ``reasoning_content``; false for a server rejecting it."""
 
     @field_validator("base_url")
     @classmethod
@@ -96,6 +100,7 @@ def apply(ctx: Context, config: Config) -> None:
             read_timeout=provider.read_timeout,
             retry_policy=provider.retry,
             list_models_path="/models" if provider.list_models else None,
+            replay_reasoning=provider.replay_reasoning,
             key_destination=_key_destination(provider, own.get(provider.name)),
         )
         ctx.get(LLM).register_adapter([provider.name], adapter)

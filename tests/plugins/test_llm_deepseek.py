@@ -229,18 +229,74 @@ async def test_the_exact_json_sent_for_a_multi_turn_tool_conversation(
     assert fake_llm.requests[-1].body == golden
 
 
-async def test_switching_to_a_model_without_reasoning_drops_it(
-    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("model", ["deepseek-reasoner", "deepseek-v4-flash-0731"])
+async def test_an_unknown_model_id_gets_its_reasoning_back(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, model: str
 ) -> None:
     fake_llm.add(Reply(text="ok"))
     service = await deepseek(fake_llm.base_url, monkeypatch)
-    await run(service, prepared(service, "deepseek-chat", messages=conversation()))
+    await run(service, prepared(service, model, messages=conversation()))
     body = fake_llm.requests[-1].body
-    assert all("reasoning_content" not in m for m in body["messages"])
-    assert "thinking" not in body
+    assistants = [m for m in body["messages"] if m["role"] == "assistant"]
+    # The conversation shows the model thinks: every assistant message carries the
+    # field, the one without reasoning an empty one.
+    assert [m["reasoning_content"] for m in assistants] == [
+        "I need the Makefile and the CI log.",
+        "main.c is missing.",
+        "",
+    ]
+    assert "thinking" not in body  # no effort chosen: the server's default
     assert "reasoning_effort" not in body
     assert "max_tokens" not in body  # undeclared models get no output cap
     assert body["messages"][1]["tool_calls"][0]["id"] == "call_00_mk"
+
+
+async def test_an_unknown_model_id_takes_the_thinking_switch(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_llm.add(Reply(text="ok"), Reply(text="ok"))
+    service = await deepseek(fake_llm.base_url, monkeypatch)
+    first = request("deepseek-v4-flash-0731", reasoning_effort="max", temperature=0.3)
+    await run(service, first)
+    body = fake_llm.requests[-1].body
+    assert (body["thinking"], body["reasoning_effort"]) == ({"type": "enabled"}, "max")
+    assert "temperature" not in body  # thinking mode ignores it
+    await run(service, request("deepseek-reasoner", reasoning_effort="off", temperature=0.3))
+    body = fake_llm.requests[-1].body
+    assert body["thinking"] == {"type": "disabled"}
+    assert body["temperature"] == 0.3
+
+
+async def test_no_temperature_in_thinking_mode(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_llm.add(Reply(text="ok"), Reply(text="ok"))
+    service = await deepseek(fake_llm.base_url, monkeypatch)
+    await run(service, prepared(service, temperature=0.2, messages=conversation()))
+    thinking = fake_llm.requests[-1].body
+    assert thinking["reasoning_effort"] == "high"  # the model's default: thinking on
+    assert "temperature" not in thinking
+    await run(service, request(reasoning_effort="off", temperature=0.2, messages=conversation()))
+    plain = fake_llm.requests[-1].body
+    assert plain["temperature"] == 0.2
+    # Reasoning answers carried still goes back; the message without any gets no field.
+    assistants = [m for m in plain["messages"] if m["role"] == "assistant"]
+    assert [m.get("reasoning_content") for m in assistants] == [
+        "I need the Makefile and the CI log.",
+        "main.c is missing.",
+        None,
+    ]
+
+
+async def test_replay_reasoning_false_sends_no_reasoning(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_llm.add(Reply(text="ok"))
+    service = await deepseek(fake_llm.base_url, monkeypatch, replay_reasoning=False)
+    await run(service, prepared(service, messages=conversation()))
+    body = fake_llm.requests[-1].body
+    assert body["thinking"] == {"type": "enabled"}
+    assert all("reasoning_content" not in m for m in body["messages"])
 
 
 @pytest.mark.parametrize(
@@ -298,7 +354,9 @@ async def test_models_settings_and_catalog(
     assert [e.id for e in flash.reasoning.efforts] == ["off", "low", "high", "max"]
     assert service.resolve("deepseek", "my-finetune").context_window == 64_000
     unknown = service.resolve("deepseek", "deepseek-reasoner")
-    assert (unknown.context_window, unknown.reasoning) == (None, None)
+    assert unknown.context_window is None
+    assert unknown.reasoning is not None  # efforts, but no default: the server decides
+    assert unknown.reasoning.default_effort is None
     listed = {m.id for m in await service.list_models("deepseek")}
     assert {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-flash", "my-finetune"} <= listed
     assert DEFAULT_MODELS["deepseek-v4-pro"].price is not None

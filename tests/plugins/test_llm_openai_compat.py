@@ -89,22 +89,38 @@ async def test_models_are_listed_from_the_server(fake_llm: FakeLLM) -> None:
     assert service.resolve("vllm", "local-coder").context_window == 32768
 
 
-async def test_reasoning_fields_are_read_but_not_sent_back_unless_asked(fake_llm: FakeLLM) -> None:
+@pytest.mark.parametrize("replay", [True, False])
+async def test_reasoning_a_response_carried_goes_back_unless_turned_off(
+    fake_llm: FakeLLM, replay: bool
+) -> None:
     fake_llm.add(Reply(reasoning="thinking", text="answer"))
     fake_llm.add(Reply(text="next"))
-    service, _ = await load(providers=[{"name": "local", "base_url": fake_llm.base_url}])
-    first = await ask(service, "local")
+    provider = {"name": "local", "base_url": fake_llm.base_url, "replay_reasoning": replay}
+    service, _ = await load(providers=[provider])
+    first = await ask(service, "local", temperature=0.5)
     assert first.content == (ReasoningBlock(text="thinking"), TextBlock(text="answer"))
+    assert fake_llm.requests[-1].body["temperature"] == 0.5  # thinking not known to be on
     history = (
         user_text("hello"),
         AssistantMessage(
             content=first.content, source=ModelSource(provider="local", model="any-model")
         ),
         user_text("and?"),
+        AssistantMessage(
+            content=(TextBlock(text="a second answer"),),
+            source=ModelSource(provider="local", model="any-model"),
+        ),
+        user_text("more?"),
     )
-    await ask(service, "local", messages=history)
+    await ask(service, "local", messages=history, temperature=0.5)
     sent = fake_llm.requests[-1].body
-    assert all("reasoning_content" not in m for m in sent["messages"])
+    assistants = [m for m in sent["messages"] if m["role"] == "assistant"]
+    if replay:
+        # The conversation shows a thinking model: every assistant message carries it.
+        assert [m["reasoning_content"] for m in assistants] == ["thinking", ""]
+        assert "temperature" not in sent
+    else:
+        assert all("reasoning_content" not in m for m in sent["messages"])
     assert "thinking" not in sent
 
 
