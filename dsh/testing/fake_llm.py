@@ -180,6 +180,7 @@ class _Rendering:
             {"content": p, "reasoning_content": None} if reasoning else {"content": p}
             for p in _pieces(reply.text, size)
         )
+        deltas.extend({"content": None, "refusal": p} for p in _pieces(reply.refusal, size))
         for index, (call, call_id) in enumerate(zip(reply.tool_calls, self.call_ids, strict=True)):
             function = {"name": call.name, "arguments": ""}
             deltas.append(
@@ -212,6 +213,8 @@ class _Rendering:
         message: JsonObject = {"role": "assistant", "content": reply.text}
         if reply.reasoning:
             message["reasoning_content"] = reply.reasoning
+        if reply.refusal:
+            message["refusal"] = reply.refusal
         if reply.tool_calls:
             message["tool_calls"] = [
                 {

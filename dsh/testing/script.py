@@ -113,6 +113,9 @@ class Reply(_ScriptModel):
 
     reasoning: str = ""
     text: str = ""
+    refusal: str = ""
+    """Streamed as ``refusal`` deltas after the text, as OpenAI-compatible servers
+    decline; a non-streaming answer carries it as the message's ``refusal``."""
     tool_calls: list[ToolCallSpec] = Field(default_factory=list)
     finish_reason: str | None = None
     """Default: ``tool_calls`` when there are tool calls, else ``stop``."""

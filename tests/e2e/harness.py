@@ -21,8 +21,8 @@ from typing import IO, Any
 from dsh.session import SessionEvent, SessionStore, check_log
 from dsh.testing import FakeLLM
 from dsh.testing.reconstruct import check_requests
-from plugins._shared.chat_completions import ChatModel, request_body
-from plugins.llm_deepseek import DEFAULT_MODELS
+from plugins._shared.chat_completions import request_body
+from plugins.llm_deepseek import DEFAULT_MODELS, UNKNOWN_MODEL
 from tests.support.vocabulary import async_plugin_vocabulary
 from tests.support.waits import HANG_S
 
@@ -152,7 +152,7 @@ class Dsh:
 
 
 def body_for(options: Any) -> dict[str, Any]:
-    return request_body(options, DEFAULT_MODELS.get(options.model, ChatModel()))
+    return request_body(options, DEFAULT_MODELS.get(options.model, UNKNOWN_MODEL))
 
 
 async def finish(child: asyncio.subprocess.Process, stdin: bytes | None = b"") -> Finished:

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from dsh.session import AssistantMessageData, SessionEvent, TurnEnd, check_log
+from dsh.llm import Finish
+from dsh.session import AssistantChunk, AssistantMessageData, SessionEvent, TurnEnd, check_log
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec, Usage
 from plugins.llm_deepseek import FLASH_PRICE
 from tests.e2e.harness import (
@@ -453,3 +454,48 @@ async def test_stream_json_keeps_events_with_a_lone_surrogate(dsh: Dsh, fake_llm
     assert [{k: v for k, v in line.items() if k != "sessionId"} for line in lines] == [
         stored[seq] for seq in seqs
     ]
+
+
+@pytest.mark.parametrize("model", ["deepseek-reasoner", "deepseek-v4-flash-0731"])
+async def test_an_unknown_model_id_gets_its_reasoning_back(
+    dsh: Dsh, fake_llm: FakeLLM, model: str
+) -> None:
+    fake_llm.add(
+        Reply(reasoning="Echo first.", tool_calls=[echo("one")]),
+        Reply(tool_calls=[echo("two")]),  # a step that streamed no reasoning
+        Reply(text="Done."),
+    )
+
+    done = await dsh.run("-p", "echo twice", "--model", model)
+
+    assert done.code == 0, done.stderr
+    sent = bodies(fake_llm)
+    assert [b["model"] for b in sent] == [model] * 3
+    replayed = [
+        [m.get("reasoning_content") for m in body["messages"] if m["role"] == "assistant"]
+        for body in sent
+    ]
+    # Once an answer carried reasoning, every assistant message carries the field.
+    assert replayed == [[], ["Echo first."], ["Echo first.", ""]]
+    await dsh.checked_events()
+
+
+async def test_a_refusal_is_the_answer_with_its_own_finish(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(refusal="I can't help with that."))
+
+    done = await dsh.run("-p", "something it declines")
+
+    assert done.code == 0, done.stderr
+    assert done.stdout == "I can't help with that.\n"
+    assert "returned nothing" not in done.stderr
+    events = await dsh.checked_events()
+    finishes = [
+        e.data.chunk.reason.kind
+        for e in of_type(events, "assistant/chunk")
+        if isinstance(e.data, AssistantChunk) and isinstance(e.data.chunk, Finish)
+    ]
+    assert finishes == ["refusal"]
+    [answer] = [e.data for e in of_type(events, "assistant/message")]
+    assert isinstance(answer, AssistantMessageData)
+    assert answer.message.text() == "I can't help with that."
+    assert [end.reason.kind for end in turn_ends(events)] == ["completed"]
