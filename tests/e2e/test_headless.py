@@ -499,3 +499,19 @@ async def test_a_refusal_is_the_answer_with_its_own_finish(dsh: Dsh, fake_llm: F
     assert isinstance(answer, AssistantMessageData)
     assert answer.message.text() == "I can't help with that."
     assert [end.reason.kind for end in turn_ends(events)] == ["completed"]
+
+
+async def test_temperature_is_sent_only_with_thinking_off(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    settings = dsh.home / "settings.toml"
+    settings.write_text(settings.read_text() + "\n[agent]\ntemperature = 0.3\n")
+    fake_llm.add(Reply(reasoning="Hm.", text="Thought."), Reply(text="Plain."))
+
+    thinking = await dsh.run("-p", "think")
+    plain = await dsh.run("-p", "do not think", "--effort", "off")
+
+    assert (thinking.code, plain.code) == (0, 0), thinking.stderr + plain.stderr
+    first, second = bodies(fake_llm)
+    assert first["reasoning_effort"] == "high"
+    assert "temperature" not in first
+    assert second["thinking"] == {"type": "disabled"}
+    assert second["temperature"] == 0.3
