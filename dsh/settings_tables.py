@@ -25,7 +25,7 @@ class AgentOptions(Frozen):
     resumed keeps its own route unless told otherwise)."""
 
     provider: str = "deepseek"
-    model: str = "deepseek-v4-flash"
+    model: str = "deepseek-flash"
     reasoning_effort: str | None = None
     temperature: float | None = None
     max_tokens: PositiveInt | None = None

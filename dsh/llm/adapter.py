@@ -57,13 +57,21 @@ class Price(Frozen):
     peak_hours_utc: tuple[tuple[int, int], ...] = ()
     """Half-open ``[start, end)`` hours, UTC."""
     peak_weekdays_only: bool = True
+    calendar_utc_offset_hours: float = 0.0
+    """The offset from UTC of the calendar that weekdays and ``off_peak_dates`` are
+    counted in (a provider in Beijing: 8)."""
+    off_peak_dates: tuple[datetime.date, ...] = ()
+    """Whole days, in that calendar, that are off peak at every hour (public holidays)."""
 
     def factor_at(self, moment: datetime.datetime) -> float:
         if self.off_peak_factor is None:
             return 1.0
         utc = moment.astimezone(datetime.UTC)
-        peak = any(start <= utc.hour < end for start, end in self.peak_hours_utc) and not (
-            self.peak_weekdays_only and utc.weekday() >= 5
+        local = utc + datetime.timedelta(hours=self.calendar_utc_offset_hours)
+        peak = (
+            any(start <= utc.hour < end for start, end in self.peak_hours_utc)
+            and not (self.peak_weekdays_only and local.weekday() >= 5)
+            and local.date() not in self.off_peak_dates
         )
         return 1.0 if peak else self.off_peak_factor
 

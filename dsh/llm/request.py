@@ -107,3 +107,7 @@ class ResolvedModel(ModelInfo):
     context_window: PositiveInt | None = None
     default_max_tokens: PositiveInt | None = None
     reasoning: ModelReasoning | None = None
+    vision: bool | None = None
+    """Whether the model takes images; ``None`` when the adapter does not say."""
+    sent_as: str | None = None
+    """The id the adapter sends instead (a legacy id mapped to its successor)."""

@@ -93,6 +93,13 @@ class ChatModel(Frozen):
     for a server that rejects the field; the provider's own setting can turn it off
     for all its models."""
     price: Price | None = None
+    sent_as: str | None = None
+    """The id sent to the server instead of the one asked for (a legacy id the
+    provider now serves under another name)."""
+    vision: bool = False
+    """The model takes images (``image_url`` blocks)."""
+    concurrency: PositiveInt | None = None
+    """Requests the provider serves at once for one key, where it publishes a limit."""
 
     def merged(self, override: ChatModel) -> ChatModel:
         """This model with every field ``override`` sets explicitly replaced."""
@@ -115,6 +122,8 @@ class ChatModel(Frozen):
             context_window=self.context_window,
             default_max_tokens=self.max_output_tokens,
             reasoning=reasoning,
+            vision=self.vision,
+            sent_as=self.sent_as,
         )
 
 
@@ -207,7 +216,7 @@ def request_body(
         effort = "off" if model.thinking else None  # titles never need thinking
     thinking = thinking_mode(options, effort)
     body: dict[str, Any] = {
-        "model": options.model,
+        "model": model.sent_as or options.model,
         "messages": serialize_messages(
             options,
             replay_reasoning=replay_reasoning and model.replay_reasoning,

@@ -20,7 +20,9 @@ setup whenever DeepSeek is the configured provider and its key is nowhere to be 
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, PositiveFloat
@@ -38,39 +40,53 @@ KEY_ENV = "DEEPSEEK_API_KEY"
 PROVIDER = "deepseek"
 PLUGIN = "llm-deepseek"
 
-# DeepSeek bills by the million tokens, at half price outside its peak hours
-# (01:00-04:00 and 06:00-10:00 UTC on weekdays). Peak prices as of 2026-10.
-PEAK_HOURS = ((1, 4), (6, 10))
-FLASH_PRICE = Price(
-    cache_hit=0.006, cache_miss=0.30, output=1.20, off_peak_factor=0.5, peak_hours_utc=PEAK_HOURS
-)
-PRO_PRICE = Price(
-    cache_hit=0.044, cache_miss=1.32, output=3.96, off_peak_factor=0.5, peak_hours_utc=PEAK_HOURS
-)
+FACTS_FILE = Path(__file__).with_name("models.toml")
 
 
-def _thinking_model(name: str, price: Price) -> ChatModel:
-    return ChatModel(
-        name=name,
-        context_window=1_000_000,
-        max_output_tokens=256_000,
-        thinking=True,
-        efforts=("off", "low", "high", "max"),
-        default_effort="high",
-        replay_reasoning=True,
-        price=price,
-    )
+class Facts(BaseModel):
+    """``models.toml``: the one table of what dsh knows about DeepSeek's models."""
+
+    model_config = {"extra": "forbid"}
+
+    default: str
+    legacy: dict[str, str] = Field(default_factory=dict)
+    """Old ids still accepted, and the id each is now served (and sent) as."""
+    pricing: dict[str, Any] = Field(default_factory=dict)
+    """Fields every model's price shares: off-peak factor, peak hours, holidays."""
+    models: dict[str, dict[str, Any]]
 
 
 UNKNOWN_MODEL = ChatModel(thinking=True, efforts=("off", "low", "high", "max"))
 """A model id not in the table: it takes the thinking switch when an effort is chosen;
 without one, the server decides (DeepSeek's default is thinking on)."""
 
-DEFAULT_MODELS: dict[str, ChatModel] = {
-    "deepseek-v4-flash": _thinking_model("DeepSeek V4 Flash", FLASH_PRICE),
-    "deepseek-flash": _thinking_model("DeepSeek Flash", FLASH_PRICE),
-    "deepseek-v4-pro": _thinking_model("DeepSeek V4 Pro", PRO_PRICE),
-}
+
+def load_facts(path: Path = FACTS_FILE) -> Facts:
+    with path.open("rb") as file:
+        raw = tomllib.load(file)
+    pricing = raw.get("pricing", {})
+    if "holidays" in pricing:
+        pricing["off_peak_dates"] = pricing.pop("holidays")
+    return Facts.model_validate(raw)
+
+
+def known_models(facts: Facts) -> dict[str, ChatModel]:
+    """Every model id the facts name, legacy ids included (sent as their successor)."""
+    models: dict[str, ChatModel] = {}
+    for model_id, fields in facts.models.items():
+        price = fields.get("price")
+        merged = {**fields, "price": {**facts.pricing, **price}} if price else fields
+        models[model_id] = ChatModel.model_validate(merged)
+    for old, new in facts.legacy.items():
+        models[old] = models[new].model_copy(update={"sent_as": new})
+    return models
+
+
+FACTS = load_facts()
+DEFAULT_MODEL = FACTS.default
+DEFAULT_MODELS: dict[str, ChatModel] = known_models(FACTS)
+FLASH_PRICE = DEFAULT_MODELS[DEFAULT_MODEL].price
+"""The default model's price (what tests and docs quote)."""
 
 
 class Config(BaseModel):
@@ -87,9 +103,18 @@ class Config(BaseModel):
 
 
 def models_with(overrides: dict[str, ChatModel]) -> dict[str, ChatModel]:
+    """The known models with the settings' overrides (and extra models) applied. A
+    price set in settings replaces the table's price but keeps its peak hours and
+    holiday calendar unless it sets those too."""
     models = dict(DEFAULT_MODELS)
     for name, override in overrides.items():
-        models[name] = models[name].merged(override) if name in models else override
+        merged = models[name].merged(override) if name in models else override
+        if override.price is not None:
+            own = override.price.model_dump(exclude_unset=True)
+            merged = merged.model_copy(
+                update={"price": Price.model_validate({**FACTS.pricing, **own})}
+            )
+        models[name] = merged
     return models
 
 
@@ -145,7 +170,7 @@ SETUP = ProviderSetup(
     table=PLUGIN,
     route=PROVIDER,
     key_env=KEY_ENV,
-    models=("deepseek-v4-flash", "deepseek-v4-pro"),
+    models=tuple(FACTS.models),
     key_required=True,
     write=_write_setup,
     connect=_connection_test,
@@ -155,7 +180,7 @@ SETUP = ProviderSetup(
 
 plugin = Plugin(
     name=PLUGIN,
-    description="DeepSeek models (V4 Flash, V4 Pro) with thinking mode",
+    description="DeepSeek models (V4.1 Flash, V4 Pro) with thinking mode",
     inject=(LLM,),
     optional=(CREDENTIALS, SETTINGS),
     config=Config,

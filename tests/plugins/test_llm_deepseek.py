@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import socket
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from dsh.agent import AgentOptions
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.llm import (
     AssistantMessage,
@@ -36,7 +39,7 @@ from dsh.llm import (
 from dsh.services import LLM
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec, Usage
 from plugins._shared.chat_completions import ChatCompletionsAdapter
-from plugins.llm_deepseek import DEFAULT_MODELS
+from plugins.llm_deepseek import DEFAULT_MODEL, DEFAULT_MODELS
 from plugins.llm_deepseek import plugin as deepseek_plugin
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -63,14 +66,12 @@ async def deepseek(
     return service
 
 
-def request(model: str = "deepseek-v4-flash", **fields: Any) -> GenerateOptions:
+def request(model: str = "deepseek-flash", **fields: Any) -> GenerateOptions:
     fields.setdefault("messages", (user_text("What is in main.py?"),))
     return GenerateOptions(provider="deepseek", model=model, **fields)
 
 
-def prepared(
-    service: LlmService, model: str = "deepseek-v4-flash", **fields: Any
-) -> GenerateOptions:
+def prepared(service: LlmService, model: str = "deepseek-flash", **fields: Any) -> GenerateOptions:
     """A request carrying the model's defaults, as the loop builds it."""
     call = service.prepare_call(LlmCallConfig(provider="deepseek", model=model)).config
     return request(
@@ -120,7 +121,7 @@ async def test_reasoning_and_text_stream_with_cache_hit_usage(
     assert sent.headers["accept"] == "text/event-stream"
     assert sent.body["thinking"] == {"type": "enabled"}
     assert sent.body["reasoning_effort"] == "high"
-    assert sent.body["max_tokens"] == 256_000
+    assert sent.body["max_tokens"] == 384_000
     assert sent.body["stream_options"] == {"include_usage": True}
 
 
@@ -216,7 +217,7 @@ TOOLS = (
 )
 
 
-@pytest.mark.parametrize("model", ["deepseek-v4-flash", "deepseek-v4-pro"])
+@pytest.mark.parametrize("model", ["deepseek-flash", "deepseek-v4-pro"])
 async def test_the_exact_json_sent_for_a_multi_turn_tool_conversation(
     fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, model: str
 ) -> None:
@@ -349,7 +350,7 @@ async def test_models_settings_and_catalog(
     )
     flash = service.resolve("deepseek", "deepseek-v4-flash")
     assert flash.context_window == 500_000
-    assert flash.default_max_tokens == 256_000  # untouched fields keep their defaults
+    assert flash.default_max_tokens == 384_000  # untouched fields keep their defaults
     assert flash.reasoning is not None
     assert [e.id for e in flash.reasoning.efforts] == ["off", "low", "high", "max"]
     assert service.resolve("deepseek", "my-finetune").context_window == 64_000
@@ -595,3 +596,91 @@ async def test_cancelling_closes_the_http_stream_within_100_ms(
     disconnected = fake_llm.requests[-1].disconnected_at
     assert disconnected is not None
     assert disconnected - cancelled_at < 0.1
+
+
+# ------------------------------------------------------------- models (issue 21)
+
+
+async def test_the_default_model_is_sent_as_deepseek_flash(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_llm.add(Reply(text="hi"))
+    service = await deepseek(fake_llm.base_url, monkeypatch)
+    await run(service, prepared(service, AgentOptions().model))
+    assert fake_llm.requests[-1].body["model"] == "deepseek-flash"
+    assert DEFAULT_MODEL == AgentOptions().model == "deepseek-flash"
+
+
+@pytest.mark.parametrize("legacy", ["deepseek-v4-flash", "deepseek-v4-flash-vision-exp"])
+async def test_a_legacy_id_is_sent_as_deepseek_flash(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, legacy: str
+) -> None:
+    fake_llm.add(Reply(text="hi"))
+    service = await deepseek(fake_llm.base_url, monkeypatch)
+    resolved = service.resolve("deepseek", legacy)
+    assert (resolved.sent_as, resolved.vision) == ("deepseek-flash", True)
+    await run(service, prepared(service, legacy))
+    sent = fake_llm.requests[-1].body
+    assert (sent["model"], sent["max_tokens"]) == ("deepseek-flash", 384_000)
+    assert sent["thinking"] == {"type": "enabled"}
+    assert sent["reasoning_effort"] == "high"
+
+
+async def test_facts_come_from_the_table(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = await deepseek(fake_llm.base_url, monkeypatch)
+    flash = service.resolve("deepseek", "deepseek-flash")
+    pro = service.resolve("deepseek", "deepseek-v4-pro")
+    assert (flash.context_window, flash.default_max_tokens, flash.vision) == (
+        1_000_000,
+        384_000,
+        True,
+    )
+    assert (pro.context_window, pro.default_max_tokens, pro.vision) == (1_000_000, 384_000, False)
+    assert pro.reasoning is not None
+    assert pro.reasoning.default_effort == "high"
+
+
+def beijing(year: int, month: int, day: int, hour: int) -> datetime.datetime:
+    return datetime.datetime(year, month, day, hour, tzinfo=datetime.timezone(timedelta(hours=8)))
+
+
+async def test_a_listed_holiday_is_priced_off_peak(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = await deepseek(fake_llm.base_url, monkeypatch)
+    million_out = TokenUsage(input_tokens=0, output_tokens=1_000_000)
+    # 2026-10-02 is a Friday of the National Day holiday; 2026-10-09 a Friday at work.
+    holiday = service.cost("deepseek", "deepseek-flash", million_out, beijing(2026, 10, 2, 10))
+    workday = service.cost("deepseek", "deepseek-flash", million_out, beijing(2026, 10, 9, 10))
+    lunch = service.cost("deepseek", "deepseek-flash", million_out, beijing(2026, 10, 9, 13))
+    assert (holiday, workday, lunch) == (pytest.approx(0.60), pytest.approx(1.20), 0.60)
+
+
+async def test_settings_override_a_fact_and_keep_the_calendar(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_llm.add(Reply(text="hi"))
+    service = await deepseek(
+        fake_llm.base_url,
+        monkeypatch,
+        models={
+            "deepseek-v4-pro": {
+                "vision": True,
+                "max_output_tokens": 100_000,
+                "price": {"cache_hit": 0.1, "cache_miss": 2.0, "output": 4.0},
+            }
+        },
+    )
+    pro = service.resolve("deepseek", "deepseek-v4-pro")
+    assert (pro.vision, pro.default_max_tokens, pro.context_window) == (True, 100_000, 1_000_000)
+    million_out = TokenUsage(input_tokens=0, output_tokens=1_000_000)
+    assert service.cost(
+        "deepseek", "deepseek-v4-pro", million_out, beijing(2026, 10, 9, 10)
+    ) == pytest.approx(4.0)
+    assert service.cost(
+        "deepseek", "deepseek-v4-pro", million_out, beijing(2026, 10, 2, 10)
+    ) == pytest.approx(2.0)  # the holiday calendar still applies
+    await run(service, prepared(service, "deepseek-v4-pro"))
+    assert fake_llm.requests[-1].body["max_tokens"] == 100_000
