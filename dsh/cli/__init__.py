@@ -11,7 +11,7 @@ from typing import Any
 from dsh import __version__
 from dsh.permission_modes import MODES
 
-SUBCOMMANDS = ("config", "plugins", "sessions", "trust", "untrust")
+SUBCOMMANDS = ("config", "models", "plugins", "sessions", "trust", "untrust")
 PICK = ""
 """``--resume`` given without an id."""
 
@@ -123,6 +123,13 @@ def build_command_parser() -> argparse.ArgumentParser:
         "plugins", help="list the plugins found, where from, and which failed to load"
     )
     plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    models = commands.add_parser(
+        "models",
+        help="list the provider's models with what dsh knows of them (context, output, "
+        "vision, prices)",
+    )
+    models.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    models.add_argument("--provider", help="the provider route (default: [agent] provider)")
     from dsh.cli.config import add_parser as add_config_parser
     from dsh.cli.sessions_parser import add_parser
     from dsh.cli.trust import add_parsers as add_trust_parsers
@@ -220,6 +227,10 @@ def _command(args: argparse.Namespace) -> int:
             from dsh.cli.plugins import run_plugins
 
             return run_plugins(as_json=args.json)
+        case "models":
+            from dsh.cli.models import run_models
+
+            return run_models(provider=args.provider, as_json=args.json)
         case "sessions":
             from dsh.cli.sessions import run_sessions
 

@@ -5,7 +5,7 @@ This module is public API: plugins import from ``dsh.llm``.
 
 from __future__ import annotations
 
-from dsh.llm.adapter import LlmAdapter, Price, RetryPolicy
+from dsh.llm.adapter import CatalogEntry, LlmAdapter, Price, RetryPolicy
 from dsh.llm.assembler import BlockAssembler, StreamProtocolError, Violation, assemble
 from dsh.llm.blocks import (
     Block,
@@ -90,6 +90,7 @@ __all__ = [
     "BlockStart",
     "BlockType",
     "CallId",
+    "CatalogEntry",
     "ContentBlock",
     "Finish",
     "FinishAborted",

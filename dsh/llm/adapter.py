@@ -86,6 +86,13 @@ class Price(Frozen):
         return base * self.factor_at(moment or datetime.datetime.now(datetime.UTC))
 
 
+class CatalogEntry(Frozen):
+    """One model of a provider's catalog with what is known of it."""
+
+    model: ResolvedModel
+    price: Price | None = None
+
+
 class LlmAdapter(ABC):
     """One provider implementation. Subclasses implement :meth:`stream` at least."""
 

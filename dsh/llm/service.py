@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dsh.hooks import LLM_RETRY, LLM_STREAM
-from dsh.llm.adapter import LlmAdapter, RetryPolicy
+from dsh.llm.adapter import CatalogEntry, LlmAdapter, RetryPolicy
 from dsh.llm.request import (
     AdapterDefaults,
     GenerateOptions,
@@ -193,6 +193,25 @@ class LlmService:
 
     def resolve(self, provider: str, model: str) -> ResolvedModel:
         return self.adapter(provider).resolve_model(provider, model)
+
+    async def catalog(self, provider: str) -> list[CatalogEntry]:
+        """The provider's models (its listing merged with what its adapter knows),
+        each with its known facts and price: what ``dsh models`` and ``/model`` show."""
+        registration = self._routes.get(provider)
+        if registration is None:
+            return []
+        entries: list[CatalogEntry] = []
+        for info in await self.list_models(provider):
+            try:
+                resolved = registration.adapter.resolve_model(provider, info.id)
+            except Exception:
+                resolved = ResolvedModel(provider=provider, id=info.id, name=info.name)
+            if resolved.name == resolved.id and info.name != info.id:
+                resolved = resolved.model_copy(update={"name": info.name})
+            entries.append(
+                CatalogEntry(model=resolved, price=registration.adapter.price(provider, info.id))
+            )
+        return entries
 
     def cost(
         self, provider: str, model: str, usage: TokenUsage, at: datetime.datetime | None = None

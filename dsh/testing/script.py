@@ -27,7 +27,7 @@ from pydantic import (
 
 JsonObject: TypeAlias = dict[str, Any]
 
-DEFAULT_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
+DEFAULT_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 
 
 class _ScriptModel(BaseModel):

@@ -529,7 +529,7 @@ async def test_models_are_listed_with_or_without_v1(client: httpx.AsyncClient) -
     assert with_v1.json() == {
         "object": "list",
         "data": [
-            {"id": "deepseek-v4-flash", "object": "model", "owned_by": "deepseek"},
+            {"id": "deepseek-flash", "object": "model", "owned_by": "deepseek"},
             {"id": "deepseek-v4-pro", "object": "model", "owned_by": "deepseek"},
         ],
     }

@@ -1,0 +1,71 @@
+"""``dsh models`` and the default model, through the real binary against FakeLLM
+(issue 21): the provider's ``/models`` merged with the DeepSeek plugin's facts."""
+
+from __future__ import annotations
+
+import json
+
+from dsh.testing import FakeLLM, Reply
+from tests.e2e.harness import Dsh
+
+
+async def test_a_run_with_no_model_configured_sends_deepseek_flash(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="Hello."))
+
+    done = await dsh.run("-p", "hi")
+
+    assert done.code == 0, done.stderr
+    assert [request.body["model"] for request in fake_llm.requests] == ["deepseek-flash"]
+
+
+async def test_a_legacy_model_id_is_sent_as_deepseek_flash(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(text="One."), Reply(text="Two."))
+
+    first = await dsh.run("-p", "--model", "deepseek-v4-flash", "hi")
+    second = await dsh.run("-p", "--continue", "--model", "deepseek-v4-flash", "again")
+
+    assert (first.code, second.code) == (0, 0), first.stderr + second.stderr
+    assert [request.body["model"] for request in fake_llm.requests] == ["deepseek-flash"] * 2
+
+
+async def test_dsh_models_lists_the_served_models_with_their_facts(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script.models.append("deepseek-experimental")  # served, not known
+
+    done = await dsh.run("models", "--json")
+
+    assert done.code == 0, done.stderr
+    listed = {entry["id"]: entry for entry in json.loads(done.stdout)}
+    flash = listed["deepseek-flash"]
+    assert flash["name"] == "DeepSeek V4.1 Flash"
+    assert (flash["contextWindow"], flash["maxOutputTokens"], flash["vision"]) == (
+        1_000_000,
+        384_000,
+        True,
+    )
+    assert flash["price"] == {
+        "cacheHit": 0.006,
+        "cacheMiss": 0.30,
+        "output": 1.20,
+        "offPeakFactor": 0.5,
+    }
+    assert (flash["defaultEffort"], flash["sentAs"]) == ("high", None)
+    assert listed["deepseek-v4-pro"]["vision"] is False
+    # Served but not known: listed, with no facts.
+    unknown = listed["deepseek-experimental"]
+    assert (unknown["contextWindow"], unknown["price"], unknown["vision"]) == (None, None, False)
+    # Known legacy ids are listed with what they are sent as.
+    assert listed["deepseek-v4-flash"]["sentAs"] == "deepseek-flash"
+
+    table = await dsh.run("models")
+
+    assert table.code == 0, table.stderr
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+    assert rows["deepseek-flash"].split()[1:4] == ["1M", "384K", "yes"]
+    assert "0.006/0.3/1.2, x0.5 off peak" in rows["deepseek-flash"]
+    assert rows["deepseek-v4-pro"].split()[3] == "no"
+    assert rows["deepseek-v4-flash"].endswith("(legacy: sent as deepseek-flash)")
+    assert rows["deepseek-experimental"].split()[1:] == ["?", "?", "no", "?"]
