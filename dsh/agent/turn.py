@@ -84,7 +84,7 @@ from dsh.session import (
     TurnStart,
     TurnTrigger,
 )
-from dsh.session.events import CancelByUser, LlmRetry
+from dsh.session.events import CancelByUser, LlmRetry, ModelRenamed
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolContext, ToolService
 
@@ -263,6 +263,7 @@ class Turn:
                 default=lambda request: request.config,
             )
             prepared = llm.prepare_call(config)
+            _note_renamed(session, llm, prepared.config.provider, prepared.config.model)
             header = EpochHeader(
                 config=prepared.config,
                 adapter_defaults=prepared.adapter_defaults.to_dict() or None,
@@ -642,3 +643,20 @@ def _log_retry(session: Session, retry_id: str, turn: int, step: int, notice: Re
             failure=notice.failure,
         ),
     )
+
+
+def _note_renamed(session: Session, llm: LlmService, provider: str, model: str) -> None:
+    """Say once per session that ``model`` is sent under another id (a legacy id)."""
+    try:
+        sent_as = llm.resolve(provider, model).sent_as
+    except Exception:  # the request itself reports an unknown route
+        return
+    if sent_as is None or sent_as == model:
+        return
+    for event in session.events:
+        if isinstance(event.data, ModelRenamed) and (event.data.provider, event.data.model) == (
+            provider,
+            model,
+        ):
+            return
+    session.append("model/renamed", ModelRenamed(provider=provider, model=model, sent_as=sent_as))

@@ -365,6 +365,22 @@ class GrantsIgnored(Frozen):
         )
 
 
+class ModelRenamed(Frozen):
+    """Logged once per session, at the first request for a model id its provider now
+    serves (and dsh sends) under another id: a legacy id mapped to its successor."""
+
+    provider: str
+    model: str
+    sent_as: str
+
+    def notice(self) -> str:
+        """What to tell the person (every front end says the same)."""
+        return (
+            f"{self.provider}/{self.model} is a legacy id: requests are sent as "
+            f'{self.sent_as} (set agent.model = "{self.sent_as}" to use it directly)'
+        )
+
+
 class CommandRun(Frozen):
     command_id: str
     name: str
@@ -563,6 +579,7 @@ _core_event("llm/retry-started", LlmRetryStarted)
 _core_event("approval/requested", ApprovalRequested)
 _core_event("approval/resolved", ApprovalResolved)
 _core_event("approval/grants-ignored", GrantsIgnored)
+_core_event("model/renamed", ModelRenamed)
 _core_event("command/run", CommandRun)
 _core_event("command/done", CommandDone)
 _core_event("inbox/enqueued", InboxEnqueued)

@@ -52,6 +52,7 @@ from dsh.session.events import (
     InboxEnqueued,
     InboxUpdated,
     LlmRetry,
+    ModelRenamed,
     RequestContext,
     ToolCall,
     ToolResult,
@@ -296,6 +297,9 @@ class TranscriptFold:
             case GrantsIgnored():
                 text = visible(data.notice())
                 return [self._add(NoticeEntry(f"grants:{event.seq}", event.seq, "warning", text))]
+            case ModelRenamed():
+                text = visible(data.notice())
+                return [self._add(NoticeEntry(f"renamed:{event.seq}", event.seq, "info", text))]
             case CommandRun():
                 label = visible(f"/{data.name}" + (f" {data.args}" if data.args else ""))
                 entry = NoticeEntry(f"command:{data.command_id}", event.seq, "info", label)

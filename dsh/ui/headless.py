@@ -54,7 +54,13 @@ from dsh.session import (
     TurnMaxTokens,
     session_spend,
 )
-from dsh.session.events import CancelByUser, CommandDone, GrantsIgnored, InboxDiscarded
+from dsh.session.events import (
+    CancelByUser,
+    CommandDone,
+    GrantsIgnored,
+    InboxDiscarded,
+    ModelRenamed,
+)
 from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
@@ -119,7 +125,7 @@ class Printer:
             self.command_failed = True
             self.end_line()
             self.note(f"dsh: {event.data.text}\n")
-        if isinstance(event.data, GrantsIgnored):
+        if isinstance(event.data, GrantsIgnored | ModelRenamed):
             # A warning for the person, whatever the format: stdout may be a program's.
             self.end_line()
             self.note(f"dsh: {event.data.notice()}\n")

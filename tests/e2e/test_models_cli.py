@@ -20,16 +20,6 @@ async def test_a_run_with_no_model_configured_sends_deepseek_flash(
     assert [request.body["model"] for request in fake_llm.requests] == ["deepseek-flash"]
 
 
-async def test_a_legacy_model_id_is_sent_as_deepseek_flash(dsh: Dsh, fake_llm: FakeLLM) -> None:
-    fake_llm.add(Reply(text="One."), Reply(text="Two."))
-
-    first = await dsh.run("-p", "--model", "deepseek-v4-flash", "hi")
-    second = await dsh.run("-p", "--continue", "--model", "deepseek-v4-flash", "again")
-
-    assert (first.code, second.code) == (0, 0), first.stderr + second.stderr
-    assert [request.body["model"] for request in fake_llm.requests] == ["deepseek-flash"] * 2
-
-
 async def test_dsh_models_lists_the_served_models_with_their_facts(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
@@ -69,3 +59,20 @@ async def test_dsh_models_lists_the_served_models_with_their_facts(
     assert rows["deepseek-v4-pro"].split()[3] == "no"
     assert rows["deepseek-v4-flash"].endswith("(legacy: sent as deepseek-flash)")
     assert rows["deepseek-experimental"].split()[1:] == ["?", "?", "no", "?"]
+
+
+async def test_a_legacy_id_is_sent_as_deepseek_flash_and_noted_once_per_session(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="One."), Reply(text="Two."))
+
+    first = await dsh.run("-p", "--model", "deepseek-v4-flash", "hi")
+    second = await dsh.run("-p", "--continue", "--model", "deepseek-v4-flash", "again")
+
+    notice = "deepseek/deepseek-v4-flash is a legacy id: requests are sent as deepseek-flash"
+    assert first.stderr.count(notice) == 1, first.stderr
+    assert notice not in second.stderr  # the resumed session was told already
+    assert first.stdout == "One.\n"
+    events = await dsh.checked_events()
+    assert [e.type for e in events].count("model/renamed") == 1
+    assert [request.body["model"] for request in fake_llm.requests] == ["deepseek-flash"] * 2
