@@ -14,7 +14,7 @@ import time
 
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.kernel import Context, NoConfig, Plugin
-from dsh.llm import user_text
+from dsh.llm import CatalogEntry, user_text
 from dsh.services import APPROVALS, COMMANDS, LLM, SESSIONS
 from dsh.session import session_spend
 from dsh.tools import MODES
@@ -63,16 +63,35 @@ async def model(context: CommandContext, args: str) -> None:
 async def _pick_model(context: CommandContext, provider: str, current: str) -> None:
     """``/model`` alone, where someone can choose: the provider's models (its
     ``/models`` list merged with what dsh knows of them) to pick from."""
-    models = await context.root.get(LLM).list_models(provider)
-    if not models:
+    catalog = await context.root.get(LLM).catalog(provider)
+    if not catalog:
         return
-    ids = [info.id for info in models]
-    items = [info.id if info.name == info.id else f"{info.id} · {info.name}" for info in models]
+    ids = [entry.model.id for entry in catalog]
+    items = [_picker_label(entry) for entry in catalog]
     picked = await context.host.choose(
         f"Model of {provider}", items, current=ids.index(current) if current in ids else None
     )
     if picked is not None and ids[picked] != current:
         _switch(context, provider, ids[picked])
+
+
+def _picker_label(entry: CatalogEntry) -> str:
+    """``id · name · 1M context · vision · $in/$out`` with what is known of it."""
+    model, price = entry.model, entry.price
+    parts = [model.id]
+    if model.name != model.id:
+        parts.append(model.name)
+    if model.sent_as:
+        parts.append(f"sent as {model.sent_as}")
+    if model.context_window:
+        window = model.context_window
+        size = f"{window // 1_000_000}M" if window % 1_000_000 == 0 else f"{window // 1000}K"
+        parts.append(f"{size} context")
+    if model.vision:
+        parts.append("vision")
+    if price is not None:
+        parts.append(f"${price.cache_miss:g}/${price.output:g} per M")
+    return " · ".join(parts)
 
 
 def _switch(context: CommandContext, provider: str, name: str) -> None:

@@ -107,7 +107,7 @@ async def test_a_turn_folds_the_same_live_and_from_the_log(
     assert live.status.usage.output_tokens > 0
     assert live.status.cost is not None
     assert live.status.cost > 0
-    assert live.status.model == "deepseek-v4-flash"
+    assert live.status.model == "deepseek-flash"
     footer = live.entries[-1]
     assert isinstance(footer, TurnFooter)
     assert footer.usage is not None

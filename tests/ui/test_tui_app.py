@@ -289,7 +289,7 @@ async def test_the_status_bar_shows_the_model_a_switch_chose(
         await type_text(app, pilot, "hello")
         await pilot.press("enter")
         await until(pilot, lambda: app.agent.status == "idle" and fake_llm.requests, what="turn")
-        await until(pilot, lambda: "deepseek-v4-flash" in str(app.status_bar.render()))
+        await until(pilot, lambda: "deepseek-flash" in str(app.status_bar.render()))
         await type_text(app, pilot, "/model deepseek-v4-pro")
         await pilot.press("enter")
         await until(pilot, lambda: "deepseek-v4-pro" in str(app.status_bar.render()))
@@ -806,7 +806,7 @@ async def test_the_model_picker_switches_the_model(
 
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
         assert app.agent is not None
-        assert app.agent.options.model == "deepseek-v4-flash"
+        assert app.agent.options.model == "deepseek-flash"
         await type_text(app, pilot, "/model")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, Picker), what="the model picker")
@@ -814,8 +814,8 @@ async def test_the_model_picker_switches_the_model(
         assert isinstance(picker, Picker)
         listed = [str(item).split(" · ")[0] for item in picker.items]
         assert "deepseek-v4-pro" in listed
-        assert picker.current == listed.index("deepseek-v4-flash")
-        steps = listed.index("deepseek-v4-pro") - listed.index("deepseek-v4-flash")
+        assert picker.current == listed.index("deepseek-flash")
+        steps = listed.index("deepseek-v4-pro") - listed.index("deepseek-flash")
         await pilot.press(*(["down"] * steps if steps > 0 else ["up"] * -steps), "enter")
         await until(pilot, lambda: app.agent.options.model == "deepseek-v4-pro", what="switch")
         await until(pilot, lambda: "deepseek-v4-pro" in str(app.status_bar.render()))
