@@ -5,11 +5,13 @@ setting, ``$DEEPSEEK_BASE_URL``, ``https://api.deepseek.com``; so any DeepSeek-
 compatible server or proxy can stand in. The key is read from the credential named
 by ``api_key_env`` (``DEEPSEEK_API_KEY``) at each request, and sent only to the
 endpoint the user's own settings and environment give (a project's cannot redirect
-it). Known models carry their
-context window, output cap, reasoning efforts and prices; settings may override any
-of it per model. Other model ids (``deepseek-reasoner``, dated ids...) pass through
-unchanged, with no output cap sent; they take the same reasoning efforts, and an
-effort chosen for one is sent with DeepSeek's ``thinking`` switch. Reasoning a
+it). What dsh knows of each model (context window, output cap, vision, reasoning
+efforts, prices with peak hours and the holiday calendar) is one table,
+``models.toml`` beside this file; settings may override any of it per model. Legacy
+ids the table names (``deepseek-v4-flash``) are sent as their successor
+(``deepseek-flash``). Other model ids (``deepseek-reasoner``, dated ids...) pass
+through unchanged, with no output cap sent; they take the same reasoning efforts, and
+an effort chosen for one is sent with DeepSeek's ``thinking`` switch. Reasoning a
 response carried goes back with every later request (``replay_reasoning = false``
 turns that off, for a server that rejects the field).
 
