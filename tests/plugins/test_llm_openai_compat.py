@@ -84,7 +84,7 @@ async def test_models_are_listed_from_the_server(fake_llm: FakeLLM) -> None:
         ]
     )
     listed = {m.id for m in await service.list_models("vllm")}
-    assert {"deepseek-v4-flash", "deepseek-v4-pro", "local-coder"} <= listed
+    assert {"deepseek-flash", "deepseek-v4-pro", "local-coder"} <= listed
     assert await service.list_models("quiet") == []
     assert service.resolve("vllm", "local-coder").context_window == 32768
 

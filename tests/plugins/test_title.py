@@ -109,7 +109,7 @@ async def test_an_interactive_session_gets_a_fallback_then_the_models_title(
     assert (settled.title, settled.source) == ("Fix the CSV parser's quoted fields", "provider")
     assert [t.source for t in titles_of(agent)] == ["fallback", "provider"]
     # The title call is paid for: its usage is logged and counted with the rest.
-    assert (settled.provider, settled.model) == ("deepseek", "deepseek-v4-flash")
+    assert (settled.provider, settled.model) == ("deepseek", "deepseek-flash")
     assert settled.usage is not None
     assert settled.usage.output_tokens > 0
     spent = session_spend(agent.session.events, runtime.llm.cost)
@@ -133,7 +133,7 @@ async def test_an_interactive_session_gets_a_fallback_then_the_models_title(
     assert "quoted fields keep their commas" in question["content"]
 
     [request] = [e for e in agent.session.events if isinstance(e.data, SessionTitleRequest)]
-    assert (request.data.provider, request.data.model) == ("deepseek", "deepseek-v4-flash")
+    assert (request.data.provider, request.data.model) == ("deepseek", "deepseek-flash")
     answer_seq = next(e.seq for e in agent.session.events if e.type == "assistant/message")
     assert request.data.message_seqs == (prompt_seq, answer_seq)
     assert settled.message_seqs == (prompt_seq, answer_seq)
@@ -222,7 +222,7 @@ async def test_a_failed_request_keeps_the_fallback(
     assert final is not None
     assert (final.title, final.source) == ("rename the widget", "fallback")
     assert len(fake_llm.chat_requests) == 2
-    assert "no title from deepseek/deepseek-v4-flash" in caplog.text
+    assert "no title from deepseek/deepseek-flash" in caplog.text
 
 
 async def test_generation_can_be_switched_off(

@@ -44,7 +44,7 @@ async def start(
             "llm-deepseek": {
                 "base_url": server.base_url,
                 "retry": {"max_retries": 0},
-                "models": {"deepseek-v4-flash": {"context_window": window}},
+                "models": {"deepseek-flash": {"context_window": window}},
             },
             "compaction": compaction or {},
         },

@@ -81,7 +81,7 @@ async def test_compact_replaces_the_older_turns_with_a_summary(
     assert started.data.turn is None  # between turns
     assert ended.data.error is None
     assert summary.data.summary == SUMMARY
-    assert (summary.data.provider, summary.data.model) == ("deepseek", "deepseek-v4-flash")
+    assert (summary.data.provider, summary.data.model) == ("deepseek", "deepseek-flash")
     assert summary.data.usage is not None
     assert started.seq < summary.seq < ended.seq
 

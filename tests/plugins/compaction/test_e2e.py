@@ -30,7 +30,7 @@ modules = {MODULES!r}
 [plugins.llm-deepseek.retry]
 max_retries = 0
 
-[plugins.llm-deepseek.models.deepseek-v4-flash]
+[plugins.llm-deepseek.models.deepseek-flash]
 context_window = {WINDOW}
 """.replace("'", '"')
 
