@@ -259,3 +259,24 @@ def test_fold_steps_are_one_per_type_and_never_for_core_types() -> None:
         assert fold_step("notes/pinned") is None
     finally:
         unregister()
+
+
+def test_a_legacy_model_notice_shows_in_the_transcript_and_plain_mode() -> None:
+    from rich.console import Console
+
+    from dsh.session.events import ModelRenamed
+    from dsh.ui.plain_printer import TranscriptPrinter
+
+    fold = TranscriptFold()
+    out = io.StringIO()
+    printer = TranscriptPrinter(Console(file=out, width=200), None, fold)
+    printer(SessionEvent("turn/start", 0, 1000, TurnStart(turn=1)))
+    renamed = ModelRenamed(provider="deepseek", model="deepseek-v4-flash", sent_as="deepseek-flash")
+    printer(SessionEvent("model/renamed", 1, 1001, renamed))
+
+    (notice,) = fold.entries
+    assert isinstance(notice, NoticeEntry)
+    said = "deepseek/deepseek-v4-flash is a legacy id: requests are sent as deepseek-flash"
+    assert notice.level == "info"
+    assert notice.text.startswith(said)
+    assert out.getvalue().count(said) == 1
