@@ -42,6 +42,7 @@ def describe(entry: CatalogEntry) -> dict[str, Any]:
         "contextWindow": model.context_window,
         "maxOutputTokens": model.default_max_tokens,
         "vision": model.vision,
+        "concurrency": model.concurrency,
         "efforts": [e.id for e in model.reasoning.efforts] if model.reasoning else None,
         "defaultEffort": model.reasoning.default_effort if model.reasoning else None,
         "price": None

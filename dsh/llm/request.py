@@ -111,3 +111,5 @@ class ResolvedModel(ModelInfo):
     """Whether the model takes images; ``None`` when the adapter does not say."""
     sent_as: str | None = None
     """The id the adapter sends instead (a legacy id mapped to its successor)."""
+    concurrency: PositiveInt | None = None
+    """Requests the provider serves at once per account, where it publishes a limit."""

@@ -124,6 +124,7 @@ class ChatModel(Frozen):
             reasoning=reasoning,
             vision=self.vision,
             sent_as=self.sent_as,
+            concurrency=self.concurrency,
         )
 
 

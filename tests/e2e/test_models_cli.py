@@ -44,9 +44,12 @@ async def test_dsh_models_lists_the_served_models_with_their_facts(
     }
     assert (flash["defaultEffort"], flash["sentAs"]) == ("high", None)
     assert listed["deepseek-v4-pro"]["vision"] is False
+    # Published per-account limits (DeepSeek's rate-limit page).
+    assert (flash["concurrency"], listed["deepseek-v4-pro"]["concurrency"]) == (2500, 500)
     # Served but not known: listed, with no facts.
     unknown = listed["deepseek-experimental"]
     assert (unknown["contextWindow"], unknown["price"], unknown["vision"]) == (None, None, False)
+    assert unknown["concurrency"] is None
     # Known legacy ids are listed with what they are sent as.
     assert listed["deepseek-v4-flash"]["sentAs"] == "deepseek-flash"
 
