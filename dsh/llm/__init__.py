@@ -5,7 +5,14 @@ This module is public API: plugins import from ``dsh.llm``.
 
 from __future__ import annotations
 
-from dsh.llm.adapter import CatalogEntry, LlmAdapter, Price, RetryPolicy
+from dsh.llm.adapter import (
+    CatalogEntry,
+    LlmAdapter,
+    Price,
+    ProviderReply,
+    RetryPolicy,
+    api_path,
+)
 from dsh.llm.assembler import BlockAssembler, StreamProtocolError, Violation, assemble
 from dsh.llm.blocks import (
     Block,
@@ -116,6 +123,7 @@ __all__ = [
     "PluginSource",
     "PreparedCall",
     "Price",
+    "ProviderReply",
     "Purpose",
     "ReasoningBlock",
     "ReasoningDelta",
@@ -145,6 +153,7 @@ __all__ = [
     "UserMessage",
     "UserSource",
     "Violation",
+    "api_path",
     "assemble",
     "content_blocks",
     "finish_reasons",

@@ -10,13 +10,15 @@ error; the LLM service turns the first into the second.
 from __future__ import annotations
 
 import datetime
+import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from pydantic import NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from dsh.llm.request import GenerateOptions, ModelInfo, ResolvedModel
-from dsh.llm.stream import StreamChunk, TokenUsage
+from dsh.llm.stream import LlmError, LlmFailure, StreamChunk, TokenUsage
 from dsh.wire import Frozen
 
 RETRYABLE_CODES = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"})
@@ -93,6 +95,28 @@ class CatalogEntry(Frozen):
     price: Price | None = None
 
 
+class ProviderReply(Frozen):
+    """The answer to a request made to a provider's own API beside its models (a web
+    search on the same key): the status and the body, parsed when it is JSON."""
+
+    status: int
+    body: Any = None
+    """The JSON body; None when it was empty or not JSON (``text`` has it)."""
+    text: str = ""
+
+
+_API_PATH = re.compile(r"^[A-Za-z0-9_-]+(?:/[A-Za-z0-9_.-]+)*$")
+
+
+def api_path(path: str) -> str:
+    """``path`` checked as a path below a provider's base URL: plain segments only, so
+    a request made with the provider's key can never leave that base (no scheme, no
+    host, no ``..``, no query). Raises :class:`LlmError` (``BAD_PATH``) otherwise."""
+    if not _API_PATH.match(path) or any(part in (".", "..") for part in path.split("/")):
+        raise LlmError(LlmFailure(message=f"not an API path: {path!r}", code="BAD_PATH"))
+    return path
+
+
 class LlmAdapter(ABC):
     """One provider implementation. Subclasses implement :meth:`stream` at least."""
 
@@ -112,6 +136,23 @@ class LlmAdapter(ABC):
     @abstractmethod
     def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         """One attempt at ``options``: chunks ending in exactly one ``finish``."""
+
+    def api_base_url(self, provider: str) -> str | None:
+        """The base URL :meth:`post_json` paths are below; None when the adapter makes
+        no requests beside its model calls."""
+        return None
+
+    async def post_json(
+        self, provider: str, path: str, body: Mapping[str, Any], *, timeout_s: float
+    ) -> ProviderReply:
+        """POST ``body`` to ``path`` (checked by :func:`api_path`) below the provider's
+        base URL, with the provider's key, where the key may go. Raises
+        :class:`LlmError`: ``UNSUPPORTED`` for an adapter without such requests, the
+        key's codes (``MISSING_CREDENTIAL``, ``KEY_WITHHELD``), ``TIMEOUT`` or
+        ``TRANSPORT``; an HTTP error status is a reply, not an exception."""
+        raise LlmError(
+            LlmFailure(message=f"{provider} serves no API beside its models", code="UNSUPPORTED")
+        )
 
     async def aclose(self) -> None:  # noqa: B027 - optional: adapters without connections have nothing to release
         """Release connections; called when the adapter's registration goes."""

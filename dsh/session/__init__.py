@@ -21,6 +21,7 @@ from dsh.session.events import (
     EventFormatError,
     EventType,
     PaidCall,
+    PaidRequest,
     ReplaceOp,
     RequestContext,
     RequestHeader,
@@ -66,7 +67,15 @@ from dsh.session.persistence import (
     SessionPersistence,
 )
 from dsh.session.session import ReentrantAppendError, Session
-from dsh.session.spend import ModelCall, Pricing, Spend, paid_call, session_spend
+from dsh.session.spend import (
+    ModelCall,
+    Pricing,
+    RequestTotal,
+    Spend,
+    paid_call,
+    paid_request,
+    session_spend,
+)
 from dsh.session.store import AmbiguousSessionError, ForkError, SessionSink, SessionStore
 
 __all__ = [
@@ -94,12 +103,14 @@ __all__ = [
     "LoadedSession",
     "ModelCall",
     "PaidCall",
+    "PaidRequest",
     "PersistenceError",
     "Pricing",
     "ReentrantAppendError",
     "ReplaceOp",
     "RequestContext",
     "RequestHeader",
+    "RequestTotal",
     "SearchHit",
     "SeqMismatchError",
     "Session",
@@ -135,6 +146,7 @@ __all__ = [
     "event_message",
     "latest_title",
     "paid_call",
+    "paid_request",
     "parse_event",
     "register_event",
     "register_events",

@@ -23,7 +23,7 @@ from dsh.llm import TokenUsage, UserMessage, UserSource
 from dsh.session.events import SessionEvent, TurnStart, title_of
 from dsh.session.header import SessionHeader
 from dsh.session.persistence import SessionPersistence
-from dsh.session.spend import Pricing, Spend, paid_call
+from dsh.session.spend import Pricing, Spend
 from dsh.session.sqlite import PrivateDatabase, text_column
 
 FILE_NAME = "index.sqlite"
@@ -193,9 +193,7 @@ class Catalog:
                 turns += 1
             elif (text := title_of(event)) is not None:
                 title = text_column(text)
-            call = paid_call(event)
-            if call is not None:
-                spent.add(call.usage, call.price(self._pricing))
+            spent.count(event, self._pricing)
             if (
                 first_prompt is None
                 and event.type == "user/message"

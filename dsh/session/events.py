@@ -434,6 +434,15 @@ class PaidCall(NamedTuple):
     usage: TokenUsage
 
 
+class PaidRequest(NamedTuple):
+    """A paid request that is not a model call (a web search billed per request): what
+    it was, and what it cost, priced when it was made (None when unknown)."""
+
+    service: str
+    """What is counted, as people read it: ``web search``."""
+    cost: float | None
+
+
 @dataclass(frozen=True)
 class EventType:
     """An event type: its name, its payload model, and what the core may read from it.
@@ -455,6 +464,9 @@ class EventType:
     paid_call: Callable[[Any], PaidCall | None] | None = None
     """The paid model call the event records, if any: it counts in the session's spend
     (the status bar, ``/cost``, headless results, the catalog)."""
+    paid_request: Callable[[Any], PaidRequest | None] | None = None
+    """The paid request (not a model call) the event records, if any: it counts in the
+    same totals, by its service."""
 
 
 _types: dict[str, EventType] = {}

@@ -1,22 +1,32 @@
-"""What a session's model calls used and cost.
+"""What a session's model calls and other paid requests used and cost.
 
 Every paid call the log records counts: the agent's own requests (``assistant/message``
 with usage) and any other event whose type says it records one (its
 :attr:`~dsh.session.events.EventType.paid_call` reader: a plugin's summaries or titles).
-The status bar, ``/cost``, the headless result and the session index all sum them
-here, so they cannot disagree.
+So does every paid request that is not a model call (its type's ``paid_request``
+reader: a web search billed per request), by its service, at the price it was logged
+with. The status bar, ``/cost``, the headless result and the session index all sum them
+here (:meth:`Spend.count`), so they cannot disagree.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dsh.llm import TokenUsage
-from dsh.session.events import SessionEvent, event_type
+from dsh.session.events import PaidRequest, SessionEvent, event_type
 
-__all__ = ["ModelCall", "Pricing", "Spend", "paid_call", "session_spend"]
+__all__ = [
+    "ModelCall",
+    "Pricing",
+    "RequestTotal",
+    "Spend",
+    "paid_call",
+    "paid_request",
+    "session_spend",
+]
 
 Pricing = Callable[[str, str, TokenUsage, datetime.datetime], "float | None"]
 """Cost in US dollars of one call (provider, model, usage, when it was made), or None
@@ -50,13 +60,32 @@ def paid_call(event: SessionEvent) -> ModelCall | None:
     return ModelCall(call.provider, call.model, call.usage, at)
 
 
+def paid_request(event: SessionEvent) -> PaidRequest | None:
+    """The paid request (not a model call) ``event`` records, if it records one."""
+    spec = event_type(event.type)
+    if spec is None or spec.paid_request is None or not isinstance(event.data, spec.model):
+        return None
+    return spec.paid_request(event.data)
+
+
+@dataclass
+class RequestTotal:
+    """Paid requests of one service: how many, and their cost where known."""
+
+    count: int = 0
+    cost: float | None = None
+
+
 @dataclass
 class Spend:
-    """Calls counted, their usage summed, and their cost where a price is known."""
+    """Calls counted, their usage summed, other paid requests by service, and the cost
+    of it all where a price is known."""
 
     calls: int = 0
     usage: TokenUsage | None = None
     cost: float | None = None
+    requests: dict[str, RequestTotal] = field(default_factory=dict)
+    """Paid requests that are not model calls, by service (``web search``)."""
 
     def add(self, usage: TokenUsage, price: float | None) -> None:
         """Count one call, with its price (None when unknown)."""
@@ -65,11 +94,28 @@ class Spend:
         if price is not None:
             self.cost = (self.cost or 0.0) + price
 
+    def add_request(self, request: PaidRequest) -> None:
+        total = self.requests.setdefault(request.service, RequestTotal())
+        total.count += 1
+        if request.cost is not None:
+            total.cost = (total.cost or 0.0) + request.cost
+            self.cost = (self.cost or 0.0) + request.cost
+
+    def count(self, event: SessionEvent, pricing: Pricing | None) -> bool:
+        """Count what ``event`` paid for, if anything; whether it paid for something."""
+        call = paid_call(event)
+        if call is not None:
+            self.add(call.usage, call.price(pricing))
+            return True
+        request = paid_request(event)
+        if request is not None:
+            self.add_request(request)
+            return True
+        return False
+
 
 def session_spend(events: Iterable[SessionEvent], pricing: Pricing | None) -> Spend:
     spend = Spend()
     for event in events:
-        call = paid_call(event)
-        if call is not None:
-            spend.add(call.usage, call.price(pricing))
+        spend.count(event, pricing)
     return spend

@@ -37,7 +37,7 @@ from dsh.llm import (
     UserMessage,
     joined_text,
 )
-from dsh.session import Pricing, SessionEvent, Spend, paid_call, title_of
+from dsh.session import Pricing, SessionEvent, Spend, title_of
 from dsh.session.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -461,14 +461,10 @@ class TranscriptFold:
         return changed
 
     def _count(self, event: SessionEvent) -> None:
-        """A paid model call into the session's and the open turn's totals."""
-        call = paid_call(event)
-        if call is None:
-            return
-        price = call.price(self._cost)
-        self._spent.add(call.usage, price)
-        self._turn_spent.add(call.usage, price)
-        self.status.usage, self.status.cost = self._spent.usage, self._spent.cost
+        """A paid model call or request into the session's and the open turn's totals."""
+        if self._spent.count(event, self._cost):
+            self._turn_spent.count(event, self._cost)
+            self.status.usage, self.status.cost = self._spent.usage, self._spent.cost
 
     def _tool_call(self, event: SessionEvent, data: ToolCall) -> list[Entry]:
         entry = ToolEntry(

@@ -51,6 +51,7 @@ from dsh.llm import (
     ModelInfo,
     ModelReasoning,
     Price,
+    ProviderReply,
     ReasoningBlock,
     ReasoningDelta,
     ReasoningEffortInfo,
@@ -64,6 +65,7 @@ from dsh.llm import (
     ToolCallDelta,
     ToolResultBlock,
     UsageChunk,
+    api_path,
 )
 from dsh.llm.sse import SseLines, SseParser
 from dsh.llm.tls import TlsContext
@@ -857,6 +859,39 @@ class ChatCompletionsAdapter(LlmAdapter):
                         f"cannot reach {options.provider} at {self.base_url}: {error}", "TRANSPORT"
                     )
                 ) from None
+
+    def api_base_url(self, provider: str) -> str | None:
+        return self.base_url
+
+    async def post_json(
+        self, provider: str, path: str, body: Mapping[str, Any], *, timeout_s: float
+    ) -> ProviderReply:
+        url = f"{self.base_url}/{api_path(path)}"
+        # The same checks as a model call: the key goes only where the user's own
+        # settings send it, and the path cannot leave the base URL.
+        headers, key = self._request_headers(provider)
+        headers["Accept"] = "application/json"
+
+        def hide(text: str) -> str:
+            return text.replace(key, "***") if key and len(key) >= 4 else text
+
+        client = await self._http()
+        try:
+            response = await client.post(
+                url, content=_json_body(dict(body)), headers=headers, timeout=timeout_s
+            )
+        except httpx.TimeoutException as error:
+            message = f"no answer from {provider} in {timeout_s:g} s ({type(error).__name__})"
+            raise LlmError(LlmFailure(message=message, code="TIMEOUT")) from None
+        except httpx.TransportError as error:
+            message = hide(f"cannot reach {provider} at {self.base_url}: {error}")
+            raise LlmError(LlmFailure(message=message, code="TRANSPORT")) from None
+        text = hide(response.text)
+        try:
+            parsed: Any = json.loads(text) if text.strip() else None
+        except ValueError:
+            parsed = None
+        return ProviderReply(status=response.status_code, body=parsed, text=text)
 
     async def aclose(self) -> None:
         if self._owns_client and self._client is not None:

@@ -116,17 +116,25 @@ async def permissions(context: CommandContext, args: str) -> None:
 async def cost(context: CommandContext, args: str) -> None:
     spent = session_spend(context.agent.session.events, context.root.get(LLM).cost)
     usage = spent.usage
-    if usage is None:
+    if usage is None and not spent.requests:
         context.host.show("No model calls in this session yet.")
         return
-    cached = usage.cache_read_tokens or 0
-    billed = usage.billed_input_tokens
-    ratio = f" ({cached / billed:.0%} of input from the cache)" if billed else ""
+    lines = []
+    if usage is not None:
+        cached = usage.cache_read_tokens or 0
+        billed = usage.billed_input_tokens
+        ratio = f" ({cached / billed:.0%} of input from the cache)" if billed else ""
+        lines.append(
+            f"{spent.calls} model calls: {billed:,} input tokens{ratio}, "
+            f"{usage.output_tokens:,} output tokens"
+        )
+    for service, total in sorted(spent.requests.items()):
+        plural = "" if total.count == 1 else "s"
+        price = f" ${total.cost:.4f}" if total.cost is not None else " (price unknown)"
+        lines.append(f"{service}: {total.count} request{plural}{price}")
     money = f"${spent.cost:.4f}" if spent.cost is not None else "unknown (no price for this model)"
-    context.host.show(
-        f"{spent.calls} model calls: {billed:,} input tokens{ratio}, {usage.output_tokens:,} "
-        f"output tokens; cost {money}"
-    )
+    lines.append(f"cost {money}")
+    context.host.show("\n".join(lines) if len(lines) > 2 else "; ".join(lines))
 
 
 async def sessions(context: CommandContext, args: str) -> None:
