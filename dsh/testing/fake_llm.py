@@ -1,7 +1,8 @@
 """A scripted OpenAI/DeepSeek-compatible HTTP server, for testing model clients.
 
-:class:`FakeLLM` listens on 127.0.0.1 and answers ``POST /chat/completions`` and
-``GET /models`` (with or without a ``/v1`` prefix). Each chat request consumes the next
+:class:`FakeLLM` listens on 127.0.0.1 and answers ``POST /chat/completions``,
+``GET /models`` and DeepSeek's web tools, ``POST /tools/search`` and ``POST
+/tools/fetch`` (each with or without a ``/v1`` prefix). Each chat request consumes the next
 :class:`Reply` of its :class:`Script`, streamed in DeepSeek's byte format, or answered
 with a fault: an HTTP error, a slow first byte, a stream cut short or a malformed line.
 Every request is recorded in :attr:`FakeLLM.requests`, together with when its client
@@ -46,9 +47,11 @@ from dsh.testing.script import (
     DEFAULT_MODELS,
     Fault,
     JsonObject,
+    Page,
     Reply,
     Script,
     ScriptError,
+    SearchResult,
     ToolCallSpec,
     Usage,
     load_script,
@@ -57,10 +60,12 @@ from dsh.testing.script import (
 __all__ = [
     "FakeLLM",
     "Fault",
+    "Page",
     "RecordedRequest",
     "Reply",
     "Script",
     "ScriptError",
+    "SearchResult",
     "ToolCallSpec",
     "Usage",
     "error_body",
@@ -323,6 +328,14 @@ class FakeLLM:
     def chat_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if _route(r.path) == "/chat/completions"]
 
+    @property
+    def search_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if _route(r.path) == "/tools/search"]
+
+    @property
+    def fetch_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if _route(r.path) == "/tools/fetch"]
+
     def add(self, *replies: Reply | Mapping[str, Any]) -> None:
         """Append replies to the script."""
         for reply in replies:
@@ -431,7 +444,12 @@ class FakeLLM:
 
     def _answer(self, record: RecordedRequest, *, keep: bool) -> _Send:
         route = _route(record.path)
-        known = {"/chat/completions": "POST", "/models": "GET"}
+        known = {
+            "/chat/completions": "POST",
+            "/models": "GET",
+            "/tools/search": "POST",
+            "/tools/fetch": "POST",
+        }
         if known.get(route) != record.method:
             body = error_body(404, f"Not Found: {record.method} {record.path}")
             return self._plain(record, 404, body, keep=keep)
@@ -446,6 +464,12 @@ class FakeLLM:
             return self._plain(
                 record, 400, error_body(400, "the body is not a JSON object"), keep=keep
             )
+        if route == "/tools/search":
+            status, answer = self._search(record.body)
+            return self._plain(record, status, answer, keep=keep)
+        if route == "/tools/fetch":
+            status, answer = self._fetch(record.body)
+            return self._plain(record, status, answer, keep=keep)
         if not self._replies and self.script.after_last is not None:
             record.reply = self.script.after_last
             return self._reply(record, self.script.after_last, keep=keep)
@@ -458,6 +482,28 @@ class FakeLLM:
         reply = self._replies.popleft()
         record.reply = reply
         return self._reply(record, reply, keep=keep)
+
+    def _search(self, body: JsonObject) -> tuple[int, JsonObject]:
+        query, count = body.get("query"), body.get("count", 10)
+        if not isinstance(query, str) or not 1 <= len(query) <= 128:
+            return 400, error_body(400, "query must be a string of 1 to 128 characters")
+        if not isinstance(count, int) or not 1 <= count <= 50:
+            return 400, error_body(400, "count must be an integer from 1 to 50")
+        with_content = body.get("need_content") is True
+        results = [
+            result.model_dump(exclude_none=True, exclude={"content"} if not with_content else None)
+            for result in self.script.search_results[:count]
+        ]
+        return 200, {"results": results}
+
+    def _fetch(self, body: JsonObject) -> tuple[int, JsonObject]:
+        url = body.get("url")
+        if not isinstance(url, str) or not url:
+            return 400, error_body(400, "url must be a non-empty string")
+        page = self.script.pages.get(url)
+        if page is None:
+            return 404, error_body(404, f"cannot fetch {url}")
+        return 200, {"url": url, "title": page.title, "content": page.content}
 
     def _authorized(self, record: RecordedRequest) -> bool:
         if self.script.require_key is None:

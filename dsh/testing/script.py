@@ -147,6 +147,29 @@ class Reply(_ScriptModel):
         return "tool_calls" if self.tool_calls else "stop"
 
 
+class SearchResult(_ScriptModel):
+    """One result of DeepSeek's web search (``POST /v1/tools/search``)."""
+
+    title: str
+    url: str
+    snippet: str = ""
+    summary: str = ""
+    content: str | None = None
+    """Sent only when the request asks for ``need_content``."""
+    date: str | None = None
+    authority: float | None = None
+    rerank_score: float | None = None
+    site_name: str | None = None
+
+
+class Page(_ScriptModel):
+    """What DeepSeek's fetch (``POST /v1/tools/fetch``) answers for one URL."""
+
+    title: str = ""
+    content: str
+    """The page as Markdown."""
+
+
 class Script(_ScriptModel):
     """What a :class:`FakeLLM` answers. A JSON list validates as just the replies."""
 
@@ -155,6 +178,10 @@ class Script(_ScriptModel):
     """Listed by ``GET /models``."""
     require_key: str | None = None
     """When set, requests must carry ``Authorization: Bearer <key>`` or get a 401."""
+    search_results: list[SearchResult] = Field(default_factory=list)
+    """What every web search answers (at most its ``count``); none: no results."""
+    pages: dict[str, Page] = Field(default_factory=dict)
+    """What a web fetch of each URL answers; any other URL: a 404."""
     after_last: Reply | None = None
     """The answer to every chat request once ``replies`` ran out (default: a 500
     saying the script is exhausted)."""
