@@ -48,7 +48,7 @@ from dsh.ui.entries import NoticeEntry, Status, ToolEntry, TurnFooter, format_co
 
 log = logging.getLogger(__name__)
 
-SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "query", "text")
+SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "query", "url", "text")
 SUMMARY_WIDTH = 80
 SYNTAX_THEME = "ansi_dark"
 """ANSI colours follow the terminal's palette, and vanish cleanly without colour."""
