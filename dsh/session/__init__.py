@@ -5,6 +5,7 @@ This module is public API: plugins import from ``dsh.session``.
 
 from __future__ import annotations
 
+from dsh.session.blobs import Blobs
 from dsh.session.catalog import Catalog, CatalogEntry, SearchHit
 from dsh.session.events import (
     AnyCancelCause,
@@ -85,6 +86,7 @@ __all__ = [
     "AnyTurnTrigger",
     "AssistantChunk",
     "AssistantMessageData",
+    "Blobs",
     "CancelByDisposal",
     "CancelByHook",
     "CancelByParent",

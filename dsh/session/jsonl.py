@@ -15,6 +15,7 @@ import contextlib
 import glob
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -125,6 +126,9 @@ class JsonlPersistence:
 
     def path_for(self, header: SessionHeader) -> Path:
         return self.root / project_key(header.cwd) / escape_segment(header.id) / FILE_NAME
+
+    def blob_dir(self, header: SessionHeader) -> Path:
+        return self.path_for(header).parent / "blobs"
 
     def _find(self, session_id: SessionId) -> Path | None:
         known = self._files.get(session_id)
@@ -282,6 +286,7 @@ class JsonlPersistence:
 
         def remove() -> None:
             path.unlink(missing_ok=True)
+            shutil.rmtree(path.parent / "blobs", ignore_errors=True)
             try:
                 path.parent.rmdir()
                 path.parent.parent.rmdir()

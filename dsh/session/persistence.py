@@ -12,6 +12,7 @@ import builtins
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
@@ -103,6 +104,10 @@ class SessionPersistence(Protocol):
 
     def location(self, session_id: SessionId) -> str | None:
         """Where the session is stored (a path), for messages and the catalog."""
+
+    def blob_dir(self, header: SessionHeader) -> Path:
+        """The folder beside the log that holds the session's blobs
+        (:mod:`dsh.session.blobs`)."""
 
     async def close(self) -> None: ...
 

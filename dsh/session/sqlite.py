@@ -11,6 +11,7 @@ import asyncio
 import builtins
 import json
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 
 from dsh.bulk import collector_paused
 from dsh.llm import SessionId
-from dsh.paths import PRIVATE_FILE, private_dir
+from dsh.paths import PRIVATE_FILE, escape_segment, private_dir
 from dsh.session.events import SessionEvent
 from dsh.session.header import SessionHeader
 from dsh.session.persistence import (
@@ -166,6 +167,9 @@ class SqlitePersistence:
     def location(self, session_id: SessionId) -> str | None:
         return f"{self.path}#{session_id}"
 
+    def blob_dir(self, header: SessionHeader) -> Path:
+        return self.path.parent / "blobs" / escape_segment(header.id)
+
     async def _header(self, session_id: SessionId) -> SessionHeader | None:
         db = await self._connect()
         query = "SELECT header FROM sessions WHERE id = ?"
@@ -285,6 +289,8 @@ class SqlitePersistence:
         cursor = await db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         await db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
         await db.commit()
+        blobs = self.path.parent / "blobs" / escape_segment(session_id)
+        await asyncio.to_thread(shutil.rmtree, blobs, ignore_errors=True)
         return cursor.rowcount > 0
 
     async def close(self) -> None:

@@ -20,6 +20,7 @@ from typing import Literal, Protocol
 
 from dsh.bulk import collector_paused
 from dsh.llm import SessionId, new_session_id
+from dsh.session.blobs import Blobs, is_digest
 from dsh.session.catalog import Catalog, CatalogEntry
 from dsh.session.events import SessionEvent
 from dsh.session.header import SessionHeader
@@ -48,6 +49,17 @@ class AmbiguousSessionError(LookupError):
 
 class ForkError(ValueError):
     """The fork point is not a place a session can continue from."""
+
+
+def _copy_blobs(source: Path, target: Path) -> None:
+    if not source.is_dir():
+        return
+    blobs = Blobs(target)
+    for path in source.iterdir():
+        if is_digest(path.name):
+            data = Blobs(source).get(path.name)
+            if data is not None:
+                blobs.put(data)
 
 
 def make_persistence(backend: Backend, home: Path) -> SessionPersistence:
@@ -195,9 +207,14 @@ class SessionStore:
             raise ForkError(
                 f"seq {boundary} is inside an unfinished turn; fork at or after its turn/end"
             )
-        return await self.create(
+        forked = await self.create(
             loaded.header.cwd, model=loaded.header.model, seed=seed, parent=resolved, origin="fork"
         )
+        # The copied events refer to blobs by digest; the fork gets its own copies.
+        source = self.persistence.blob_dir(loaded.header)
+        target = self.persistence.blob_dir(forked.header)
+        await asyncio.to_thread(_copy_blobs, source, target)
+        return forked
 
     def _attach(self, session: Session, *, stored: int) -> None:
         self._writers[session.id] = SessionWriter(
@@ -296,6 +313,13 @@ class SessionStore:
         writer = self._writers.get(session.id)
         if writer is not None:
             writer.write_soon()
+
+    def blobs(self, session_id: str) -> Blobs | None:
+        """The blob folder of a session this store has open; None for any other."""
+        writer = self._writers.get(SessionId(session_id))
+        if writer is None:
+            return None
+        return Blobs(self.persistence.blob_dir(writer.session.header))
 
     def sink(self, session: Session) -> SessionSink:
         """``session``'s storage in this store, as one object for its agent."""

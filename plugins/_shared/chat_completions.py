@@ -71,6 +71,7 @@ from dsh.llm.sse import SseLines, SseParser
 from dsh.llm.tls import TlsContext
 from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice
 from dsh.wire import Frozen
+from plugins._shared.images import ImageBlock, data_url, placeholder
 
 USER_AGENT = f"dsh/{__version__}"
 EFFORT_NAMES = {"off": "Off", "low": "Low", "medium": "Medium", "high": "High", "max": "Max"}
@@ -138,7 +139,11 @@ def _text(blocks: tuple[Any, ...]) -> str:
 
 
 def serialize_messages(
-    options: GenerateOptions, *, replay_reasoning: bool, thinking: bool = False
+    options: GenerateOptions,
+    *,
+    replay_reasoning: bool,
+    thinking: bool = False,
+    vision: bool = False,
 ) -> list[dict[str, Any]]:
     """The ``messages`` array: the system prompt first, then the history.
 
@@ -146,12 +151,24 @@ def serialize_messages(
     it back as ``reasoning_content``; with ``thinking`` too (a request in thinking mode)
     every assistant message carries the field, empty when there was no reasoning. A
     tool result becomes a ``tool`` message; blocks of unknown types are skipped.
+
+    Images go as ``image_url`` parts with a ``data:`` URL when ``vision`` says the model
+    takes them, else as a placeholder text. A ``tool`` message can hold text alone, so
+    an image a tool returned is sent as OpenAI-compatible agents send it: the tool
+    message says it follows, and a user message holding the images comes right after
+    the run of tool messages (tool messages must directly follow their call).
     """
     out: list[dict[str, Any]] = []
     if options.system:
         out.append({"role": "system", "content": options.system})
+    deferred: list[dict[str, Any]] = []
     for message in options.messages:
-        out.extend(_serialize(message, replay_reasoning, thinking))
+        entries = _serialize(message, replay_reasoning, thinking, vision, deferred)
+        if deferred and any(entry["role"] != "tool" for entry in entries):
+            out.extend(deferred)
+            deferred.clear()
+        out.extend(entries)
+    out.extend(deferred)
     return out
 
 
@@ -159,7 +176,33 @@ def _reasoning(message: Message) -> str:
     return "".join(b.text for b in message.content if isinstance(b, ReasoningBlock))
 
 
-def _serialize(message: Message, replay_reasoning: bool, thinking: bool) -> list[dict[str, Any]]:
+def _image_part(block: ImageBlock, vision: bool) -> dict[str, Any]:
+    url = data_url(block) if vision else None
+    if url is None:
+        return {"type": "text", "text": placeholder(block, vision=vision)}
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _user_content(blocks: tuple[Any, ...], vision: bool) -> str | list[dict[str, Any]]:
+    """A plain string, or the parts of a message that holds images."""
+    if not any(isinstance(b, ImageBlock) for b in blocks):
+        return _text(blocks)
+    parts: list[dict[str, Any]] = []
+    for item in blocks:
+        if isinstance(item, TextBlock) and item.text:
+            parts.append({"type": "text", "text": item.text})
+        elif isinstance(item, ImageBlock):
+            parts.append(_image_part(item, vision))
+    return parts
+
+
+def _serialize(
+    message: Message,
+    replay_reasoning: bool,
+    thinking: bool,
+    vision: bool,
+    deferred: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
     if message.role == "assistant":
         calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
         reasoning = _reasoning(message)
@@ -179,19 +222,37 @@ def _serialize(message: Message, replay_reasoning: bool, thinking: bool) -> list
             ]
         return [entry]
     results = [b for b in message.content if isinstance(b, ToolResultBlock)]
-    text = _text(message.content)
-    out = [
-        {
-            "role": "tool",
-            "tool_call_id": result.tool_call_id,
-            "content": _text(result.content) or "(no output)",
-        }
-        for result in results
-    ]
+    out: list[dict[str, Any]] = []
+    for result in results:
+        text = _text(result.content)
+        images = [b for b in result.content if isinstance(b, ImageBlock)]
+        if images and vision:
+            names = ", ".join(image.name for image in images)
+            note = f"(The image {names} follows in the next message.)"
+            text = f"{text}\n{note}" if text else note
+            deferred.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "text",
+                            "text": f"The image from tool call {result.tool_call_id}:",
+                        },
+                        *(_image_part(image, vision) for image in images),
+                    ],
+                }
+            )
+        elif images:
+            shown = "\n".join(placeholder(image, vision=False) for image in images)
+            text = f"{text}\n{shown}" if text else shown
+        out.append(
+            {"role": "tool", "tool_call_id": result.tool_call_id, "content": text or "(no output)"}
+        )
+    content = _user_content(message.content, vision)
     # Tool messages must follow the assistant message that called them, so any text
     # sent with results goes after them.
-    if text or not results:
-        out.append({"role": message.role, "content": text})
+    if content or not results:
+        out.append({"role": message.role, "content": content})
     return out
 
 
@@ -224,6 +285,7 @@ def request_body(
             options,
             replay_reasoning=replay_reasoning and model.replay_reasoning,
             thinking=thinking,
+            vision=model.vision,
         ),
         "stream": True,
         "stream_options": {"include_usage": True},

@@ -29,6 +29,8 @@ def read_result(arguments: dict[str, Any], result: CallResult) -> Presentation:
     if failed is not None:
         return failed
     meta = _meta(result)
+    if isinstance(meta.get("image"), str):
+        return TextView(title=f"Read {meta.get('path', path)} {meta['image']}")
     first, count, total = meta.get("offset", 1), meta.get("lines", 0), meta.get("total_lines")
     span = f"lines {first}-{first + count - 1}" if count else "no lines"
     title = f"Read {meta.get('path', path)} ({span}" + (f" of {total})" if total else ")")

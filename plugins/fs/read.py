@@ -15,9 +15,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
+from dsh.llm import TextBlock
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from dsh.tools.files import Target, resolve
 from plugins._shared.files import SNIFF_BYTES, not_text, os_error, require_regular, sniff
+from plugins._shared.images import (
+    ImageError,
+    attach_file,
+    label,
+    looks_like_image,
+    registered,
+    vision_of,
+)
 from plugins.fs.arguments import ReadArguments
 from plugins.fs.files import refuse_secret, version_of
 from plugins.fs.observed import FsState
@@ -33,8 +42,8 @@ DESCRIPTION = """\
 Read a text file. Returns numbered lines (`n: text`) from `offset` (1-based), up to \
 2000 lines or 50 KiB; a footer gives the total line count and the offset to continue \
 from. Lines longer than 2000 characters are cut. Read a file before you write over it \
-or edit it (any window counts); if it changes after your read, read it again. Images \
-and binary files are refused. Use glob to find files and grep to search their contents."""
+or edit it (any window counts); if it changes after your read, read it again. An image \
+(JPEG, PNG, GIF, WebP) is shown to you when you can see images; binary files are refused. Use glob to find files and grep to search their contents."""
 
 _LANGUAGES = {
     ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript",
@@ -210,6 +219,9 @@ def read_tool(state: FsState) -> ToolDefinition:
                 # The model now knows what the file is; replacing it whole is its call.
                 current = await asyncio.to_thread(_version, target)
                 state.observations.record(context.session_id, target, current)
+                image = await _image(target, context)
+                if image is not None:
+                    return image
             raise
         state.observations.record(context.session_id, target, window.version)
         if not window.rows and window.total > 0:
@@ -245,6 +257,23 @@ def read_tool(state: FsState) -> ToolDefinition:
         present_call=read_call,
         present_result=read_result,
     )
+
+
+async def _image(target: Target, context: ToolContext) -> ToolOutput | None:
+    """The image itself, for a model that takes images; None otherwise (the model
+    hears what the file is, as for any file that is not text)."""
+    agent = context.agent
+    if agent is None or not registered() or not vision_of(agent):
+        return None
+    if not await asyncio.to_thread(looks_like_image, target.real):
+        return None
+    try:
+        image = await attach_file(agent, target.real, target.display, "tool")
+    except ImageError as error:
+        raise ToolError(f"{target.display}: {error}.", "FS_NOT_TEXT") from None
+    text = f"<path>{target.display}</path>\n<type>image</type>\n{label(image)}"
+    meta = {"path": target.display, "file": str(target.real), "image": label(image)}
+    return ToolOutput(content=(TextBlock(text=text), image), meta=meta)
 
 
 def _version(target: Target) -> str | None:

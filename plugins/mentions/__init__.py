@@ -23,11 +23,20 @@ from pathlib import Path
 
 from pydantic import BaseModel, PositiveInt
 
-from dsh.agent import PromptAllow, PromptDecision, PromptSubmit
+from dsh.agent import PromptAllow, PromptBlock, PromptDecision, PromptSubmit
 from dsh.hooks import AGENT_PROMPT_SUBMIT
 from dsh.kernel import Context, Next, Plugin
 from dsh.llm import PluginSource, UserMessage, UserSource, user_text
 from dsh.services import APPROVALS
+from plugins._shared.images import (
+    ImageError,
+    attach_file,
+    image_message,
+    looks_like_image,
+    no_vision,
+    registered,
+    vision_of,
+)
 from plugins.mentions.attach import Attached, Attachment, Limits, attach, mentions
 
 __all__ = ["NAME", "Config", "attach", "mentions", "messages", "plugin"]
@@ -112,8 +121,28 @@ def apply(ctx: Context, config: Config) -> None:
             if approvals is not None and approvals.deny
             else None
         )
-        attached = await asyncio.to_thread(attach, text, root, limits, denied)
-        extra = messages(attached)
+        images = looks_like_image if registered() else None
+        attached = await asyncio.to_thread(attach, text, root, limits, denied, images)
+        pictures = [a for a in attached.attachments if a.kind == "image"]
+        if pictures and not vision_of(agent):
+            # Told before anything is sent; the prompt stays in the history.
+            return PromptBlock(no_vision(agent, [f"@{a.token}" for a in pictures]))
+        shown: list[UserMessage] = []
+        for picture in pictures:
+            try:
+                image = await attach_file(agent, root / picture.path, picture.path, "mention")
+            except ImageError as error:
+                attached.notes.append(f"@{picture.token}: {error}")
+                continue
+            shown.append(
+                image_message(
+                    image,
+                    _reminder(f"The user mentioned @{picture.token}, the image {picture.path}:"),
+                    PluginSource(plugin=NAME, form="snapshot"),
+                )
+            )
+        attached.attachments = [a for a in attached.attachments if a.kind != "image"]
+        extra = (*shown, *messages(attached))
         if not extra:
             return decision
         return replace(decision, additional_contexts=(*decision.additional_contexts, *extra))

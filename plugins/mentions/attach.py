@@ -41,7 +41,7 @@ class Attachment:
     path: str
     """Relative to the working directory, ``/``-separated (``.`` for the directory itself)."""
     kind: str
-    """``file`` or ``folder``."""
+    """``file``, ``folder`` or ``image``."""
     text: str
 
 
@@ -93,9 +93,11 @@ def attach(
     cwd: Path,
     limits: Limits = Limits(),
     denied: Callable[[Path], bool] | None = None,
+    images: Callable[[Path], bool] | None = None,
 ) -> Attached:
     """What the mentions in ``text`` attach, reading only inside ``cwd``; ``denied``
-    says what the user's deny rules hide from every reading tool."""
+    says what the user's deny rules hide from every reading tool; ``images`` says which
+    files are images to attach as such (kind ``image``, read later, no text)."""
     out = Attached()
     tokens = mentions(text)
     if not tokens:
@@ -148,6 +150,9 @@ def attach(
                 continue
             used += body_size
             out.attachments.append(Attachment(written, shown, "folder", listing))
+            continue
+        if images is not None and images(real):
+            out.attachments.append(Attachment(written, shown, "image", ""))
             continue
         content, problem = read_text(real, limits.max_file_bytes)
         if content is None:

@@ -1,0 +1,288 @@
+"""Images: attached with @mentions and /image, stored once beside the log, replayed
+from there, refused before anything is sent for a model without vision, and read by
+the read tool; every request checked as the scripted server received it."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from dsh.agent import Agent
+from dsh.commands import CommandContext
+from dsh.llm import user_text
+from dsh.runtime import Runtime, start_runtime
+from dsh.services import COMMANDS
+from dsh.session import check_log
+from dsh.testing import FakeLLM, Reply
+from dsh.testing.script import ToolCallSpec
+from plugins._shared.images import MAX_SIDE
+from tests.support.command_host import RecordingHost
+
+
+def png(path: Path, size: tuple[int, int] = (64, 32), color: str = "red") -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, color).save(buffer, "PNG")
+    data = buffer.getvalue()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return data
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    return folder
+
+
+async def start(tmp_path: Path, project: Path, fake_llm: FakeLLM) -> Runtime:
+    return await start_runtime(
+        home=tmp_path / "home",
+        cwd=project,
+        plugin_configs={
+            "llm-deepseek": {"base_url": fake_llm.base_url},
+            "title": {"generate": False},
+        },
+    )
+
+
+@pytest.fixture
+async def runtime(
+    tmp_path: Path, project: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Runtime]:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
+    started = await start(tmp_path, project, fake_llm)
+    yield started
+    await started.aclose()
+
+
+def image_urls(body: dict[str, Any]) -> list[str]:
+    return [
+        part["image_url"]["url"]
+        for message in body["messages"]
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
+async def turn(
+    runtime: Runtime,
+    fake_llm: FakeLLM,
+    cwd: Path,
+    prompt: str,
+    *,
+    model: str = "deepseek-flash",
+    scripted: bool = False,
+) -> Agent:
+    agent = await runtime.agents.create(cwd, runtime.agents.defaults)
+    agent.set_options(model=model)
+    if not scripted:
+        fake_llm.add(Reply(text="Seen."))
+    agent.followup(user_text(prompt))
+    await agent.when_idle()
+    await agent.flush()
+    return agent
+
+
+async def test_a_mentioned_image_goes_as_an_image_url_block(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path
+) -> None:
+    data = png(project / "shot.png")
+    agent = await turn(runtime, fake_llm, project, "what is in @shot.png?")
+    [request] = fake_llm.chat_requests
+    assert request.body["model"] == "deepseek-flash"
+    [url] = image_urls(request.body)
+    assert url == "data:image/png;base64," + base64.b64encode(data).decode()
+    # The log holds the digest, never the bytes.
+    stored = await runtime.sessions.persistence.inspect(agent.session.id)
+    assert check_log(stored.events) == []
+    raw = str([e.to_dict() for e in stored.events])
+    assert base64.b64encode(data).decode()[:40] not in raw
+    [attached] = [e for e in agent.session.events if e.type == "images/attached"]
+    assert (attached.data.image.width, attached.data.image.height) == (64, 32)
+
+
+def blob_files(runtime: Runtime, agent: Agent) -> list[Path]:
+    blobs = runtime.sessions.blobs(agent.id)
+    assert blobs is not None
+    return sorted(p for p in blobs.folder.iterdir() if not p.name.startswith("."))
+
+
+async def test_a_model_without_vision_is_refused_before_anything_is_sent(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path
+) -> None:
+    png(project / "shot.png")
+    agent = await runtime.agents.create(project, runtime.agents.defaults)
+    agent.set_options(model="deepseek-v4-pro")
+    agent.followup(user_text("what is in @shot.png?"))
+    await agent.when_idle()
+    assert fake_llm.chat_requests == []  # no request at all
+    [blocked] = [e for e in agent.session.events if e.type == "inbox/discarded"]
+    assert blocked.data.reason == "blocked"
+    assert "deepseek-v4-pro does not take images" in (blocked.data.detail or "")
+    assert "@shot.png" in (blocked.data.detail or "")
+    # The prompt is kept in the log (and so in the prompt history), not lost.
+    [queued] = [e for e in agent.session.events if e.type == "inbox/enqueued"]
+    assert "what is in @shot.png?" in str(queued.to_dict())
+    assert not [e for e in agent.session.events if e.type == "images/attached"]
+
+
+async def test_an_image_referenced_twice_is_stored_once_and_sent_each_time(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path
+) -> None:
+    data = png(project / "shot.png")
+    (project / "copy.png").write_bytes(data)
+    agent = await turn(runtime, fake_llm, project, "compare @shot.png with @copy.png")
+    fake_llm.add(Reply(text="Again."))
+    agent.followup(user_text("and @shot.png once more"))
+    await agent.when_idle()
+    assert len(blob_files(runtime, agent)) == 1
+    assert len(image_urls(fake_llm.chat_requests[0].body)) == 2
+    assert len(image_urls(fake_llm.chat_requests[1].body)) == 3  # history replays them
+
+
+async def test_a_resumed_session_replays_the_image_from_its_blob(
+    tmp_path: Path, project: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    data = png(project / "shot.png")
+    first = await start(tmp_path, project, fake_llm)
+    agent = await turn(first, fake_llm, project, "look at @shot.png")
+    session_id = agent.id
+    await first.aclose()
+    (project / "shot.png").unlink()  # only the stored copy is left
+    second = await start(tmp_path, project, fake_llm)
+    try:
+        resumed = await second.agents.resume(session_id)
+        fake_llm.add(Reply(text="Still red."))
+        resumed.followup(user_text("what colour was it?"))
+        await resumed.when_idle()
+    finally:
+        await second.aclose()
+    [url] = image_urls(fake_llm.chat_requests[-1].body)
+    assert url.endswith(base64.b64encode(data).decode())
+
+
+async def test_a_missing_blob_goes_as_a_placeholder_with_a_notice(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path
+) -> None:
+    png(project / "shot.png")
+    agent = await turn(runtime, fake_llm, project, "look at @shot.png")
+    for path in blob_files(runtime, agent):
+        path.unlink()
+    fake_llm.add(Reply(text="I cannot see it."))
+    agent.followup(user_text("and now?"))
+    await agent.when_idle()
+    body = fake_llm.chat_requests[-1].body
+    assert image_urls(body) == []
+    assert "its stored copy is missing" in str(body["messages"])
+    [missing] = [e for e in agent.session.events if e.type == "images/missing"]
+    assert missing.data.name == "shot.png"
+    [end] = [e for e in agent.session.events if e.type == "turn/end"][-1:]
+    assert end.data.reason.kind == "completed"
+
+
+async def test_hostile_mentions_get_clear_notes_and_nothing_is_read(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path, tmp_path: Path
+) -> None:
+    (project / "fake.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really an image" * 10)
+    huge = project / "huge.png"
+    with huge.open("wb") as handle:  # sparse: a PNG signature, then 60 MB of nothing
+        handle.write(b"\x89PNG\r\n\x1a\n")
+        handle.truncate(60 * 1024 * 1024)
+    secret = tmp_path / "outside" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_bytes(b"\x89PNG\r\n\x1a\nSECRET-KEY-MATERIAL")
+    os.symlink(secret, project / "key.png")
+    agent = await turn(runtime, fake_llm, project, "see @fake.png @huge.png @key.png")
+    body = fake_llm.chat_requests[-1].body
+    sent = str(body["messages"])
+    assert image_urls(body) == []
+    assert "SECRET-KEY-MATERIAL" not in sent
+    assert "@fake.png: fake.png cannot be decoded as an image" in sent
+    assert "@huge.png: huge.png is 60.0 MB, over the 50.0 MB limit" in sent
+    assert "@key.png: outside the working directory, so not read" in sent
+    blobs = runtime.sessions.blobs(agent.id)
+    assert blobs is not None
+    assert not blobs.folder.exists()  # nothing was stored
+
+
+async def test_a_large_image_is_scaled_down_under_the_limit(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path
+) -> None:
+    png(project / "big.png", size=(4096, 1024))
+    agent = await turn(runtime, fake_llm, project, "look at @big.png")
+    [attached] = [e for e in agent.session.events if e.type == "images/attached"]
+    assert attached.data.scaled
+    assert (attached.data.image.width, attached.data.image.height) == (MAX_SIDE, 512)
+    [url] = image_urls(fake_llm.chat_requests[-1].body)
+    decoded = base64.b64decode(url.split(",", 1)[1])
+    with Image.open(io.BytesIO(decoded)) as image:
+        assert image.size == (MAX_SIDE, 512)
+
+
+async def test_the_image_command_attaches_and_refuses_secrets(
+    runtime: Runtime,
+    fake_llm: FakeLLM,
+    project: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home = tmp_path / "user"
+    monkeypatch.setenv("HOME", str(home))
+    secret = home / ".ssh" / "id_rsa"
+    secret.parent.mkdir(parents=True)
+    secret.write_bytes(b"SECRET-KEY-MATERIAL")
+    os.symlink(secret, project / "innocent.png")
+    data = png(tmp_path / "elsewhere" / "shot.png")
+    agent = await runtime.agents.create(project, runtime.agents.defaults)
+    commands = runtime.root.get(COMMANDS)
+    host = RecordingHost()
+    context = CommandContext(agent, runtime.root, host)
+    await commands.run("/image innocent.png", context)
+    [done] = [e for e in agent.session.events if e.type == "command/done"]
+    assert done.data.kind == "error"
+    assert "innocent.png: not read" in str(done.to_dict())
+    assert not [e for e in agent.session.events if e.type == "images/attached"]
+    fake_llm.add(Reply(text="A red box."))
+    await commands.run(f"/image {tmp_path / 'elsewhere' / 'shot.png'} what is this?", context)
+    await agent.when_idle()
+    [request] = fake_llm.chat_requests
+    assert "SECRET-KEY-MATERIAL" not in str(request.body)
+    [url] = image_urls(request.body)
+    assert url.endswith(base64.b64encode(data).decode())
+    assert "what is this?" in str(request.body["messages"][-1])
+
+
+async def test_the_read_tool_shows_an_image_to_a_vision_model_only(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path
+) -> None:
+    data = png(project / "shot.png")
+    for model in ("deepseek-flash", "deepseek-v4-pro"):
+        fake_llm.add(
+            Reply(tool_calls=[ToolCallSpec(name="read", arguments={"file_path": "shot.png"})]),
+            Reply(text="Done."),
+        )
+        start = len(fake_llm.chat_requests)
+        await turn(runtime, fake_llm, project, "read shot.png", model=model, scripted=True)
+        body = fake_llm.chat_requests[start + 1].body
+        messages = body["messages"]
+        [tool] = [m for m in messages if m["role"] == "tool"]
+        if model == "deepseek-flash":
+            assert "follows in the next message" in tool["content"]
+            after = messages[messages.index(tool) + 1]
+            assert after["role"] == "user"
+            [part] = [p for p in after["content"] if p["type"] == "image_url"]
+            assert part["image_url"]["url"].endswith(base64.b64encode(data).decode())
+        else:
+            assert image_urls(body) == []
+            assert "a PNG image" in tool["content"]
