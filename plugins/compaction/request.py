@@ -15,11 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh.llm import (
+    Block,
     GenerateOptions,
     Message,
     PluginSource,
+    ReasoningBlock,
     SessionId,
     TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
     ToolResultMessage,
     UserMessage,
     joined_text,
@@ -151,8 +155,44 @@ def history(events: Sequence[SessionEvent], head: Sequence[int], trim: Trim) -> 
             continue
         if seq in trimmed and isinstance(message, ToolResultMessage):
             message = trimmed_result(message)
-        messages.append(message)
+        messages.append(as_text(message))
     return derive_history(messages)
+
+
+_KNOWN = (TextBlock, ReasoningBlock, ToolCallBlock, ToolResultBlock)
+
+
+def _named(block: Block) -> TextBlock:
+    """A note in place of a block a summary cannot use: ``[image shot.png]``."""
+    name = getattr(block, "name", None)
+    return TextBlock(text=f"[{block.type} {name}]" if isinstance(name, str) else f"[{block.type}]")
+
+
+def as_text(message: Message) -> Message:
+    """``message`` with every block other than text, reasoning and tool calls and
+    results (an image, say) replaced by a note naming it: the summariser is asked for
+    text, and an image would cost the request more than the summary can keep of it."""
+
+    def blocks(content: tuple[Block, ...]) -> tuple[Block, ...]:
+        out: list[Block] = []
+        for block in content:
+            if isinstance(block, ToolResultBlock):
+                out.append(block.model_copy(update={"content": blocks(block.content)}))
+            elif isinstance(block, _KNOWN):
+                out.append(block)
+            else:
+                out.append(_named(block))
+        return tuple(out)
+
+    def plain(content: tuple[Block, ...]) -> bool:
+        return all(
+            isinstance(b, _KNOWN) and (not isinstance(b, ToolResultBlock) or plain(b.content))
+            for b in content
+        )
+
+    if plain(message.content):
+        return message
+    return message.model_copy(update={"content": blocks(message.content)})
 
 
 @dataclass(frozen=True)

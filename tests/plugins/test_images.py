@@ -286,3 +286,21 @@ async def test_the_read_tool_shows_an_image_to_a_vision_model_only(
         else:
             assert image_urls(body) == []
             assert "a PNG image" in tool["content"]
+
+
+async def test_compaction_summarises_an_image_as_a_note(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path
+) -> None:
+    png(project / "shot.png")
+    agent = await turn(runtime, fake_llm, project, "look at @shot.png")
+    fake_llm.add(Reply(text="It is red."))
+    agent.followup(user_text("what colour is it?"))
+    await agent.when_idle()
+    fake_llm.add(Reply(text="Summary: the user showed a red box."))
+    host = RecordingHost()
+    await runtime.root.get(COMMANDS).run("/compact", CommandContext(agent, runtime.root, host))
+    await agent.when_idle()
+    summariser = fake_llm.chat_requests[-1].body
+    assert image_urls(summariser) == []
+    assert "[image shot.png]" in str(summariser["messages"])
+    assert [e for e in agent.session.events if e.type == "compaction/end"]
