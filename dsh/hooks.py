@@ -26,6 +26,7 @@ from dsh.kernel import KERNEL_ERROR, Chain, First, Gather, Hook, Next, Notify
 if TYPE_CHECKING:
     from dsh.agent import AgentHandle, Status
     from dsh.agent.interception import (
+        PasteResult,
         PreRequest,
         PreStep,
         PreStepDecision,
@@ -67,6 +68,7 @@ __all__ = [
     "KERNEL_ERROR",
     "LLM_RETRY",
     "LLM_STREAM",
+    "PROMPT_PASTE",
     "QUESTION_ASK",
     "SESSION_TITLE_NOW",
     "SYSTEM_PROMPT_ASSEMBLE",
@@ -137,6 +139,13 @@ AGENT_TURN_STOPPING: First[[AgentHandle, int, TurnSignal], bool] = First(
     subject=_agent,
     doc="the turn (by number) is about to end; a listener that steers the agent keeps "
     "it going, and returns True so the listeners after it are not asked",
+)
+PROMPT_PASTE: First[[AgentHandle, str | None], PasteResult] = First(
+    "prompt/paste",
+    subject=_agent,
+    doc="something was pasted into an interactive UI's prompt (the text), or the person "
+    "asked for the clipboard's content the terminal does not paste (None: Ctrl+V); a "
+    "listener that takes it returns what the prompt shows instead",
 )
 
 # ---------------------------------------------------------------------- model calls
@@ -214,6 +223,7 @@ CORE_HOOKS: tuple[Hook, ...] = (
     AGENT_REQUEST,
     AGENT_REQUEST_ERROR,
     AGENT_TURN_STOPPING,
+    PROMPT_PASTE,
     LLM_STREAM,
     LLM_RETRY,
     SYSTEM_PROMPT_ASSEMBLE,

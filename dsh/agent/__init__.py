@@ -10,6 +10,7 @@ from dsh.agent.agent import Agent
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import (
     Enter,
+    PasteResult,
     PreRequest,
     PreStep,
     PreStepDecision,
@@ -35,6 +36,7 @@ __all__ = [
     "Enter",
     "Inbox",
     "InboxItem",
+    "PasteResult",
     "Placement",
     "PreRequest",
     "PreStep",

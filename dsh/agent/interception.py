@@ -16,6 +16,10 @@ The hook specs themselves are declared in :mod:`dsh.hooks`:
   default ends the turn with the error.
 - ``agent/turn-stopping`` (first): the turn is about to end; ``agent.steer(...)``
   from a listener keeps it going.
+- ``prompt/paste`` (first, from an interactive UI): what was pasted into the prompt
+  (a path, say), or ``None`` for the clipboard's content the UI cannot read itself (an
+  image: Ctrl+V); a listener that takes it returns a :class:`PasteResult`, the text
+  the prompt shows instead and what to tell the person.
 """
 
 from __future__ import annotations
@@ -40,6 +44,16 @@ class PromptAllow:
     content: tuple[Block, ...] | None = None
     """Replaces the prompt's content when given."""
     additional_contexts: tuple[UserMessage, ...] = ()
+
+
+@dataclass(frozen=True)
+class PasteResult:
+    """A paste a plugin took: what to put in the prompt, and a line for the person."""
+
+    text: str
+    notice: str | None = None
+    level: str = "info"
+    """``info``, ``warning`` or ``error``."""
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,25 @@ thread; an image whose stored copy is gone goes as a placeholder text and a noti
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
+from urllib.parse import unquote
 
+from dsh.agent import (
+    AgentHandle,
+    PasteResult,
+    PromptAllow,
+    PromptBlock,
+    PromptDecision,
+    PromptSubmit,
+)
 from dsh.commands import Command, CommandContext, CommandError
-from dsh.hooks import LLM_STREAM
+from dsh.hooks import AGENT_PROMPT_SUBMIT, LLM_STREAM, PROMPT_PASTE
 from dsh.kernel import Context, Next, Plugin
-from dsh.llm import GenerateOptions, StreamChunk
+from dsh.llm import GenerateOptions, StreamChunk, TextBlock
 from dsh.services import AGENTS, APPROVALS, COMMANDS, SESSIONS
 from dsh.session import SessionEvent, register_events
 from dsh.tools.protected import read_protection
@@ -31,15 +42,21 @@ from plugins._shared.images import (
     ImageBlock,
     ImageError,
     ImageMissing,
+    Prepared,
     attach_file,
     image_message,
     images_in,
     label,
+    looks_like_image,
     no_vision,
+    prepare,
+    read_image_file,
     register_block,
+    store_image,
     vision_of,
     with_images,
 )
+from plugins.images.clipboard import read_image as read_clipboard
 
 NAME = "images"
 
@@ -64,6 +81,30 @@ def vocabulary(ctx: Context) -> None:
     register_events(ctx, IMAGE_ATTACHED, IMAGE_MISSING)
     register_entries(ctx, IMAGE_ATTACHED.name, show_attached)
     register_entries(ctx, IMAGE_MISSING.name, show_missing)
+
+
+PLACEHOLDER = re.compile(r"\[image #(\d+) [^\]]*\]")
+
+
+def pasted_path(text: str, cwd: Path) -> Path | None:
+    """The file a one-line paste names (a file dragged onto a terminal pastes its path,
+    quoted or with its spaces escaped, or as a ``file://`` URL), or None."""
+    text = text.strip()
+    if not text or len(text) > 4096:
+        return None
+    if text.startswith("file://"):
+        text = unquote(text.removeprefix("file://"))
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    if len(words) != 1:
+        return None
+    path = resolve_path(words[0], cwd)
+    try:
+        return path if path.is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 def resolve_path(text: str, cwd: Path) -> Path:
@@ -113,6 +154,69 @@ def apply(ctx: Context, config: object) -> None:
         return await next_(loaded)
 
     ctx.on(LLM_STREAM, on_stream)
+
+    staged: dict[str, dict[int, ImageBlock]] = {}
+    """Images pasted into an agent's prompt, by the number their placeholder shows."""
+
+    async def stage(agent: AgentHandle, prepared: Prepared, name: str, origin: str) -> PasteResult:
+        image = await store_image(agent, prepared, name, origin)
+        mine = staged.setdefault(agent.id, {})
+        number = max(mine, default=0) + 1
+        mine[number] = image
+        return PasteResult(text=f"[image #{number} {name}]", notice=f"Attached {label(image)}")
+
+    async def on_paste(agent: AgentHandle, text: str | None) -> PasteResult | None:
+        if text is None:
+            return await from_clipboard(agent)
+        path = pasted_path(text, agent.cwd)
+        if path is None or not await asyncio.to_thread(looks_like_image, path):
+            return None  # ordinary text
+        name = path.name
+        if not vision_of(agent):
+            return PasteResult(text="", notice=no_vision(agent, [name]), level="error")
+        refused = await asyncio.to_thread(read_protection, path, agent.cwd)
+        if refused is not None:
+            return PasteResult(text="", notice=f"{name}: not read: {refused.why}", level="error")
+        try:
+            prepared = await asyncio.to_thread(read_image_file, path, name)
+            return await stage(agent, prepared, name, "paste")
+        except ImageError as error:
+            return PasteResult(text="", notice=str(error), level="error")
+
+    async def from_clipboard(agent: AgentHandle) -> PasteResult | None:
+        try:
+            data = await read_clipboard()
+        except LookupError as error:
+            return PasteResult(text="", notice=str(error), level="warning")
+        if data is None:
+            return None
+        if not vision_of(agent):
+            return PasteResult(text="", notice=no_vision(agent, ["clipboard image"]), level="error")
+        try:
+            prepared = await asyncio.to_thread(prepare, data, "clipboard.png")
+            return await stage(agent, prepared, "clipboard.png", "clipboard")
+        except ImageError as error:
+            return PasteResult(text="", notice=str(error), level="error")
+
+    ctx.on(PROMPT_PASTE, on_paste)
+
+    async def on_prompt(
+        submit: PromptSubmit, next_: Next[PromptSubmit, PromptDecision]
+    ) -> PromptDecision:
+        decision = await next_()
+        mine = staged.get(submit.agent.id)
+        if not mine or not isinstance(decision, PromptAllow):
+            return decision
+        content = decision.content if decision.content is not None else submit.message.content
+        text = "".join(b.text for b in content if isinstance(b, TextBlock))
+        used = [mine.pop(int(n)) for n in PLACEHOLDER.findall(text) if int(n) in mine]
+        if not used:
+            return decision
+        if not vision_of(submit.agent):  # the model changed since the paste
+            return PromptBlock(no_vision(submit.agent, [image.name for image in used]))
+        return replace(decision, content=(*content, *used))
+
+    ctx.on(AGENT_PROMPT_SUBMIT, on_prompt)
 
     async def image_command(command: CommandContext, args: str) -> None:
         agent = command.agent

@@ -16,6 +16,7 @@ from PIL import Image
 
 from dsh.agent import Agent
 from dsh.commands import CommandContext
+from dsh.hooks import PROMPT_PASTE
 from dsh.llm import user_text
 from dsh.runtime import Runtime, start_runtime
 from dsh.services import COMMANDS
@@ -304,3 +305,57 @@ async def test_compaction_summarises_an_image_as_a_note(
     assert image_urls(summariser) == []
     assert "[image shot.png]" in str(summariser["messages"])
     assert [e for e in agent.session.events if e.type == "compaction/end"]
+
+
+async def test_a_pasted_image_path_is_staged_and_sent_with_the_prompt(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path, tmp_path: Path
+) -> None:
+    data = png(tmp_path / "Screenshots" / "my shot.png")
+    agent = await runtime.agents.create(project, runtime.agents.defaults)
+    pasted = f"'{tmp_path / 'Screenshots' / 'my shot.png'}'"  # as a terminal drops a file
+    result = await runtime.root.serial(PROMPT_PASTE, agent, pasted)
+    assert result is not None
+    assert result.text == "[image #1 my shot.png]"
+    assert (result.notice or "").startswith("Attached [image my shot.png 64x32 ")
+    # Ordinary text is left to the prompt.
+    assert await runtime.root.serial(PROMPT_PASTE, agent, "hello world") is None
+    fake_llm.add(Reply(text="A red box."))
+    agent.followup(user_text(f"what is {result.text}?"))
+    await agent.when_idle()
+    [request] = fake_llm.chat_requests
+    [url] = image_urls(request.body)
+    assert url.endswith(base64.b64encode(data).decode())
+
+
+async def test_ctrl_v_reads_the_clipboard_program_or_says_what_to_install(
+    runtime: Runtime,
+    fake_llm: FakeLLM,
+    project: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    agent = await runtime.agents.create(project, runtime.agents.defaults)
+    empty = tmp_path / "bin-empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    result = await runtime.root.serial(PROMPT_PASTE, agent, None)
+    assert result is not None
+    assert result.level == "warning"
+    assert "install wl-clipboard" in (result.notice or "")
+    # A real clipboard program (a script standing in for wl-paste) gives the image.
+    data = png(tmp_path / "clip.png")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    script = tools / "wl-paste"
+    script.write_text(f"#!/bin/sh\nexec cat '{tmp_path / 'clip.png'}'\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    result = await runtime.root.serial(PROMPT_PASTE, agent, None)
+    assert result is not None
+    assert result.text == "[image #1 clipboard.png]"
+    fake_llm.add(Reply(text="Seen."))
+    agent.followup(user_text(f"{result.text} what is this"))
+    await agent.when_idle()
+    [url] = image_urls(fake_llm.chat_requests[-1].body)
+    assert url.endswith(base64.b64encode(data).decode())

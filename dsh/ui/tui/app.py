@@ -46,7 +46,7 @@ from dsh.ui.tui.screens.guard import TypedEarly
 from dsh.ui.tui.status import PanelsView, QueuePanel, StatusBar
 
 if TYPE_CHECKING:
-    from dsh.agent import Agent, AgentHandle
+    from dsh.agent import Agent, AgentHandle, PasteResult
     from dsh.frontend import Kind
     from dsh.runtime import Runtime
     from dsh.session import SessionBusyError, SessionEvent
@@ -197,6 +197,7 @@ class DshApp(App[int]):
         prompt.running = self._turn_running
         prompt.queued = lambda: self.fold is not None and bool(self.fold.queued)
         prompt.on_card = lambda: self.transcript is not None and self.transcript.on_card()
+        prompt.paste_handler = self._pasted
         if self.request.draft:
             prompt.set_text(self.request.draft)
         self._themes()
@@ -702,6 +703,18 @@ class DshApp(App[int]):
         )
 
     # ------------------------------------------------------------------ lines
+
+    async def _pasted(self, text: str | None) -> PasteResult | None:
+        """What the plugins make of a paste into the prompt (None: nobody took it)."""
+        from dsh.hooks import PROMPT_PASTE
+
+        agent, runtime = self.agent, self.runtime
+        if agent is None or runtime is None:
+            return None
+        return await runtime.root.serial(PROMPT_PASTE, agent, text)
+
+    def on_prompt_area_notice(self, message: PromptArea.Notice) -> None:
+        self.show(message.text, level=message.level)
 
     def show(self, text: str, *, level: str = "info") -> None:
         """A line from the UI itself (a command's output, a hint) under the transcript."""

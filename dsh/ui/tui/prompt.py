@@ -19,7 +19,7 @@ shows as ``[pasted text #1, 40 lines]``; the text itself is sent.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -42,6 +42,7 @@ from dsh.ui.tui.completion import (
 )
 
 if TYPE_CHECKING:
+    from dsh.agent import PasteResult
     from dsh.commands import Command
 
 PASTE_LINES = 12
@@ -64,6 +65,9 @@ class PromptArea(TextArea):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+j,shift+enter,alt+enter", "newline", show=False, id="prompt.newline"),
+        # What the terminal cannot paste itself (an image on the clipboard), through
+        # the plugins that take pastes.
+        Binding("ctrl+v", "paste_clipboard", show=False, id="prompt.paste-clipboard"),
         # A subclass's bindings replace its base's for the same key: say them again.
         Binding("up", "cursor_up", show=False),
         Binding("down", "cursor_down", show=False),
@@ -127,6 +131,8 @@ class PromptArea(TextArea):
         self._token: Token | None = None
         self._choices: list[Choice] = []
         self._pastes: dict[int, str] = {}
+        self.paste_handler: Callable[[str | None], Awaitable[PasteResult | None]] | None = None
+        """Asks the plugins whether they take a paste (``None``: the clipboard)."""
 
     # ------------------------------------------------------------------ actions
 
@@ -266,10 +272,48 @@ class PromptArea(TextArea):
 
     # ------------------------------------------------------------------ pasting
 
+    class Notice(Message):
+        """A line for the person about what a paste did."""
+
+        def __init__(self, text: str, level: str) -> None:
+            super().__init__()
+            self.text = text
+            self.level = level
+
+    async def _offer(self, text: str | None) -> bool:
+        """Whether a plugin took the paste (its text is then in the prompt)."""
+        if self.paste_handler is None:
+            return False
+        result = await self.paste_handler(text)
+        if result is None:
+            return False
+        if result.text and (done := self._replace_via_keyboard(result.text, *self.selection)):
+            self.move_cursor(done.end_location)
+        if result.notice:
+            self.post_message(self.Notice(result.notice, result.level))
+        return True
+
+    async def action_paste_clipboard(self) -> None:
+        if not await self._offer(None):
+            self.action_paste()  # the text the app itself copied, as before
+
     async def _on_paste(self, event: events.Paste) -> None:
         # Textual calls every class's _on_paste in turn (TextArea's inserts a short
         # paste after this one returns): calling it here too put a paste in twice.
         text = event.text.replace("\r\n", "\n").replace("\r", "\n")
+        # One line (a file dragged onto the terminal pastes its path): a plugin may
+        # take it, an image's path attaching the image.
+        if "\n" not in text.strip() and len(text) <= 4096 and self.paste_handler is not None:
+            event.prevent_default()
+            event.stop()
+            taken = await self._offer(text)
+            if (
+                not taken
+                and not self.read_only
+                and (done := self._replace_via_keyboard(text, *self.selection))
+            ):
+                self.move_cursor(done.end_location)
+            return
         lines = len(text.splitlines()) or 1  # a copied block's final newline ends a line
         if lines <= PASTE_LINES and len(text) <= PASTE_CHARS:
             return
