@@ -28,7 +28,7 @@ from dsh.agent import (
     PromptSubmit,
 )
 from dsh.commands import Command, CommandContext, CommandError
-from dsh.hooks import AGENT_PROMPT_SUBMIT, LLM_STREAM, PROMPT_PASTE
+from dsh.hooks import AGENT_DISPOSED, AGENT_PROMPT_SUBMIT, LLM_STREAM, PROMPT_PASTE
 from dsh.kernel import Context, Next, Plugin
 from dsh.llm import GenerateOptions, StreamChunk, TextBlock
 from dsh.services import AGENTS, APPROVALS, COMMANDS, SESSIONS
@@ -168,8 +168,13 @@ def apply(ctx: Context, config: object) -> None:
     async def on_paste(agent: AgentHandle, text: str | None) -> PasteResult | None:
         if text is None:
             return await from_clipboard(agent)
-        path = pasted_path(text, agent.cwd)
-        if path is None or not await asyncio.to_thread(looks_like_image, path):
+
+        def image_path() -> Path | None:
+            path = pasted_path(text, agent.cwd)
+            return path if path is not None and looks_like_image(path) else None
+
+        path = await asyncio.to_thread(image_path)
+        if path is None:
             return None  # ordinary text
         name = path.name
         if not vision_of(agent):
@@ -217,6 +222,11 @@ def apply(ctx: Context, config: object) -> None:
         return replace(decision, content=(*content, *used))
 
     ctx.on(AGENT_PROMPT_SUBMIT, on_prompt)
+
+    def forget(agent: AgentHandle) -> None:
+        staged.pop(agent.id, None)
+
+    ctx.on(AGENT_DISPOSED, forget)
 
     async def image_command(command: CommandContext, args: str) -> None:
         agent = command.agent

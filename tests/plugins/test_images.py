@@ -151,14 +151,24 @@ async def test_an_image_referenced_twice_is_stored_once_and_sent_each_time(
     assert len(image_urls(fake_llm.chat_requests[1].body)) == 3  # history replays them
 
 
+@pytest.mark.parametrize("backend", ["jsonl", "sqlite"])
 async def test_a_resumed_session_replays_the_image_from_its_blob(
-    tmp_path: Path, project: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    project: Path,
+    fake_llm: FakeLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
 ) -> None:
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "settings.toml").write_text(f'[storage]\nbackend = "{backend}"\n')
     data = png(project / "shot.png")
     first = await start(tmp_path, project, fake_llm)
     agent = await turn(first, fake_llm, project, "look at @shot.png")
     session_id = agent.id
+    assert first.sessions.persistence.name == backend
+    [stored_blob] = blob_files(first, agent)
     await first.aclose()
     (project / "shot.png").unlink()  # only the stored copy is left
     second = await start(tmp_path, project, fake_llm)
@@ -171,6 +181,10 @@ async def test_a_resumed_session_replays_the_image_from_its_blob(
         await second.aclose()
     [url] = image_urls(fake_llm.chat_requests[-1].body)
     assert url.endswith(base64.b64encode(data).decode())
+    if backend == "jsonl":
+        assert stored_blob.parent.parent.joinpath("session.jsonl").is_file()  # beside the log
+    else:
+        assert stored_blob.parent.parent.parent.joinpath("sessions.sqlite").is_file()
 
 
 async def test_a_missing_blob_goes_as_a_placeholder_with_a_notice(
@@ -186,6 +200,7 @@ async def test_a_missing_blob_goes_as_a_placeholder_with_a_notice(
     body = fake_llm.chat_requests[-1].body
     assert image_urls(body) == []
     assert "its stored copy is missing" in str(body["messages"])
+    assert check_log(agent.session.events) == []
     [missing] = [e for e in agent.session.events if e.type == "images/missing"]
     assert missing.data.name == "shot.png"
     [end] = [e for e in agent.session.events if e.type == "turn/end"][-1:]
@@ -274,7 +289,8 @@ async def test_the_read_tool_shows_an_image_to_a_vision_model_only(
             Reply(text="Done."),
         )
         start = len(fake_llm.chat_requests)
-        await turn(runtime, fake_llm, project, "read shot.png", model=model, scripted=True)
+        agent = await turn(runtime, fake_llm, project, "read shot.png", model=model, scripted=True)
+        assert check_log(agent.session.events) == []
         body = fake_llm.chat_requests[start + 1].body
         messages = body["messages"]
         [tool] = [m for m in messages if m["role"] == "tool"]
