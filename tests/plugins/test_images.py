@@ -375,3 +375,50 @@ async def test_ctrl_v_reads_the_clipboard_program_or_says_what_to_install(
     await agent.when_idle()
     [url] = image_urls(fake_llm.chat_requests[-1].body)
     assert url.endswith(base64.b64encode(data).decode())
+
+
+async def test_tool_images_follow_every_tool_message_of_the_step(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path
+) -> None:
+    png(project / "shot.png")
+    (project / "notes.txt").write_text("red box\n")
+    fake_llm.add(
+        Reply(
+            tool_calls=[
+                ToolCallSpec(name="read", arguments={"file_path": "shot.png"}),
+                ToolCallSpec(name="read", arguments={"file_path": "notes.txt"}),
+            ]
+        ),
+        Reply(text="Both read."),
+    )
+    await turn(runtime, fake_llm, project, "read both", scripted=True)
+    roles = [m["role"] for m in fake_llm.chat_requests[1].body["messages"]]
+    # The tool messages directly follow their call; the image comes after both.
+    assert roles[-4:] == ["assistant", "tool", "tool", "user"]
+    assert len(image_urls(fake_llm.chat_requests[1].body)) == 1
+
+
+async def test_the_read_tool_asks_before_a_secret_named_like_an_image(
+    runtime: Runtime,
+    fake_llm: FakeLLM,
+    project: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home = tmp_path / "user"
+    monkeypatch.setenv("HOME", str(home))
+    secret = home / ".ssh" / "id_rsa"
+    data = png(secret)  # a real image, so only the permission check keeps it back
+    os.symlink(secret, project / "shot.png")
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="read", arguments={"file_path": "shot.png"})]),
+        Reply(text="Could not."),
+    )
+    agent = await turn(runtime, fake_llm, project, "read shot.png", scripted=True)
+    body = str(fake_llm.chat_requests[1].body)
+    assert base64.b64encode(data).decode()[:40] not in body
+    assert image_urls(fake_llm.chat_requests[1].body) == []
+    assert not [e for e in agent.session.events if e.type == "images/attached"]
+    [result] = [e for e in agent.session.events if e.type == "tool/result"]
+    assert result.data.message.result.is_error
+    assert "it holds your SSH keys" in str(result.data.message.result.content)
