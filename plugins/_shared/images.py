@@ -27,6 +27,7 @@ import base64
 import io
 import os
 import stat
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,12 +138,17 @@ def prepare(data: bytes, name: str) -> Prepared:
         raise ImageError(f"{name} is not a {FORMATS} image (judged by its content)")
     from PIL import Image
 
-    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with warnings.catch_warnings():
+            # Pillow warns past its own limit; dsh refuses past MAX_PIXELS itself.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            opened = Image.open(io.BytesIO(data))
+        with opened as image:
             if _PIL_FORMATS.get(image.format or "") != kind:
                 raise ImageError(f"{name} is not a {FORMATS} image (judged by its content)")
             width, height = image.size
+            if width * height > MAX_PIXELS:  # from the header, before anything is decoded
+                raise ImageError(f"{name} is too large to decode ({width}x{height} pixels)")
             image.load()  # a truncated or damaged file fails here, not at the model
             if max(width, height) <= MAX_SIDE and len(data) <= MAX_IMAGE_BYTES:
                 return Prepared(data, kind, width, height, scaled=False)

@@ -23,7 +23,7 @@ from dsh.services import COMMANDS
 from dsh.session import check_log
 from dsh.testing import FakeLLM, Reply
 from dsh.testing.script import ToolCallSpec
-from plugins._shared.images import MAX_SIDE
+from plugins._shared.images import MAX_SIDE, ImageError, prepare
 from tests.support.command_host import RecordingHost
 
 
@@ -422,3 +422,28 @@ async def test_the_read_tool_asks_before_a_secret_named_like_an_image(
     [result] = [e for e in agent.session.events if e.type == "tool/result"]
     assert result.data.message.result.is_error
     assert "it holds your SSH keys" in str(result.data.message.result.content)
+
+
+@pytest.mark.parametrize(
+    ("format_", "media"),
+    [("PNG", "image/png"), ("JPEG", "image/jpeg"), ("GIF", "image/gif"), ("WEBP", "image/webp")],
+)
+def test_the_four_formats_are_told_by_their_bytes(format_: str, media: str) -> None:
+    buffer = io.BytesIO()
+    Image.new("RGB", (20, 10), "green").save(buffer, format_)
+    prepared = prepare(buffer.getvalue(), "picture.txt")  # the name says nothing
+    assert (prepared.media_type, prepared.width, prepared.height) == (media, 20, 10)
+    assert not prepared.scaled
+
+
+def test_what_is_not_an_image_or_too_big_to_decode_is_refused() -> None:
+    with pytest.raises(ImageError, match="is not a JPEG, PNG, GIF or WebP image"):
+        prepare(b"%PDF-1.7 not an image", "doc.png")
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(buffer, "BMP")  # an image, but not one models take
+    with pytest.raises(ImageError, match="is not a JPEG, PNG, GIF or WebP image"):
+        prepare(buffer.getvalue(), "old.png")
+    bomb = io.BytesIO()
+    Image.new("1", (12_000, 12_000)).save(bomb, "PNG")  # small file, 144M pixels
+    with pytest.raises(ImageError, match="too large to decode"):
+        prepare(bomb.getvalue(), "bomb.png")
