@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -46,12 +47,12 @@ def image_urls(body: dict[str, Any]) -> list[str]:
     ]
 
 
-async def start(tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal) -> Path:
+async def start(tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal, **extra: str) -> Path:
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
     project.mkdir()
     command = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"]
-    await terminal.start(command, project, child_env(home, fake_llm))
+    await terminal.start(command, project, {**child_env(home, fake_llm), **extra})
     await terminal.wait_for(says("/help lists commands"))
     return project
 
@@ -91,3 +92,25 @@ async def test_a_pasted_image_path_in_the_real_tui(
     [url] = image_urls(request.body)
     assert url.endswith(base64.b64encode(data).decode())
     assert project.is_dir()
+
+
+async def test_ctrl_v_attaches_the_clipboard_image_in_the_real_tui(
+    tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal
+) -> None:
+    fake_llm.add(Reply(text="Red."))
+    data = png(tmp_path / "clip.png")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    script = tools / "wl-paste"  # stands in for the desktop's clipboard program
+    script.write_text(f"#!/bin/sh\nexec cat '{tmp_path / 'clip.png'}'\n")
+    script.chmod(0o755)
+    path = f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    await start(tmp_path, fake_llm, terminal, PATH=path, WAYLAND_DISPLAY="wayland-test")
+    await terminal.keys("C-v")
+    await terminal.wait_for("[image #1 clipboard.png]")
+    await terminal.keys(" what is it", literal=True)
+    await terminal.keys("Enter")
+    await terminal.wait_for("turn 1 · completed")
+    [request] = fake_llm.chat_requests
+    [url] = image_urls(request.body)
+    assert url.endswith(base64.b64encode(data).decode())
