@@ -75,8 +75,9 @@ KEYS_HELP = (
     " prompts · Ctrl+C copies the selection, else stops the reply, else clears the"
     " prompt, else (twice) quits · PgUp/PgDn scroll, and Home/End on an empty prompt ·"
     " Ctrl+Up/Ctrl+Down move over tool cards and thoughts, Enter opens one · Ctrl+O"
-    " opens or closes them all · Shift+Tab cycles the permission mode · the mouse"
-    " selects text (copied on release) and clicks a card open"
+    " opens or closes them all · Ctrl+V attaches an image from the clipboard, and a"
+    " pasted image path attaches the image · Shift+Tab cycles the permission mode ·"
+    " the mouse selects text (copied on release) and clicks a card open"
 )
 PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript")
 """What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
