@@ -447,3 +447,20 @@ def test_what_is_not_an_image_or_too_big_to_decode_is_refused() -> None:
     Image.new("1", (12_000, 12_000)).save(bomb, "PNG")  # small file, 144M pixels
     with pytest.raises(ImageError, match="too large to decode"):
         prepare(bomb.getvalue(), "bomb.png")
+
+
+async def test_a_fork_gets_its_own_copy_and_a_delete_removes_them(
+    runtime: Runtime, fake_llm: FakeLLM, project: Path
+) -> None:
+    png(project / "shot.png")
+    agent = await turn(runtime, fake_llm, project, "look at @shot.png")
+    [original] = blob_files(runtime, agent)
+    fork = await runtime.sessions.fork(agent.id)
+    copy = runtime.sessions.blobs(fork.id)
+    assert copy is not None
+    assert copy.folder != original.parent
+    assert copy.get(original.name) == original.read_bytes()
+    await runtime.sessions.close(fork)
+    await runtime.sessions.delete(fork.id)
+    assert not copy.folder.exists()
+    assert original.exists()
