@@ -33,7 +33,7 @@ from dsh.kernel import Context, Next, Plugin
 from dsh.llm import GenerateOptions, StreamChunk, TextBlock
 from dsh.services import AGENTS, APPROVALS, COMMANDS, SESSIONS
 from dsh.session import SessionEvent, register_events
-from dsh.tools.protected import read_protection
+from dsh.tools.protected import Protection, read_protection
 from dsh.transcript import Transcript, register_entries
 from plugins._shared.images import (
     IMAGE_ATTACHED,
@@ -83,6 +83,8 @@ def vocabulary(ctx: Context) -> None:
     register_entries(ctx, IMAGE_MISSING.name, show_missing)
 
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+"""Names a refused paste is reported for; the format itself is told by content."""
 PLACEHOLDER = re.compile(r"\[image #(\d+) [^\]]*\]")
 
 
@@ -139,6 +141,8 @@ def apply(ctx: Context, config: object) -> None:
         messages = tuple(with_images(m, fill) if images_in(m) else m for m in options.messages)
         return options.model_copy(update={"messages": messages}), list(missing.values())
 
+    noted: set[tuple[str, str]] = set()
+
     async def on_stream(
         options: GenerateOptions, next_: Next[GenerateOptions, AsyncIterator[StreamChunk]]
     ) -> AsyncIterator[StreamChunk]:
@@ -148,6 +152,9 @@ def apply(ctx: Context, config: object) -> None:
             agent = agents.get(options.session_id) if agents is not None else None
             if agent is not None:
                 for image in missing:
+                    if (options.session_id, image.digest) in noted:
+                        continue  # told once a session, not at every request
+                    noted.add((options.session_id, image.digest))
                     agent.session.append(
                         IMAGE_MISSING.name, ImageMissing(name=image.name, digest=image.digest)
                     )
@@ -169,19 +176,26 @@ def apply(ctx: Context, config: object) -> None:
         if text is None:
             return await from_clipboard(agent)
 
-        def image_path() -> Path | None:
+        def image_path() -> tuple[Path | None, Protection | None]:
             path = pasted_path(text, agent.cwd)
-            return path if path is not None and looks_like_image(path) else None
+            if path is None:
+                return None, None
+            # Checked before a byte is read: a secret store named shot.png stays shut.
+            refused = read_protection(path, agent.cwd)
+            if refused is not None:
+                return path, refused
+            return (path if looks_like_image(path) else None), None
 
-        path = await asyncio.to_thread(image_path)
+        path, refused = await asyncio.to_thread(image_path)
         if path is None:
             return None  # ordinary text
         name = path.name
+        if refused is not None:
+            if path.suffix.lower() not in IMAGE_SUFFIXES:
+                return None  # a path pasted as text, which is the person's business
+            return PasteResult(text="", notice=f"{name}: not read: {refused.why}", level="error")
         if not vision_of(agent):
             return PasteResult(text="", notice=no_vision(agent, [name]), level="error")
-        refused = await asyncio.to_thread(read_protection, path, agent.cwd)
-        if refused is not None:
-            return PasteResult(text="", notice=f"{name}: not read: {refused.why}", level="error")
         try:
             prepared = await asyncio.to_thread(read_image_file, path, name)
             return await stage(agent, prepared, name, "paste")

@@ -201,7 +201,11 @@ async def test_a_missing_blob_goes_as_a_placeholder_with_a_notice(
     assert image_urls(body) == []
     assert "its stored copy is missing" in str(body["messages"])
     assert check_log(agent.session.events) == []
-    [missing] = [e for e in agent.session.events if e.type == "images/missing"]
+    fake_llm.add(Reply(text="Still not."))
+    agent.followup(user_text("and now?"))
+    await agent.when_idle()
+    assert "its stored copy is missing" in str(fake_llm.chat_requests[-1].body["messages"])
+    [missing] = [e for e in agent.session.events if e.type == "images/missing"]  # told once
     assert missing.data.name == "shot.png"
     [end] = [e for e in agent.session.events if e.type == "turn/end"][-1:]
     assert end.data.reason.kind == "completed"
@@ -464,3 +468,24 @@ async def test_a_fork_gets_its_own_copy_and_a_delete_removes_them(
     await runtime.sessions.delete(fork.id)
     assert not copy.folder.exists()
     assert original.exists()
+
+
+async def test_a_pasted_secret_named_like_an_image_is_refused_unread(
+    runtime: Runtime, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "user"
+    monkeypatch.setenv("HOME", str(home))
+    secret = home / ".ssh" / "id_rsa"
+    png(secret)  # an image, so only the protection keeps it back
+    os.symlink(secret, tmp_path / "shot.png")
+    agent = await runtime.agents.create(project, runtime.agents.defaults)
+    result = await runtime.root.serial(PROMPT_PASTE, agent, str(tmp_path / "shot.png"))
+    assert result is not None
+    assert result.level == "error"
+    assert "shot.png: not read" in (result.notice or "")
+    assert not [e for e in agent.session.events if e.type == "images/attached"]
+    blobs = runtime.sessions.blobs(agent.id)
+    assert blobs is not None
+    assert not blobs.folder.exists()
+    # A secret's path pasted as text stays text.
+    assert await runtime.root.serial(PROMPT_PASTE, agent, str(secret)) is None
