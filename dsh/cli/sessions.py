@@ -25,7 +25,13 @@ from dsh.session.jsonl import JsonlPersistence, export_jsonl, parse_jsonl
 from dsh.session.markdown import to_markdown
 from dsh.session.persistence import PersistenceError
 from dsh.session.sqlite import SqlitePersistence
-from dsh.session.store import AmbiguousSessionError, Backend, make_persistence
+from dsh.session.store import (
+    AmbiguousSessionError,
+    Backend,
+    blobs_beside,
+    copy_blobs,
+    make_persistence,
+)
 from dsh.settings import SettingsError, load_settings
 
 if TYPE_CHECKING:
@@ -141,6 +147,10 @@ class _Cli:
             text = export_jsonl(loaded.header, loaded.events)
         if self.args.output:
             await asyncio.to_thread(Path(self.args.output).write_text, text)
+            if self.args.format != "markdown":
+                # The bytes events refer to by digest (images) go beside the file.
+                source = self.store.persistence.blob_dir(loaded.header)
+                await asyncio.to_thread(copy_blobs, source, blobs_beside(self.args.output))
         else:
             sys.stdout.write(text)
         return 0
@@ -157,6 +167,8 @@ class _Cli:
             return 1
         await persistence.create(loaded.header)
         await persistence.append(loaded.header.id, loaded.events)
+        target = persistence.blob_dir(loaded.header)
+        await asyncio.to_thread(copy_blobs, blobs_beside(path), target)
         if self.store.catalog is not None:
             await self.store.catalog.record(
                 loaded.header,

@@ -51,7 +51,14 @@ class ForkError(ValueError):
     """The fork point is not a place a session can continue from."""
 
 
-def _copy_blobs(source: Path, target: Path) -> None:
+def blobs_beside(export: Path | str) -> Path:
+    """Where an exported log's blobs go: ``FILE.blobs/`` beside ``FILE``."""
+    path = Path(export)
+    return path.with_name(path.name + ".blobs")
+
+
+def copy_blobs(source: Path, target: Path) -> None:
+    """Copy every blob of ``source`` whose bytes match its name into ``target``."""
     if not source.is_dir():
         return
     blobs = Blobs(target)
@@ -213,7 +220,7 @@ class SessionStore:
         # The copied events refer to blobs by digest; the fork gets its own copies.
         source = self.persistence.blob_dir(loaded.header)
         target = self.persistence.blob_dir(forked.header)
-        await asyncio.to_thread(_copy_blobs, source, target)
+        await asyncio.to_thread(copy_blobs, source, target)
         return forked
 
     def _attach(self, session: Session, *, stored: int) -> None:

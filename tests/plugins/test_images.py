@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import io
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -489,3 +491,40 @@ async def test_a_pasted_secret_named_like_an_image_is_refused_unread(
     assert not blobs.folder.exists()
     # A secret's path pasted as text stays text.
     assert await runtime.root.serial(PROMPT_PASTE, agent, str(secret)) is None
+
+
+def sessions_cli(
+    home: Path, *args: str, backend: str = "jsonl"
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DSH_HOME": str(home), "DSH_STORAGE__BACKEND": backend}
+    return subprocess.run(
+        [sys.executable, "-m", "dsh", "sessions", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+async def test_an_export_carries_its_images_into_an_import(
+    tmp_path: Path, project: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
+    data = png(project / "shot.png")
+    first = await start(tmp_path, project, fake_llm)
+    agent = await turn(first, fake_llm, project, "look at @shot.png")
+    session_id = agent.id
+    await first.aclose()
+    export = tmp_path / "out" / "s.jsonl"
+    export.parent.mkdir()
+    done = sessions_cli(tmp_path / "home", "export", session_id, "-o", str(export))
+    assert done.returncode == 0, done.stderr
+    assert [p.read_bytes() for p in (tmp_path / "out" / "s.jsonl.blobs").iterdir()] == [data]
+    other = tmp_path / "other"
+    done = sessions_cli(other, "import", str(export), backend="sqlite")
+    assert done.returncode == 0, done.stderr
+    [stored] = (other / "blobs").glob("*/*")
+    assert stored.read_bytes() == data
