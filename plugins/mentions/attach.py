@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dsh.tools.protected import refusal
+from plugins._shared.images import format_size
 
 MENTION = re.compile(r"(?:^|\s)@(\S+)")
 TRAILING = ",.;:!?)]}>'\"`"
@@ -73,14 +74,6 @@ def _looks_like_path(token: str) -> bool:
     """Whether a token that names nothing was meant as a path (``@src/x.py``) rather
     than a word (``@dataclass``, ``@alice``): only those get a "not found" note."""
     return any(c in token for c in "/.\\~")
-
-
-def _size(count: int) -> str:
-    if count < 1024:
-        return f"{count} bytes"
-    if count < 1024 * 1024:
-        return f"{count / 1024:.0f} KB"
-    return f"{count / (1024 * 1024):.1f} MB"
 
 
 def _display(path: Path, root: Path) -> str:
@@ -169,8 +162,8 @@ def attach(
 
 def _over_budget(used: int, limits: Limits) -> str:
     return (
-        f"the mentions of this prompt already attach {_size(used)} "
-        f"(at most {_size(limits.max_total_bytes)} in all)"
+        f"the mentions of this prompt already attach {format_size(used)} "
+        f"(at most {format_size(limits.max_total_bytes)} in all)"
     )
 
 
@@ -209,13 +202,13 @@ def read_text(path: Path, max_bytes: int) -> tuple[str | None, str]:
     if len(data) > max_bytes:  # it grew since the stat
         return None, _too_big(len(data), max_bytes)
     if b"\x00" in data[:SNIFF_BYTES]:
-        return None, f"a binary file ({_size(len(data))}), not attached"
+        return None, f"a binary file ({format_size(len(data))}), not attached"
     return data.decode("utf-8", errors="replace"), ""
 
 
 def _too_big(size: int, max_bytes: int) -> str:
     return (
-        f"{_size(size)}, over the {_size(max_bytes)} limit for a mention, so not attached; "
+        f"{format_size(size)}, over the {format_size(max_bytes)} limit for a mention, so not attached; "
         "read the parts that matter with the tools"
     )
 
