@@ -83,8 +83,9 @@ async def test_a_pasted_image_path_in_the_real_tui(
     data = png(tmp_path / "dropped.png")
     await terminal.tmux("set-buffer", "-b", "drop", str(tmp_path / "dropped.png"))
     await terminal.tmux("paste-buffer", "-p", "-b", "drop", "-t", SESSION)
-    screen = await terminal.wait_for("[image #1 dropped.png]")
-    assert "Attached [image dropped.png 64x32" in screen
+    await terminal.wait_for("[image #1 dropped.png]")
+    # The notice is drawn after the prompt takes the placeholder: wait for it too.
+    await terminal.wait_for("Attached [image dropped.png 64x32")
     await terminal.keys(" which colour?", literal=True)
     await terminal.keys("Enter")
     await terminal.wait_for("turn 1 · completed")
