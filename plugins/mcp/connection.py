@@ -1,0 +1,444 @@
+"""One MCP server: its connection, its state, its tools.
+
+A :class:`Connection` runs in one task its context owns (:meth:`run`): it starts the
+transport (the SDK's stdio, Streamable HTTP or SSE client), opens a
+``ClientSession``, and within ``startup_timeout`` initializes and lists the tools;
+then it registers them and waits: for ``notifications/tools/list_changed`` (the list
+is read again and the tools swapped, which the next step's request sees) or for the
+end. Whatever goes wrong (the program cannot start or exits, never answers, writes
+something other than JSON-RPC on stdout, the URL refuses) ends in the ``failed``
+state with a reason and the tail of the server's stderr, its tools gone; nothing of
+it reaches the rest of dsh.
+
+The SDK's session and transports are anyio code: they are entered and left in this
+one task, inside a cancel scope the connection cancels to give up (a garbage line
+arrives as an exception in the message handler, on another task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import json
+import os
+import shutil
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+import anyio
+import httpx2
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.session import IncomingMessage
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ToolsListChanged, listen
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ConfigDict
+
+import dsh
+from dsh.credentials import Secret, redact
+from dsh.kernel import Context
+from dsh.llm import ToolSchema
+from dsh.processes import helper_command
+from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from plugins.mcp.config import MissingVariable, ServerConfig, expand
+from plugins.mcp.results import result_text
+from plugins.mcp.schema import normalise, tool_names
+
+State = Literal["starting", "ready", "failed", "stopped", "disabled"]
+
+STDERR_TAIL = 4096
+"""Bytes of a server's stderr kept for its status."""
+MAX_DESCRIPTION = 4000
+_CLIENT = types.Implementation(name="dsh", version=dsh.__version__)
+
+
+@dataclass
+class Status:
+    """What a server is doing, for ``/mcp`` and ``dsh -p``'s stderr."""
+
+    name: str
+    where: str
+    state: State
+    reason: str | None = None
+    stderr: str = ""
+    tools: list[str] = field(default_factory=list)
+
+
+class Arguments(BaseModel):
+    """Whatever object the model sends: the server validates it against its schema."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class McpTool(ToolDefinition):
+    """A server's tool: its schema is the server's, normalised, not a pydantic model's."""
+
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def schema(self) -> ToolSchema:
+        return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)
+
+
+Register = Callable[[str, ToolDefinition], Callable[[], object]]
+
+
+class Connection:
+    def __init__(
+        self,
+        ctx: Context,
+        name: str,
+        config: ServerConfig,
+        *,
+        register: Register,
+        lookup: Callable[[str], Secret | None],
+        cwd: Path,
+    ) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.config = config
+        self._register = register
+        self._lookup = lookup
+        self._cwd = cwd
+        self.state: State = "starting" if config.enabled else "disabled"
+        self.reason: str | None = None
+        self.settled = asyncio.Event()
+        """Set once the server is ready or failed (or will not start)."""
+        self.session: ClientSession | None = None
+        self._tail = b""
+        self._secrets: list[Secret] = []
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._changed = False
+        self._scope: anyio.CancelScope | None = None
+        self._registered: dict[str, Callable[[], object]] = {}
+        if not config.enabled:
+            self.settled.set()
+
+    # ---------------------------------------------------------------- status
+
+    def status(self) -> Status:
+        tail = redact(self._tail.decode("utf-8", errors="replace"), *self._secrets)
+        return Status(
+            name=self.name,
+            where=self.config.shown(),
+            state=self.state,
+            reason=self.reason,
+            stderr=tail.strip(),
+            tools=sorted(self._registered),
+        )
+
+    def _fail(self, reason: str) -> None:
+        if self.state in ("starting", "ready"):
+            self.state = "failed"
+            self.reason = redact(reason, *self._secrets)
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self.state == "starting" and self._scope is not None:
+            self._scope.cancel()  # not worth waiting out its start-up
+
+    # ---------------------------------------------------------------- the task
+
+    async def run(self) -> None:
+        if not self.config.enabled:
+            return
+        try:
+            await self._serve()
+        except Exception as error:  # whatever a server does, dsh goes on
+            reason = _describe(error)
+            if self.state == "starting" and reason == "Connection closed":
+                reason = "the server closed the connection before it was ready (it exited?)"
+            self._fail(reason)
+        finally:
+            self._unregister_all()
+            self.session = None
+            if self.state in ("starting", "ready"):
+                self.state = "stopped" if self._stopping else "failed"
+                if self.state == "failed" and self.reason is None:
+                    self.reason = "the connection closed"
+            self.settled.set()
+
+    async def _serve(self) -> None:
+        try:
+            env = await asyncio.to_thread(expand, self.config.env, self._lookup)
+            headers = await asyncio.to_thread(expand, self.config.headers, self._lookup)
+        except MissingVariable as missing:
+            self._fail(f"{missing}: set it in the environment or `dsh config`")
+            return
+        self._secrets = [*env.values(), *headers.values()]
+        errors: TextIO | None = None
+        reader: asyncio.Task[None] | None = None
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                async with AsyncExitStack() as stack:
+                    if self.config.transport == "stdio":
+                        program = await asyncio.to_thread(self._program)
+                        if program is None:
+                            self._fail(f"no program {self.config.command!r} found")
+                            return
+                        errors, reader = self._stderr_pipe()
+                        streams = await stack.enter_async_context(self._stdio(program, env, errors))
+                        errors.close()  # the child holds its copy
+                    else:
+                        streams = await stack.enter_async_context(self._http(headers))
+                    session = await stack.enter_async_context(
+                        ClientSession(
+                            streams[0],
+                            streams[1],
+                            message_handler=self._on_message,
+                            client_info=_CLIENT,
+                        )
+                    )
+                    await self._start(session)
+                    if self.state != "ready":
+                        return
+                    async with anyio.create_task_group() as group:
+                        if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                            group.start_soon(self._listen, session)
+                        await self._wait(session)
+                        group.cancel_scope.cancel()
+            finally:
+                self._scope = None
+                if errors is not None and not errors.closed:
+                    errors.close()
+                if reader is not None:
+                    if self.state == "failed":
+                        # Its last words: read what the pipe still holds, briefly.
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(asyncio.shield(reader), 0.5)
+                    reader.cancel()
+
+    async def _start(self, session: ClientSession) -> None:
+        timeout = self.config.startup_timeout
+        with anyio.move_on_after(timeout) as waited:
+            await session.initialize()
+            await self._list(session)
+        if waited.cancelled_caught:
+            self._fail(f"no answer to initialize within {timeout:g} s")
+            return
+        if self.state == "starting":
+            self.session = session
+            self.state = "ready"
+            self.settled.set()
+
+    async def _wait(self, session: ClientSession) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            if self._changed:
+                self._changed = False
+                try:
+                    with anyio.fail_after(self.config.startup_timeout):
+                        await self._list(session)
+                except (TimeoutError, MCPError) as error:
+                    self._fail(f"tools/list after list_changed failed: {_describe(error)}")
+                    return
+
+    async def _listen(self, session: ClientSession) -> None:
+        # From protocol 2026-07-28 on, list changes come only on a subscription the
+        # client opens; earlier servers send the notification unasked (_on_message).
+        try:
+            async with listen(session, tools_list_changed=True) as subscription:
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        self._changed = True
+                        self._wake.set()
+        except Exception:  # no live updates from this server; its tools stay as listed
+            return
+
+    async def _list(self, session: ClientSession) -> None:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        self._swap(self._chosen(tools))
+
+    def _chosen(self, tools: list[types.Tool]) -> list[types.Tool]:
+        include, exclude = self.config.include_tools, self.config.exclude_tools
+        return [
+            tool
+            for tool in tools
+            if (include is None or any(fnmatch.fnmatchcase(tool.name, p) for p in include))
+            and not any(fnmatch.fnmatchcase(tool.name, p) for p in exclude)
+        ]
+
+    def _swap(self, tools: list[types.Tool]) -> None:
+        self._unregister_all()
+        names = tool_names(self.name, [tool.name for tool in tools])
+        by_name = {tool.name: tool for tool in tools}
+        for original, name in names.items():
+            definition = self._definition(name, by_name[original])
+            self._registered[name] = self._register(name, definition)
+
+    def _unregister_all(self) -> None:
+        registered, self._registered = self._registered, {}
+        for dispose in registered.values():
+            dispose()
+
+    # ---------------------------------------------------------------- messages
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, Exception):
+            # The transport could not read what the server sent: a stdio server that
+            # prints to stdout, or a broken stream. It cannot be trusted to go on.
+            self._fail(f"the server sent something that is not MCP: {_describe(message)}")
+            return
+        if isinstance(message, types.ToolListChangedNotification):
+            self._changed = True
+            self._wake.set()
+
+    # ---------------------------------------------------------------- transports
+
+    def _stdio(self, program: str, env: dict[str, Secret], errors: TextIO) -> Any:
+        # setpriv's parent-death signal: the server dies with dsh however dsh ends
+        # (the SDK already puts it in a process group of its own and ends the group).
+        argv, _ = helper_command([program, *self.config.args])
+        cwd = Path(self.config.cwd).expanduser() if self.config.cwd else self._cwd
+        parameters = StdioServerParameters(
+            command=argv[0],
+            args=argv[1:],
+            env={key: value.reveal() for key, value in env.items()},
+            cwd=cwd if cwd.is_absolute() else self._cwd / cwd,
+        )
+        return stdio_client(parameters, errlog=errors)
+
+    def _http(self, headers: dict[str, Secret]) -> Any:
+        assert self.config.url is not None
+        values = {key: value.reveal() for key, value in headers.items()}
+        if self.config.transport == "sse":
+            return sse_client(self.config.url, headers=values)
+        client = httpx2.AsyncClient(
+            headers=values, timeout=httpx2.Timeout(30.0, read=self.config.tool_timeout)
+        )
+        return _owned_client(client, self.config.url)
+
+    def _program(self) -> str | None:
+        assert self.config.command is not None
+        command = os.path.expanduser(self.config.command)
+        if os.sep in command:
+            path = Path(command) if os.path.isabs(command) else self._cwd / command
+            return str(path) if os.access(path, os.X_OK) and path.is_file() else None
+        return shutil.which(command)
+
+    def _stderr_pipe(self) -> tuple[TextIO, asyncio.Task[None]]:
+        read_end, write_end = os.pipe()
+        os.set_inheritable(write_end, True)
+        reader = self.ctx.spawn(self._read_stderr(read_end), name=f"mcp:{self.name}:stderr")
+        return os.fdopen(write_end, "w"), reader
+
+    async def _read_stderr(self, fd: int) -> None:
+        loop = asyncio.get_running_loop()
+        stream = asyncio.StreamReader()
+        pipe = os.fdopen(fd, "rb", buffering=0)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), pipe
+        )
+        try:
+            while chunk := await stream.read(4096):
+                self._tail = (self._tail + chunk)[-STDERR_TAIL:]
+        finally:
+            transport.close()
+
+    # ---------------------------------------------------------------- tools
+
+    def _definition(self, name: str, tool: types.Tool) -> McpTool:
+        hints = tool.annotations
+        read_only = bool(hints and hints.read_only_hint)
+        destructive = bool(hints and hints.destructive_hint) and not read_only
+        description = (tool.description or tool.title or tool.name)[:MAX_DESCRIPTION]
+        server, original = self.name, tool.name
+
+        def describe(arguments: Any, context: ToolContext) -> Action:
+            shown = json.dumps(_raw(arguments), ensure_ascii=False, sort_keys=True)
+            summary = f"{server}: {original} {shown}"[:300]
+            if read_only:
+                return Action(risk="read", summary=summary)
+            return Action(
+                risk="external",
+                summary=summary,
+                details=f"MCP server {server}, tool {original}\narguments: {shown}",
+                unchecked=(
+                    f"the MCP server {server} marks {original} as destructive"
+                    if destructive
+                    else None
+                ),
+            )
+
+        async def execute(arguments: Any, context: ToolContext) -> ToolOutput:
+            return await self.call(original, _raw(arguments), context)
+
+        return McpTool(
+            name=name,
+            description=f"{description}\n\n(MCP server {server}, tool {original})",
+            arguments=Arguments,
+            execute=execute,
+            read_only=read_only,
+            kind="read" if read_only else "other",
+            describe=describe,
+            timeout_s=self.config.tool_timeout,
+            parameters=normalise(tool.input_schema),
+        )
+
+    async def call(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        session = self.session
+        if session is None or self.state != "ready":
+            raise ToolError(
+                f"the MCP server {self.name} is not running ({self.reason or self.state})",
+                "MCP_UNAVAILABLE",
+            )
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            shown = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+            context.progress(f"{message} ({shown})" if message else shown)
+
+        try:
+            result = await session.call_tool(tool, arguments, progress_callback=progress)
+        except MCPError as error:
+            raise ToolError(
+                f"{self.name}: {redact(error.error.message, *self._secrets)}", "MCP_ERROR"
+            ) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            self._fail("the connection closed during a call")
+            raise ToolError(f"the MCP server {self.name} went away", "MCP_UNAVAILABLE") from None
+        if not isinstance(result, types.CallToolResult):
+            raise ToolError(f"{self.name}: {tool} gave an answer dsh cannot read", "MCP_ERROR")
+        return ToolOutput(content=result_text(result), is_error=bool(result.is_error))
+
+
+def _raw(arguments: Any) -> dict[str, Any]:
+    return arguments.model_dump() if isinstance(arguments, BaseModel) else dict(arguments)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, MCPError):
+        return error.error.message
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in error.exceptions)
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+@contextlib.asynccontextmanager
+async def _owned_client(client: httpx2.AsyncClient, url: str) -> Any:
+    async with client, streamable_http_client(url, http_client=client) as streams:
+        yield streams
