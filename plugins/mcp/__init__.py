@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from dsh.agent import PromptDecision, PromptSubmit
+from dsh.commands import Command, CommandContext, CommandError
+from dsh.control_chars import visible
 from dsh.credentials import CredentialError, Secret
 from dsh.frontend import front_end
 from dsh.hooks import AGENT_PROMPT_SUBMIT
 from dsh.kernel import Context, Next, Plugin, ServiceKey
-from dsh.services import CREDENTIALS, SETTINGS, TOOLS
+from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
 from dsh.tools import ToolDefinition
 from plugins.mcp.config import PROJECT_FILE, TABLE, ConfigError, ServerConfig, read_table
 from plugins.mcp.connection import Connection, Status
-from plugins.mcp.service import McpService
+from plugins.mcp.service import McpService, status_lines
 
 __all__ = ["MCP", "Connection", "McpService", "ServerConfig", "Status", "plugin"]
 
@@ -92,6 +95,8 @@ def apply(ctx: Context, config: object) -> None:
     ctx.effect(lambda: service.aclose)
     ctx.provide(MCP, service)
 
+    reported: list[bool] = []
+
     async def wait_for_servers(
         submit: PromptSubmit, next_: Next[PromptSubmit, PromptDecision]
     ) -> PromptDecision:
@@ -101,17 +106,60 @@ def apply(ctx: Context, config: object) -> None:
         shown = front_end(submit.agent)
         if shown is None or shown.kind != "tui":
             await service.settled()
+        if shown is not None and shown.kind == "headless" and not reported:
+            reported.append(True)
+            _report(service)
         return await next_()
 
     ctx.on(AGENT_PROMPT_SUBMIT, wait_for_servers)
+    commands = ctx.get(COMMANDS, None)
+    if commands is not None:
+        commands.register("mcp", mcp_command(service))
     service.start()
+
+
+def _report(service: McpService) -> None:
+    """dsh -p: a line on stderr for each server that failed or a problem in the
+    configuration, as dsh -p reports settings it ignored."""
+    failed = [s for s in service.statuses() if s.state == "failed"]
+    if not failed and not service.problems:
+        return
+    lines = [f"mcp: {visible(p, one_line=True)}" for p in service.problems]
+    for status in failed:
+        reason = visible(status.reason or "failed", one_line=True)
+        lines.append(f"mcp: {status.name} failed: {reason}")
+        for line in status.stderr.splitlines()[-5:]:
+            lines.append(f"mcp:   stderr: {visible(line, one_line=True)}")
+    sys.stderr.write("".join(f"{line}\n" for line in lines))
+    sys.stderr.flush()
+
+
+def mcp_command(service: McpService) -> Command:
+    async def run(context: CommandContext, args: str) -> None:
+        words = args.split()
+        if words[:1] == ["restart"] and len(words) == 2:
+            if not service.restart(words[1]):
+                raise CommandError(f"no MCP server named {words[1]!r}")
+            context.host.show(f"Restarting {words[1]}; /mcp shows how it goes.")
+            return
+        if words:
+            raise CommandError("/mcp shows the servers; /mcp restart NAME starts one again")
+        context.host.show("\n".join(status_lines(service)))
+
+    return Command(
+        name="mcp",
+        description="MCP servers: state, tools, last error; restart one",
+        run=run,
+        arguments="[restart NAME]",
+        recorded=False,
+    )
 
 
 plugin = Plugin(
     name="mcp",
     description="MCP servers' tools, as mcp__<server>__<tool>",
     inject=(TOOLS,),
-    optional=(SETTINGS, CREDENTIALS),
+    optional=(SETTINGS, CREDENTIALS, COMMANDS),
     provides=(MCP,),
     apply=apply,
 )

@@ -112,6 +112,8 @@ class Connection:
         self.reason: str | None = None
         self.settled = asyncio.Event()
         """Set once the server is ready or failed (or will not start)."""
+        self.finished = asyncio.Event()
+        """Set once its task has ended and its tools are gone."""
         self.session: ClientSession | None = None
         self._tail = b""
         self._secrets: list[Secret] = []
@@ -122,6 +124,7 @@ class Connection:
         self._registered: dict[str, Callable[[], object]] = {}
         if not config.enabled:
             self.settled.set()
+            self.finished.set()
 
     # ---------------------------------------------------------------- status
 
@@ -169,6 +172,7 @@ class Connection:
                 if self.state == "failed" and self.reason is None:
                     self.reason = "the connection closed"
             self.settled.set()
+            self.finished.set()
 
     async def _serve(self) -> None:
         try:

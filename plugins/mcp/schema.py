@@ -75,14 +75,15 @@ def tool_names(server: str, tools: Iterable[str]) -> dict[str, str]:
     """Each of a server's tool names → its dsh name, no two alike, in sorted order."""
     names: dict[str, str] = {}
     taken: set[str] = set()
-    for tool in sorted(tools):
+    # A name that needs no cleaning keeps it; one made safe yields on a clash.
+    for tool in sorted(tools, key=lambda t: (clean(t) != t, t)):
         name = tool_name(server, tool)
         if name in taken:  # "a.b" and "a_b" both clean to "a_b"
             suffix = f"_{_hash(f'{server}/{tool}')}"
             name = name[: MAX_NAME - len(suffix)] + suffix
         taken.add(name)
         names[tool] = name
-    return names
+    return dict(sorted(names.items()))
 
 
 def normalise(schema: Any) -> dict[str, Any]:

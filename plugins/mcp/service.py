@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+from dsh.control_chars import visible
 from dsh.credentials import Secret
 from dsh.kernel import Context
 from plugins.mcp.config import ConfigError, ServerConfig, read_project_file
@@ -78,8 +79,50 @@ class McpService:
     def statuses(self) -> list[Status]:
         return [c.status() for c in self.connections.values()]
 
+    def restart(self, name: str) -> bool:
+        """Start server ``name`` again (after a failure, or to pick up a change of its
+        own); False when there is no such server."""
+        old = self.connections.get(name)
+        if old is None:
+            return False
+        old.stop()
+        connection = Connection(
+            self.ctx.child(name=f"mcp:{name}"),
+            name,
+            old.config.model_copy(update={"enabled": True}),
+            register=self._register,
+            lookup=self._lookup,
+            cwd=self._cwd,
+        )
+
+        async def replace() -> None:
+            await old.settled.wait()
+            await old.finished.wait()
+            await connection.run()
+
+        self.connections[name] = connection
+        self._tasks.append(self.ctx.spawn(replace(), name=f"mcp:{name}"))
+        return True
+
     async def aclose(self) -> None:
         for connection in self.connections.values():
             connection.stop()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def status_lines(service: McpService, *, tail_lines: int = 5) -> list[str]:
+    """Each server's state, tools and last error, for ``/mcp`` and ``dsh -p``'s stderr;
+    every text from a server shown through :func:`dsh.control_chars.visible`."""
+    lines = [visible(problem, one_line=True) for problem in service.problems]
+    for status in service.statuses():
+        head = f"{status.name}: {status.state}"
+        if status.state == "ready":
+            head += f", {len(status.tools)} tool{'s' if len(status.tools) != 1 else ''}"
+        lines.append(f"{head} ({visible(status.where, one_line=True)})")
+        if status.reason:
+            lines.append(f"  {visible(status.reason, one_line=True)}")
+        if status.stderr and status.state == "failed":
+            for line in status.stderr.splitlines()[-tail_lines:]:
+                lines.append(f"  stderr: {visible(line, one_line=True)}")
+    return lines or ["No MCP servers are configured ([mcp.servers.NAME] in settings)."]

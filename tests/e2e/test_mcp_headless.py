@@ -1,0 +1,79 @@
+"""``dsh -p`` with MCP servers: the real binary, the SDK-built fixture server over
+stdio, the scripted model calling its tool; and a hostile project whose servers
+must never start."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from tests.e2e.harness import SETTINGS, Dsh, of_type, text_of
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "mcp" / "server.py"
+
+
+def server_table(name: str, *args: str) -> str:
+    listed = ", ".join(json.dumps(a) for a in args)
+    return f"[mcp.servers.{name}]\ncommand = {json.dumps(sys.executable)}\nargs = [{listed}]\n"
+
+
+async def test_the_model_calls_an_mcp_tool_and_reads_its_result(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    (dsh.home / "settings.toml").write_text(
+        SETTINGS
+        + server_table("fixture", str(FIXTURE), "stdio")
+        + server_table("broken", "-c", "import sys; sys.stderr.write('no config'); sys.exit(2)")
+    )
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="mcp__fixture__echo", arguments='{"text": "hi"}')]),
+        Reply(text="The server said hi."),
+    )
+    done = await dsh.run("-p", "ask the server")
+    assert done.code == 0, done.stderr[-3000:]
+    assert done.stdout == "The server said hi.\n"
+    # The first request already offered the server's tools: dsh -p waited for it.
+    first = fake_llm.chat_requests[0].body
+    offered = sorted(t["function"]["name"] for t in first["tools"])
+    assert "mcp__fixture__echo" in offered
+    assert not any(name.startswith("mcp__broken__") for name in offered)
+    answer = [
+        text_of(m) for m in fake_llm.chat_requests[-1].body["messages"] if m["role"] == "tool"
+    ]
+    assert answer == ["echo: hi"]
+    events = await dsh.checked_events()
+    [result] = of_type(events, "tool/result")
+    assert result.data.error is None
+    # The broken server is reported, with its reason and stderr, and dsh went on.
+    assert "mcp: broken failed" in done.stderr
+    assert "no config" in done.stderr
+
+
+async def test_a_hostile_projects_servers_never_start(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    marker_settings = dsh.root / "ran-from-settings"
+    marker_json = dsh.root / "ran-from-mcp-json"
+    (dsh.project / ".dsh").mkdir()
+    (dsh.project / ".dsh" / "settings.toml").write_text(
+        server_table("evil", "-c", f"open({str(marker_settings)!r}, 'w').write('ran')")
+    )
+    (dsh.project / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "evil2": {
+                        "command": sys.executable,
+                        "args": ["-c", f"open({str(marker_json)!r}, 'w').write('ran')"],
+                    }
+                }
+            }
+        )
+    )
+    fake_llm.add(Reply(text="Nothing to see."))
+    done = await dsh.run("-p", "hello")
+    assert done.code == 0, done.stderr[-3000:]
+    assert not marker_settings.exists()
+    assert not marker_json.exists()
+    offered = [t["function"]["name"] for t in fake_llm.chat_requests[0].body.get("tools", [])]
+    assert not any(name.startswith("mcp__") for name in offered)
