@@ -200,7 +200,7 @@ class Connection:
                         streams = await stack.enter_async_context(self._http(headers))
                     session = await stack.enter_async_context(
                         ClientSession(
-                            streams[0],
+                            _Watched(streams[0], self._ended),
                             streams[1],
                             message_handler=self._on_message,
                             client_info=_CLIENT,
@@ -298,6 +298,12 @@ class Connection:
         registered, self._registered = self._registered, {}
         for dispose in registered.values():
             dispose()
+
+    def _ended(self) -> None:
+        # The server's side of the stream ended: it exited (or the HTTP stream broke).
+        # Failed now, its tools gone, rather than at the next call.
+        if not self._stopping:
+            self._fail("the server closed the connection (it exited?)")
 
     # ---------------------------------------------------------------- messages
 
@@ -446,3 +452,43 @@ def _describe(error: BaseException) -> str:
 async def _owned_client(client: httpx2.AsyncClient, url: str) -> Any:
     async with client, streamable_http_client(url, http_client=client) as streams:
         yield streams
+
+
+class _Watched:
+    """A transport's read stream that says when it ends."""
+
+    def __init__(self, stream: Any, ended: Callable[[], None]) -> None:
+        self._stream = stream
+        self._ended = ended
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)  # last_context and the like
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended()
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._stream.__anext__()
+        except StopAsyncIteration:
+            self._ended()
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended()
+            raise
+
+    async def __aenter__(self) -> _Watched:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stream.aclose()

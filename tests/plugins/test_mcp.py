@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import pytest_asyncio
 
+from dsh.control_chars import visible
 from dsh.llm import CallId, ToolCallBlock, joined_text
 from dsh.runtime import Runtime, start_runtime
 from dsh.services import TOOLS
 from dsh.tools import ToolContext, ToolService
 from dsh.tools.permissions import assess
 from plugins.mcp import MCP, McpService
+from plugins.mcp.service import status_lines
 from tests.plugins.bash_support import eventually, process_running
 from tests.support.waits import HANG_S
 
@@ -318,6 +323,53 @@ async def test_closing_dsh_ends_the_servers(tmp_path: Path) -> None:
     assert process_running(pid)
     await runtime.aclose()
     assert not process_running(pid)
+
+
+async def test_a_server_that_dies_later_is_failed_and_can_be_restarted(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = (
+        "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
+        f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    runtime = await started(tmp_path, stdio_table("fixture", "-c", script, str(pid_file)))
+    try:
+        service = service_of(runtime)
+        await asyncio.wait_for(service.settled(), HANG_S)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        await until(lambda: service.statuses()[0].state == "failed", "the crash to be seen")
+        assert service.statuses()[0].reason == "the server closed the connection (it exited?)"
+        assert tools_of(runtime).get("mcp__fixture__echo") is None
+        assert any("fixture: failed" in line for line in status_lines(service))
+
+        pid_file.unlink()
+        assert service.restart("fixture")
+        await until(lambda: service.statuses()[0].state == "ready", "the restart")
+        text, _ = await call(runtime, tmp_path, "mcp__fixture__echo", {"text": "back"})
+        assert text == "echo: back"
+        assert not service.restart("no-such-server")
+    finally:
+        await runtime.aclose()
+
+
+def test_status_lines_show_server_text_safely() -> None:
+    from plugins.mcp.connection import Status
+
+    class Fake:
+        problems: ClassVar[list[str]] = ["settings.toml: mcp.servers.x: bad"]
+
+        def statuses(self) -> list[Status]:
+            return [
+                Status("ok", "srv", "ready", tools=["mcp__ok__a", "mcp__ok__b"]),
+                Status("bad", "srv2", "failed", reason="boom\x1b[31m", stderr="one\ntwo\x07"),
+            ]
+
+    lines = status_lines(Fake())  # type: ignore[arg-type]
+    assert lines[0] == "settings.toml: mcp.servers.x: bad"
+    assert lines[1] == "ok: ready, 2 tools (srv)"
+    assert lines[2] == "bad: failed (srv2)"
+    assert "\x1b" not in "".join(lines)
+    assert "\x07" not in "".join(lines)
+    assert lines[-2:] == ["  stderr: one", f"  stderr: two{visible(chr(7))}"]
 
 
 # ---------------------------------------------------------------------- HTTP
