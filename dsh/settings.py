@@ -285,7 +285,9 @@ def load_settings(
     state: TrustState = "unknown"
     if trust is not None:
         state = "trusted" if trust else "untrusted"
-    elif project_doc is not None or (cwd / ENV_FILE).is_file():  # else nothing to decide
+    elif project_doc is not None or (cwd / ENV_FILE).is_file() or TrustStore(home).path.exists():
+        # A decision made before counts even without a settings document: plugins read
+        # project files of their own only when the project is trusted.
         state = TrustStore(home).state(root)  # a TrustError is a SettingsError
     settings = _layered(tuple(own), project_doc, root=root, project=project, state=state)
     if check:

@@ -480,6 +480,25 @@ async def test_a_trusted_project_starts_its_servers(tmp_path: Path) -> None:
     assert marker_b.read_text() == "ran"
 
 
+async def test_a_project_with_only_mcp_json_uses_it_once_trusted(tmp_path: Path) -> None:
+    from dsh.trust import TrustStore
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"fixture": {"command": PY, "args": [str(FIXTURE), "stdio"]}}})
+    )
+    (tmp_path / "home").mkdir()
+    TrustStore(tmp_path / "home").decide(project.resolve(), True)
+    runtime = await started(tmp_path, "")
+    try:
+        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
+        [status] = service_of(runtime).statuses()
+        assert (status.name, status.state) == ("fixture", "ready")
+    finally:
+        await runtime.aclose()
+
+
 async def test_a_bad_table_is_reported_not_raised(tmp_path: Path) -> None:
     runtime = await started(tmp_path, '[mcp.servers.x]\nargs = ["no command"]\n')
     try:
