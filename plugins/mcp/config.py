@@ -21,7 +21,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    ValidationError,
+    model_validator,
+)
 
 from dsh.credentials import Secret
 
@@ -57,6 +65,9 @@ class ServerConfig(BaseModel):
     """Seconds to start and answer ``initialize`` and ``tools/list``; then it is failed."""
     tool_timeout: PositiveFloat = 600.0
     """Seconds one tool call may take."""
+    reconnect_attempts: NonNegativeInt = 5
+    """How often a server that was ready and then went away is started again, after
+    1, 2, 4... seconds (at most 30); 0: never on its own (``/mcp restart`` still does)."""
     include_tools: list[str] | None = None
     """Only these of the server's tools (its own names; globs allowed)."""
     exclude_tools: list[str] = Field(default_factory=list)

@@ -56,6 +56,7 @@ State = Literal["starting", "ready", "failed", "stopped", "disabled"]
 STDERR_TAIL = 4096
 """Bytes of a server's stderr kept for its status."""
 MAX_DESCRIPTION = 4000
+MAX_BACKOFF_S = 30.0
 _CLIENT = types.Implementation(name="dsh", version=dsh.__version__)
 
 
@@ -118,7 +119,9 @@ class Connection:
         self._tail = b""
         self._secrets: list[Secret] = []
         self._wake = asyncio.Event()
+        self._stopped = asyncio.Event()
         self._stopping = False
+        self._was_ready = False
         self._changed = False
         self._scope: anyio.CancelScope | None = None
         self._registered: dict[str, Callable[[], object]] = {}
@@ -149,6 +152,7 @@ class Connection:
     def stop(self) -> None:
         self._stopping = True
         self._wake.set()
+        self._stopped.set()
         if self.state == "starting" and self._scope is not None:
             self._scope.cancel()  # not worth waiting out its start-up
 
@@ -157,6 +161,28 @@ class Connection:
     async def run(self) -> None:
         if not self.config.enabled:
             return
+        attempt = 0
+        try:
+            while True:
+                await self._once()
+                if self._stopping or not self._was_ready:
+                    return  # a server that never came up is not retried on its own
+                if attempt >= self.config.reconnect_attempts:
+                    return
+                attempt += 1
+                delay = min(2.0 ** (attempt - 1), MAX_BACKOFF_S)
+                self.reason = f"{self.reason}; reconnecting in {delay:g} s"
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopped.wait(), delay)
+                if self._stopping:
+                    return
+                self.state, self.reason, self._changed = "starting", None, False
+                self._wake.clear()
+        finally:
+            self.finished.set()
+
+    async def _once(self) -> None:
+        self._was_ready = False
         try:
             await self._serve()
         except Exception as error:  # whatever a server does, dsh goes on
@@ -172,7 +198,6 @@ class Connection:
                 if self.state == "failed" and self.reason is None:
                     self.reason = "the connection closed"
             self.settled.set()
-            self.finished.set()
 
     async def _serve(self) -> None:
         try:
@@ -236,6 +261,7 @@ class Connection:
         if self.state == "starting":
             self.session = session
             self.state = "ready"
+            self._was_ready = True
             self.settled.set()
 
     async def _wait(self, session: ClientSession) -> None:

@@ -331,7 +331,10 @@ async def test_a_server_that_dies_later_is_failed_and_can_be_restarted(tmp_path:
         "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
         f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
     )
-    runtime = await started(tmp_path, stdio_table("fixture", "-c", script, str(pid_file)))
+    runtime = await started(
+        tmp_path,
+        stdio_table("fixture", "-c", script, str(pid_file), extra="reconnect_attempts = 0"),
+    )
     try:
         service = service_of(runtime)
         await asyncio.wait_for(service.settled(), HANG_S)
@@ -347,6 +350,35 @@ async def test_a_server_that_dies_later_is_failed_and_can_be_restarted(tmp_path:
         text, _ = await call(runtime, tmp_path, "mcp__fixture__echo", {"text": "back"})
         assert text == "echo: back"
         assert not service.restart("no-such-server")
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_server_that_dies_later_comes_back_by_itself(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = (
+        "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
+        f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    runtime = await started(tmp_path, stdio_table("fixture", "-c", script, str(pid_file)))
+    try:
+        service = service_of(runtime)
+        await asyncio.wait_for(service.settled(), HANG_S)
+        first = int(pid_file.read_text())
+        os.kill(first, signal.SIGKILL)
+
+        def back() -> bool:
+            text = pid_file.read_text() if pid_file.is_file() else ""
+            return (
+                text.isdigit()
+                and int(text) != first
+                and service.statuses()[0].state == "ready"
+                and tools_of(runtime).get("mcp__fixture__echo") is not None
+            )
+
+        await until(back, "the server to be started again")
+        text, _ = await call(runtime, tmp_path, "mcp__fixture__echo", {"text": "again"})
+        assert text == "echo: again"
     finally:
         await runtime.aclose()
 
