@@ -12,7 +12,7 @@ in only when the project is trusted, as every table is that does not narrow).
 
 Modules: ``config`` (the table, ``.mcp.json``, ``${VAR}``), ``schema`` (tool names
 and argument schemas), ``results`` (a result as text), ``connection`` (one server),
-``service`` (all of them).
+``service`` (all of them), ``resources`` (``@server:uri`` in a prompt).
 """
 
 from __future__ import annotations
@@ -21,19 +21,22 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from dsh.agent import PromptDecision, PromptSubmit
+from dsh.agent import PromptAllow, PromptDecision, PromptSubmit
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.control_chars import visible
 from dsh.credentials import CredentialError, Secret
 from dsh.frontend import front_end
 from dsh.hooks import AGENT_PROMPT_SUBMIT
 from dsh.kernel import Context, Next, Plugin, ServiceKey
+from dsh.llm import UserSource
 from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
 from dsh.tools import ToolDefinition
 from plugins.mcp.config import PROJECT_FILE, TABLE, ConfigError, ServerConfig, read_table
 from plugins.mcp.connection import Connection, Status
+from plugins.mcp.resources import attach as attach_resources
 from plugins.mcp.service import McpService, status_lines
 
 __all__ = ["MCP", "Connection", "McpService", "ServerConfig", "Status", "plugin"]
@@ -109,7 +112,19 @@ def apply(ctx: Context, config: object) -> None:
         if shown is not None and shown.kind == "headless" and not reported:
             reported.append(True)
             _report(service)
-        return await next_()
+        decision = await next_()
+        message = submit.message
+        if not isinstance(decision, PromptAllow) or not isinstance(message.source, UserSource):
+            return decision  # blocked, or not a person's own words
+        if decision.content is not None:
+            message = message.model_copy(update={"content": decision.content})
+        text = message.text()
+        if "@" not in text:
+            return decision
+        extra = await attach_resources(text, service.connections)
+        if not extra:
+            return decision
+        return replace(decision, additional_contexts=(*decision.additional_contexts, *extra))
 
     ctx.on(AGENT_PROMPT_SUBMIT, wait_for_servers)
     commands = ctx.get(COMMANDS, None)

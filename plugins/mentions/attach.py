@@ -17,6 +17,8 @@ from dsh.tools.protected import refusal
 from plugins._shared.images import format_size
 
 MENTION = re.compile(r"(?:^|\s)@(\S+)")
+RESOURCE = re.compile(r"[A-Za-z0-9_-]+:.")
+"""``server:uri``: an MCP resource, not a path."""
 TRAILING = ",.;:!?)]}>'\"`"
 """Punctuation a sentence may put right after a path: ``look at @a.py, then @b.py.``"""
 
@@ -72,7 +74,10 @@ def _candidates(token: str) -> list[str]:
 
 def _looks_like_path(token: str) -> bool:
     """Whether a token that names nothing was meant as a path (``@src/x.py``) rather
-    than a word (``@dataclass``, ``@alice``): only those get a "not found" note."""
+    than a word (``@dataclass``, ``@alice``) or a server's resource (``@github:repo://x``,
+    which the mcp plugin attaches): only paths get a "not found" note."""
+    if RESOURCE.match(token):
+        return False
     return any(c in token for c in "/.\\~")
 
 

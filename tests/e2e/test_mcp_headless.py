@@ -31,7 +31,7 @@ async def test_the_model_calls_an_mcp_tool_and_reads_its_result(
         Reply(tool_calls=[ToolCallSpec(name="mcp__fixture__echo", arguments='{"text": "hi"}')]),
         Reply(text="The server said hi."),
     )
-    done = await dsh.run("-p", "ask the server")
+    done = await dsh.run("-p", "ask the server about @fixture:notes://today")
     assert done.code == 0, done.stderr[-3000:]
     assert done.stdout == "The server said hi.\n"
     # The first request already offered the server's tools: dsh -p waited for it.
@@ -43,6 +43,10 @@ async def test_the_model_calls_an_mcp_tool_and_reads_its_result(
         text_of(m) for m in fake_llm.chat_requests[-1].body["messages"] if m["role"] == "tool"
     ]
     assert answer == ["echo: hi"]
+    # The mentioned resource went in before the prompt, not a "not found" note.
+    sent = json.dumps(first["messages"])
+    assert "buy milk" in sent
+    assert "no such file" not in sent
     events = await dsh.checked_events()
     [result] = of_type(events, "tool/result")
     assert result.data.error is None

@@ -196,6 +196,19 @@ async def test_list_changed_refreshes_the_tools(fixture_runtime: Runtime, tmp_pa
     assert text == "extra ran"
 
 
+async def test_a_resource_mention_attaches_the_resource(fixture_runtime: Runtime) -> None:
+    from plugins.mcp.resources import attach
+
+    connections = service_of(fixture_runtime).connections
+    [message] = await attach("look at @fixture:notes://today, please", connections)
+    text = message.text()
+    assert "@fixture:notes://today" in text
+    assert '<resource uri="notes://today" (text/plain)>\nbuy milk\n</resource>' in text
+    [note] = await attach("and @fixture:notes://nothing", connections)
+    assert "@fixture:notes://nothing:" in note.text()
+    assert await attach("@nobody:notes://today @fixture", connections) == ()
+
+
 async def test_annotations_decide_the_risk(fixture_runtime: Runtime, tmp_path: Path) -> None:
     tools = tools_of(fixture_runtime)
     ctx = context(tmp_path)
