@@ -552,3 +552,35 @@ async def test_a_bad_table_is_reported_not_raised(tmp_path: Path) -> None:
         assert "settings.toml: mcp.servers.x" in problem
     finally:
         await runtime.aclose()
+
+
+# ---------------------------------------------------------------------- reference server
+
+
+async def test_the_reference_server_everything(tmp_path: Path) -> None:
+    import shutil
+
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("npx is not on this machine")
+    # --offline: tests never reach the internet, so the package must be in npm's cache.
+    runtime = await started(
+        tmp_path,
+        f"[mcp.servers.everything]\ncommand = {toml_string(npx)}\n"
+        'args = ["--offline", "-y", "@modelcontextprotocol/server-everything"]\n'
+        "startup_timeout = 50\n",
+    )
+    try:
+        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
+        [status] = service_of(runtime).statuses()
+        if status.state == "failed" and "ENOTCACHED" in status.stderr:
+            pytest.skip(
+                "@modelcontextprotocol/server-everything is not in npm's cache "
+                "(tests do not download it)"
+            )
+        assert status.state == "ready", status
+        text, code = await call(runtime, tmp_path, "mcp__everything__echo", {"message": "hi"})
+        assert code is None
+        assert "hi" in text
+    finally:
+        await runtime.aclose()
