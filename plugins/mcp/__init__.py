@@ -159,6 +159,9 @@ def mcp_command(service: McpService) -> Command:
             return
         if words:
             raise CommandError("/mcp shows the servers; /mcp restart NAME starts one again")
+        shown = front_end(context.agent)
+        if shown is not None and shown.kind == "headless":
+            await service.settled()  # `dsh -p /mcp`: how each start ended, not "starting"
         context.host.show("\n".join(status_lines(service)))
 
     return Command(

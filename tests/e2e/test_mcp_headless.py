@@ -81,3 +81,17 @@ async def test_a_hostile_projects_servers_never_start(dsh: Dsh, fake_llm: FakeLL
     assert not marker_json.exists()
     offered = [t["function"]["name"] for t in fake_llm.chat_requests[0].body.get("tools", [])]
     assert not any(name.startswith("mcp__") for name in offered)
+
+
+async def test_dsh_p_mcp_shows_each_servers_state(dsh: Dsh) -> None:
+    (dsh.home / "settings.toml").write_text(
+        SETTINGS
+        + server_table("fixture", str(FIXTURE), "stdio")
+        + server_table("broken", "-c", "import sys; sys.stderr.write('no config'); sys.exit(2)")
+    )
+    done = await dsh.run("-p", "/mcp")
+    assert done.code == 0, done.stderr[-3000:]
+    shown = done.stdout + done.stderr
+    assert "fixture: ready, 7 tools" in shown
+    assert "broken: failed" in shown
+    assert "stderr: no config" in shown
