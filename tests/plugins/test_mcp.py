@@ -8,6 +8,7 @@ Every wait is bounded by HANG_S (a hang guard, never a timing assertion).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -420,19 +421,42 @@ def test_status_lines_show_server_text_safely() -> None:
 # ---------------------------------------------------------------------- HTTP
 
 
-@pytest_asyncio.fixture
-async def http_server(tmp_path: Path) -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def served(transport: str, path: str) -> AsyncIterator[str]:
     child = await asyncio.create_subprocess_exec(
-        PY, str(FIXTURE), "http", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+        PY,
+        str(FIXTURE),
+        transport,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     try:
         assert child.stdout is not None
         line = await asyncio.wait_for(child.stdout.readline(), HANG_S)
         port = int(line.decode().split()[1])
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}{path}"
     finally:
         child.kill()
         await asyncio.wait_for(child.wait(), HANG_S)
+
+
+@pytest_asyncio.fixture
+async def http_server() -> AsyncIterator[str]:
+    async with served("http", "/mcp") as url:
+        yield url
+
+
+async def test_a_legacy_sse_server(tmp_path: Path) -> None:
+    async with served("sse", "/sse") as url:
+        runtime = await started(tmp_path, f'[mcp.servers.old]\ntype = "sse"\nurl = "{url}"\n')
+        try:
+            await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
+            [status] = service_of(runtime).statuses()
+            assert status.state == "ready", status
+            text, _ = await call(runtime, tmp_path, "mcp__old__echo", {"text": "over sse"})
+            assert text == "echo: over sse"
+        finally:
+            await runtime.aclose()
 
 
 async def test_a_streamable_http_server(tmp_path: Path, http_server: str) -> None:
