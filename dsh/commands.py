@@ -21,8 +21,10 @@ from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context, RegistryView, ScopedRegistry
 from dsh.session.events import CommandDone, CommandRun
 
-COMMAND_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-COMMAND_LINE = re.compile(r"^/([a-z][a-z0-9-]*)(?:\s+(.*))?$", re.S)
+# Underscores and 64 characters: a plugin's commands may carry names made of others'
+# (an MCP server's prompt), as tools' names do.
+COMMAND_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+COMMAND_LINE = re.compile(r"^/([a-z][a-z0-9_-]*)(?:\s+(.*))?$", re.S)
 
 
 class CommandError(Exception):

@@ -25,13 +25,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from dsh.agent import PromptAllow, PromptDecision, PromptSubmit
-from dsh.commands import Command, CommandContext, CommandError
+from dsh.commands import Command, CommandContext, CommandError, parse_command
 from dsh.control_chars import visible
 from dsh.credentials import CredentialError, Secret
 from dsh.frontend import front_end
 from dsh.hooks import AGENT_PROMPT_SUBMIT
 from dsh.kernel import Context, Next, Plugin, ServiceKey
-from dsh.llm import UserSource
+from dsh.llm import UserSource, user_text
 from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
 from dsh.tools import ToolDefinition
 from plugins.mcp.config import PROJECT_FILE, TABLE, ConfigError, ServerConfig, read_table
@@ -84,12 +84,19 @@ def apply(ctx: Context, config: object) -> None:
     def register(name: str, tool: ToolDefinition) -> Callable[[], object]:
         return tools.register(name, tool)
 
+    commands = ctx.get(COMMANDS, None)
+
+    def register_command(name: str, command: Command) -> Callable[[], object]:
+        assert commands is not None
+        return commands.register(name, command)
+
     # Servers' tasks live in a child context made first, so it is disposed last: after
     # the effect below has asked each server to stop and waited for it.
     service = McpService(
         ctx.child(name="mcp:servers"),
         servers,
         register=register,
+        register_command=register_command if commands is not None else None,
         lookup=lookup,
         cwd=cwd,
         project_file=project_file,
@@ -119,6 +126,11 @@ def apply(ctx: Context, config: object) -> None:
         if decision.content is not None:
             message = message.model_copy(update={"content": decision.content})
         text = message.text()
+        expanded = await _expand_prompt(service, text)
+        if expanded is not None:
+            # A server's prompt named before the server was ready (dsh -p sends it at
+            # once): the front end took it for a message; it is the prompt's text.
+            return replace(decision, content=user_text(expanded).content)
         if "@" not in text:
             return decision
         extra = await attach_resources(text, service.connections)
@@ -127,10 +139,24 @@ def apply(ctx: Context, config: object) -> None:
         return replace(decision, additional_contexts=(*decision.additional_contexts, *extra))
 
     ctx.on(AGENT_PROMPT_SUBMIT, wait_for_servers)
-    commands = ctx.get(COMMANDS, None)
     if commands is not None:
         commands.register("mcp", mcp_command(service))
     service.start()
+
+
+async def _expand_prompt(service: McpService, text: str) -> str | None:
+    parsed = parse_command(text)
+    if parsed is None:
+        return None
+    name, args = parsed
+    for connection in service.connections.values():
+        call = connection.prompts.get(name)
+        if call is not None:
+            try:
+                return await call.text(args)
+            except CommandError as error:
+                return f"(The MCP prompt /{name} could not be used: {error})"
+    return None
 
 
 def _report(service: McpService) -> None:

@@ -42,12 +42,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 
 import dsh
+from dsh.commands import Command, CommandError
 from dsh.credentials import Secret, redact
 from dsh.kernel import Context
 from dsh.llm import ToolSchema
 from dsh.processes import helper_command
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from plugins.mcp.config import MissingVariable, ServerConfig, expand
+from plugins.mcp.prompts import PromptCall
 from plugins.mcp.results import result_text
 from plugins.mcp.schema import normalise, tool_names
 
@@ -90,6 +92,7 @@ class McpTool(ToolDefinition):
 
 
 Register = Callable[[str, ToolDefinition], Callable[[], object]]
+RegisterCommand = Callable[[str, Command], Callable[[], object]]
 
 
 class Connection:
@@ -102,8 +105,10 @@ class Connection:
         register: Register,
         lookup: Callable[[str], Secret | None],
         cwd: Path,
+        register_command: RegisterCommand | None = None,
     ) -> None:
         self.ctx = ctx
+        self._register_command = register_command
         self.name = name
         self.config = config
         self._register = register
@@ -125,6 +130,9 @@ class Connection:
         self._changed = False
         self._scope: anyio.CancelScope | None = None
         self._registered: dict[str, Callable[[], object]] = {}
+        self._commands: dict[str, Callable[[], object]] = {}
+        self.prompts: dict[str, PromptCall] = {}
+        """The server's prompts by command name."""
         if not config.enabled:
             self.settled.set()
             self.finished.set()
@@ -192,6 +200,7 @@ class Connection:
             self._fail(reason)
         finally:
             self._unregister_all()
+            self._unregister_commands()
             self.session = None
             if self.state in ("starting", "ready"):
                 self.state = "stopped" if self._stopping else "failed"
@@ -255,6 +264,7 @@ class Connection:
         with anyio.move_on_after(timeout) as waited:
             await session.initialize()
             await self._list(session)
+            await self._prompts(session)
         if waited.cancelled_caught:
             self._fail(f"no answer to initialize within {timeout:g} s")
             return
@@ -303,6 +313,41 @@ class Connection:
                 break
         self._swap(self._chosen(tools))
 
+    async def _prompts(self, session: ClientSession) -> None:
+        capabilities = session.server_capabilities
+        if self._register_command is None or capabilities is None or not capabilities.prompts:
+            return
+        prompts: list[types.Prompt] = []
+        cursor: str | None = None
+        try:
+            while True:
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await session.list_prompts(params=params)
+                prompts.extend(page.prompts)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except MCPError:
+            return  # its tools are what matters; a server whose prompts fail has none
+
+        async def get(name: str, arguments: dict[str, str]) -> types.GetPromptResult:
+            if self.session is None:
+                raise CommandError(f"the MCP server {self.name} is not running")
+            try:
+                with anyio.fail_after(self.config.tool_timeout):
+                    result = await self.session.get_prompt(name, arguments)
+            except MCPError as error:
+                raise CommandError(f"{self.name}: {error.error.message}") from None
+            if not isinstance(result, types.GetPromptResult):
+                raise CommandError(f"{self.name}: {name} gave an answer dsh cannot read")
+            return result
+
+        for prompt in sorted(prompts, key=lambda p: p.name):
+            call = PromptCall(self.name, prompt, get)
+            if call.name not in self._commands:
+                self.prompts[call.name] = call
+                self._commands[call.name] = self._register_command(call.name, call.command())
+
     def _chosen(self, tools: list[types.Tool]) -> list[types.Tool]:
         include, exclude = self.config.include_tools, self.config.exclude_tools
         return [
@@ -323,6 +368,12 @@ class Connection:
     def _unregister_all(self) -> None:
         registered, self._registered = self._registered, {}
         for dispose in registered.values():
+            dispose()
+
+    def _unregister_commands(self) -> None:
+        self.prompts = {}
+        commands, self._commands = self._commands, {}
+        for dispose in commands.values():
             dispose()
 
     def _ended(self) -> None:

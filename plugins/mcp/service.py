@@ -18,7 +18,7 @@ from dsh.control_chars import visible
 from dsh.credentials import Secret
 from dsh.kernel import Context
 from plugins.mcp.config import ConfigError, ServerConfig, read_project_file
-from plugins.mcp.connection import Connection, Register, Status
+from plugins.mcp.connection import Connection, Register, RegisterCommand, Status
 
 
 class McpService:
@@ -28,6 +28,7 @@ class McpService:
         servers: dict[str, ServerConfig],
         *,
         register: Register,
+        register_command: RegisterCommand | None = None,
         lookup: Callable[[str], Secret | None],
         cwd: Path,
         project_file: Path | None,
@@ -36,6 +37,7 @@ class McpService:
         self.ctx = ctx
         self._servers = servers
         self._register = register
+        self._register_command = register_command
         self._lookup = lookup
         self._cwd = cwd
         self._project_file = project_file
@@ -64,6 +66,7 @@ class McpService:
                     name,
                     servers[name],
                     register=self._register,
+                    register_command=self._register_command,
                     lookup=self._lookup,
                     cwd=self._cwd,
                 )
@@ -91,6 +94,7 @@ class McpService:
             name,
             old.config.model_copy(update={"enabled": True}),
             register=self._register,
+            register_command=self._register_command,
             lookup=self._lookup,
             cwd=self._cwd,
         )

@@ -95,3 +95,16 @@ async def test_dsh_p_mcp_shows_each_servers_state(dsh: Dsh) -> None:
     assert "fixture: ready, 7 tools" in shown
     assert "broken: failed" in shown
     assert "stderr: no config" in shown
+
+
+async def test_a_servers_prompt_is_a_slash_command(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    (dsh.home / "settings.toml").write_text(
+        SETTINGS + server_table("fixture", str(FIXTURE), "stdio")
+    )
+    fake_llm.add(Reply(text="Reviewed."))
+    done = await dsh.run("-p", "/mcp__fixture__review app.py error handling")
+    assert done.code == 0, done.stderr[-3000:]
+    assert done.stdout == "Reviewed.\n"
+    [request] = fake_llm.chat_requests
+    users = [text_of(m) for m in request.body["messages"] if m["role"] == "user"]
+    assert "Please review app.py, looking at error handling." in users[-1]

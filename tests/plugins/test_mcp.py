@@ -131,6 +131,17 @@ async def test_a_stdio_servers_tools_are_dsh_tools(fixture_runtime: Runtime) -> 
     }
 
 
+async def test_a_servers_prompts_are_commands(fixture_runtime: Runtime) -> None:
+    from dsh.services import COMMANDS
+
+    command = fixture_runtime.root.get(COMMANDS).service.get("mcp__fixture__review")
+    assert command is not None
+    assert (command.description, command.arguments) == ("Review a file.", "path [focus]")
+    [connection] = service_of(fixture_runtime).connections.values()
+    text = await connection.prompts["mcp__fixture__review"].text("x.py speed")
+    assert text == "Please review x.py, looking at speed."
+
+
 async def test_results_text_structured_and_embedded_resources(
     fixture_runtime: Runtime, tmp_path: Path
 ) -> None:

@@ -126,3 +126,29 @@ def test_variables_expand_from_the_lookup() -> None:
     assert "abc123" not in repr(values)
     with pytest.raises(MissingVariable, match=r"\$\{NOPE\} is not set"):
         expand({"A": "${NOPE}"}, found.get)
+
+
+def test_prompt_arguments_by_position_and_by_name() -> None:
+    from mcp import types
+
+    from dsh.commands import CommandError
+    from plugins.mcp.prompts import arguments_of, command_name
+
+    prompt = types.Prompt(
+        name="Review",
+        arguments=[
+            types.PromptArgument(name="path", required=True),
+            types.PromptArgument(name="focus"),
+        ],
+    )
+    assert arguments_of(prompt, "app.py error handling") == {
+        "path": "app.py",
+        "focus": "error handling",
+    }
+    assert arguments_of(prompt, 'focus=tests "my file.py"') == {
+        "focus": "tests",
+        "path": "my file.py",
+    }
+    with pytest.raises(CommandError, match="needs path"):
+        arguments_of(prompt, "")
+    assert command_name("Docs", "Review") == "mcp__docs__review"
