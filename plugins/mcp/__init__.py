@@ -56,6 +56,7 @@ def apply(ctx: Context, config: object) -> None:
     servers: dict[str, ServerConfig] = {}
     problems: list[str] = []
     project_file: Path | None = None
+    ignored_file: Path | None = None
     cwd = Path.cwd()
     if settings is not None:
         try:
@@ -66,6 +67,8 @@ def apply(ctx: Context, config: object) -> None:
             cwd = settings.root
             if settings.trusted:
                 project_file = settings.root / PROJECT_FILE
+            else:
+                ignored_file = settings.root / PROJECT_FILE
     credentials = ctx.get(CREDENTIALS, None)
 
     def lookup(name: str) -> Secret | None:
@@ -100,6 +103,7 @@ def apply(ctx: Context, config: object) -> None:
         lookup=lookup,
         cwd=cwd,
         project_file=project_file,
+        ignored_file=ignored_file,
         problems=problems,
     )
     ctx.effect(lambda: service.aclose)

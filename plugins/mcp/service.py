@@ -32,6 +32,7 @@ class McpService:
         lookup: Callable[[str], Secret | None],
         cwd: Path,
         project_file: Path | None,
+        ignored_file: Path | None = None,
         problems: list[str] | None = None,
     ) -> None:
         self.ctx = ctx
@@ -41,6 +42,7 @@ class McpService:
         self._lookup = lookup
         self._cwd = cwd
         self._project_file = project_file
+        self._ignored_file = ignored_file
         self.problems: list[str] = list(problems or [])
         """Configuration that could not be used, one line each."""
         self.connections: dict[str, Connection] = {}
@@ -53,6 +55,11 @@ class McpService:
     async def _start(self) -> None:
         servers = dict(self._servers)
         try:
+            ignored = self._ignored_file
+            if ignored is not None and await asyncio.to_thread(ignored.is_file):
+                self.problems.append(
+                    f"{ignored} not used: this folder is not trusted (`dsh trust` uses it)"
+                )
             if self._project_file is not None:
                 found = await asyncio.to_thread(read_project_file, self._project_file)
                 for name, config in found.items():

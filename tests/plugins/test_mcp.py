@@ -542,6 +542,10 @@ async def test_an_untrusted_project_starts_no_server(tmp_path: Path, trust: bool
     try:
         await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
         assert service_of(runtime).connections == {}
+        [problem] = service_of(runtime).problems
+        assert problem.endswith(
+            ".mcp.json not used: this folder is not trusted (`dsh trust` uses it)"
+        )
     finally:
         await runtime.aclose()
     assert not marker_a.exists()
