@@ -130,3 +130,22 @@ def test_the_tui_module_loads_its_runtime_after_the_first_frame() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_plugin_commands_are_tried_only_where_no_prompt_can_be() -> None:
+    from dsh.cli import _maybe_plugin_command
+
+    assert _maybe_plugin_command(["mcp", "list"])
+    assert not _maybe_plugin_command(["mcp"])  # one word: a prompt
+    assert not _maybe_plugin_command(["fix the build", "--plain"])
+    assert not _maybe_plugin_command(["hello", "-p"])
+    assert not _maybe_plugin_command(["Fix", "it"])
+
+
+def test_a_plugin_command_needs_a_plain_name() -> None:
+    import pytest
+
+    from dsh.kernel import CliCommand, PluginDefinitionError
+
+    with pytest.raises(PluginDefinitionError, match="must match"):
+        CliCommand(name="Bad Name", help="", configure=lambda p: None, run=lambda a, h: 0)

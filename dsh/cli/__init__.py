@@ -4,8 +4,9 @@ so that ``dsh --version`` and ``dsh --help`` stay instant."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from dsh import __version__
@@ -22,6 +23,7 @@ EPILOG = """commands:
   dsh trust [PATH]          trust a project: its .dsh/settings.toml applies in full
   dsh trust --list          the folders trusted (or not)
   dsh untrust PATH          stop trusting a project: its settings may only narrow
+  dsh NAME ACTION ...       a plugin's command (`dsh plugins` lists the plugins)
 
 examples:
   dsh -p "why does the build fail?"
@@ -149,6 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] in SUBCOMMANDS:
         return _command(build_command_parser().parse_args(args_list))
+    if _maybe_plugin_command(args_list):
+        code = _plugin_command(args_list)
+        if code is not None:
+            return code
     parser = build_parser()
     args = parser.parse_args(args_list)
     if (args.fork_session or args.wait) and not (args.resume or args.continue_last):
@@ -173,6 +179,61 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return _tui(args)
     return _headless(args)
+
+
+_WORD = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+def _maybe_plugin_command(args: list[str]) -> bool:
+    """``dsh NAME WORD ...``: two words first, which no prompt can be (the prompt is one
+    argument), the first no core command. Only then are the plugins looked at."""
+    return len(args) >= 2 and bool(_WORD.match(args[0])) and not args[1].startswith("-")
+
+
+def _plugin_command(args: list[str]) -> int | None:
+    """Run the plugin command named ``args[0]``; None when no plugin has one."""
+    from dsh.kernel import discover
+
+    for candidate in discover():
+        plugin = candidate.plugin
+        for command in plugin.cli if plugin is not None else ():
+            if command.name == args[0]:
+                if sys.stdout.isatty():
+                    from dsh.control_chars import VisibleStream
+
+                    sys.stdout = VisibleStream.around(sys.stdout)
+                parser = argparse.ArgumentParser(
+                    prog=f"dsh {command.name}", description=command.help
+                )
+                command.configure(parser)
+                return command.run(parser.parse_args(args[1:]), _Host())
+    return None
+
+
+class _Host:
+    """The :class:`~dsh.kernel.CliHost` of a plugin's command."""
+
+    def runtime(self) -> Any:
+        import contextlib
+
+        @contextlib.asynccontextmanager
+        async def started() -> AsyncIterator[Any]:
+            import asyncio
+            from pathlib import Path
+
+            from dsh.paths import dsh_home
+            from dsh.runtime import start_runtime
+            from dsh.settings import load_settings
+
+            home, cwd = dsh_home(), Path.cwd()
+            settings = await asyncio.to_thread(load_settings, home, cwd)
+            runtime = await start_runtime(home=home, cwd=cwd, settings=settings)
+            try:
+                yield runtime.root
+            finally:
+                await runtime.aclose()
+
+        return started()
 
 
 def _session_choice(args: argparse.Namespace) -> dict[str, Any]:

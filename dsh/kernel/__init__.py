@@ -37,7 +37,7 @@ from dsh.kernel.loader import (
     load_vocabularies,
     order_plugins,
 )
-from dsh.kernel.plugin import NoConfig, Plugin
+from dsh.kernel.plugin import CliCommand, CliHost, NoConfig, Plugin
 from dsh.kernel.registry import RegistryView, ScopedRegistry
 
 __all__ = [
@@ -45,6 +45,8 @@ __all__ = [
     "KERNEL_ERROR",
     "Candidate",
     "Chain",
+    "CliCommand",
+    "CliHost",
     "Context",
     "ContextBound",
     "ContextDisposedError",

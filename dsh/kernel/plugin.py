@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -44,6 +45,38 @@ class NoConfig(BaseModel):
     """The config model of a plugin that takes no settings; unknown keys are refused."""
 
     model_config = {"extra": "forbid"}
+
+
+class CliHost(Protocol):
+    """What the command line offers a plugin's command."""
+
+    def runtime(self) -> AbstractAsyncContextManager[Any]:
+        """A runtime for this folder, as ``dsh -p`` would start one (settings read, the
+        project's trust as decided, every plugin loaded), closed on exit: ``async with
+        host.runtime() as root:`` gives its root context (``root.get(SETTINGS)``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class CliCommand:
+    """A command a plugin adds to the command line: ``dsh NAME ACTION ...``.
+
+    ``configure`` adds its arguments to the ``argparse`` parser made for it; ``run``
+    gets what was parsed and a :class:`CliHost`, and returns the exit status. It runs in a plain process: no
+    runtime is started for it (it may start one), no session is open. A plugin
+    command is tried only for a command line a prompt cannot be (``dsh NAME WORD``:
+    two words, the first no core command), so ``dsh NAME`` alone is still a prompt."""
+
+    name: str
+    help: str
+    configure: Callable[[Any], None]
+    run: Callable[[Any, CliHost], int]
+
+    def __post_init__(self) -> None:
+        if not PLUGIN_NAME.match(self.name):
+            raise PluginDefinitionError(
+                f"command name {self.name!r} must match {PLUGIN_NAME.pattern}"
+            )
 
 
 @dataclass(frozen=True)
@@ -64,6 +97,8 @@ class Plugin:
     declared here rather than registered by ``apply``."""
     vocabulary: Callable[[Any], None] | None = None
     """Registers what the plugin's records mean, and nothing else (see above)."""
+    cli: tuple[CliCommand, ...] = ()
+    """Commands it adds to the command line (:class:`CliCommand`), read without applying it."""
 
     def __post_init__(self) -> None:
         if not PLUGIN_NAME.match(self.name):

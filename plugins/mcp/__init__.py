@@ -30,7 +30,7 @@ from dsh.control_chars import visible
 from dsh.credentials import CredentialError, Secret
 from dsh.frontend import front_end
 from dsh.hooks import AGENT_PROMPT_SUBMIT
-from dsh.kernel import Context, Next, Plugin, ServiceKey
+from dsh.kernel import CliCommand, Context, Next, Plugin, ServiceKey
 from dsh.llm import UserSource, user_text
 from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
 from dsh.tools import ToolDefinition
@@ -203,6 +203,14 @@ def mcp_command(service: McpService) -> Command:
     )
 
 
+def cli_command() -> CliCommand:
+    # The command's module (tomlkit and argparse) is imported when dsh loads plugins;
+    # small, and what it reads is only this module's own.
+    from plugins.mcp.cli import COMMAND
+
+    return COMMAND
+
+
 plugin = Plugin(
     name="mcp",
     description="MCP servers' tools, as mcp__<server>__<tool>",
@@ -210,4 +218,5 @@ plugin = Plugin(
     optional=(SETTINGS, CREDENTIALS, COMMANDS),
     provides=(MCP,),
     apply=apply,
+    cli=(cli_command(),),
 )

@@ -108,3 +108,35 @@ async def test_a_servers_prompt_is_a_slash_command(dsh: Dsh, fake_llm: FakeLLM) 
     [request] = fake_llm.chat_requests
     users = [text_of(m) for m in request.body["messages"] if m["role"] == "user"]
     assert "Please review app.py, looking at error handling." in users[-1]
+
+
+async def test_dsh_mcp_add_list_get_remove(dsh: Dsh) -> None:
+    added = await dsh.run("mcp", "add", "fixture", "--", sys.executable, str(FIXTURE), "stdio")
+    assert added.code == 0, added.stderr
+    assert "Added the MCP server fixture" in added.stdout
+    settings = (dsh.home / "settings.toml").read_text()
+    assert settings.startswith(SETTINGS)  # the rest of the file kept as it was
+    assert "[mcp.servers.fixture]" in settings
+
+    listed = await dsh.run("mcp", "list")
+    assert listed.code == 0, listed.stderr
+    assert listed.stdout.startswith("fixture: ready, 7 tools")
+    got = await dsh.run("mcp", "get", "fixture")
+    assert got.code == 0, got.stderr
+    assert "  tool mcp__fixture__echo\n" in got.stdout
+    assert "  prompt /mcp__fixture__review\n" in got.stdout
+    as_json = await dsh.run("mcp", "list", "--json")
+    [server] = json.loads(as_json.stdout)["servers"]
+    assert (server["name"], server["state"]) == ("fixture", "ready")
+
+    again = await dsh.run("mcp", "add", "fixture", "--url", "http://127.0.0.1:1/mcp")
+    assert again.code == 1
+    assert "already has a server named 'fixture'" in again.stderr
+    removed = await dsh.run("mcp", "remove", "fixture")
+    assert removed.code == 0, removed.stderr
+    assert (dsh.home / "settings.toml").read_text().rstrip() == SETTINGS.rstrip()
+    listed = await dsh.run("mcp", "list")
+    assert listed.stdout.startswith("No MCP servers are configured")
+    missing = await dsh.run("mcp", "get", "fixture")
+    assert missing.code == 1
+    assert "no server named 'fixture'" in missing.stderr

@@ -1,0 +1,246 @@
+"""``dsh mcp list|get|add|remove``: the servers from the command line.
+
+``list`` and ``get`` start a runtime for the folder (the servers with it, as
+``dsh -p`` would) and report how each start ended. ``add`` and ``remove`` edit the
+``[mcp.servers.NAME]`` table of the user's settings (``--scope project``: the
+folder's ``.dsh/settings.toml``), keeping the rest of the file as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from pydantic import ValidationError
+
+from dsh.control_chars import visible
+from dsh.kernel import CliCommand, CliHost
+from dsh.paths import dsh_home
+from plugins.mcp.config import TABLE, ServerConfig
+from plugins.mcp.service import McpService, status_lines
+
+SETTINGS_FILE = "settings.toml"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="every server's state, tools and last error")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    get = actions.add_parser("get", help="one server: where it is, its state and tools")
+    get.add_argument("name")
+    add = actions.add_parser(
+        "add",
+        help="add a server: NAME -- COMMAND [ARGS...], or NAME --url URL",
+        description="dsh mcp add github -- npx -y @modelcontextprotocol/server-github\n"
+        "dsh mcp add tracker --url https://mcp.example.com/mcp --header 'Authorization: "
+        "Bearer ${TOKEN}'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add.add_argument("name")
+    add.add_argument("--url", help="a Streamable HTTP (or, with --transport sse, SSE) endpoint")
+    add.add_argument("--transport", choices=["stdio", "http", "sse"])
+    add.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="write ${VAR} for secrets"
+    )
+    add.add_argument(
+        "--header", action="append", default=[], metavar="NAME: VALUE", help="an HTTP header"
+    )
+    add.add_argument("--scope", choices=["user", "project"], default="user")
+    add.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    remove = actions.add_parser("remove", help="remove a server from the settings")
+    remove.add_argument("name")
+    remove.add_argument("--scope", choices=["user", "project"], default="user")
+
+
+def run(args: argparse.Namespace, host: CliHost) -> int:
+    try:
+        match args.action:
+            case "list" | "get":
+                return asyncio.run(_report(args, host))
+            case "add":
+                return _add(args)
+            case "remove":
+                return _remove(args)
+    except _Refused as refused:
+        print(f"dsh mcp: {refused}", file=sys.stderr)
+        return 1
+    return 2
+
+
+class _Refused(Exception):
+    pass
+
+
+async def _report(args: argparse.Namespace, host: CliHost) -> int:
+    from plugins.mcp import MCP
+
+    async with host.runtime() as root:
+        service: McpService | None = root.get(MCP, None)
+        if service is None:
+            raise _Refused("the mcp plugin is not loaded (see `dsh plugins`)")
+        await service.settled()
+        if args.action == "get":
+            found = service.connections.get(args.name)
+            if found is None:
+                raise _Refused(f"no server named {args.name!r} (`dsh mcp list` shows them)")
+            status = found.status()
+            print(f"{status.name}: {status.state}")
+            print(f"  {visible(status.where, one_line=True)} ({found.config.transport})")
+            if status.reason:
+                print(f"  {visible(status.reason, one_line=True)}")
+            for tool in status.tools:
+                print(f"  tool {tool}")
+            for name in sorted(found.prompts):
+                print(f"  prompt /{name}")
+            for line in status.stderr.splitlines()[-5:] if status.state == "failed" else []:
+                print(f"  stderr: {visible(line, one_line=True)}")
+            return 0 if status.state == "ready" else 1
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "problems": service.problems,
+                        "servers": [
+                            {
+                                "name": s.name,
+                                "where": s.where,
+                                "state": s.state,
+                                "reason": s.reason,
+                                "tools": s.tools,
+                            }
+                            for s in service.statuses()
+                        ],
+                    },
+                    indent=2,
+                )
+            )
+        else:
+            print("\n".join(status_lines(service)))
+        return 0
+
+
+def _settings_path(scope: str) -> Path:
+    if scope == "project":
+        return Path.cwd() / ".dsh" / SETTINGS_FILE
+    return dsh_home() / SETTINGS_FILE
+
+
+def _pairs(items: list[str], separator: str, what: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition(separator)
+        if not sep or not key.strip():
+            raise _Refused(f"{what} {item!r}: write it KEY{separator}VALUE")
+        pairs[key.strip()] = value.strip() if separator == ":" else value
+    return pairs
+
+
+def _add(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    entry: dict[str, Any] = {}
+    if args.url and command:
+        raise _Refused("give a command (after --) or --url, not both")
+    if command:
+        entry["command"], entry["args"] = command[0], command[1:]
+    elif args.url:
+        entry["url"] = args.url
+    else:
+        raise _Refused("give the server's command after --, or --url URL")
+    if args.transport:
+        entry["type"] = args.transport
+    if args.env:
+        entry["env"] = _pairs(args.env, "=", "--env")
+    if args.header:
+        entry["headers"] = _pairs(args.header, ":", "--header")
+    try:
+        ServerConfig.model_validate(entry)
+    except ValidationError as error:
+        raise _Refused(str(error.errors()[0]["msg"])) from None
+    path = _settings_path(args.scope)
+    document = _read(path)
+    servers = _servers(document, create=True)
+    if args.name in servers:
+        raise _Refused(f"{path} already has a server named {args.name!r}")
+    table = tomlkit.table()
+    for key, value in entry.items():
+        if isinstance(value, dict):
+            inline = tomlkit.inline_table()
+            inline.update(value)
+            table[key] = inline
+        else:
+            table[key] = value
+    servers[args.name] = table
+    _write(path, document)
+    print(f"Added the MCP server {args.name} to {path}.")
+    if args.scope == "project":
+        print("A project's servers start only in a trusted folder (`dsh trust`).")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    path = _settings_path(args.scope)
+    document = _read(path)
+    servers = _servers(document, create=False)
+    if servers is None or args.name not in servers:
+        raise _Refused(f"{path} has no server named {args.name!r}")
+    del servers[args.name]
+    _write(path, document)
+    print(f"Removed the MCP server {args.name} from {path}.")
+    return 0
+
+
+def _read(path: Path) -> Any:
+    try:
+        return tomlkit.parse(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return tomlkit.document()
+    except (OSError, ValueError) as error:
+        raise _Refused(f"{path}: cannot be read ({error})") from None
+
+
+def _servers(document: Any, *, create: bool) -> Any:
+    mcp = document.get(TABLE)
+    if mcp is None:
+        if not create:
+            return None
+        mcp = tomlkit.table(is_super_table=True)
+        document[TABLE] = mcp
+    servers = mcp.get("servers")
+    if servers is None:
+        if not create:
+            return None
+        servers = tomlkit.table(is_super_table=True)
+        mcp["servers"] = servers
+    return servers
+
+
+def _write(path: Path, document: Any) -> None:
+    """The whole file replaced at once, with the mode it had (0600 when new)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o600
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(tomlkit.dumps(document))
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+COMMAND = CliCommand(
+    name="mcp", help="MCP servers: list, get, add, remove", configure=configure, run=run
+)
