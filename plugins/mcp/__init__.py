@@ -35,11 +35,10 @@ from dsh.llm import UserSource, user_text
 from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
 from dsh.tools import ToolDefinition
 from plugins.mcp.config import PROJECT_FILE, TABLE, ConfigError, ServerConfig, read_table
-from plugins.mcp.connection import Connection, Status
-from plugins.mcp.resources import attach as attach_resources
 from plugins.mcp.service import McpService, status_lines
+from plugins.mcp.status import Status
 
-__all__ = ["MCP", "Connection", "McpService", "ServerConfig", "Status", "plugin"]
+__all__ = ["MCP", "McpService", "ServerConfig", "Status", "plugin"]
 
 MCP: ServiceKey[McpService] = ServiceKey("mcp")
 
@@ -114,11 +113,11 @@ def apply(ctx: Context, config: object) -> None:
     async def wait_for_servers(
         submit: PromptSubmit, next_: Next[PromptSubmit, PromptDecision]
     ) -> PromptDecision:
-        # The TUI shows the prompt at once and tools join as servers come up; any other
-        # front end (dsh -p above all) sends its first request with every server's
-        # tools or its failure known.
+        # The TUI and plain mode answer at once and tools join as servers come up (a
+        # person sees /mcp); dsh -p, and an agent no front end shows, sends its first
+        # request with every server's tools or failure known.
         shown = front_end(submit.agent)
-        if shown is None or shown.kind != "tui":
+        if shown is None or not shown.interactive:
             await service.settled()
         if shown is not None and shown.kind == "headless" and not reported:
             reported.append(True)
@@ -137,6 +136,10 @@ def apply(ctx: Context, config: object) -> None:
             return replace(decision, content=user_text(expanded).content)
         if "@" not in text:
             return decision
+        if not any(c.state == "ready" for c in service.connections.values()):
+            return decision
+        from plugins.mcp.resources import attach as attach_resources  # with the SDK
+
         extra = await attach_resources(text, service.connections)
         if not extra:
             return decision

@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import tomlkit
 from pydantic import ValidationError
 
 from dsh.control_chars import visible
@@ -143,6 +142,8 @@ def _pairs(items: list[str], separator: str, what: str) -> dict[str, str]:
 
 
 def _add(args: argparse.Namespace) -> int:
+    import tomlkit
+
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
@@ -199,6 +200,8 @@ def _remove(args: argparse.Namespace) -> int:
 
 
 def _read(path: Path) -> Any:
+    import tomlkit
+
     try:
         return tomlkit.parse(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -208,6 +211,8 @@ def _read(path: Path) -> Any:
 
 
 def _servers(document: Any, *, create: bool) -> Any:
+    import tomlkit
+
     mcp = document.get(TABLE)
     if mcp is None:
         if not create:
@@ -225,6 +230,8 @@ def _servers(document: Any, *, create: bool) -> Any:
 
 def _write(path: Path, document: Any) -> None:
     """The whole file replaced at once, with the mode it had (0600 when new)."""
+    import tomlkit
+
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode = path.stat().st_mode & 0o777

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 import anyio
 import httpx2
@@ -42,7 +42,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 
 import dsh
-from dsh.commands import Command, CommandError
+from dsh.commands import CommandError
 from dsh.credentials import Secret, redact
 from dsh.kernel import Context
 from dsh.llm import ToolSchema
@@ -52,26 +52,13 @@ from plugins.mcp.config import MissingVariable, ServerConfig, expand
 from plugins.mcp.prompts import PromptCall
 from plugins.mcp.results import result_text
 from plugins.mcp.schema import normalise, tool_names
-
-State = Literal["starting", "ready", "failed", "stopped", "disabled"]
+from plugins.mcp.status import Register, RegisterCommand, State, Status
 
 STDERR_TAIL = 4096
 """Bytes of a server's stderr kept for its status."""
 MAX_DESCRIPTION = 4000
 MAX_BACKOFF_S = 30.0
 _CLIENT = types.Implementation(name="dsh", version=dsh.__version__)
-
-
-@dataclass
-class Status:
-    """What a server is doing, for ``/mcp`` and ``dsh -p``'s stderr."""
-
-    name: str
-    where: str
-    state: State
-    reason: str | None = None
-    stderr: str = ""
-    tools: list[str] = field(default_factory=list)
 
 
 class Arguments(BaseModel):
@@ -89,10 +76,6 @@ class McpTool(ToolDefinition):
     @property
     def schema(self) -> ToolSchema:
         return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)
-
-
-Register = Callable[[str, ToolDefinition], Callable[[], object]]
-RegisterCommand = Callable[[str, Command], Callable[[], object]]
 
 
 class Connection:

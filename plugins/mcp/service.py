@@ -11,14 +11,22 @@ for its transport to close (the SDK ends a stdio server's process group).
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dsh.control_chars import visible
 from dsh.credentials import Secret
 from dsh.kernel import Context
 from plugins.mcp.config import ConfigError, ServerConfig, read_project_file
-from plugins.mcp.connection import Connection, Register, RegisterCommand, Status
+from plugins.mcp.status import Register, RegisterCommand, Status
+
+if TYPE_CHECKING:
+    from plugins.mcp.connection import Connection
+
+
+CONNECTION_MODULE = "plugins.mcp.connection"
 
 
 class McpService:
@@ -67,8 +75,11 @@ class McpService:
         except ConfigError as error:
             self.problems.append(str(error))
         finally:
+            if servers:
+                # The SDK is imported here, in a thread, and only when there are servers.
+                module = await asyncio.to_thread(importlib.import_module, CONNECTION_MODULE)
             for name in sorted(servers):
-                connection = Connection(
+                connection = module.Connection(
                     self.ctx.child(name=f"mcp:{name}"),
                     name,
                     servers[name],
@@ -96,7 +107,8 @@ class McpService:
         if old is None:
             return False
         old.stop()
-        connection = Connection(
+        module = importlib.import_module(CONNECTION_MODULE)  # imported for the old one
+        connection = module.Connection(
             self.ctx.child(name=f"mcp:{name}"),
             name,
             old.config.model_copy(update={"enabled": True}),

@@ -409,7 +409,7 @@ async def test_a_server_that_dies_later_comes_back_by_itself(tmp_path: Path) -> 
 
 
 def test_status_lines_show_server_text_safely() -> None:
-    from plugins.mcp.connection import Status
+    from plugins.mcp.status import Status
 
     class Fake:
         problems: ClassVar[list[str]] = ["settings.toml: mcp.servers.x: bad"]
