@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from dsh.credentials import Secret
+from dsh.paths import unsafe_to_obey
 
 PROJECT_FILE = ".mcp.json"
 TABLE = "mcp"
@@ -132,7 +133,12 @@ def read_table(table: Mapping[str, Any], origin: str) -> dict[str, ServerConfig]
 
 
 def read_project_file(path: Path) -> dict[str, ServerConfig]:
-    """The servers of a ``.mcp.json`` (blocking: call it in a thread). None there, none."""
+    """The servers of a ``.mcp.json`` (blocking: call it in a thread). None there, none.
+    Refused, as a settings file is, when another user could have written it: it names
+    programs dsh would run."""
+    problem = unsafe_to_obey(path)
+    if problem is not None:
+        raise ConfigError(f"{path}: refused, {problem}; it names programs dsh would run")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

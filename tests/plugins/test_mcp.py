@@ -564,6 +564,22 @@ async def test_a_trusted_project_starts_its_servers(tmp_path: Path) -> None:
     assert marker_b.read_text() == "ran"
 
 
+async def test_a_trusted_projects_mcp_json_others_can_write_is_refused(tmp_path: Path) -> None:
+    _, marker = hostile_project(tmp_path)
+    (tmp_path / "project" / ".dsh" / "settings.toml").unlink()
+    (tmp_path / "project" / ".mcp.json").chmod(0o666)  # anyone could have written it
+    runtime = await started(tmp_path, "", trust=True)
+    try:
+        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
+        assert service_of(runtime).connections == {}
+        [problem] = service_of(runtime).problems
+        assert "refused" in problem
+        assert "can be written by other users" in problem
+    finally:
+        await runtime.aclose()
+    assert not marker.exists()
+
+
 async def test_a_project_with_only_mcp_json_uses_it_once_trusted(tmp_path: Path) -> None:
     from dsh.trust import TrustStore
 
