@@ -283,6 +283,22 @@ async def test_env_references_are_resolved_and_not_shown(
         await runtime.aclose()
 
 
+async def test_a_server_does_not_inherit_dshs_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-not-for-servers")
+    script = (
+        "import os,sys; sys.stderr.write(repr(os.environ.get('DEEPSEEK_API_KEY'))); sys.exit(1)"
+    )
+    runtime = await started(tmp_path, stdio_table("nosy", "-c", script))
+    try:
+        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
+        [status] = service_of(runtime).statuses()
+        assert status.stderr == "None"  # only PATH, HOME and the like, and its own env
+    finally:
+        await runtime.aclose()
+
+
 async def test_a_missing_variable_fails_the_server_alone(tmp_path: Path) -> None:
     runtime = await started(
         tmp_path,
