@@ -369,9 +369,11 @@ class Connection:
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
-            # The transport could not read what the server sent: a stdio server that
-            # prints to stdout, or a broken stream. It cannot be trusted to go on.
-            self._fail(f"the server sent something that is not MCP: {_describe(message)}")
+            # A stdio server that prints anything but JSON-RPC on stdout cannot be
+            # trusted to go on. Over HTTP one bad response (or a GET stream the server
+            # does not offer) fails only its request; the read stream's end says more.
+            if self.config.transport == "stdio":
+                self._fail(f"the server sent something that is not MCP: {_describe(message)}")
             return
         if isinstance(message, types.ToolListChangedNotification):
             self._changed = True
