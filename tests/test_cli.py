@@ -139,6 +139,7 @@ def test_plugin_commands_are_tried_only_where_no_prompt_can_be() -> None:
     assert not _maybe_plugin_command(["mcp"])  # one word: a prompt
     assert not _maybe_plugin_command(["fix the build", "--plain"])
     assert not _maybe_plugin_command(["hello", "-p"])
+    assert _maybe_plugin_command(["mcp", "--help"])  # no plugin's: the usual usage
     assert not _maybe_plugin_command(["Fix", "it"])
 
 

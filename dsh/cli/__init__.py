@@ -187,7 +187,9 @@ _WORD = re.compile(r"^[a-z][a-z0-9_-]*$")
 def _maybe_plugin_command(args: list[str]) -> bool:
     """``dsh NAME WORD ...``: two words first, which no prompt can be (the prompt is one
     argument), the first no core command. Only then are the plugins looked at."""
-    return len(args) >= 2 and bool(_WORD.match(args[0])) and not args[1].startswith("-")
+    if len(args) < 2 or not _WORD.match(args[0]):
+        return False
+    return not args[1].startswith("-") or args[1] in ("-h", "--help")
 
 
 def _plugin_command(args: list[str]) -> int | None:
