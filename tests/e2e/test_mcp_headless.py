@@ -140,3 +140,32 @@ async def test_dsh_mcp_add_list_get_remove(dsh: Dsh) -> None:
     missing = await dsh.run("mcp", "get", "fixture")
     assert missing.code == 1
     assert "no server named 'fixture'" in missing.stderr
+
+
+async def test_a_killed_dsh_takes_its_servers_with_it(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    import asyncio
+    import os
+    import signal
+
+    from tests.plugins.bash_support import eventually, process_running
+
+    pid_file = dsh.root / "server.pid"
+    script = (
+        "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
+        f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    (dsh.home / "settings.toml").write_text(
+        SETTINGS + server_table("fixture", "-c", script, str(pid_file))
+    )
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="mcp__fixture__slow", arguments='{"steps": 0}')]),
+        Reply(text="never reached"),
+    )
+    child = await dsh.start("-p", "wait on the server")
+    await eventually(lambda: len(fake_llm.chat_requests) == 1 and pid_file.is_file())
+    await eventually(lambda: pid_file.read_text().isdigit())
+    server = int(pid_file.read_text())
+    assert process_running(server)
+    os.kill(child.pid, signal.SIGKILL)
+    await asyncio.wait_for(child.wait(), 60)
+    await eventually(lambda: not process_running(server))
