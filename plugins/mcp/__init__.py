@@ -30,17 +30,15 @@ from dsh.control_chars import visible
 from dsh.credentials import CredentialError, Secret
 from dsh.frontend import front_end
 from dsh.hooks import AGENT_PROMPT_SUBMIT
-from dsh.kernel import CliCommand, Context, Next, Plugin, ServiceKey
+from dsh.kernel import CliCommand, Context, Next, Plugin
 from dsh.llm import UserSource, user_text
 from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
 from dsh.tools import ToolDefinition
 from plugins.mcp.config import PROJECT_FILE, TABLE, ConfigError, ServerConfig, read_table
-from plugins.mcp.service import McpService, status_lines
+from plugins.mcp.service import MCP, McpService, status_lines
 from plugins.mcp.status import Status
 
 __all__ = ["MCP", "McpService", "ServerConfig", "Status", "plugin"]
-
-MCP: ServiceKey[McpService] = ServiceKey("mcp")
 
 
 def apply(ctx: Context, config: object) -> None:

@@ -23,7 +23,7 @@ from dsh.control_chars import visible
 from dsh.kernel import CliCommand, CliHost
 from dsh.paths import dsh_home
 from plugins.mcp.config import TABLE, ServerConfig
-from plugins.mcp.service import McpService, status_lines
+from plugins.mcp.service import MCP, McpService, status_lines
 
 SETTINGS_FILE = "settings.toml"
 
@@ -78,8 +78,6 @@ class _Refused(Exception):
 
 
 async def _report(args: argparse.Namespace, host: CliHost) -> int:
-    from plugins.mcp import MCP
-
     async with host.runtime() as root:
         service: McpService | None = root.get(MCP, None)
         if service is None:

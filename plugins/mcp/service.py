@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from dsh.control_chars import visible
 from dsh.credentials import Secret
-from dsh.kernel import Context
+from dsh.kernel import Context, ServiceKey
 from plugins.mcp.config import ConfigError, ServerConfig, read_project_file
 from plugins.mcp.status import Register, RegisterCommand, Status
 
@@ -149,3 +149,7 @@ def status_lines(service: McpService, *, tail_lines: int = 5) -> list[str]:
             for line in status.stderr.splitlines()[-tail_lines:]:
                 lines.append(f"  stderr: {visible(line, one_line=True)}")
     return lines or ["No MCP servers are configured ([mcp.servers.NAME] in settings)."]
+
+
+MCP: ServiceKey[McpService] = ServiceKey("mcp")
+"""The plugin's service: the servers, their states, ``restart``."""
