@@ -45,13 +45,13 @@ import dsh
 from dsh.commands import CommandError
 from dsh.credentials import Secret, redact
 from dsh.kernel import Context
-from dsh.llm import ToolSchema
+from dsh.llm import TextBlock, ToolSchema
 from dsh.processes import helper_command
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from plugins.mcp.config import MissingVariable, ServerConfig, expand
 from plugins.mcp.prompts import PromptCall
-from plugins.mcp.results import result_text
-from plugins.mcp.schema import normalise, tool_names
+from plugins.mcp.results import images_of, result_text
+from plugins.mcp.schema import clean, normalise, tool_names
 from plugins.mcp.status import Register, RegisterCommand, State, Status
 
 STDERR_TAIL = 4096
@@ -494,7 +494,11 @@ class Connection:
             raise ToolError(f"the MCP server {self.name} went away", "MCP_UNAVAILABLE") from None
         if not isinstance(result, types.CallToolResult):
             raise ToolError(f"{self.name}: {tool} gave an answer dsh cannot read", "MCP_ERROR")
-        return ToolOutput(content=result_text(result), is_error=bool(result.is_error))
+        images, fate = await images_of(result, context, f"{clean(self.name)}-{clean(tool)}")
+        text = result_text(result, fate)
+        if not images:
+            return ToolOutput(content=text, is_error=bool(result.is_error))
+        return ToolOutput(content=(TextBlock(text=text), *images), is_error=bool(result.is_error))
 
 
 def _raw(arguments: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from dsh.session import check_log
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import SETTINGS, Dsh, of_type, text_of
 
@@ -92,7 +93,7 @@ async def test_dsh_p_mcp_shows_each_servers_state(dsh: Dsh) -> None:
     done = await dsh.run("-p", "/mcp")
     assert done.code == 0, done.stderr[-3000:]
     shown = done.stdout + done.stderr
-    assert "fixture: ready, 7 tools" in shown
+    assert "fixture: ready, 8 tools" in shown
     assert "broken: failed" in shown
     assert "stderr: no config" in shown
 
@@ -120,7 +121,7 @@ async def test_dsh_mcp_add_list_get_remove(dsh: Dsh) -> None:
 
     listed = await dsh.run("mcp", "list")
     assert listed.code == 0, listed.stderr
-    assert listed.stdout.startswith("fixture: ready, 7 tools")
+    assert listed.stdout.startswith("fixture: ready, 8 tools")
     got = await dsh.run("mcp", "get", "fixture")
     assert got.code == 0, got.stderr
     assert "  tool mcp__fixture__echo\n" in got.stdout
@@ -169,3 +170,34 @@ async def test_a_killed_dsh_takes_its_servers_with_it(dsh: Dsh, fake_llm: FakeLL
     os.kill(child.pid, signal.SIGKILL)
     await asyncio.wait_for(child.wait(), 60)
     await eventually(lambda: not process_running(server))
+
+
+async def test_an_image_result_reaches_a_vision_model(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    (dsh.home / "settings.toml").write_text(
+        SETTINGS + server_table("fixture", str(FIXTURE), "stdio")
+    )
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="mcp__fixture__picture", arguments="{}")]),
+        Reply(text="A red box."),
+    )
+    done = await dsh.run("-p", "what does the server draw?")  # deepseek-flash: vision
+    assert done.code == 0, done.stderr[-3000:]
+    messages = fake_llm.chat_requests[-1].body["messages"]
+    [tool] = [m for m in messages if m["role"] == "tool"]
+    assert "a red box" in text_of(tool)
+    assert "[image 1 (image/png): attached]" in text_of(tool)
+    parts = [
+        p
+        for m in messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for p in m["content"]
+        if p.get("type") == "image_url"
+    ]
+    assert len(parts) == 1
+    assert parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
+    # Stored with the session as any tool's image (the request rebuilder of
+    # dsh.testing does not load images, so the log is checked, not rebuilt).
+    events = await dsh.events()
+    assert check_log(events) == []
+    [attached] = of_type(events, "images/attached")
+    assert attached.data.image.name == "fixture-picture-1"

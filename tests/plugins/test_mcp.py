@@ -118,6 +118,7 @@ async def test_a_stdio_servers_tools_are_dsh_tools(fixture_runtime: Runtime) -> 
         "mcp__fixture__document",
         "mcp__fixture__echo",
         "mcp__fixture__grow",
+        "mcp__fixture__picture",
         "mcp__fixture__read_file_with_spaces",  # "read.file with spaces", made safe
         "mcp__fixture__slow",
         "mcp__fixture__wipe",
@@ -151,6 +152,15 @@ async def test_results_text_structured_and_embedded_resources(
     assert json.loads(text) == {"total": 5}
     text, _ = await call(fixture_runtime, tmp_path, "mcp__fixture__document", {})
     assert text == "see the attached notes\n\n[resource file:///notes.txt (text/plain)]\nthe notes"
+
+
+async def test_an_image_without_an_agent_is_named_not_sent(
+    fixture_runtime: Runtime, tmp_path: Path
+) -> None:
+    text, code = await call(fixture_runtime, tmp_path, "mcp__fixture__picture", {})
+    assert code is None
+    assert text.startswith("a red box\n\n[image (image/png, ")
+    assert text.endswith("bytes): not shown to the model]")
 
 
 async def test_a_servers_error_reaches_the_model_as_an_error(
