@@ -11,8 +11,11 @@ know, and the core neither names it nor needs to (a project's ``[mcp]`` is layer
 in only when the project is trusted, as every table is that does not narrow).
 
 Modules: ``config`` (the table, ``.mcp.json``, ``${VAR}``), ``schema`` (tool names
-and argument schemas), ``results`` (a result as text), ``connection`` (one server),
-``service`` (all of them), ``resources`` (``@server:uri`` in a prompt).
+and argument schemas), ``status`` (a server's state, without the SDK), ``results``
+(a result as text and images), ``connection`` (one server: the SDK is imported with
+it, in a thread, only when a server is configured), ``service`` (all of them),
+``resources`` (``@server:uri`` in a prompt), ``prompts`` (a server's prompts as
+commands), ``cli`` (``dsh mcp``).
 """
 
 from __future__ import annotations
