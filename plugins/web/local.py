@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import httpx
 
 from dsh import __version__
-from plugins.web.addresses import BlockedAddress, resolve_public
+from plugins.web.addresses import BlockedAddress, Resolved, resolve_public
 from plugins.web.markdown import HTML_TYPES, html_to_markdown, media_type, readable
 
 USER_AGENT = f"dsh/{__version__} (web_fetch)"
@@ -45,7 +45,6 @@ class Redirected:
 
     url: str
     location: str
-    status: int
 
 
 def checked_url(text: str) -> httpx.URL:
@@ -98,9 +97,10 @@ class LocalFetcher:
             or (url.port is not None and f"{host}:{url.port}" in self.private_hosts)
         )
 
-    async def _check(self, url: httpx.URL) -> None:
+    async def _resolve(self, url: httpx.URL) -> Resolved:
+        """The checked address to connect to for ``url``'s host (BlockedAddress if none)."""
         port = url.port or (443 if url.scheme == "https" else 80)
-        await resolve_public(url.host, port, allow_private=self.may_be_private(url))
+        return await resolve_public(url.host, port, allow_private=self.may_be_private(url))
 
     async def fetch(self, address: str) -> Page | Redirected:
         url = checked_url(address)
@@ -133,20 +133,19 @@ class LocalFetcher:
                         # Not followed; but where it leads is checked now, so the model
                         # is not invited to fetch what would be refused.
                         try:
-                            await self._check(answer)
+                            await self._resolve(answer)
                         except BlockedAddress as error:
                             raise FetchError(
                                 f"refused: {url} redirects to {answer}, and {error}"
                             ) from None
-                        return Redirected(str(url), str(answer), 302)
+                        return Redirected(str(url), str(answer))
                     url = answer
                     continue
                 return answer
         raise FetchError(f"more than {self.max_redirects} redirects from {url}")
 
     async def _hop(self, client: httpx.AsyncClient, url: httpx.URL) -> Page | httpx.URL:
-        port = url.port or (443 if url.scheme == "https" else 80)
-        resolved = await resolve_public(url.host, port, allow_private=self.may_be_private(url))
+        resolved = await self._resolve(url)
         host_header = url.host if url.port is None else f"{url.host}:{url.port}"
         if ":" in url.host and not host_header.startswith("["):
             host_header = f"[{url.host}]" + (f":{url.port}" if url.port else "")
