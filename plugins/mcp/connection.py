@@ -23,11 +23,11 @@ import fnmatch
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import anyio
 import httpx2
@@ -59,6 +59,25 @@ STDERR_TAIL = 4096
 MAX_DESCRIPTION = 4000
 MAX_BACKOFF_S = 30.0
 _CLIENT = types.Implementation(name="dsh", version=dsh.__version__)
+
+
+_Page = TypeVar("_Page", types.ListToolsResult, types.ListPromptsResult)
+_Item = TypeVar("_Item")
+
+
+async def _every_page(
+    list_page: Callable[..., Awaitable[_Page]], items: Callable[[_Page], list[_Item]]
+) -> list[_Item]:
+    """Every item of a paginated list, following ``next_cursor`` to the last page."""
+    found: list[_Item] = []
+    cursor: str | None = None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await list_page(params=params)
+        found.extend(items(page))
+        cursor = page.next_cursor
+        if not cursor:
+            return found
 
 
 class Arguments(BaseModel):
@@ -285,31 +304,15 @@ class Connection:
             return
 
     async def _list(self, session: ClientSession) -> None:
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        while True:
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
+        tools = await _every_page(session.list_tools, lambda page: page.tools)
         self._swap(self._chosen(tools))
 
     async def _prompts(self, session: ClientSession) -> None:
         capabilities = session.server_capabilities
         if self._register_command is None or capabilities is None or not capabilities.prompts:
             return
-        prompts: list[types.Prompt] = []
-        cursor: str | None = None
         try:
-            while True:
-                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                page = await session.list_prompts(params=params)
-                prompts.extend(page.prompts)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
+            prompts = await _every_page(session.list_prompts, lambda page: page.prompts)
         except MCPError:
             return  # its tools are what matters; a server whose prompts fail has none
 
