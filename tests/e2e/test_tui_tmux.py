@@ -31,6 +31,11 @@ async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
         await term.close()
 
 
+def last_line(screen: str) -> str:
+    """The status line: the screen's last line with anything on it."""
+    return [line for line in screen.splitlines() if line.strip()][-1]
+
+
 async def test_a_prompt_an_approval_and_an_answer_in_a_real_terminal(
     tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal
 ) -> None:
@@ -54,14 +59,15 @@ async def test_a_prompt_an_approval_and_an_answer_in_a_real_terminal(
     dialog = await terminal.wait_for("Allow once")
     assert "echo hi" in dialog
     await terminal.press_until("y", "Allow once")  # the dialog ignores keys at first
-    screen = await terminal.wait_for("turn 1 · completed")
+    # (the turn's line and the idle status line may land in different frames)
+    screen = await terminal.wait_for(
+        lambda text: "turn 1 · completed" in text and "idle" in last_line(text)
+    )
     assert "✓ bash echo hi" in screen
     assert "The shell said hi back." in screen
     card = screen.split("✓ bash echo hi", 1)[1].split("The shell said", 1)[0]
     assert "hi" in [line.strip() for line in card.splitlines()]  # the command's output
-    status_line = [line for line in screen.splitlines() if line.strip()][-1]
-    assert "idle" in status_line
-    assert "tokens" in status_line
+    assert "tokens" in last_line(screen)
     assert len(fake_llm.chat_requests) == 2
 
     await terminal.keys("C-q")
