@@ -25,6 +25,7 @@ from typing import Any
 
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import Enter, PreRequest, PreStep, Reject, RequestError, Retry
+from dsh.agent.progress import ProgressLog
 from dsh.agent.signal import TurnCancelled, TurnSignal
 from dsh.agent_handle import AgentHandle
 from dsh.hooks import (
@@ -72,6 +73,7 @@ from dsh.session import (
     StepStart,
     ToolCall,
     ToolErrorIdentity,
+    ToolProgress,
     ToolResult,
     TurnAborted,
     TurnBlocked,
@@ -133,6 +135,7 @@ class Turn:
         """Until ``turn/end`` is written: a cancel aborts it, context is staged for it."""
         self._settling = False
         """After the ``turn-stopping`` listeners: nothing joins the turn any more."""
+        self._progress = ProgressLog(self._log_progress)
 
     # ------------------------------------------------------------------ control
 
@@ -218,6 +221,7 @@ class Turn:
         """After ``turn/end``: nothing staged is lost (context goes into the log now,
         steering waits as a prompt of its own)."""
         self.open = False
+        self._progress.close()
         for message in self.inbox.close_turn():
             self.session.append("user/message", message)
 
@@ -489,6 +493,8 @@ class Turn:
                     *(tools.run(c, self._tool_context(c.id), agent) for c in batch)
                 )
             finally:
+                for call in batch:
+                    self._progress.end(call.id)
                 if not read_only:
                     self.effects += 1  # the files may have changed, even if the call failed
             for call, event, outcome in zip(batch, started, outcomes, strict=True):
@@ -528,6 +534,15 @@ class Turn:
             session_id=session_id,
             services=self.agent.ctx,
             spill=(lambda text, label: spill.save(session_id, label, text)) if spill else None,
+            progress=self._progress.reporter(call_id),
+        )
+
+    def _log_progress(self, call_id: CallId, text: str) -> None:
+        # ignorable: a dsh that predates the event skips it and still opens the session
+        self.session.append(
+            "tool/progress",
+            ToolProgress(turn=self.number, step=self.steps, call_id=call_id, message=text),
+            ignorable=True,
         )
 
     def _answer_unstarted(

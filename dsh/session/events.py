@@ -249,6 +249,16 @@ class ToolCall(Frozen):
     arguments: str
 
 
+class ToolProgress(Frozen):
+    """What a running call says of its progress (a server's ``3/10 pages``): shown on
+    its card until the result comes; never sent to the model."""
+
+    turn: PositiveInt
+    step: PositiveInt
+    call_id: CallId
+    message: str
+
+
 class ToolErrorIdentity(Frozen):
     name: str
     code: str
@@ -581,6 +591,7 @@ _core_event("steering/message", UserMessage, surface=True)
 _core_event("assistant/chunk", AssistantChunk)
 _core_event("assistant/message", AssistantMessageData, surface=True, paid_call=_assistant_call)
 _core_event("tool/call", ToolCall)
+_core_event("tool/progress", ToolProgress)
 _core_event("tool/result", ToolResult, surface=True)
 _core_event("request/header", RequestHeader)
 _core_event("request/context", RequestContext)

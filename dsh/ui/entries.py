@@ -55,6 +55,7 @@ from dsh.session.events import (
     ModelRenamed,
     RequestContext,
     ToolCall,
+    ToolProgress,
     ToolResult,
     TurnAborted,
     TurnBlocked,
@@ -70,6 +71,9 @@ from dsh.session.events import (
 )
 from dsh.tools.presentation import Presentation
 from dsh.transcript import NoticeLevel, fold_step
+
+PROGRESS_CHARS = 300
+"""A progress line is cut here: a log may be written by hand."""
 
 log = logging.getLogger(__name__)
 E = TypeVar("E", bound="Entry")
@@ -145,6 +149,8 @@ class ToolEntry(Entry):
     approval: str | None = None
     """The summary shown when it asked for approval."""
     denial: str | None = None
+    progress: str | None = None
+    """What the running call last said of its progress."""
 
     @property
     def is_error(self) -> bool:
@@ -247,6 +253,8 @@ class TranscriptFold:
                 return self._approval_asked(data)
             case ApprovalResolved():
                 return self._approval_resolved(data)
+            case ToolProgress():
+                return self._tool_progress(data)
             case ToolResult():
                 return self._tool_result(event, data)
             case TurnStart():
@@ -496,6 +504,13 @@ class TranscriptFold:
         else:
             entry.status = "running"
             self._set_state("running-tool", entry.name)
+        return [entry]
+
+    def _tool_progress(self, data: ToolProgress) -> list[Entry]:
+        entry = self._by_key.get(f"tool:{data.call_id}")
+        if not isinstance(entry, ToolEntry) or entry.status != "running":
+            return []
+        entry.progress = visible(" ".join(data.message.split())[:PROGRESS_CHARS], one_line=True)
         return [entry]
 
     def _tool_result(self, event: SessionEvent, data: ToolResult) -> list[Entry]:

@@ -208,7 +208,7 @@ class ToolCard(Static):
         entry = self.entry
         assert isinstance(entry, ToolEntry)
         if self.running:
-            return None
+            return Text(entry.progress, style="dim") if entry.progress else None
         key = (entry.status, self.expanded)
         if self._body_for != key:  # a presentation can be costly: once per change
             self._body_for = key
