@@ -26,6 +26,7 @@ from dsh.kernel import KERNEL_ERROR, Chain, First, Gather, Hook, Next, Notify
 if TYPE_CHECKING:
     from dsh.agent import AgentHandle, Status
     from dsh.agent.interception import (
+        MentionChoice,
         PasteResult,
         PreRequest,
         PreStep,
@@ -147,6 +148,12 @@ PROMPT_PASTE: First[[AgentHandle, str | None], PasteResult] = First(
     "asked for the clipboard's content the terminal does not paste (None: Ctrl+V); a "
     "listener that takes it returns what the prompt shows instead",
 )
+PROMPT_MENTIONS: Gather[[AgentHandle, str], Sequence[MentionChoice]] = Gather(
+    "prompt/mentions",
+    subject=_agent,
+    doc="the person is typing an @mention in an interactive UI's prompt (the text "
+    "after the @): choices to offer besides the project's files",
+)
 
 # ---------------------------------------------------------------------- model calls
 
@@ -224,6 +231,7 @@ CORE_HOOKS: tuple[Hook, ...] = (
     AGENT_REQUEST_ERROR,
     AGENT_TURN_STOPPING,
     PROMPT_PASTE,
+    PROMPT_MENTIONS,
     LLM_STREAM,
     LLM_RETRY,
     SYSTEM_PROMPT_ASSEMBLE,

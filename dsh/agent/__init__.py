@@ -10,6 +10,7 @@ from dsh.agent.agent import Agent
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import (
     Enter,
+    MentionChoice,
     PasteResult,
     PreRequest,
     PreStep,
@@ -36,6 +37,7 @@ __all__ = [
     "Enter",
     "Inbox",
     "InboxItem",
+    "MentionChoice",
     "PasteResult",
     "Placement",
     "PreRequest",

@@ -28,6 +28,7 @@ import asyncio
 from dataclasses import dataclass
 
 from dsh.agent_handle import AgentHandle
+from dsh.control_chars import is_visible
 from dsh.llm import Block, LlmCallConfig, LlmFailure, RetryPolicy, UserMessage
 
 
@@ -54,6 +55,26 @@ class PasteResult:
     notice: str | None = None
     level: str = "info"
     """``info``, ``warning`` or ``error``."""
+
+
+@dataclass(frozen=True)
+class MentionChoice:
+    """Something a plugin offers to complete an ``@`` the person is typing."""
+
+    insert: str
+    """What replaces the ``@token`` (its ``@`` included): ``@tracker:issue/12``."""
+    label: str
+    meta: str = ""
+    """A few words beside the label (a description, a kind)."""
+    more: bool = False
+    """``insert`` is a prefix to go on from (``@tracker:``): no space is added after it
+    and the choices for it follow."""
+
+    def usable(self) -> bool:
+        """Whether ``insert`` is one ``@token`` with nothing a terminal obeys: it comes
+        from a plugin's source (a server's resource list), so the UIs check."""
+        text = self.insert
+        return text.startswith("@") and is_visible(text) and not any(c.isspace() for c in text)
 
 
 @dataclass(frozen=True)

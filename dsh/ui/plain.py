@@ -202,7 +202,9 @@ class PlainApp:
             pt_output = DummyOutput()
         elif not sys.stdout.isatty():
             pt_output = create_output(always_prefer_tty=True)  # the prompt on stderr
-        completer = PlainCompleter(self.controller.commands.complete, self._agent_cwd)
+        completer = PlainCompleter(
+            self.controller.commands.complete, self._agent_cwd, self.controller.mentions
+        )
         history = file_history(dsh_home(), self.cwd)
         return PromptReader(input=input, output=pt_output, history=history, completer=completer)
 

@@ -15,9 +15,17 @@ import asyncio
 import contextlib
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import get_app_or_none
@@ -31,8 +39,11 @@ from rich.console import Console
 from rich.text import Text
 
 from dsh.commands import Command
-from dsh.control_chars import is_terminal
+from dsh.control_chars import is_terminal, visible
 from dsh.ui.prompt_history import history_path
+
+if TYPE_CHECKING:
+    from dsh.agent import MentionChoice
 
 Message = str | Callable[[], str]
 MAX_PATH_COMPLETIONS = 200
@@ -292,9 +303,16 @@ class PlainCompleter(Completer):
     """``/commands`` at the start of the line, ``@paths`` (relative to the session's
     directory) anywhere."""
 
-    def __init__(self, commands: Callable[[str], list[Command]], cwd: Callable[[], Path]) -> None:
+    def __init__(
+        self,
+        commands: Callable[[str], list[Command]],
+        cwd: Callable[[], Path],
+        mentions: Callable[[str], Awaitable[Sequence[MentionChoice]]] | None = None,
+    ) -> None:
         self.commands = commands
         self.cwd = cwd
+        self.mentions = mentions
+        """What the plugins offer for an ``@query`` besides paths (an MCP resource)."""
 
     def get_completions(
         self, document: Document, complete_event: CompleteEvent
@@ -312,6 +330,19 @@ class PlainCompleter(Completer):
         if word.startswith("@"):
             for path in path_completions(self.cwd(), word[1:]):
                 yield Completion(f"@{path}", start_position=-len(word))
+
+    async def get_completions_async(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> AsyncGenerator[Completion, None]:
+        for completion in self.get_completions(document, complete_event):
+            yield completion
+        word = document.get_word_before_cursor(WORD=True)
+        if self.mentions is None or not word.startswith("@"):
+            return
+        for choice in await self.mentions(word[1:]):
+            if choice.usable():
+                meta = visible(choice.meta, one_line=True)
+                yield Completion(choice.insert, start_position=-len(word), display_meta=meta)
 
 
 def path_completions(cwd: Path, partial: str) -> Iterator[str]:

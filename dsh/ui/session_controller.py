@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dsh.ui.opening import BusyChoice, NothingToContinue, after_busy, open_agent
 
 if TYPE_CHECKING:
-    from dsh.agent import Agent, AgentHandle
+    from dsh.agent import Agent, AgentHandle, MentionChoice
     from dsh.commands import Command, CommandView
     from dsh.frontend import Kind
     from dsh.kernel import Context
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
     from dsh.ui.entries import TranscriptFold
     from dsh.ui.trusting import TrustAnswer, TrustQuestion
 
+_log = logging.getLogger(__name__)
+
+MENTIONS_TIMEOUT = 2.0
+"""Seconds the plugins have to offer ``@`` choices."""
 CLOSE_TIMEOUT = 10.0
 """Seconds a running turn has to end, once cancelled, before its agent is disposed."""
 RECENT_SESSIONS = 10
@@ -428,6 +433,24 @@ class SessionController:
         except Exception as error:  # storing what it did failed: said, not raised into the UI
             self.ui.show(f"/{parsed[0]} failed: {error}", level="error")
             return True
+
+    async def mentions(self, query: str) -> list[MentionChoice]:
+        """What the plugins offer for an ``@query`` being typed, besides the project's
+        files: none when a plugin fails or takes longer than :data:`MENTIONS_TIMEOUT`
+        (the menu must not wait on a server that hangs)."""
+        from dsh.hooks import PROMPT_MENTIONS
+
+        agent = self.agent
+        if agent is None or self.runtime is None:
+            return []
+        try:
+            offered = await asyncio.wait_for(
+                self.runtime.root.parallel(PROMPT_MENTIONS, agent, query), MENTIONS_TIMEOUT
+            )
+        except Exception:
+            _log.warning("no @mention choices from the plugins", exc_info=True)
+            return []
+        return [choice for choices in offered for choice in choices]
 
     # ------------------------------------------------------------------ CommandHost
 

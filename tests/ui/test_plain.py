@@ -406,6 +406,36 @@ def test_completion_of_commands_and_paths(tmp_path: Path) -> None:
     assert complete("read no") == []
 
 
+async def test_completion_asks_the_plugins_for_mentions(tmp_path: Path) -> None:
+    """Tab after ``@`` offers what plugins offer (an MCP resource) after the paths;
+    an offer that would type whitespace or terminal controls is left out."""
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from dsh.agent import MentionChoice
+    from dsh.ui.plain_input import PlainCompleter
+
+    (tmp_path / "notes.md").write_text("")
+    asked: list[str] = []
+
+    async def mentions(query: str) -> list[MentionChoice]:
+        asked.append(query)
+        return [
+            MentionChoice("@notes:today", "notes:today", "\x1b[2Jtoday's notes"),
+            MentionChoice("@notes:x\x1b[2J", "bad"),
+            MentionChoice("@notes:a b", "bad"),
+        ]
+
+    completer = PlainCompleter(lambda prefix: [], lambda: tmp_path, mentions)
+    event = CompleteEvent(completion_requested=True)
+    found = [c async for c in completer.get_completions_async(Document("read @no"), event)]
+    assert [c.text for c in found] == ["@notes.md", "@notes:today"]
+    assert "\x1b" not in str(found[1].display_meta)
+    assert asked == ["no"]
+    found = [c async for c in completer.get_completions_async(Document("/n"), event)]
+    assert asked == ["no"]  # not an @: the plugins are not asked
+
+
 def test_path_completion(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "main.py").write_text("")

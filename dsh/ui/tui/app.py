@@ -328,6 +328,7 @@ class DshApp(App[int]):
         controller.add_session_commands(KEYS_HELP, lambda: self.fold)
         register_tui_commands(self, controller.commands, lambda: self.fold)
         self.prompt_area.commands = controller.commands.complete
+        self.prompt_area.mentions = controller.mentions
         await self._mount_transcript(controller.ctx.get(TOOLS))
 
     async def set_up(self, home: Path, settings: Settings) -> bool | None:

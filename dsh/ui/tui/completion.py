@@ -3,7 +3,9 @@
 A ``/`` completes only at the very start of the prompt; an ``@`` anywhere after a
 space. Paths are matched fuzzily (rapidfuzz) against the project's files, listed
 once in a thread: dot folders, ``.gitignore``'d paths and well-known bulky folders
-are left out, and the list stops at :data:`MAX_FILES`.
+are left out, and the list stops at :data:`MAX_FILES`. Plugins may offer more for
+an ``@`` (an MCP server's resources, through the ``prompt/mentions`` hook):
+:func:`with_mentions` puts them among the files.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class Choice:
     insert: str
     label: str
     meta: str = ""
+    more: bool = False
+    """``insert`` is a prefix to go on from: no space after it, the menu stays."""
 
 
 def token_at(row: int, before_cursor: str) -> Token | None:
@@ -82,6 +86,16 @@ def path_choices(files: Sequence[str], query: str) -> list[Choice]:
             if len(picked) == MAX_CHOICES:
                 break
     return [Choice(f"@{p}", p) for p in picked]
+
+
+def with_mentions(files: list[Choice], offered: Sequence[Choice], query: str) -> list[Choice]:
+    """The files' choices and the plugins' for ``@query``: a plugin's first when the
+    query names its scheme (``server:``) or the choice starts with it, else after the
+    files."""
+    lowered = query.lower()
+    first = [c for c in offered if ":" in query or c.insert[1:].lower().startswith(lowered)]
+    rest = [c for c in offered if c not in first]
+    return [*first, *files, *rest][:MAX_CHOICES]
 
 
 def _name(path: str) -> str:

@@ -39,10 +39,11 @@ from dsh.ui.tui.completion import (
     list_files,
     path_choices,
     token_at,
+    with_mentions,
 )
 
 if TYPE_CHECKING:
-    from dsh.agent import PasteResult
+    from dsh.agent import MentionChoice, PasteResult
     from dsh.commands import Command
 
 PASTE_LINES = 12
@@ -133,6 +134,11 @@ class PromptArea(TextArea):
         self._pastes: dict[int, str] = {}
         self.paste_handler: Callable[[str | None], Awaitable[PasteResult | None]] | None = None
         """Asks the plugins whether they take a paste (``None``: the clipboard)."""
+        self.mentions: Callable[[str], Awaitable[Sequence[MentionChoice]]] | None = None
+        """Asks the plugins what they offer for an ``@query``."""
+        self._offered: tuple[str, list[Choice]] | None = None
+        """The plugins' choices for the last ``@query`` asked about."""
+        self._asking: str | None = None
 
     # ------------------------------------------------------------------ actions
 
@@ -203,8 +209,10 @@ class PromptArea(TextArea):
             return
         choice = self._choices[index]
         row = self.cursor_location[0]
-        self.replace(choice.insert + " ", (row, token.start), self.cursor_location)
         self.close_menu()
+        # (a prefix such as @server: is gone on from: its Changed opens the menu again)
+        end = "" if choice.more else " "
+        self.replace(choice.insert + end, (row, token.start), self.cursor_location)
 
     def _accept_and_send(self) -> None:
         self.action_menu_accept()
@@ -353,6 +361,7 @@ class PromptArea(TextArea):
                 self._list_files()
             else:
                 choices = path_choices(self._files, token.query)
+            choices = with_mentions(choices, self._plugin_choices(token.query), token.query)
         self._choices = choices
         if not choices:
             self.close_menu()
@@ -361,6 +370,29 @@ class PromptArea(TextArea):
         self.menu.add_options([_option(choice) for choice in choices])
         self.menu.highlighted = 0
         self.menu.display = True
+
+    def _plugin_choices(self, query: str) -> list[Choice]:
+        """The plugins' choices for ``query`` if known; else asked for (once), and the
+        menu refreshed when they come."""
+        if self.mentions is None:
+            return []
+        if self._offered is not None and self._offered[0] == query:
+            return self._offered[1]
+        if self._asking != query:
+            self._asking = query
+            self.run_worker(self._ask_plugins(query), group="at-choices", exclusive=True)
+        return []
+
+    async def _ask_plugins(self, query: str) -> None:
+        assert self.mentions is not None
+        try:
+            offered = await self.mentions(query)
+        except Exception:  # a completion menu is never worth the app
+            offered = []
+        choices = [Choice(c.insert, c.label, c.meta, more=c.more) for c in offered if c.usable()]
+        self._offered, self._asking = (query, choices), None
+        if self._token is not None and self._token.kind == "path" and self._token.query == query:
+            self._refresh_menu()
 
     def close_menu(self) -> None:
         self.menu.display = False
