@@ -27,12 +27,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from dsh.agent import PromptAllow, PromptDecision, PromptSubmit
+from dsh.agent import AgentHandle, MentionChoice, PromptAllow, PromptDecision, PromptSubmit
 from dsh.commands import Command, CommandContext, CommandError, parse_command
 from dsh.control_chars import visible
 from dsh.credentials import CredentialError, Secret
 from dsh.frontend import front_end
-from dsh.hooks import AGENT_PROMPT_SUBMIT
+from dsh.hooks import AGENT_PROMPT_SUBMIT, PROMPT_MENTIONS
 from dsh.kernel import CliCommand, Context, Next, Plugin
 from dsh.llm import UserSource, user_text
 from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
@@ -147,6 +147,15 @@ def apply(ctx: Context, config: object) -> None:
         return replace(decision, additional_contexts=(*decision.additional_contexts, *extra))
 
     ctx.on(AGENT_PROMPT_SUBMIT, wait_for_servers)
+
+    def offer_resources(agent: AgentHandle, query: str) -> list[MentionChoice]:
+        if not any(c.state == "ready" for c in service.connections.values()):
+            return []  # (and the SDK may not be imported yet)
+        from plugins.mcp.resources import mention_choices
+
+        return mention_choices(query, service.connections)
+
+    ctx.on(PROMPT_MENTIONS, offer_resources)
     if commands is not None:
         commands.register("mcp", mcp_command(service))
     service.start()

@@ -27,16 +27,22 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, Literal, TextIO, TypeVar
 
 import anyio
 import httpx2
 from mcp import ClientSession, StdioServerParameters, types
+from mcp.client._probe import negotiate_auto
 from mcp.client.session import IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ToolsListChanged, listen
+from mcp.client.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+    listen,
+)
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
@@ -58,17 +64,35 @@ STDERR_TAIL = 4096
 """Bytes of a server's stderr kept for its status."""
 MAX_DESCRIPTION = 4000
 MAX_BACKOFF_S = 30.0
+MAX_RESOURCES = 1000
+"""Resources of one server kept for ``@`` completion."""
 _CLIENT = types.Implementation(name="dsh", version=dsh.__version__)
 
 
-_Page = TypeVar("_Page", types.ListToolsResult, types.ListPromptsResult)
+ListKind = Literal["tools", "prompts", "resources"]
+_LISTS: dict[type, ListKind] = {
+    # the notification of protocols up to 2025-11-25, then the 2026-07-28 event
+    types.ToolListChangedNotification: "tools",
+    types.PromptListChangedNotification: "prompts",
+    types.ResourceListChangedNotification: "resources",
+    ToolsListChanged: "tools",
+    PromptsListChanged: "prompts",
+    ResourcesListChanged: "resources",
+}
+
+
+_Page = TypeVar("_Page", types.ListToolsResult, types.ListPromptsResult, types.ListResourcesResult)
 _Item = TypeVar("_Item")
 
 
 async def _every_page(
-    list_page: Callable[..., Awaitable[_Page]], items: Callable[[_Page], list[_Item]]
+    list_page: Callable[..., Awaitable[_Page]],
+    items: Callable[[_Page], list[_Item]],
+    *,
+    limit: int | None = None,
 ) -> list[_Item]:
-    """Every item of a paginated list, following ``next_cursor`` to the last page."""
+    """Every item of a paginated list, following ``next_cursor`` to the last page (or
+    the page that brings ``limit`` items)."""
     found: list[_Item] = []
     cursor: str | None = None
     while True:
@@ -76,7 +100,7 @@ async def _every_page(
         page = await list_page(params=params)
         found.extend(items(page))
         cursor = page.next_cursor
-        if not cursor:
+        if not cursor or (limit is not None and len(found) >= limit):
             return found
 
 
@@ -129,12 +153,14 @@ class Connection:
         self._stopped = asyncio.Event()
         self._stopping = False
         self._was_ready = False
-        self._changed = False
+        self._changed: set[ListKind] = set()
         self._scope: anyio.CancelScope | None = None
         self._registered: dict[str, Callable[[], object]] = {}
         self._commands: dict[str, Callable[[], object]] = {}
         self.prompts: dict[str, PromptCall] = {}
         """The server's prompts by command name."""
+        self.resources: list[types.Resource] = []
+        """The server's resources (the first :data:`MAX_RESOURCES`), for ``@`` menus."""
         if not config.enabled:
             self.settled.set()
             self.finished.set()
@@ -156,6 +182,11 @@ class Connection:
         if self.state in ("starting", "ready"):
             self.state = "failed"
             self.reason = redact(reason, *self._secrets)
+            # Gone with the state, not once the connection has unwound: a step that
+            # starts meanwhile must not offer them.
+            self._unregister_all()
+            self._unregister_commands()
+            self.resources = []
         if self._scope is not None:
             self._scope.cancel()
 
@@ -186,7 +217,8 @@ class Connection:
                     await asyncio.wait_for(self._stopped.wait(), delay)
                 if self._stopping:
                     return
-                self.state, self.reason, self._changed = "starting", None, False
+                self.state, self.reason = "starting", None
+                self._changed.clear()
                 self._wake.clear()
         finally:
             self.finished.set()
@@ -203,6 +235,7 @@ class Connection:
         finally:
             self._unregister_all()
             self._unregister_commands()
+            self.resources = []
             self.session = None
             if self.state in ("starting", "ready"):
                 self.state = "stopped" if self._stopping else "failed"
@@ -248,6 +281,7 @@ class Connection:
                     async with anyio.create_task_group() as group:
                         if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
                             group.start_soon(self._listen, session)
+                        group.start_soon(self._resources, session)  # not worth a wait
                         await self._wait(session)
                         group.cancel_scope.cancel()
             finally:
@@ -264,7 +298,7 @@ class Connection:
     async def _start(self, session: ClientSession) -> None:
         timeout = self.config.startup_timeout
         with anyio.move_on_after(timeout) as waited:
-            await session.initialize()
+            await negotiate_auto(session)
             await self._list(session)
             await self._prompts(session)
         if waited.cancelled_caught:
@@ -282,26 +316,42 @@ class Connection:
             self._wake.clear()
             if self._stopping:
                 return
-            if self._changed:
-                self._changed = False
+            changed, self._changed = self._changed, set()
+            if "tools" in changed:
                 try:
                     with anyio.fail_after(self.config.startup_timeout):
                         await self._list(session)
                 except (TimeoutError, MCPError) as error:
                     self._fail(f"tools/list after list_changed failed: {_describe(error)}")
                     return
+            # Prompts and resources are extras: failing to read them again leaves none.
+            if "prompts" in changed:
+                self._unregister_commands()
+                with anyio.move_on_after(self.config.startup_timeout):
+                    await self._prompts(session)
+            if "resources" in changed:
+                await self._resources(session)
 
     async def _listen(self, session: ClientSession) -> None:
         # From protocol 2026-07-28 on, list changes come only on a subscription the
         # client opens; earlier servers send the notification unasked (_on_message).
+        capabilities = session.server_capabilities
         try:
-            async with listen(session, tools_list_changed=True) as subscription:
+            async with listen(
+                session,
+                tools_list_changed=True,
+                prompts_list_changed=bool(capabilities and capabilities.prompts),
+                resources_list_changed=bool(capabilities and capabilities.resources),
+            ) as subscription:
                 async for event in subscription:
-                    if isinstance(event, ToolsListChanged):
-                        self._changed = True
-                        self._wake.set()
-        except Exception:  # no live updates from this server; its tools stay as listed
+                    self._list_changed(_LISTS.get(type(event)))
+        except Exception:  # no live updates from this server; its lists stay as they are
             return
+
+    def _list_changed(self, kind: ListKind | None) -> None:
+        if kind is not None:
+            self._changed.add(kind)
+            self._wake.set()
 
     async def _list(self, session: ClientSession) -> None:
         tools = await _every_page(session.list_tools, lambda page: page.tools)
@@ -333,6 +383,22 @@ class Connection:
             if call.name not in self._commands:
                 self.prompts[call.name] = call
                 self._commands[call.name] = self._register_command(call.name, call.command())
+
+    async def _resources(self, session: ClientSession) -> None:
+        """The first resources, for ``@`` menus: none when the server lists none in
+        time (``@server:uri`` still reads any of them)."""
+        self.resources = []
+        capabilities = session.server_capabilities
+        if capabilities is None or not capabilities.resources:
+            return
+        with anyio.move_on_after(self.config.startup_timeout):
+            try:
+                found = await _every_page(
+                    session.list_resources, lambda page: page.resources, limit=MAX_RESOURCES
+                )
+            except Exception:  # the tools matter; a resource list that fails is none
+                return
+            self.resources = found[:MAX_RESOURCES]
 
     def _chosen(self, tools: list[types.Tool]) -> list[types.Tool]:
         include, exclude = self.config.include_tools, self.config.exclude_tools
@@ -378,9 +444,7 @@ class Connection:
             if self.config.transport == "stdio":
                 self._fail(f"the server sent something that is not MCP: {_describe(message)}")
             return
-        if isinstance(message, types.ToolListChangedNotification):
-            self._changed = True
-            self._wake.set()
+        self._list_changed(_LISTS.get(type(message)))
 
     # ---------------------------------------------------------------- transports
 

@@ -1,4 +1,5 @@
-"""``@server:uri`` in a prompt attaches that server's resource.
+"""``@server:uri`` in a prompt attaches that server's resource; the prompt's ``@``
+menu offers the servers' listed resources (:func:`mention_choices`).
 
 A token is taken only when ``server`` names a server that is ready; the resource is
 read (``resources/read``, bounded by the server's ``tool_timeout``) and entered before
@@ -16,6 +17,7 @@ import anyio
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
+from dsh.agent import MentionChoice
 from dsh.llm import PluginSource, UserMessage, user_text
 from plugins.mcp.connection import Connection
 
@@ -23,6 +25,7 @@ NAME = "mcp"
 MENTION = re.compile(r"(?:^|\s)@([A-Za-z0-9_-]+):(\S+)")
 MAX_BYTES = 256 * 1024
 MAX_MENTIONS = 10
+MAX_CHOICES = 20
 TRAILING = ".,;:!?)]}'\""
 
 
@@ -35,6 +38,39 @@ def resource_mentions(text: str, servers: Mapping[str, Connection]) -> list[tupl
         if connection is not None and connection.state == "ready" and uri:
             found.setdefault((server, uri), None)
     return list(found)[:MAX_MENTIONS]
+
+
+def mention_choices(query: str, servers: Mapping[str, Connection]) -> list[MentionChoice]:
+    """For ``@query``: the ready servers with resources whose name starts with it
+    (``@server:``, to go on from); after ``server:``, that server's resources whose
+    URI or name holds the rest."""
+    name, colon, rest = query.partition(":")
+    if not colon:
+        return [
+            MentionChoice(
+                f"@{server}:",
+                f"{server}:",
+                f"{len(connection.resources)} resources (MCP)",
+                more=True,
+            )
+            for server, connection in sorted(servers.items())
+            if connection.state == "ready"
+            and connection.resources
+            and server.lower().startswith(query.lower())
+        ]
+    connection = servers.get(name)
+    if connection is None or connection.state != "ready":
+        return []
+    lowered = rest.lower()
+    found: list[MentionChoice] = []
+    for resource in connection.resources:
+        uri = str(resource.uri)
+        if lowered in uri.lower() or lowered in resource.name.lower():
+            about = resource.title or resource.name
+            found.append(MentionChoice(f"@{name}:{uri}", f"{name}:{uri}", about))
+            if len(found) == MAX_CHOICES:
+                break
+    return found
 
 
 async def attach(text: str, servers: Mapping[str, Connection]) -> tuple[UserMessage, ...]:

@@ -93,7 +93,7 @@ async def test_dsh_p_mcp_shows_each_servers_state(dsh: Dsh) -> None:
     done = await dsh.run("-p", "/mcp")
     assert done.code == 0, done.stderr[-3000:]
     shown = done.stdout + done.stderr
-    assert "fixture: ready, 8 tools" in shown
+    assert "fixture: ready, 9 tools" in shown
     assert "broken: failed" in shown
     assert "stderr: no config" in shown
 
@@ -121,7 +121,7 @@ async def test_dsh_mcp_add_list_get_remove(dsh: Dsh) -> None:
 
     listed = await dsh.run("mcp", "list")
     assert listed.code == 0, listed.stderr
-    assert listed.stdout.startswith("fixture: ready, 8 tools")
+    assert listed.stdout.startswith("fixture: ready, 9 tools")
     got = await dsh.run("mcp", "get", "fixture")
     assert got.code == 0, got.stderr
     assert "  tool mcp__fixture__echo\n" in got.stdout

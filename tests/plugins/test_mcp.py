@@ -23,7 +23,7 @@ import pytest_asyncio
 from dsh.control_chars import visible
 from dsh.llm import CallId, ToolCallBlock, joined_text
 from dsh.runtime import Runtime, start_runtime
-from dsh.services import TOOLS
+from dsh.services import COMMANDS, TOOLS
 from dsh.tools import ToolContext, ToolService
 from dsh.tools.permissions import assess
 from plugins.mcp import MCP, McpService
@@ -113,6 +113,9 @@ async def until(predicate: Callable[[], object], what: str) -> None:
 async def test_a_stdio_servers_tools_are_dsh_tools(fixture_runtime: Runtime) -> None:
     [status] = service_of(fixture_runtime).statuses()
     assert status.state == "ready", status
+    session = service_of(fixture_runtime).connections["fixture"].session
+    assert session is not None
+    assert session.protocol_version == "2026-07-28"  # the newest both speak
     names = sorted(n for n in tools_of(fixture_runtime).visible(None) if n.startswith("mcp__"))
     assert names == [
         "mcp__fixture__add",
@@ -120,6 +123,7 @@ async def test_a_stdio_servers_tools_are_dsh_tools(fixture_runtime: Runtime) -> 
         "mcp__fixture__echo",
         "mcp__fixture__grow",
         "mcp__fixture__picture",
+        "mcp__fixture__publish",
         "mcp__fixture__read_file_with_spaces",  # "read.file with spaces", made safe
         "mcp__fixture__slow",
         "mcp__fixture__wipe",
@@ -207,16 +211,68 @@ async def test_a_cancelled_turn_cancels_the_call_on_the_server(
     )
 
 
-async def test_list_changed_refreshes_the_tools(fixture_runtime: Runtime, tmp_path: Path) -> None:
-    assert tools_of(fixture_runtime).get("mcp__fixture__extra") is None
-    text, _ = await call(fixture_runtime, tmp_path, "mcp__fixture__grow", {})
-    assert text == "grew"
-    await until(
-        lambda: tools_of(fixture_runtime).get("mcp__fixture__extra") is not None,
-        "the new tool after list_changed",
-    )
-    text, _ = await call(fixture_runtime, tmp_path, "mcp__fixture__extra", {})
-    assert text == "extra ran"
+@pytest.mark.parametrize("era", ["2026-07-28", "legacy"])
+async def test_list_changes_refresh_tools_prompts_and_resources(tmp_path: Path, era: str) -> None:
+    """Over the 2026-07-28 protocol the changes come on a subscriptions/listen
+    stream; from a server of the initialize era, as notifications."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    server = FIXTURE if era != "legacy" else FIXTURE.with_name("legacy.py")
+    args = [str(server), "stdio"]
+    runtime = await started(tmp_path, stdio_table("fixture", *args))
+    try:
+        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
+        connection = service_of(runtime).connections["fixture"]
+        assert connection.session is not None
+        version = connection.session.protocol_version
+        assert version == era if era != "legacy" else version in HANDSHAKE_PROTOCOL_VERSIONS
+        await until(lambda: connection.resources, "the resources to be listed")
+        assert [str(r.uri) for r in connection.resources] == ["notes://today"]
+        assert tools_of(runtime).get("mcp__fixture__extra") is None
+
+        text, _ = await call(runtime, tmp_path, "mcp__fixture__grow", {})
+        assert text == "grew"
+        await until(
+            lambda: tools_of(runtime).get("mcp__fixture__extra") is not None,
+            "the new tool after list_changed",
+        )
+        text, _ = await call(runtime, tmp_path, "mcp__fixture__extra", {})
+        assert text == "extra ran"
+
+        text, _ = await call(runtime, tmp_path, "mcp__fixture__publish", {})
+        assert text == "published"
+        commands = runtime.root.get(COMMANDS).service
+        await until(lambda: commands.get("mcp__fixture__summary"), "the new prompt's command")
+        assert commands.get("mcp__fixture__review") is not None  # the old one is still there
+        await until(lambda: len(connection.resources) == 2, "the new resource")
+        uris = sorted(str(r.uri) for r in connection.resources)
+        assert uris == ["notes://today", "notes://tomorrow"]
+    finally:
+        await runtime.aclose()
+
+
+async def test_the_at_menu_offers_servers_then_their_resources(
+    fixture_runtime: Runtime, tmp_path: Path
+) -> None:
+    from dsh.hooks import PROMPT_MENTIONS
+
+    connection = service_of(fixture_runtime).connections["fixture"]
+    await until(lambda: connection.resources, "the resources to be listed")
+    agent = await fixture_runtime.agents.create(tmp_path)
+
+    async def offered(query: str) -> list[tuple[str, str, bool]]:
+        lists = await fixture_runtime.root.parallel(PROMPT_MENTIONS, agent, query)
+        return [(c.insert, c.label, c.more) for choices in lists for c in choices]
+
+    assert await offered("fix") == [("@fixture:", "fixture:", True)]
+    assert await offered("") == [("@fixture:", "fixture:", True)]
+    assert await offered("other") == []
+    assert await offered("fixture:") == [("@fixture:notes://today", "fixture:notes://today", False)]
+    assert await offered("fixture:TODAY") == [
+        ("@fixture:notes://today", "fixture:notes://today", False)
+    ]
+    assert await offered("fixture:nothing") == []
+    assert await offered("nobody:x") == []
 
 
 async def test_a_resource_mention_attaches_the_resource(fixture_runtime: Runtime) -> None:
@@ -661,6 +717,10 @@ async def test_the_reference_server_everything(tmp_path: Path) -> None:
         await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
         [status] = service_of(runtime).statuses()
         assert status.state == "ready", status
+        session = service_of(runtime).connections["everything"].session
+        assert session is not None
+        # This release predates 2026-07-28: server/discover failed, initialize worked.
+        assert session.protocol_version == "2025-11-25"
         text, code = await call(runtime, tmp_path, "mcp__everything__echo", {"message": "hi"})
         assert code is None
         assert "hi" in text

@@ -15,6 +15,7 @@ import pytest_asyncio
 
 from dsh.runtime import Runtime
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from dsh.ui.tui.prompt import CompletionMenu
 from plugins.mcp import MCP
 from tests.support.waits import HANG_S
 from tests.ui.tui_support import finish_a_turn, make_runtime, screen_text, tui, type_text, until
@@ -59,35 +60,79 @@ async def test_the_tui_does_not_wait_for_a_server(
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "mcp" / "server.py"
 
 
-async def test_a_server_s_progress_shows_on_the_card_and_esc_cancels_the_call(
+@pytest_asyncio.fixture
+async def fixture_runtime(
     tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The fixture's slow tool says "waiting" and then waits: its card says so while
-    it runs; Esc ends the turn and the server hears of the cancel."""
-    record = tmp_path / "record.txt"
+) -> AsyncIterator[Runtime]:
+    """The SDK-built fixture server over stdio, ready; it records what it hears in
+    record.txt."""
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
     monkeypatch.setenv("DSH_HOME", str(home))
+    record = tmp_path / "record.txt"
     args = ", ".join(json.dumps(a) for a in (str(FIXTURE), "stdio", "--record", str(record)))
     (home / "settings.toml").write_text(
         f"[mcp.servers.fixture]\ncommand = {json.dumps(sys.executable)}\nargs = [{args}]\n"
     )
-    fake_llm.add(
-        Reply(tool_calls=[ToolCallSpec(name="mcp__fixture__slow", arguments={"steps": 0})])
-    )
     runtime = await make_runtime(home, tmp_path, fake_llm)
     try:
         await asyncio.wait_for(runtime.root.get(MCP).settled(), HANG_S)
-        async with tui(runtime, tmp_path, home) as (app, pilot):
-            await type_text(app, pilot, "wait for it")
-            await pilot.press("enter")
-            await until(pilot, lambda: "waiting (0)" in screen_text(app), what="the progress")
-            await pilot.press("escape")
-            await until(pilot, lambda: "cancelled" in screen_text(app), what="the turn to end")
-            assert "waiting (0)" not in screen_text(app)  # the card shows the outcome now
-            await until(
-                pilot, lambda: "slow cancelled" in record.read_text(), what="the server to hear"
-            )
+        yield runtime
     finally:
         await runtime.aclose()
+
+
+async def test_a_server_s_progress_shows_on_the_card_and_esc_cancels_the_call(
+    fixture_runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The fixture's slow tool says "waiting" and then waits: its card says so while
+    it runs; Esc ends the turn and the server hears of the cancel."""
+    record = tmp_path / "record.txt"
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="mcp__fixture__slow", arguments={"steps": 0})])
+    )
+    async with tui(fixture_runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        await type_text(app, pilot, "wait for it")
+        await pilot.press("enter")
+        await until(pilot, lambda: "waiting (0)" in screen_text(app), what="the progress")
+        await pilot.press("escape")
+        await until(pilot, lambda: "cancelled" in screen_text(app), what="the turn to end")
+        assert "waiting (0)" not in screen_text(app)  # the card shows the outcome now
+        await until(
+            pilot,
+            lambda: record.is_file() and "slow cancelled" in record.read_text(),
+            what="the server to hear",
+        )
+
+
+async def test_at_completes_a_server_then_its_resource_which_goes_with_the_prompt(
+    fixture_runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    connection = fixture_runtime.root.get(MCP).connections["fixture"]
+    (tmp_path / "fixtures.txt").write_text("a file whose name matches too\n")
+    fake_llm.add(Reply(text="Milk it is."))
+    async with tui(fixture_runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        await until(pilot, lambda: connection.resources, what="the resources to be listed")
+        menu = app.query_one(CompletionMenu)
+
+        def labels() -> list[str]:
+            return [str(menu.get_option_at_index(i).prompt) for i in range(menu.option_count)]
+
+        await type_text(app, pilot, "what is in @fix")
+        await until(pilot, lambda: any("fixture:" in x for x in labels()), what="the server")
+        assert labels()[0].startswith("fixture:  1 resources (MCP)")
+        assert any("fixtures.txt" in label for label in labels())  # the files are there too
+        await pilot.press("tab")
+        assert app.prompt_area.text == "what is in @fixture:"  # no space: it goes on
+        await until(
+            pilot, lambda: any("notes://today" in x for x in labels()), what="its resources"
+        )
+        await pilot.press("tab")
+        assert app.prompt_area.text == "what is in @fixture:notes://today "
+        await pilot.press(*"please")
+        await pilot.press("enter")
+        await until(pilot, lambda: "Milk it is." in screen_text(app), what="the answer")
+    [request] = fake_llm.chat_requests
+    sent = str(request.body["messages"])
+    assert "buy milk" in sent  # the resource, read from the server, went with it
