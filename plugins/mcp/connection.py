@@ -2,10 +2,11 @@
 
 A :class:`Connection` runs in one task its context owns (:meth:`run`): it starts the
 transport (the SDK's stdio, Streamable HTTP or SSE client), opens a
-``ClientSession``, and within ``startup_timeout`` initializes and lists the tools;
-then it registers them and waits: for ``notifications/tools/list_changed`` (the list
-is read again and the tools swapped, which the next step's request sees) or for the
-end. Whatever goes wrong (the program cannot start or exits, never answers, writes
+``ClientSession``, and within ``startup_timeout`` agrees on a protocol version,
+lists the tools and prompts; then it registers them, lists the resources (for ``@``
+menus) and waits: for a list change (a ``list_changed`` notification, or an event on
+the ``subscriptions/listen`` stream of a 2026-07-28 server; that list is read again,
+which the next step's request sees) or for the end. Whatever goes wrong (the program cannot start or exits, never answers, writes
 something other than JSON-RPC on stdout, the URL refuses) ends in the ``failed``
 state with a reason and the tail of the server's stderr, its tools gone; nothing of
 it reaches the rest of dsh.
@@ -298,6 +299,10 @@ class Connection:
     async def _start(self, session: ClientSession) -> None:
         timeout = self.config.startup_timeout
         with anyio.move_on_after(timeout) as waited:
+            # The SDK Client's own default (mode="auto"): server/discover at the
+            # newest version, initialize for a server that does not know it (one that
+            # ignores it costs up to 10 s). A private module of the SDK, pinned by
+            # mcp<3 and covered by tests with a server of each era.
             await negotiate_auto(session)
             await self._list(session)
             await self._prompts(session)
