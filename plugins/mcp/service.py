@@ -121,9 +121,11 @@ class McpService:
         async def replace() -> None:
             await old.settled.wait()
             await old.finished.wait()
+            await old.ctx.dispose()  # what the old one still owned (its stderr reader)
             await connection.run()
 
         self.connections[name] = connection
+        self._tasks = [task for task in self._tasks if not task.done()]
         self._tasks.append(self.ctx.spawn(replace(), name=f"mcp:{name}"))
         return True
 

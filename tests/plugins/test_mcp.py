@@ -453,8 +453,10 @@ async def test_a_server_that_dies_later_is_failed_and_can_be_restarted(tmp_path:
         assert any("fixture: failed" in line for line in status_lines(service))
 
         pid_file.unlink()
+        old = service.connections["fixture"]
         assert service.restart("fixture")
         await until(lambda: service.statuses()[0].state == "ready", "the restart")
+        assert old.ctx.disposed  # nothing of the old connection is left running
         text, _ = await call(runtime, tmp_path, "mcp__fixture__echo", {"text": "back"})
         assert text == "echo: back"
         assert not service.restart("no-such-server")
