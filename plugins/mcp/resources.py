@@ -50,7 +50,7 @@ def mention_choices(query: str, servers: Mapping[str, Connection]) -> list[Menti
             MentionChoice(
                 f"@{server}:",
                 f"{server}:",
-                f"{len(connection.resources)} resources (MCP)",
+                f"{_count(len(connection.resources), 'resource')} (MCP)",
                 more=True,
             )
             for server, connection in sorted(servers.items())
@@ -71,6 +71,10 @@ def mention_choices(query: str, servers: Mapping[str, Connection]) -> list[Menti
             if len(found) == MAX_CHOICES:
                 break
     return found
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 async def attach(text: str, servers: Mapping[str, Connection]) -> tuple[UserMessage, ...]:

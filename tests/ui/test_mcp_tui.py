@@ -121,7 +121,7 @@ async def test_at_completes_a_server_then_its_resource_which_goes_with_the_promp
 
         await type_text(app, pilot, "what is in @fix")
         await until(pilot, lambda: any("fixture:" in x for x in labels()), what="the server")
-        assert labels()[0].startswith("fixture:  1 resources (MCP)")
+        assert labels()[0].startswith("fixture:  1 resource (MCP)")
         assert any("fixtures.txt" in label for label in labels())  # the files are there too
         await pilot.press("tab")
         assert app.prompt_area.text == "what is in @fixture:"  # no space: it goes on
