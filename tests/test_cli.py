@@ -70,6 +70,33 @@ def test_readme_quick_start_has_two_commands_and_ci_runs_the_test_one() -> None:
     assert test in (ROOT / ".ci" / "run").read_text()
 
 
+def test_the_lock_pins_every_declared_dependency() -> None:
+    """constraints.txt (what the README's commands install with) names every
+    dependency and test dependency of pyproject.toml at one exact version."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    def key(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    pinned: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"not an exact pin: {line}"
+            pinned[key(name)] = version
+    for spec in declared:
+        requirement = Requirement(spec)
+        name = key(requirement.name)
+        assert name in pinned, f"{requirement.name} is not in constraints.txt: run .ci/lock"
+        assert requirement.specifier.contains(pinned[name], prereleases=True), (
+            f"constraints.txt pins {requirement.name} {pinned[name]}, outside {spec}"
+        )
+
+
 def test_plain_mode_runs_a_script_from_stdin(tmp_path: Path) -> None:
     env = {
         "PATH": "/usr/bin:/bin",
