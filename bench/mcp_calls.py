@@ -4,7 +4,8 @@ tool pipeline (argument parsing and validation, describe, spill check, the resul
 as text), over the same stdio connection kind.
 
 Target: a call through dsh takes at most 5 ms longer than the SDK's own call (the
-server's time and the pipe's), the median of 200 calls after 20 to warm up.
+server's time and the pipe's). A run takes the median of 200 calls each way (after
+20 to warm up) and their difference; the figure is the median of 5 runs' differences.
 
 Run: .venv/bin/python bench/mcp_calls.py (not mcp.py: it would shadow the SDK)
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from report import machine, verdict  # bench/report.py, beside this script
+from report import RUNS, Sample, figure, load_now, machine  # bench/report.py, beside this script
 
 from dsh.llm import CallId, ToolCallBlock
 from dsh.runtime import start_runtime
@@ -89,14 +90,32 @@ async def through_dsh() -> tuple[float, float]:
 
 async def main() -> None:
     print(f"machine: {machine()}")
-    alone = await sdk_alone()
-    dsh_call, ready = await through_dsh()
-    added = dsh_call - alone
-    print(f"SDK alone: median {alone * 1000:.2f} ms a call; through dsh: {dsh_call * 1000:.2f} ms")
-    print(f"runtime start to the server's tools registered: {ready:.2f} s (no target)")
+    load = load_now()
+    alone, through, added, ready = [], [], [], []
+    for _ in range(RUNS):
+        sdk = await sdk_alone()
+        dsh_call, started = await through_dsh()
+        alone.append(sdk)
+        through.append(dsh_call)
+        added.append(dsh_call - sdk)
+        ready.append(started)
     print(
-        f"MCP tool call, dsh's overhead over the SDK's call: {added * 1000:.2f} ms, median of "
-        f"{CALLS} (target <= {TARGET * 1000:.0f} ms: {verdict(added <= TARGET)})"
+        f"SDK alone, a call: {Sample(tuple(alone)).shown('ms', 2, 1000)}); through dsh: "
+        f"{Sample(tuple(through)).shown('ms', 2, 1000)})"
+    )
+    print(
+        f"runtime start to the server's tools registered (no target): {Sample(tuple(ready)).shown()})"
+    )
+    print(
+        figure(
+            f"MCP tool call, dsh's overhead over the SDK's call (each run the difference of "
+            f"the medians of {CALLS} calls)",
+            Sample(tuple(added)),
+            target=TARGET * 1000,
+            unit="ms",
+            scale=1000,
+            load=load,
+        )
     )
 
 

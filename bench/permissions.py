@@ -16,13 +16,12 @@ Run: .venv/bin/python bench/permissions.py
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from pydantic import BaseModel
-from report import machine, verdict  # bench/report.py, beside this script
+from report import Sample, figure, load_now, machine  # bench/report.py, beside this script
 
 from dsh.tools import Action, ToolDefinition
 from dsh.tools.permissions import Rule, assess
@@ -81,35 +80,40 @@ def decide(command: str, cwd: Path) -> str:
     return assess("default", BASH, action, cwd, allow=ALLOW, deny=DENY).verdict
 
 
-def _median(command: str, cwd: Path) -> tuple[float, float, float, str]:
+def _times(command: str, cwd: Path) -> tuple[Sample, str]:
     times = []
     result = ""
     for _ in range(RUNS):
         start = time.perf_counter()
         result = decide(command, cwd)
         times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times), max(times), result
+    return Sample(tuple(times)), result
 
 
 def main() -> None:
     print(f"machine: {machine()}")
+    load = load_now()
     with tempfile.TemporaryDirectory() as folder:
         cwd = Path(folder)
         decide("ls", cwd)  # the parser is loaded once per process, as in dsh
-        worst = 0.0
+        slowest: tuple[str, Sample] | None = None
         for label, shapes in (("10 KB commands", SHAPES), ("stress, no target", STRESS)):
             print(f"{label}:")
             for name, command in shapes.items():
-                median, low, high, result = _median(command, cwd)
-                if shapes is SHAPES:
-                    worst = max(worst, median)
-                print(
-                    f"  {name} ({len(command):,} chars, {result}): median "
-                    f"{median * 1000:.2f} ms (range {low * 1000:.2f}-{high * 1000:.2f} ms)"
-                )
+                taken, result = _times(command, cwd)
+                if shapes is SHAPES and (slowest is None or taken.median > slowest[1].median):
+                    slowest = (name, taken)
+                print(f"  {name} ({len(command):,} chars, {result}): {taken.shown('ms', 2, 1000)})")
+    assert slowest is not None
     print(
-        f"decide a 10 KB command: {worst * 1000:.2f} ms, the slowest shape's median "
-        f"(target <= {TARGET * 1000:.0f} ms: {verdict(worst <= TARGET)})"
+        figure(
+            f"decide a 10 KB command, the slowest shape ({slowest[0]})",
+            slowest[1],
+            target=TARGET * 1000,
+            unit="ms",
+            scale=1000,
+            load=load,
+        )
     )
 
 

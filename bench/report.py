@@ -6,7 +6,7 @@ beside it; the verdict is the median's. Before each figure the load is sampled (
 1-minute load average and how busy the CPUs were over the last half second), so a
 figure taken on a busy machine says so. A figure line reads::
 
-    launch to ready: 0.31 s median (0.28-0.35, 5 runs; load 0.4, cpu 3%; target <= 0.5 s: met)
+    launch to ready: 0.31 s median (0.28 to 0.35, 5 runs; load 0.4, cpu 3%; target <= 0.5 s: met)
 
 ``bench/run`` collects every ``target ...: met|MISSED`` line into the summary table.
 """
@@ -26,6 +26,13 @@ from pathlib import Path
 RUNS = 5
 """Runs behind every figure, at least."""
 PACKAGES = ("textual", "pydantic", "httpx", "rich")
+
+
+def code_root() -> Path:
+    """The tree whose dsh is measured: this one, or the one ``bench/run --against``
+    names in ``DSH_BENCH_CODE`` (also first on ``PYTHONPATH`` then)."""
+    here = Path(__file__).resolve().parent.parent
+    return Path(os.environ.get("DSH_BENCH_CODE") or here)
 
 
 def verdict(ok: bool) -> str:
@@ -51,10 +58,10 @@ class Sample:
         return max(self.values)
 
     def shown(self, unit: str = "s", digits: int = 2, scale: float = 1.0) -> str:
-        """``0.31 s median (0.28-0.35, 5 runs``: the caller closes the bracket."""
+        """``0.31 s median (0.28 to 0.35, 5 runs``: the caller closes the bracket."""
         m, lo, hi = (v * scale for v in (self.median, self.low, self.high))
         return (
-            f"{m:,.{digits}f} {unit} median ({lo:,.{digits}f}-{hi:,.{digits}f}, "
+            f"{m:,.{digits}f} {unit} median ({lo:,.{digits}f} to {hi:,.{digits}f}, "
             f"{len(self.values)} runs"
         )
 

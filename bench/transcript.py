@@ -5,10 +5,10 @@ Targets (what tests/reliability/test_limits.py held before durations left the te
 - a tool card's 20,000-line diff (a 10,000-line file rewritten whole, as the write
   tool reports it), rendered collapsed as the transcript first shows it: <= 1 s, so
   the card comes without a stall; rendered expanded (every line): <= 15 s. Rich
-  renders each into a 100-column console writing to memory; the best of 3.
+  renders each into a 100-column console writing to memory; medians of 5.
 - for information, what a resume does with a session of 100,000 events (the event
   mix of bench/session_store.py): deriving the model's history, and folding the events
-  into the transcript's entries. The best of 3.
+  into the transcript's entries. Medians of 3.
 
 Run: .venv/bin/python bench/transcript.py
 """
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from report import machine, verdict  # bench/report.py, beside this script
+from report import figure, load_now, machine, sample  # bench/report.py, beside this script
 from rich.console import Console
 from session_store import LOAD_EVENTS, a_header, a_long_session, replay
 
@@ -37,13 +37,13 @@ COLLAPSED_TARGET = 1.0  # s
 EXPANDED_TARGET = 15.0  # s
 
 
-def best_of(runs: int, action: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(runs):
+def timed(action: Callable[[], object]) -> Callable[[], float]:
+    def measure() -> float:
         start = time.perf_counter()
         action()
-        best = min(best, time.perf_counter() - start)
-    return best
+        return time.perf_counter() - start
+
+    return measure
 
 
 def rendered(renderable: Any) -> str:
@@ -63,13 +63,11 @@ def bench_diff() -> None:
     )
     rows = diff.added + diff.removed
     for expanded, target in ((False, COLLAPSED_TARGET), (True, EXPANDED_TARGET)):
-        seconds = best_of(3, lambda e=expanded: rendered(render_presentation(view, expanded=e)))
+        load = load_now()
+        taken = sample(timed(lambda e=expanded: rendered(render_presentation(view, expanded=e))))
         shown = len(rendered(render_presentation(view, expanded=expanded)).splitlines())
-        print(
-            f"a {rows:,}-line diff rendered {'expanded' if expanded else 'collapsed'} "
-            f"({shown:,} lines): {seconds:.2f} s "
-            f"(target <= {target:.0f} s: {verdict(seconds <= target)})"
-        )
+        label = f"a {rows:,}-line diff rendered {'expanded' if expanded else 'collapsed'}"
+        print(figure(f"{label} ({shown:,} lines)", taken, target=target, load=load))
 
 
 def bench_session() -> None:
@@ -85,13 +83,13 @@ def bench_session() -> None:
     def derive() -> None:
         Session(header, events).derive_messages()  # a new one: the history is kept
 
-    seconds = best_of(3, derive)
+    taken = sample(timed(derive), 3)
     print(
-        f"rebuild a live session of {len(events):,} events and derive its history: "
-        f"{seconds:.2f} s (for information)"
+        f"rebuild a live session of {len(events):,} events and derive its history "
+        f"(for information): {taken.shown()})"
     )
-    seconds = best_of(3, fold)
-    print(f"fold {len(events):,} events into the transcript: {seconds:.2f} s (for information)")
+    taken = sample(timed(fold), 3)
+    print(f"fold {len(events):,} events into the transcript (for information): {taken.shown()})")
 
 
 def main() -> None:
