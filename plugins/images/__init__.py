@@ -30,7 +30,7 @@ from dsh.agent import (
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.hooks import AGENT_DISPOSED, AGENT_PROMPT_SUBMIT, LLM_STREAM, PROMPT_PASTE
 from dsh.kernel import Context, Next, Plugin
-from dsh.llm import GenerateOptions, StreamChunk, TextBlock
+from dsh.llm import GenerateOptions, Message, StreamChunk, TextBlock
 from dsh.services import AGENTS, APPROVALS, COMMANDS, SESSIONS
 from dsh.session import SessionEvent, register_events
 from dsh.tools.protected import Protection, read_protection
@@ -114,10 +114,30 @@ def resolve_path(text: str, cwd: Path) -> Path:
     return path if path.is_absolute() else cwd / path
 
 
+KNOWN_MESSAGES = 100_000
+"""Messages whose having images is remembered (all of them, past this: forgotten)."""
+
+
 def apply(ctx: Context, config: object) -> None:
+    # Every request carries the whole history, and the same message objects from one
+    # request to the next: whether each holds an image is looked at once, not at every
+    # step (which made the scan grow with the session, on every request). Keyed by id,
+    # the message held so the id cannot be reused meanwhile.
+    known: dict[int, tuple[Message, bool]] = {}
+
+    def has_images(message: Message) -> bool:
+        hit = known.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        if len(known) >= KNOWN_MESSAGES:
+            known.clear()
+        found = bool(images_in(message))
+        known[id(message)] = (message, found)
+        return found
+
     async def load(options: GenerateOptions) -> tuple[GenerateOptions, list[ImageBlock]]:
         """The request with each image's bytes loaded, and the images whose bytes are gone."""
-        if not options.session_id or not any(images_in(m) for m in options.messages):
+        if not options.session_id or not any(has_images(m) for m in options.messages):
             return options, []
         store = ctx.get(SESSIONS, None)
         blobs = store.blobs(options.session_id) if store is not None else None
@@ -239,6 +259,7 @@ def apply(ctx: Context, config: object) -> None:
 
     def forget(agent: AgentHandle) -> None:
         staged.pop(agent.id, None)
+        known.clear()  # its messages may go now; another agent's are looked at again
 
     ctx.on(AGENT_DISPOSED, forget)
 
