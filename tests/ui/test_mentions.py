@@ -91,3 +91,30 @@ async def test_a_failing_or_hanging_plugin_leaves_the_files(
         assert labels_for(menu) == ["notes.md"]
         await pilot.press("tab")
         assert app.prompt_area.text == "@notes.md "
+
+
+async def test_a_plugin_that_offers_later_is_asked_again(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Typed before a server was ready, ``@tr`` offers nothing; typed again once it
+    is, the server's choice is there (nothing stale was kept)."""
+    ready: list[MentionChoice] = []
+
+    async def offer(agent: AgentHandle, query: str) -> list[MentionChoice]:
+        return list(ready)
+
+    def apply(ctx: Context, config: object) -> None:
+        ctx.on(PROMPT_MENTIONS, offer)
+
+    await runtime.plugins.load([Candidate("late", "tests", Plugin(name="late", apply=apply))])
+    async with tui(runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        menu = app.query_one(CompletionMenu)
+        await type_text(app, pilot, "@tr")
+        await pilot.pause()
+        await pilot.pause()
+        assert not menu.display
+        await type_text(app, pilot, "")
+        ready.append(MentionChoice("@tracker:", "tracker:", more=True))
+        await type_text(app, pilot, "@tr")
+        await until(pilot, lambda: menu.display, what="the late offer")
+        assert labels_for(menu) == ["tracker:"]

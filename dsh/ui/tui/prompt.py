@@ -137,7 +137,8 @@ class PromptArea(TextArea):
         self.mentions: Callable[[str], Awaitable[Sequence[MentionChoice]]] | None = None
         """Asks the plugins what they offer for an ``@query``."""
         self._offered: tuple[str, list[Choice]] | None = None
-        """The plugins' choices for the last ``@query`` asked about."""
+        """The plugins' choices for the last ``@query`` asked about, while the menu is
+        open."""
         self._asking: str | None = None
 
     # ------------------------------------------------------------------ actions
@@ -397,6 +398,8 @@ class PromptArea(TextArea):
     def close_menu(self) -> None:
         self.menu.display = False
         self._choices = []
+        # The plugins are asked afresh next time: a server may have come up since.
+        self._offered = None
 
     def _list_files(self) -> None:
         if self._listing or self.root is None:
