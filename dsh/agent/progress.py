@@ -52,9 +52,23 @@ class ProgressLog:
         self._calls: dict[CallId, _Call] = {}
 
     def reporter(self, call_id: CallId) -> Callable[[str], None]:
-        """The ``progress`` callable for one call's context."""
+        """The ``progress`` callable for one call's context. A tool may call it from a
+        thread of its own (work done in ``asyncio.to_thread``): the report is then
+        handed to the loop, which alone writes the log."""
         self._calls.setdefault(call_id, _Call())
-        return lambda text: self.report(call_id, text)
+        loop = asyncio.get_running_loop()
+
+        def report(text: str) -> None:
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                self.report(call_id, text)
+            else:
+                loop.call_soon_threadsafe(self.report, call_id, text)
+
+        return report
 
     def report(self, call_id: CallId, text: str) -> None:
         call = self._calls.get(call_id)

@@ -54,6 +54,24 @@ async def test_what_waits_when_the_call_ends_is_dropped_and_so_is_anything_later
     assert progress._calls == {}  # no timer left behind
 
 
+async def test_a_report_from_a_tools_thread_is_logged_on_the_loop() -> None:
+    import threading
+
+    logged: list[tuple[str, bool]] = []
+    main = threading.get_ident()
+
+    def append(_call: CallId, text: str) -> None:
+        logged.append((text, threading.get_ident() == main))
+
+    report = ProgressLog(append).reporter(CallId("c1"))
+    await asyncio.to_thread(report, "from a thread")
+    for _ in range(100):
+        if logged:
+            break
+        await asyncio.sleep(0.01)
+    assert logged == [("from a thread", True)]
+
+
 async def test_a_report_is_one_line_of_bounded_length() -> None:
     logged: list[str] = []
     progress = ProgressLog(lambda _call, text: logged.append(text))
