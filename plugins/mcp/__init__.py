@@ -15,7 +15,8 @@ and argument schemas), ``status`` (a server's state, without the SDK), ``results
 (a result as text and images), ``connection`` (one server: the SDK is imported with
 it, in a thread, only when a server is configured), ``service`` (all of them),
 ``resources`` (``@server:uri`` in a prompt), ``prompts`` (a server's prompts as
-commands), ``cli`` (``dsh mcp``).
+commands), ``auth`` (OAuth tokens of remote servers, in ``$DSH_HOME/mcp-auth``),
+``login`` (``dsh mcp login``'s browser side), ``cli`` (``dsh mcp``).
 """
 
 from __future__ import annotations
@@ -179,13 +180,13 @@ async def _expand_prompt(service: McpService, text: str) -> str | None:
 def _report(service: McpService) -> None:
     """dsh -p: a line on stderr for each server that failed or a problem in the
     configuration, as dsh -p reports settings it ignored."""
-    failed = [s for s in service.statuses() if s.state == "failed"]
+    failed = [s for s in service.statuses() if s.state in ("failed", "needs login")]
     if not failed and not service.problems:
         return
     lines = [f"mcp: {visible(p, one_line=True)}" for p in service.problems]
     for status in failed:
-        reason = visible(status.reason or "failed", one_line=True)
-        lines.append(f"mcp: {status.name} failed: {reason}")
+        reason = visible(status.reason or status.state, one_line=True)
+        lines.append(f"mcp: {status.name} {status.state}: {reason}")
         for line in status.stderr.splitlines()[-5:]:
             lines.append(f"mcp:   stderr: {visible(line, one_line=True)}")
     sys.stderr.write("".join(f"{line}\n" for line in lines))

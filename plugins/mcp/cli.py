@@ -1,9 +1,11 @@
-"""``dsh mcp list|get|add|remove``: the servers from the command line.
+"""``dsh mcp list|get|add|remove|login|logout``: the servers from the command line.
 
 ``list`` and ``get`` start a runtime for the folder (the servers with it, as
 ``dsh -p`` would) and report how each start ended. ``add`` and ``remove`` edit the
 ``[mcp.servers.NAME]`` table of the user's settings (``--scope project``: the
-folder's ``.dsh/settings.toml``), keeping the rest of the file as it was.
+folder's ``.dsh/settings.toml``), keeping the rest of the file as it was. ``login``
+starts the runtime too, then starts the one server again with a person at the
+browser (:mod:`plugins.mcp.login`); ``logout`` deletes its stored tokens.
 """
 
 from __future__ import annotations
@@ -56,6 +58,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     remove = actions.add_parser("remove", help="remove a server from the settings")
     remove.add_argument("name")
     remove.add_argument("--scope", choices=["user", "project"], default="user")
+    login = actions.add_parser(
+        "login", help="log in to a remote server that asks for it (OAuth, in your browser)"
+    )
+    login.add_argument("name")
+    logout = actions.add_parser("logout", help="forget the login of a server (its tokens)")
+    logout.add_argument("name")
 
 
 def run(args: argparse.Namespace, host: CliHost) -> int:
@@ -67,9 +75,16 @@ def run(args: argparse.Namespace, host: CliHost) -> int:
                 return _add(args)
             case "remove":
                 return _remove(args)
+            case "login":
+                return asyncio.run(_login(args, host))
+            case "logout":
+                return _logout(args)
     except _Refused as refused:
         print(f"dsh mcp: {refused}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"dsh mcp: {args.action} cancelled", file=sys.stderr)
+        return 130
     return 2
 
 
@@ -121,6 +136,78 @@ async def _report(args: argparse.Namespace, host: CliHost) -> int:
         else:
             print("\n".join(status_lines(service)))
         return 0
+
+
+async def _login(args: argparse.Namespace, host: CliHost) -> int:
+    from plugins.mcp.auth import FileTokenStorage
+    from plugins.mcp.login import Login
+
+    name = args.name
+    async with host.runtime() as root:
+        service: McpService | None = root.get(MCP, None)
+        if service is None:
+            raise _Refused("the mcp plugin is not loaded (see `dsh plugins`)")
+        await service.started()
+        found = service.connections.get(name)
+        if found is None:
+            raise _Refused(f"no server named {name!r} (`dsh mcp list` shows them)")
+        config = found.config
+        if config.transport == "stdio" or config.url is None:
+            raise _Refused(
+                f"{name} is a stdio server: dsh runs it here and it takes its keys from its "
+                "`env`; only remote (http, sse) servers log in"
+            )
+        if any(key.lower() == "authorization" for key in config.headers):
+            raise _Refused(
+                f"{name} sends an Authorization header of its own (`headers`); remove it "
+                "to log in with OAuth instead"
+            )
+        await found.settled.wait()  # its normal start: no browser, just how it went
+        if found.state == "ready":
+            print(
+                f"{name} is ready: already logged in, or it asks for no login "
+                f"(`dsh mcp logout {name}` forgets a login)."
+            )
+            return 0
+        storage = FileTokenStorage(name, config.url)
+        registered = (await storage.get()).client_info
+        uris = [str(uri) for uri in (registered.redirect_uris or [])] if registered else []
+        login = Login(name)
+        await login.start(_port_of(uris[0]) if uris else 0)
+        try:
+            if registered is not None and login.redirect_uri not in uris:
+                await storage.forget_client()  # registered for another port: again
+            connection = service.login(name, login)
+            assert connection is not None
+            await connection.settled.wait()
+        finally:
+            await login.aclose()
+        status = connection.status()
+        if status.state != "ready":
+            reason = visible(status.reason or status.state, one_line=True)
+            raise _Refused(f"login to {name} failed: {reason}")
+        count = len(status.tools)
+        print(f"logged in to {name} ({count} tool{'s' if count != 1 else ''})")
+        return 0
+
+
+def _port_of(uri: str) -> int:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(uri)
+        return (parts.port or 0) if parts.hostname == "127.0.0.1" else 0
+    except ValueError:
+        return 0
+
+
+def _logout(args: argparse.Namespace) -> int:
+    from plugins.mcp.auth import forget
+
+    if not forget(args.name):
+        raise _Refused(f"no stored login for {args.name!r}")
+    print(f"logged out of {args.name}: its tokens are deleted (the server is not told)")
+    return 0
 
 
 def _settings_path(scope: str) -> Path:
@@ -247,5 +334,8 @@ def _write(path: Path, document: Any) -> None:
 
 
 COMMAND = CliCommand(
-    name="mcp", help="MCP servers: list, get, add, remove", configure=configure, run=run
+    name="mcp",
+    help="MCP servers: list, get, add, remove, login, logout",
+    configure=configure,
+    run=run,
 )

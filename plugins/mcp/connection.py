@@ -9,7 +9,9 @@ the ``subscriptions/listen`` stream of a 2026-07-28 server; that list is read ag
 which the next step's request sees) or for the end. Whatever goes wrong (the program cannot start or exits, never answers, writes
 something other than JSON-RPC on stdout, the URL refuses) ends in the ``failed``
 state with a reason and the tail of the server's stderr, its tools gone; nothing of
-it reaches the rest of dsh.
+it reaches the rest of dsh. A remote server that answers 401 ends in ``needs login``
+(:mod:`plugins.mcp.auth`): only a connection ``dsh mcp login`` starts with a
+:class:`~plugins.mcp.login.Login` takes a person through the browser.
 
 The SDK's session and transports are anyio code: they are entered and left in this
 one task, inside a cancel scope the connection cancels to give up (a garbage line
@@ -55,7 +57,9 @@ from dsh.kernel import Context
 from dsh.llm import TextBlock, ToolSchema
 from dsh.processes import helper_command
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from plugins.mcp.auth import DshOAuth, FileTokenStorage, LoginRequired
 from plugins.mcp.config import MissingVariable, ServerConfig, expand
+from plugins.mcp.login import Login, LoginFailed
 from plugins.mcp.prompts import PromptCall
 from plugins.mcp.results import images_of, result_text
 from plugins.mcp.schema import clean, normalise, tool_names
@@ -133,8 +137,10 @@ class Connection:
         lookup: Callable[[str], Secret | None],
         cwd: Path,
         register_command: RegisterCommand | None = None,
+        login: Login | None = None,
     ) -> None:
         self.ctx = ctx
+        self._login = login
         self._register_command = register_command
         self.name = name
         self.config = config
@@ -207,7 +213,7 @@ class Connection:
         try:
             while True:
                 await self._once()
-                if self._stopping or not self._was_ready:
+                if self._stopping or not self._was_ready or self.state == "needs login":
                     return  # a server that never came up is not retried on its own
                 if attempt >= self.config.reconnect_attempts:
                     return
@@ -298,6 +304,8 @@ class Connection:
 
     async def _start(self, session: ClientSession) -> None:
         timeout = self.config.startup_timeout
+        if self._login is not None:
+            timeout += self._login.wait_s  # a person is at the browser meanwhile
         with anyio.move_on_after(timeout) as waited:
             # The SDK Client's own default (mode="auto"): server/discover at the
             # newest version, initialize for a server that does not know it (one that
@@ -469,12 +477,46 @@ class Connection:
     def _http(self, headers: dict[str, Secret]) -> Any:
         assert self.config.url is not None
         values = {key: value.reveal() for key, value in headers.items()}
+        auth = self._oauth(values)
         if self.config.transport == "sse":
-            return sse_client(self.config.url, headers=values)
+            return sse_client(self.config.url, headers=values, auth=auth)
         client = httpx2.AsyncClient(
-            headers=values, timeout=httpx2.Timeout(30.0, read=self.config.tool_timeout)
+            headers=values,
+            timeout=httpx2.Timeout(30.0, read=self.config.tool_timeout),
+            auth=auth,
         )
         return _owned_client(client, self.config.url)
+
+    def _oauth(self, headers: dict[str, str]) -> DshOAuth | None:
+        """OAuth through the SDK, unless the configuration sends its own credentials."""
+        if any(key.lower() == "authorization" for key in headers):
+            return None
+        assert self.config.url is not None
+        storage = FileTokenStorage(self.name, self.config.url)
+        login = self._login
+        if login is None:
+            return DshOAuth(storage, on_error=self._auth_failed)
+        return DshOAuth(
+            storage,
+            on_error=self._auth_failed,
+            redirect=login.redirect,
+            callback=login.callback,
+            redirect_uri=login.redirect_uri,
+        )
+
+    def _auth_failed(self, error: Exception) -> None:
+        # Raised inside the transport's request, which swallows it: the session would
+        # wait out its start-up timeout for an answer that is not coming.
+        if isinstance(error, LoginRequired):
+            if self.state in ("starting", "ready"):
+                self.state = "needs login"
+                self.reason = f"run `dsh mcp login {self.name}`"
+            if self._scope is not None:
+                self._scope.cancel()
+            return
+        self._fail(
+            f"login: {error}" if isinstance(error, LoginFailed) else f"OAuth: {_describe(error)}"
+        )
 
     def _program(self) -> str | None:
         assert self.config.command is not None

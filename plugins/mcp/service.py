@@ -24,6 +24,7 @@ from plugins.mcp.status import Register, RegisterCommand, Status
 
 if TYPE_CHECKING:
     from plugins.mcp.connection import Connection
+    from plugins.mcp.login import Login
 
 
 CONNECTION_MODULE = "plugins.mcp.connection"
@@ -92,6 +93,10 @@ class McpService:
                 self._tasks.append(self.ctx.spawn(connection.run(), name=f"mcp:{name}"))
             self._started.set()
 
+    async def started(self) -> None:
+        """Every server's configuration read (a project's ``.mcp.json`` too)."""
+        await self._started.wait()
+
     async def settled(self) -> None:
         """Every server ready or failed (each bounded by its start-up timeout)."""
         await self._started.wait()
@@ -103,12 +108,20 @@ class McpService:
     def restart(self, name: str) -> bool:
         """Start server ``name`` again (after a failure, or to pick up a change of its
         own); False when there is no such server."""
+        return self._replace(name) is not None
+
+    def login(self, name: str, login: Login) -> Connection | None:
+        """Start server ``name`` again, this time taking a person through its login
+        when it asks for one (``dsh mcp login``); None when there is no such server."""
+        return self._replace(name, login)
+
+    def _replace(self, name: str, login: Login | None = None) -> Connection | None:
         old = self.connections.get(name)
         if old is None:
-            return False
+            return None
         old.stop()
         module = importlib.import_module(CONNECTION_MODULE)  # imported for the old one
-        connection = module.Connection(
+        connection: Connection = module.Connection(
             self.ctx.child(name=f"mcp:{name}"),
             name,
             old.config.model_copy(update={"enabled": True}),
@@ -116,6 +129,7 @@ class McpService:
             register_command=self._register_command,
             lookup=self._lookup,
             cwd=self._cwd,
+            login=login,
         )
 
         async def replace() -> None:
@@ -127,7 +141,7 @@ class McpService:
         self.connections[name] = connection
         self._tasks = [task for task in self._tasks if not task.done()]
         self._tasks.append(self.ctx.spawn(replace(), name=f"mcp:{name}"))
-        return True
+        return connection
 
     async def aclose(self) -> None:
         for connection in self.connections.values():

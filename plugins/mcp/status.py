@@ -11,7 +11,7 @@ from typing import Literal
 from dsh.commands import Command
 from dsh.tools import ToolDefinition
 
-State = Literal["starting", "ready", "failed", "stopped", "disabled"]
+State = Literal["starting", "ready", "failed", "needs login", "stopped", "disabled"]
 
 Register = Callable[[str, ToolDefinition], Callable[[], object]]
 RegisterCommand = Callable[[str, Command], Callable[[], object]]
