@@ -148,9 +148,14 @@ class FileTokenStorage:
         await asyncio.to_thread(self._update, metadata=metadata)
 
     async def forget_client(self) -> None:
-        """Drop the registration (its redirect URI is another port's): the next login
-        registers again."""
-        await asyncio.to_thread(self._update, client_info=None)
+        """Drop the client registration: the next flow registers again."""
+
+        def forget() -> None:
+            stored = self.read()
+            if stored.client_info is not None:
+                self.write(stored.model_copy(update={"client_info": None}))
+
+        await asyncio.to_thread(forget)
 
 
 def forget(name: str) -> list[Path]:

@@ -169,14 +169,13 @@ async def _login(args: argparse.Namespace, host: CliHost) -> int:
                 f"(`dsh mcp logout {name}` forgets a login)."
             )
             return 0
-        storage = FileTokenStorage(name, config.url)
-        registered = (await storage.get()).client_info
-        uris = [str(uri) for uri in (registered.redirect_uris or [])] if registered else []
+        # Registered again at each login: the old registration names another port
+        # for its redirect, and the server may have dropped it (then its login page
+        # would fail and never come back).
+        await FileTokenStorage(name, config.url).forget_client()
         login = Login(name)
-        await login.start(_port_of(uris[0]) if uris else 0)
+        await login.start()
         try:
-            if registered is not None and login.redirect_uri not in uris:
-                await storage.forget_client()  # registered for another port: again
             connection = service.login(name, login)
             assert connection is not None
             await connection.settled.wait()
@@ -188,16 +187,6 @@ async def _login(args: argparse.Namespace, host: CliHost) -> int:
             raise _Refused(f"login to {name} failed: {reason}")
         count = len(status.tools)
         print(f"logged in to {name} ({count} tool{'s' if count != 1 else ''})")
-        return 0
-
-
-def _port_of(uri: str) -> int:
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(uri)
-        return (parts.port or 0) if parts.hostname == "127.0.0.1" else 0
-    except ValueError:
         return 0
 
 

@@ -58,16 +58,10 @@ class Login:
     def redirect_uri(self) -> str:
         return f"http://127.0.0.1:{self.port}{CALLBACK_PATH}"
 
-    async def start(self, port: int = 0) -> None:
-        """Listen, on ``port`` when it is free (the one a stored registration names),
-        else on any."""
+    async def start(self) -> None:
+        """Listen, at a port the system picks."""
         self._answer = asyncio.get_running_loop().create_future()
-        try:
-            self._server = await asyncio.start_server(self._serve, "127.0.0.1", port)
-        except OSError:
-            if port == 0:
-                raise
-            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def aclose(self) -> None:

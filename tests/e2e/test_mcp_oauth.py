@@ -190,6 +190,10 @@ async def test_login_then_the_model_calls_the_servers_tool(
     again = await dsh.run("mcp", "logout", "remote")
     assert again.code == 1
     assert "no stored login for 'remote'" in again.stderr
+    # A new login registers dsh again (its callback is at another port now).
+    await log_in(dsh)
+    assert remote.grant_lines() == ["register", "authorize", "token"] * 2
+    assert access_token(dsh) != token
 
 
 async def test_without_a_login_the_server_waits_for_one_and_no_browser_opens(
@@ -222,6 +226,8 @@ async def test_without_a_login_the_server_waits_for_one_and_no_browser_opens(
     got = await dsh.run("mcp", "get", "remote")
     assert got.code == 1
     assert "remote: needs login" in got.stdout
+    shown = await dsh.run("-p", "/mcp")
+    assert "remote: needs login (" in shown.stdout + shown.stderr
     assert not marker.exists()
     assert stored(dsh) == []
 
@@ -254,6 +260,13 @@ async def test_a_token_is_never_sent_to_another_url_or_server_name(
     assert access_token(dsh) == token
     listed = await dsh.run("mcp", "list")
     assert listed.stdout.startswith("remote: ready, 8 tools")
+    # Logging in again with a working token changes nothing.
+    grants = remote.grant_lines()
+    again = await dsh.run("mcp", "login", "remote")
+    assert again.code == 0, again.stderr
+    assert "remote is ready: already logged in" in again.stdout
+    assert remote.grant_lines() == grants
+    assert access_token(dsh) == token
 
 
 async def test_a_callback_with_another_state_is_refused_and_nothing_stored(
