@@ -17,7 +17,8 @@ The SDK keeps no expiry time with a stored token (``expires_in`` is relative to 
 it was issued), so the file keeps the absolute time and :meth:`DshOAuth._initialize`
 puts it back: an expired token is refreshed before it is sent, not found out by a 401.
 The authorization server's metadata is kept too, so the refresh goes to its token
-endpoint.
+endpoint. An expired token is first looked for in the file again, in case another dsh
+refreshed it (and spent the refresh token held here).
 
 This module imports the SDK: only :mod:`plugins.mcp.connection` and ``dsh mcp login``
 use it.
@@ -228,9 +229,23 @@ class DshOAuth(OAuthClientProvider):
         if self.context.oauth_metadata is not None:
             await self._storage.set_metadata(self.context.oauth_metadata)
 
+    async def _adopt_stored(self) -> None:
+        """Another dsh may have refreshed the token meanwhile and, where the server
+        rotates refresh tokens, spent the one held here: an expired token is looked
+        for in the file before it is refreshed."""
+        context = self.context
+        held = context.current_tokens
+        if not self._initialized or held is None or context.is_token_valid():
+            return
+        stored = await self._storage.get()
+        if stored.tokens is not None and stored.tokens.access_token != held.access_token:
+            context.current_tokens = stored.tokens
+            context.token_expiry_time = stored.expires_at
+
     async def _auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        await self._adopt_stored()
         flow = super()._auth_flow(request)
         try:
             outgoing = await flow.__anext__()

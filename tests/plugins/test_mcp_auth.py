@@ -14,10 +14,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from plugins.mcp.auth import FileTokenStorage, auth_dir, forget
+from plugins.mcp.auth import DshOAuth, FileTokenStorage, auth_dir, forget
 from plugins.mcp.login import Login, LoginFailed
 from tests.plugins.test_mcp import call, service_of, started
 from tests.support.waits import HANG_S
@@ -160,22 +161,27 @@ async def test_no_answer_ends_the_login_after_its_wait() -> None:
 
 
 @contextlib.asynccontextmanager
-async def sse_with_oauth(root: Path) -> AsyncIterator[tuple[str, Path]]:
-    requests = root / "requests.txt"
+async def with_oauth(root: Path, transport: str) -> AsyncIterator[tuple[str, Path, Path]]:
+    """The fixture server behind the SDK's server auth: its URL, the file of its
+    requests (with their Authorization headers) and the file of its grants."""
+    requests, grants = root / "requests.txt", root / "grants.txt"
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         str(FIXTURE),
-        "sse",
+        transport,
         "--oauth",
         "--record-auth",
         str(requests),
+        "--record",
+        str(grants),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
+    path = "/mcp" if transport == "http" else "/sse"
     try:
         assert child.stdout is not None
         line = await asyncio.wait_for(child.stdout.readline(), HANG_S)
-        yield f"http://127.0.0.1:{int(line.decode().split()[1])}/sse", requests
+        yield f"http://127.0.0.1:{int(line.decode().split()[1])}{path}", requests, grants
     finally:
         child.kill()
         await asyncio.wait_for(child.wait(), HANG_S)
@@ -187,7 +193,7 @@ def follow(url: str) -> None:
 
 
 async def test_an_sse_server_needs_a_login_then_works_with_one(tmp_path: Path) -> None:
-    async with sse_with_oauth(tmp_path) as (url, requests):
+    async with with_oauth(tmp_path, "sse") as (url, requests, _):
         runtime = await started(tmp_path, f'[mcp.servers.old]\ntype = "sse"\nurl = "{url}"\n')
         try:
             service = service_of(runtime)
@@ -212,3 +218,45 @@ async def test_an_sse_server_needs_a_login_then_works_with_one(tmp_path: Path) -
             assert f"Bearer {token.access_token}" in requests.read_text()
         finally:
             await runtime.aclose()
+
+
+async def test_a_token_another_dsh_refreshed_is_taken_not_refreshed_again(
+    tmp_path: Path,
+) -> None:
+    async with with_oauth(tmp_path, "http") as (url, requests, grants):
+        runtime = await started(tmp_path, f'[mcp.servers.remote]\nurl = "{url}"\n')
+        try:
+            await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
+            login = Login("remote", say=lambda _: None, open_browser=follow)
+            await login.start()
+            try:
+                connection = service_of(runtime).login("remote", login)
+                assert connection is not None
+                await asyncio.wait_for(connection.settled.wait(), HANG_S)
+            finally:
+                await login.aclose()
+            assert connection.state == "ready", connection.reason
+        finally:
+            await runtime.aclose()
+        probe = url.replace("/mcp", "/probe")
+        storage = FileTokenStorage("remote", url)
+        errors: list[Exception] = []
+        first = DshOAuth(storage, on_error=errors.append)
+        async with httpx2.AsyncClient(auth=first) as client:
+            await client.get(probe)
+        # Another dsh finds the token expired and refreshes it; the refresh token the
+        # first one holds is spent.
+        storage.write(storage.read().model_copy(update={"expires_at": 1.0}))
+        async with httpx2.AsyncClient(auth=DshOAuth(storage, on_error=errors.append)) as client:
+            await client.get(probe)
+        assert grants.read_text().split() == ["register", "authorize", "token", "refresh"]
+        refreshed = storage.read().tokens
+        assert refreshed is not None
+        # The first one's token expires too: it takes the refreshed one from the file.
+        first.context.token_expiry_time = 1.0
+        async with httpx2.AsyncClient(auth=first) as client:
+            await client.get(probe)
+        assert grants.read_text().split() == ["register", "authorize", "token", "refresh"]
+        last = requests.read_text().splitlines()[-1]
+        assert last == f"GET /probe Bearer {refreshed.access_token}"
+        assert errors == []
