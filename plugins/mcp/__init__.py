@@ -16,7 +16,8 @@ and argument schemas), ``status`` (a server's state, without the SDK), ``results
 it, in a thread, only when a server is configured), ``service`` (all of them),
 ``resources`` (``@server:uri`` in a prompt), ``prompts`` (a server's prompts as
 commands), ``auth`` (OAuth tokens of remote servers, in ``$DSH_HOME/mcp-auth``),
-``login`` (``dsh mcp login``'s browser side), ``cli`` (``dsh mcp``).
+``login`` (``dsh mcp login``'s browser side), ``guard`` (no tool reads the tokens),
+``cli`` (``dsh mcp``).
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ from dsh.commands import Command, CommandContext, CommandError, parse_command
 from dsh.control_chars import visible
 from dsh.credentials import CredentialError, Secret
 from dsh.frontend import front_end
-from dsh.hooks import AGENT_PROMPT_SUBMIT, PROMPT_MENTIONS
+from dsh.hooks import AGENT_PROMPT_SUBMIT, PROMPT_MENTIONS, TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
 from dsh.kernel import CliCommand, Context, Next, Plugin
 from dsh.llm import UserSource, user_text
 from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
 from dsh.tools import ToolDefinition
+from plugins.mcp import guard
 from plugins.mcp.config import PROJECT_FILE, TABLE, ConfigError, ServerConfig, read_table
 from plugins.mcp.service import MCP, McpService, status_lines
 from plugins.mcp.status import Status
@@ -157,6 +159,9 @@ def apply(ctx: Context, config: object) -> None:
         return mention_choices(query, service.connections)
 
     ctx.on(PROMPT_MENTIONS, offer_resources)
+    # The login tokens are this plugin's secret: no tool reads them to the model.
+    ctx.on(TOOL_PRE_EXECUTE, guard.before)
+    ctx.on(TOOL_POST_EXECUTE, guard.TokenWatch().after)
     if commands is not None:
         commands.register("mcp", mcp_command(service))
     service.start()

@@ -48,9 +48,9 @@ from pydantic import AnyUrl, BaseModel, ConfigDict, ValidationError
 
 import dsh
 from dsh.paths import PRIVATE_FILE, dsh_home, private_dir
+from plugins.mcp.config import AUTH_DIR
 from plugins.mcp.schema import clean
 
-AUTH_DIR = "mcp-auth"
 PLACEHOLDER_REDIRECT = "http://127.0.0.1/callback"
 """The redirect URI a connection without a login registers with: never used, since
 such a connection stops at the first 401."""

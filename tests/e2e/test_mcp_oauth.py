@@ -329,3 +329,61 @@ async def test_login_refuses_stdio_and_unknown_servers(dsh: Dsh) -> None:
     assert missing.code == 1
     assert "no server named 'nothere'" in missing.stderr
     assert not (dsh.home / "mcp-auth").exists()
+
+
+CANARY = "at-canary-token-5f0c2e91d7"
+
+
+def call(name: str, **arguments: object) -> Reply:
+    return Reply(tool_calls=[ToolCallSpec(name=name, arguments=arguments)])
+
+
+async def test_no_tool_reads_or_writes_the_tokens_even_in_bypass(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    folder = dsh.home / "mcp-auth"
+    folder.mkdir(mode=0o700)
+    token_file = folder / "remote-0123.json"
+    token_file.write_text(
+        json.dumps(
+            {
+                "server": "remote",
+                "url": "https://mcp.example/mcp",
+                "tokens": {"access_token": CANARY, "refresh_token": "rt-canary-refresh-81"},
+            }
+        )
+    )
+    (dsh.project / "innocent.json").symlink_to(token_file)
+    planted = folder / "planted.json"
+    fake_llm.add(
+        call("read", file_path=str(token_file)),
+        call("read", file_path="innocent.json"),
+        call("grep", pattern="canary", path=str(folder)),
+        call("bash", command="cat $DSH_HOME/mcp-auth/*.json", description="look"),
+        call("write", file_path=str(planted), content="{}"),
+        # Wider or roundabout: each runs, and its result is withheld.
+        call("grep", pattern="canary", path=str(dsh.root)),
+        call("bash", command="cd $DSH_HOME && cat m*/r*", description="look"),
+        call("read", file_path=str(dsh.home / "settings.toml")),  # the control
+        Reply(text="Nothing there."),
+    )
+
+    done = await dsh.run("-p", "find the tokens", "--permission-mode", "bypass")
+
+    assert done.code == 0, done.stderr
+    assert not any(CANARY.encode() in r.raw for r in fake_llm.requests), "sent to the model"
+    assert not any(b"rt-canary-refresh-81" in r.raw for r in fake_llm.requests)
+    logged = [
+        p
+        for p in dsh.home.rglob("*")
+        if p.is_file() and p != token_file and CANARY.encode() in p.read_bytes()
+    ]
+    assert logged == [], "a token is in a file dsh wrote"
+    assert not planted.exists()
+    texts = [text_of(m) for m in fake_llm.chat_requests[-1].body["messages"] if m["role"] == "tool"]
+    assert "tests.support.echo_tool" in texts[-1]  # other files are read: not vacuous
+    for denied in texts[:5]:
+        assert "was blocked" in denied, denied
+        assert "MCP login tokens are kept there" in denied, denied
+    for withheld in texts[5:7]:
+        assert "the result held an MCP login token of dsh" in withheld, withheld
