@@ -30,6 +30,10 @@ _MAX_LINE = 16384
 _MAX_HEADERS = 100
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)  # the address, at once, even when stdout is a pipe
+
+
 class LoginFailed(Exception):
     """The login did not end with a code; the message says why."""
 
@@ -42,12 +46,12 @@ class Login:
         name: str,
         *,
         wait_s: float = LOGIN_WAIT_S,
-        say: Callable[[str], None] = print,
+        say: Callable[[str], None] | None = None,
         open_browser: Callable[[str], object] = webbrowser.open,
     ) -> None:
         self.name = name
         self.wait_s = wait_s
-        self._say = say
+        self._say = say or _say
         self._open_browser = open_browser
         self._server: asyncio.Server | None = None
         self._state: str | None = None
