@@ -48,6 +48,7 @@ from pydantic import AnyUrl, BaseModel, ConfigDict, ValidationError
 
 import dsh
 from dsh.paths import PRIVATE_FILE, dsh_home, private_dir
+from plugins.mcp import guard
 from plugins.mcp.config import AUTH_DIR
 from plugins.mcp.schema import clean
 
@@ -116,6 +117,7 @@ class FileTokenStorage:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(temporary, self.path)
+            guard.stored_here()
         except BaseException:
             if fd != -1:
                 os.close(fd)

@@ -9,7 +9,9 @@ public tool hooks:
   is denied before it runs or is asked about.
 - ``tool/post-execute``: a result holding a stored token (a search of a wider folder,
   a command that reached the file some other way) is withheld: the model, and so the
-  session log, gets an error instead.
+  session log, gets an error instead. The tokens are read again at most once a second
+  (at once after this process stored one): every tool call passes here, and the
+  loop's budget per step is a millisecond.
 
 Neither needs the SDK: the files are read as plain JSON.
 """
@@ -18,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,14 @@ from plugins.mcp.config import AUTH_DIR
 WHY = "dsh's MCP login tokens are kept there: no tool may read or change them"
 WITHHELD = "the result held an MCP login token of dsh (from $DSH_HOME/{folder}); it was withheld"
 _MIN_TOKEN = 8
+RECHECK_S = 1.0
+_generation = 0
+
+
+def stored_here() -> None:
+    """This process stored a token: every watch reads the folder again at its next use."""
+    global _generation
+    _generation += 1
 
 
 def tokens_folder() -> Path:
@@ -67,6 +79,15 @@ class TokenWatch:
     def __init__(self) -> None:
         self._key: tuple[tuple[str, int], ...] | None = None
         self._tokens: frozenset[str] = frozenset()
+        self._checked = -math.inf
+        self._generation = _generation
+
+    async def current(self) -> frozenset[str]:
+        now = time.monotonic()
+        if now - self._checked >= RECHECK_S or self._generation != _generation:
+            self._checked, self._generation = now, _generation
+            return await asyncio.to_thread(self.tokens)
+        return self._tokens
 
     def tokens(self) -> frozenset[str]:
         """Every access and refresh token stored (blocking)."""
@@ -86,8 +107,7 @@ class TokenWatch:
         text = joined_text(outcome.message.result.content)
         if len(text) < _MIN_TOKEN:
             return None
-        tokens = await asyncio.to_thread(self.tokens)
-        if any(token in text for token in tokens):
+        if any(token in text for token in await self.current()):
             return BlockResult(feedback=WITHHELD.format(folder=AUTH_DIR))
         return None
 
