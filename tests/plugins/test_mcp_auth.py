@@ -260,3 +260,17 @@ async def test_a_token_another_dsh_refreshed_is_taken_not_refreshed_again(
         last = requests.read_text().splitlines()[-1]
         assert last == f"GET /probe Bearer {refreshed.access_token}"
         assert errors == []
+
+
+async def test_the_guard_knows_a_token_this_process_stored_at_once() -> None:
+    from plugins.mcp.guard import TokenWatch
+
+    watch = TokenWatch()
+    assert await watch.current() == frozenset()
+    storage = FileTokenStorage("tracker", "https://a.example/mcp")
+    await storage.set_tokens(OAuthToken(access_token="at-first-token", refresh_token="rt-first"))
+    # Within the second in which the folder is not looked at again: this process
+    # said it stored one.
+    assert await watch.current() == {"at-first-token", "rt-first"}
+    await storage.set_tokens(OAuthToken(access_token="at-second-token"))
+    assert "at-second-token" in await watch.current()
