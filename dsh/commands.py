@@ -23,8 +23,10 @@ from dsh.session.events import CommandDone, CommandRun
 
 # Underscores and 64 characters: a plugin's commands may carry names made of others'
 # (an MCP server's prompt), as tools' names do.
-COMMAND_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
-COMMAND_LINE = re.compile(r"^/([a-z][a-z0-9_-]*)(?:\s+(.*))?$", re.S)
+# A name may hold ":" between parts: a namespace (``/frontend:review``, a command file
+# in a folder of its own).
+COMMAND_NAME = re.compile(r"^(?=.{1,64}$)[a-z][a-z0-9_-]*(?::[a-z0-9][a-z0-9_-]*)*$")
+COMMAND_LINE = re.compile(r"^/([a-z][a-z0-9_-]*(?::[a-z0-9][a-z0-9_-]*)*)(?:\s+(.*))?$", re.S)
 
 
 class CommandError(Exception):

@@ -6,4 +6,5 @@ library. Like them, it is built on dsh's public API alone.
 
 - :mod:`plugins._shared.chat_completions`: the OpenAI-style chat-completions protocol
   the DeepSeek and OpenAI-compatible providers speak.
+- :mod:`plugins._shared.frontmatter`: the ``---`` header of skills and custom commands.
 """

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from plugins.skills.frontmatter import FrontMatterError, parse_bool, split_front_matter
+from plugins._shared.frontmatter import FrontMatterError, parse_bool, split_front_matter
 
 _log = logging.getLogger("dsh.plugins.skills")
 

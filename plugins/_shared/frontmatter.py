@@ -1,5 +1,5 @@
-"""The ``---`` front matter of a skill file: a small YAML subset, read without a YAML
-library (dsh takes no dependency for five keys).
+"""The ``---`` front matter of a Markdown file (a skill, a custom command): a small
+YAML subset, read without a YAML library (dsh takes no dependency for a few keys).
 
 Read: top-level ``key: value`` lines, with values plain, single- or double-quoted, a
 ``|`` or ``>`` block, or plain text continued on indented lines; blank lines and

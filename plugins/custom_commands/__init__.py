@@ -1,0 +1,181 @@
+"""Custom slash commands: prompts saved as Markdown files.
+
+``$DSH_HOME/commands/NAME.md`` (and a trusted project's ``.dsh/commands/``) is the
+command ``/NAME``; a folder makes a namespace (``/frontend:review``). Running one
+fills in the arguments, runs its ``!`` lines through the ``bash`` tool (asked about as
+any call is) and sends the result as the person's message, with the file's ``model``
+for that turn if it names one. The files are read again before each prompt, so a
+command written meanwhile is there for the next. Modules: ``files`` (where they are,
+what a file holds), ``expand`` (arguments and ``!`` lines). docs/commands.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dsh.agent import AgentHandle, PreRequest, PromptDecision, PromptSubmit
+from dsh.commands import Command, CommandContext, CommandError
+from dsh.control_chars import visible
+from dsh.hooks import AGENT_PROMPT_SUBMIT, AGENT_REQUEST, AGENT_STATUS
+from dsh.kernel import Context, Disposer, Next, NoConfig, Plugin
+from dsh.llm import CallId, LlmCallConfig, MessageId, ToolCallBlock, joined_text, user_text
+from dsh.paths import dsh_home
+from dsh.services import COMMANDS, SETTINGS, TOOLS
+from dsh.tools import ToolContext
+from plugins.custom_commands.expand import arguments, commands
+from plugins.custom_commands.files import CommandFile, Skipped, scan
+
+BASH = "bash"
+"""The tool ``!`` lines run with."""
+MAX_OUTPUT = 20_000
+"""Characters of a ``!`` line's output kept in the prompt."""
+
+
+@dataclass
+class Commands:
+    """The command files found, the commands registered for them, and the model a
+    command's turn asked for."""
+
+    home: Path
+    project: Path | None
+    files: dict[str, CommandFile] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+    registered: dict[str, Disposer] = field(default_factory=dict)
+    models: dict[MessageId, str] = field(default_factory=dict)
+    """A command's message, and the model its turn is to use."""
+    turn_models: dict[str, str] = field(default_factory=dict)
+    """An agent (by id) running a command's turn, and that turn's model."""
+
+
+async def apply(ctx: Context, config: NoConfig) -> None:
+    settings = ctx.get(SETTINGS, None)
+    trusted_root = settings.root if settings is not None and settings.trusted else None
+    state = Commands(home=dsh_home(), project=trusted_root)
+    registry = ctx.get(COMMANDS)
+    tools = ctx.get(TOOLS)
+
+    async def refresh() -> None:
+        files, skipped = await asyncio.to_thread(scan, state.home, state.project)
+        state.skipped = skipped
+        for name in [n for n in state.files if files.get(n) != state.files[n]]:
+            dispose = state.registered.pop(name, None)
+            if dispose is not None:
+                dispose()
+            del state.files[name]
+        for name, file in files.items():
+            if name in state.files:
+                continue
+            if registry.get(name) is not None:
+                state.skipped.append(Skipped(file.path, f"/{name} is a command of dsh's own"))
+                continue
+            state.files[name] = file
+            state.registered[name] = registry.register(name, command_for(file))
+
+    async def run_line(context: CommandContext, command: str, name: str) -> str:
+        agent = context.agent
+        call = ToolCallBlock(
+            id=CallId(f"command-{uuid.uuid4().hex[:12]}"),
+            name=BASH,
+            arguments=json.dumps({"command": command, "description": f"/{name}: {command}"}),
+        )
+        tool_context = ToolContext(
+            call_id=call.id,
+            agent=agent,
+            cwd=agent.cwd,
+            signal=asyncio.Event(),
+            session_id=agent.session.id,
+            services=agent.ctx,
+        )
+        outcome = await tools.service.run(call, tool_context, agent)
+        text = joined_text(outcome.message.result.content)
+        if len(text) > MAX_OUTPUT:
+            text = text[:MAX_OUTPUT] + "\n[cut: the output was longer]"
+        if outcome.error_code is not None:
+            return f"(not run: {text})"
+        return text
+
+    def command_for(file: CommandFile) -> Command:
+        async def run(context: CommandContext, args: str) -> None:
+            current = state.files.get(file.name, file)
+            text = arguments(current.body, args)
+            text = await commands(text, lambda line: run_line(context, line, current.name))
+            if not text.strip():
+                raise CommandError(f"/{current.name} made an empty prompt")
+            message = user_text(text)
+            if current.model:
+                state.models[message.id] = current.model
+            context.agent.followup(message)
+
+        where = "project" if file.origin == "project" else "user"
+        description = visible(file.description, one_line=True) or f"{where} command"
+        return Command(
+            name=file.name,
+            description=f"{description} ({where})",
+            run=run,
+            arguments=visible(file.hint, one_line=True),
+        )
+
+    async def on_prompt(
+        submit: PromptSubmit, next_: Next[PromptSubmit, PromptDecision]
+    ) -> PromptDecision:
+        model = state.models.pop(submit.message.id, None)
+        if model is not None:
+            state.turn_models[submit.agent.id] = model
+        decision = await next_()
+        await refresh()  # a command file written meanwhile is there for the next prompt
+        return decision
+
+    async def on_request(pre: PreRequest, next_: Next[PreRequest, LlmCallConfig]) -> LlmCallConfig:
+        model = state.turn_models.get(pre.agent.id)
+        if model is None:
+            return await next_()
+        return await next_(PreRequest(pre.agent, pre.config.model_copy(update={"model": model})))
+
+    def on_status(agent: AgentHandle, status: str) -> None:
+        if status == "idle":
+            state.turn_models.pop(agent.id, None)
+
+    ctx.on(AGENT_PROMPT_SUBMIT, on_prompt)
+    ctx.on(AGENT_REQUEST, on_request)
+    ctx.on(AGENT_STATUS, on_status)
+    registry.register("commands", listing_command(state))
+    await refresh()
+
+
+def listing_command(state: Commands) -> Command:
+    async def run(context: CommandContext, args: str) -> None:
+        lines = []
+        for file in sorted(state.files.values(), key=lambda file: file.name):
+            lines.append(
+                f"/{file.name}  {file.path}" + (f"  model {file.model}" if file.model else "")
+            )
+            if file.allowed_tools:
+                lines.append(
+                    "    allowed-tools is not honoured yet: its calls are asked as any are"
+                )
+        if not lines:
+            places = [str(state.home / "commands")]
+            if state.project is not None:
+                places.append(str(state.project / ".dsh" / "commands"))
+            lines.append("No custom commands. Put NAME.md files in " + " or ".join(places))
+        if state.skipped:
+            lines.append("Left out:")
+            lines += [f"  {skip.path}: {skip.reason}" for skip in state.skipped]
+        context.host.show("\n".join(visible(line) for line in lines))
+
+    return Command(
+        name="commands", description="List the custom commands and where they come from", run=run
+    )
+
+
+plugin = Plugin(
+    name="custom-commands",
+    description="custom slash commands from Markdown files in commands/ folders",
+    inject=(COMMANDS, TOOLS),
+    optional=(SETTINGS,),
+    apply=apply,
+)

@@ -1,0 +1,100 @@
+"""Custom slash commands through the real binary: ``dsh -p "/name args"`` against the
+scripted server, the command files in the home's and a project's ``commands/``."""
+
+from __future__ import annotations
+
+import json
+
+from dsh.testing import FakeLLM, Reply
+from dsh.trust import TrustStore
+from tests.e2e.harness import Dsh
+
+REVIEW = """\
+---
+description: Review a file for one concern
+argument-hint: FILE CONCERN
+model: deepseek-v4-pro
+---
+Review $1 for $2. The whole request: $ARGUMENTS.
+Here is the file: @$1
+The branch is:
+!echo on-branch-main
+Files here: !`ls`
+"""
+
+
+def user_texts(request_body: dict[str, object]) -> list[str]:
+    messages = request_body["messages"]
+    assert isinstance(messages, list)
+    return [json.dumps(m["content"]) for m in messages if m["role"] == "user"]
+
+
+async def test_a_command_with_arguments_a_mention_and_bang_lines(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    (dsh.home / "commands").mkdir()
+    (dsh.home / "commands" / "review.md").write_text(REVIEW)
+    # The ! lines are calls like any: allowed by the user's rules, as a person would.
+    with (dsh.home / "settings.toml").open("a") as settings:
+        settings.write('[permissions]\nallow = ["bash(echo:*)", "bash(ls)"]\n')
+    (dsh.project / "app.py").write_text("def handler():\n    return 'SECRET-FREE BODY'\n")
+    fake_llm.add(Reply(text="Looks fine."))
+    done = await dsh.run("-p", '/review app.py "error handling"')
+    assert done.code == 0, done.stderr[-3000:]
+    assert done.stdout == "Looks fine.\n"
+    [request] = fake_llm.chat_requests
+    assert request.body["model"] == "deepseek-v4-pro"  # the file's model, for its turn
+    sent = "\n".join(user_texts(request.body))
+    assert "Review app.py for error handling." in sent
+    assert 'The whole request: app.py \\"error handling\\"' in sent
+    assert "$ echo on-branch-main\\non-branch-main" in sent  # the ! line ran
+    assert "Files here: app.py" in sent  # and the inline one
+    assert "SECRET-FREE BODY" in sent  # the @ mention attached the file
+
+
+async def test_a_bang_line_is_asked_about_like_any_call_and_denied_headless(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """A command file cannot run what the permissions would not: ``dsh -p`` has no one
+    to ask, so a command with effects is denied and the file is not written."""
+    (dsh.home / "commands").mkdir()
+    marker = dsh.root / "written"
+    (dsh.home / "commands" / "touchy.md").write_text(f"Say done.\n!touch {marker}\n")
+    fake_llm.add(Reply(text="Done."))
+    done = await dsh.run("-p", "/touchy")
+    assert done.code == 0, done.stderr[-3000:]
+    assert not marker.exists()
+    sent = "\n".join(user_texts(fake_llm.chat_requests[0].body))
+    assert "(not run:" in sent
+
+
+async def test_folders_make_namespaces_and_the_project_wins(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    (dsh.home / "commands" / "frontend").mkdir(parents=True)
+    (dsh.home / "commands" / "frontend" / "lint.md").write_text("Lint from home.\n")
+    (dsh.project / ".git").mkdir()
+    (dsh.project / ".dsh" / "commands" / "frontend").mkdir(parents=True)
+    (dsh.project / ".dsh" / "commands" / "frontend" / "lint.md").write_text("Lint the project.\n")
+    TrustStore(dsh.home).decide(dsh.project.resolve(), trusted=True)
+    fake_llm.add(Reply(text="Linted."))
+    done = await dsh.run("-p", "/frontend:lint")
+    assert done.code == 0, done.stderr[-3000:]
+    sent = "\n".join(user_texts(fake_llm.chat_requests[0].body))
+    assert "Lint the project." in sent
+    assert "Lint from home." not in sent
+
+
+async def test_an_untrusted_projects_commands_are_not_there(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    """A cloned repository's ``.dsh/commands`` is not read until the folder is
+    trusted: its command is unknown (``dsh -p`` sends the words as typed), and its
+    ``!`` line never runs."""
+    marker = dsh.root / "ran"
+    (dsh.project / ".git").mkdir()
+    (dsh.project / ".dsh" / "commands").mkdir(parents=True)
+    (dsh.project / ".dsh" / "commands" / "setup.md").write_text(f"Go.\n!echo x > {marker}\n")
+    fake_llm.add(Reply(text="What is /setup?"))
+    done = await dsh.run("-p", "/setup")
+    assert done.code == 0, done.stderr[-3000:]
+    assert not marker.exists()
+    sent = "\n".join(user_texts(fake_llm.chat_requests[0].body))
+    assert '"/setup"' in sent  # went as typed: no such command here
+    assert "Go." not in sent
