@@ -49,6 +49,7 @@ class Commands:
     """A command's message, and the model its turn is to use."""
     turn_models: dict[str, str] = field(default_factory=dict)
     """An agent (by id) running a command's turn, and that turn's model."""
+    rescan: asyncio.Task[None] | None = None
 
 
 async def apply(ctx: Context, config: NoConfig) -> None:
@@ -125,9 +126,11 @@ async def apply(ctx: Context, config: NoConfig) -> None:
         model = state.models.pop(submit.message.id, None)
         if model is not None:
             state.turn_models[submit.agent.id] = model
-        decision = await next_()
-        await refresh()  # a command file written meanwhile is there for the next prompt
-        return decision
+        # A command file written meanwhile is there for the next prompt: looked for
+        # beside the turn, not before it.
+        if state.rescan is None or state.rescan.done():
+            state.rescan = ctx.spawn(refresh(), name="custom-commands:scan")
+        return await next_()
 
     async def on_request(pre: PreRequest, next_: Next[PreRequest, LlmCallConfig]) -> LlmCallConfig:
         model = state.turn_models.get(pre.agent.id)

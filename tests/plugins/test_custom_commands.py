@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from dsh.llm import user_text
+from dsh.runtime import start_runtime
+from dsh.services import COMMANDS
+from dsh.testing import FakeLLM, Reply
 from plugins.custom_commands.expand import arguments, commands
 from plugins.custom_commands.files import scan
+from tests.plugins.bash_support import eventually
 
 
 def test_arguments_fill_the_placeholders_or_go_at_the_end() -> None:
@@ -61,3 +68,33 @@ def test_files_make_commands_namespaces_and_the_project_wins(tmp_path: Path) -> 
 
     untrusted, _ = scan(home, None)  # an untrusted project is not looked in
     assert untrusted["frontend:lint"].body == "Lint from home."
+
+
+async def test_a_file_written_while_dsh_runs_is_a_command_after_the_next_prompt(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    home = tmp_path / "home"
+    monkeypatch.setenv("DSH_HOME", str(home))
+    runtime = await start_runtime(
+        home=home,
+        cwd=tmp_path,
+        plugin_configs={"llm-deepseek": {"base_url": fake_llm.base_url}},
+    )
+    try:
+        commands = runtime.root.get(COMMANDS).service
+        assert commands.get("later") is None
+        (home / "commands").mkdir(parents=True, exist_ok=True)
+        (home / "commands" / "later.md").write_text("Written later.\n")
+        fake_llm.add(Reply(text="ok"))
+        agent = await runtime.agents.create(tmp_path)
+        agent.followup(user_text("hello"))
+        await agent.when_idle()
+        await eventually(lambda: commands.get("later") is not None)
+        (home / "commands" / "later.md").unlink()
+        fake_llm.add(Reply(text="ok"))
+        agent.followup(user_text("again"))
+        await agent.when_idle()
+        await eventually(lambda: commands.get("later") is None)
+    finally:
+        await runtime.aclose()
