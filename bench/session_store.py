@@ -1,22 +1,31 @@
 """Session storage: append throughput, loading a long session, catalog list and search.
 
+Every figure is the median of 5 runs with the fastest and slowest beside it and the
+machine's load sampled before the runs (bench/report.py); the verdict is the median's.
+
 Targets (the session-store issue):
 
 - append, JSONL backend: >= 50,000 events/s with step-boundary fsync excluded.
   ``Session.append`` with the store's writer subscribed (0.2 s window, boundaries
   written at once), then a final flush. The producer yields to the event loop after
   every append, as one reading a stream does, so the writer runs as in production.
-  ``os.fsync`` is replaced by a no-op in this process for that run; the figure with
-  fsync is printed too, for information.
-- loading a 100,000-event session (JSONL): <= 2 s. The SQLite figure is printed too.
-  The fixture is written in the batches the writer would make at 40 tokens/s, so
-  delta runs are packed a 0.2 s window at a time.
+  ``os.fsync`` is replaced by a no-op in this process for that run. The events are
+  the delta-heavy mix below (the most events for a session's size); for information
+  the same with fsync, and with the realistic session of bench/fixtures.py.
+- loading a realistic 100,000-event session (JSONL): <= 2 s, from ``load`` called on
+  a new backend object (nothing cached) until it returns every event. The session is
+  bench/fixtures.py's, built the same way as the 20-turn one the TUI resumes: turns of
+  19 tool calls, each step streaming reasoning, text and a tool call, the ``read`` and
+  ``bash`` results a few KB each (about 100,500 events: whole turns). It is written in
+  the batches the writer would make at 40 deltas/s, so delta runs are packed a 0.2 s
+  window at a time. The SQLite figure, and opening it (load, then rebuild the live
+  ``Session``), are printed for information.
 - listing 1,000 sessions from the catalog (all, and one directory's): <= 100 ms.
 - searching them (a word some sessions hold, and one none holds): <= 200 ms.
 
-The event mix is a coding session's: turns of one or two steps, each step a text
-block streamed as 40 to 250 one-token deltas, then the assistant message; a user
-prompt opens every turn. Fixtures live in a temporary directory.
+The append and catalog mix is a chatty session's: turns of one or two steps, each
+step a text block streamed as 40 to 250 one-token deltas, then the assistant message;
+a user prompt opens every turn. Fixtures live in a temporary directory.
 
 Run: .venv/bin/python bench/session_store.py
 """
@@ -33,7 +42,8 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from report import machine, verdict  # bench/report.py, beside this script
+import fixtures  # bench/fixtures.py, beside this script
+from report import RUNS, Sample, figure, load_now, machine, versions  # bench/report.py
 
 from dsh.llm import (
     AssistantMessage,
@@ -203,7 +213,8 @@ def replay(header: SessionHeader, plan: Plan) -> Session:
 
 def writer_batches(events: Sequence[SessionEvent]) -> Iterator[Sequence[SessionEvent]]:
     """The batches the writer would have written at the simulated pace: cut at every
-    turn or step boundary, and when the window opened by a batch's first event ends."""
+    boundary (``BOUNDARY_TYPES``), and when the window opened by a batch's first event
+    ends."""
     start = 0
     for i, event in enumerate(events):
         if event.type in BOUNDARY_TYPES or event.time - events[start].time >= WINDOW * 1000:
@@ -228,13 +239,21 @@ def fsync_excluded() -> Iterator[None]:
         os.fsync = real
 
 
-async def best_of(runs: int, action: Callable[[], Awaitable[object]]) -> float:
-    best = float("inf")
+async def timed(action: Callable[[], Awaitable[object]], runs: int = RUNS) -> Sample:
+    """Seconds of each of ``runs`` runs of ``action``."""
+    values = []
     for _ in range(runs):
         start = time.perf_counter()
         await action()
-        best = min(best, time.perf_counter() - start)
-    return best
+        values.append(time.perf_counter() - start)
+    return Sample(tuple(values))
+
+
+def info(
+    label: str, taken: Sample, load: str, unit: str = "s", digits: int = 2, scale: float = 1.0
+) -> str:
+    """A figure with no target: no verdict, so bench/run does not count it."""
+    return f"{label}: {taken.shown(unit, digits, scale)}; {load}; for information)"
 
 
 class CountingJsonl(JsonlPersistence):
@@ -253,7 +272,15 @@ class CountingJsonl(JsonlPersistence):
 # ---------------------------------------------------------------------- 1. append
 
 
-async def append_run(home: Path, plan: Plan) -> tuple[float, int]:
+Cited = Sequence[tuple[str, Any, tuple[int, ...] | None]]
+"""Events to append, each with the seqs it cites (a tool/result its tool/call)."""
+
+
+def cited(events: Sequence[SessionEvent]) -> Cited:
+    return [(e.type, e.data, e.source_event_seqs) for e in events]
+
+
+async def append_run(home: Path, plan: Cited) -> tuple[float, int]:
     """Seconds from the first append until the flush after the last, yielding to the
     loop after every append (as a producer awaiting its stream does); and how many
     batches the writer wrote."""
@@ -261,8 +288,8 @@ async def append_run(home: Path, plan: Plan) -> tuple[float, int]:
     store = SessionStore(persistence, catalog=None, window=WINDOW)
     session = await store.create("/home/dev/bench")
     start = time.perf_counter()
-    for type_, data in plan:
-        session.append(type_, data)
+    for type_, data, sources in plan:
+        session.append(type_, data, source_event_seqs=sources)
         await asyncio.sleep(0)
     assert await store.flush(session)
     assert await store.close(session)
@@ -272,37 +299,65 @@ async def append_run(home: Path, plan: Plan) -> tuple[float, int]:
     return elapsed, persistence.batches
 
 
-async def best_append(root: Path, plan: Plan, runs: int) -> tuple[float, int]:
-    """The best events/s of ``runs`` runs, and the batches that run wrote."""
-    best, batches = float("inf"), 0
+async def append_rates(root: Path, plan: Cited, runs: int = RUNS) -> tuple[Sample, int]:
+    """Events/s of each of ``runs`` runs, and the batches the first run wrote."""
+    rates, batches = [], 0
     for _ in range(runs):
         elapsed, written = await append_run(Path(tempfile.mkdtemp(dir=root)), plan)
-        if elapsed < best:
-            best, batches = elapsed, written
-    return len(plan) / best, batches
+        rates.append(len(plan) / elapsed)
+        batches = batches or written
+    return Sample(tuple(rates)), batches
 
 
 async def bench_append(root: Path) -> None:
     plan = a_long_session(random.Random(1), APPEND_EVENTS)
     boundaries = sum(1 for type_, _ in plan if type_ in BOUNDARY_TYPES)
+    load = load_now()
     with fsync_excluded():
-        rate, batches = await best_append(root, plan, 5)
+        rates, batches = await append_rates(root, [(t, d, None) for t, d in plan])
     print(
-        f"append, JSONL, fsync excluded (os.fsync a no-op in this process): "
-        f"{rate:,.0f} events/s ({len(plan):,} events, {boundaries:,} of them turn/step "
-        f"boundaries, written in {batches:,} batches; target >= {APPEND_TARGET:,}: "
-        f"{verdict(rate >= APPEND_TARGET)})"
+        figure(
+            f"append, JSONL, fsync excluded (os.fsync a no-op in this process), "
+            f"{len(plan):,} events, {boundaries:,} of them turn ends (the writer's boundaries), written in "
+            f"{batches:,} batches",
+            rates,
+            target=APPEND_TARGET,
+            unit="events/s",
+            digits=0,
+            at_least=True,
+            load=load,
+        )
     )
-    with_fsync, batches = await best_append(root, plan, 2)
-    print(f"  fsync included: {with_fsync:,.0f} events/s ({batches:,} batches; for information)")
+    load = load_now()
+    with_fsync, batches = await append_rates(root, [(t, d, None) for t, d in plan])
+    print(info(f"  fsync included ({batches:,} batches)", with_fsync, load, "events/s", 0))
 
-    alone = await best_of(3, lambda: append_only(plan))
-    idle = await best_of(3, lambda: yield_only(len(plan)))
-    total = len(plan) / rate
+    working = fixtures.replay(
+        fixtures.a_header(), fixtures.a_working_session(random.Random(4), turns=40)
+    ).events
+    load = load_now()
+    with fsync_excluded():
+        realistic, batches = await append_rates(root, cited(working))
     print(
-        f"  where a run's {total:.2f} s go: Session.append alone {alone:.2f} s, the harness's "
-        f"yields {idle:.2f} s, the writer (queueing, encoding, batches to and from the "
-        f"file thread) the other {total - alone - idle:.2f} s"
+        info(
+            f"  fsync excluded, the realistic session of bench/fixtures.py (40 turns of 19 "
+            f"calls, {len(working):,} events, {batches:,} batches)",
+            realistic,
+            load,
+            "events/s",
+            0,
+        )
+    )
+
+    load = load_now()
+    alone = await timed(lambda: append_only(plan))
+    idle = await timed(lambda: yield_only(len(plan)))
+    total = len(plan) / rates.median
+    print(
+        f"  where a run's {total:.2f} s go (medians of {RUNS}): Session.append alone "
+        f"{alone.median:.2f} s, the harness's yields {idle.median:.2f} s, the writer "
+        f"(queueing, encoding, batches to and from the file thread) the other "
+        f"{total - alone.median - idle.median:.2f} s; {load}"
     )
 
 
@@ -322,48 +377,52 @@ async def yield_only(count: int) -> None:
 
 async def bench_load(root: Path) -> None:
     home = root / "load"
-    header = a_header("load-100k", "/home/dev/bench", 1_780_000_000_000)
-    events = replay(header, a_long_session(random.Random(2), LOAD_EVENTS)).events
+    header = fixtures.a_header("load-100k", "/home/dev/bench", 1_780_000_000_000)
+    events = fixtures.replay(header, fixtures.a_large_working_session(random.Random(2))).events
     with fsync_excluded():  # building the fixture only
         for backend in ("jsonl", "sqlite"):
             persistence = make_persistence(backend, home)
             await persistence.create(header)
-            for batch in writer_batches(events):
+            for batch in fixtures.writer_batches(events):
                 await persistence.append(header.id, batch)
             await persistence.close()
     path = JsonlPersistence(home).path_for(header)
     records = len(path.read_bytes().splitlines()) - 1  # less the header
+    size = path.stat().st_size / 2**20
 
     backends: tuple[Backend, ...] = ("jsonl", "sqlite")
     for backend in backends:
-        seconds = float("inf")
-        for _ in range(3):
-            persistence = make_persistence(backend, home)  # nothing cached
-            began = time.perf_counter()
-            loaded = await persistence.load(header.id)
-            seconds = min(seconds, time.perf_counter() - began)
-            assert len(loaded.events) == LOAD_EVENTS
-            assert not loaded.issues
-            await persistence.close()
-        line = f"load {LOAD_EVENTS:,} events, {backend}: {seconds:.2f} s"
-        if backend == "jsonl":
-            size = path.stat().st_size / 2**20
-            print(
-                f"{line} ({records:,} records, {size:.1f} MiB; "
-                f"target <= {LOAD_TARGET:.0f} s: {verdict(seconds <= LOAD_TARGET)})"
-            )
-        else:
-            print(f"  {line} (for information)")
 
-    best = float("inf")
-    for _ in range(3):
+        async def load_once(backend: Backend = backend) -> None:
+            persistence = make_persistence(backend, home)  # nothing cached
+            try:
+                loaded = await persistence.load(header.id)
+            finally:
+                await persistence.close()
+            assert len(loaded.events) == len(events)
+            assert not loaded.issues
+
+        load = load_now()
+        taken = await timed(load_once)
+        label = f"load a realistic {len(events):,}-event session, {backend}"
+        if backend == "jsonl":
+            label += f" ({records:,} records, {size:.1f} MiB)"
+            print(figure(label, taken, target=LOAD_TARGET, load=load))
+        else:
+            print(info(f"  {label}", taken, load))
+
+    async def open_once() -> None:
         store = SessionStore(JsonlPersistence(home), catalog=None)
-        began = time.perf_counter()
-        session = await store.open(header.id)
-        best = min(best, time.perf_counter() - began)
-        assert session.next_seq == LOAD_EVENTS + 1  # open adds a session/end-seed
-        await store.aclose()
-    print(f"  open (load, then rebuild the live Session), jsonl: {best:.2f} s (for information)")
+        try:
+            session = await store.open(header.id)
+            assert session.next_seq == len(events) + 1  # open adds a session/end-seed
+        finally:
+            await store.aclose()
+
+    load = load_now()
+    print(
+        info("  open it (load, then rebuild the live Session), jsonl", await timed(open_once), load)
+    )
 
 
 # ---------------------------------------------------------------------- 3, 4. catalog
@@ -411,40 +470,55 @@ async def bench_catalog(root: Path) -> None:
     async def list_cwd() -> None:
         assert len(await catalog.list(cwd=cwd)) == CATALOG_SESSIONS // PROJECTS
 
-    seconds = await best_of(5, list_all)
-    print(
-        f"catalog list, all {CATALOG_SESSIONS:,}: {seconds * 1000:.1f} ms "
-        f"(target <= {LIST_TARGET * 1000:.0f} ms: {verdict(seconds <= LIST_TARGET)}; "
-        f"first call, opening the catalog: {cold * 1000:.1f} ms)"
-    )
-    seconds = await best_of(5, list_cwd)
-    print(
-        f"catalog list, one directory ({CATALOG_SESSIONS // PROJECTS}): {seconds * 1000:.1f} ms "
-        f"(target <= {LIST_TARGET * 1000:.0f} ms: {verdict(seconds <= LIST_TARGET)})"
-    )
+    for label, action in (
+        (
+            f"catalog list, all {CATALOG_SESSIONS:,} (the first call, opening the "
+            f"catalog, took {cold * 1000:.1f} ms)",
+            list_all,
+        ),
+        (f"catalog list, one directory ({CATALOG_SESSIONS // PROJECTS})", list_cwd),
+    ):
+        load = load_now()
+        taken = await timed(action)
+        print(
+            figure(
+                label, taken, target=LIST_TARGET * 1000, unit="ms", digits=1, scale=1000, load=load
+            )
+        )
 
     for word, expect, note in (
         (RARE_WORD, True, "in 1 session of 20"),
         (ABSENT_WORD, False, "in none"),
-        (COMMON_WORD, True, "in nearly all; for information"),
+        (COMMON_WORD, True, "in nearly all"),
     ):
 
         async def search(word: str = word, expect: bool = expect) -> None:
             assert bool(await catalog.search(word)) == expect
 
-        seconds = await best_of(5, search)
+        load = load_now()
+        taken = await timed(search)
         hits = len(await catalog.search(word))
-        judged = (
-            ""
-            if "information" in note
-            else f"; target <= {SEARCH_TARGET * 1000:.0f} ms: {verdict(seconds <= SEARCH_TARGET)}"
-        )
-        print(f"catalog search {word!r} ({note}): {seconds * 1000:.1f} ms ({hits} hits{judged})")
+        label = f"catalog search {word!r} ({note}, {hits} hits)"
+        if word == COMMON_WORD:
+            print(info(f"  {label}", taken, load, "ms", 1, 1000))
+        else:
+            print(
+                figure(
+                    label,
+                    taken,
+                    target=SEARCH_TARGET * 1000,
+                    unit="ms",
+                    digits=1,
+                    scale=1000,
+                    load=load,
+                )
+            )
     await catalog.close()
 
 
 async def main() -> None:
     print(f"machine: {machine()}")
+    print(f"versions: {versions()}")
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as temp:
         root = Path(temp)
         await bench_append(root)

@@ -1,0 +1,72 @@
+"""The benchmarks' realistic session (bench/fixtures.py) is a log dsh itself could have
+written: sound by the log's invariants, its tool calls ones the real tools accept, and
+unchanged through the JSONL backend, written in the batches the writer makes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+
+from dsh.session.invariants import check_log
+from dsh.session.session import Session
+from dsh.session.store import make_persistence
+from plugins.bash.tool import BashArguments
+from plugins.fs.arguments import ReadArguments
+
+# bench/ holds scripts, not a package: the module is loaded from its file, leaving
+# sys.path alone (the scripts' names, loop, report..., would shadow others')
+_spec = importlib.util.spec_from_file_location(
+    "bench_fixtures", Path(__file__).resolve().parent.parent / "bench" / "fixtures.py"
+)
+assert _spec is not None
+assert _spec.loader is not None
+fixtures = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = fixtures
+_spec.loader.exec_module(fixtures)
+
+
+def a_small_session() -> Session:
+    plan = fixtures.a_working_session(random.Random(7), turns=2, calls=4)
+    return fixtures.replay(fixtures.a_header("bench-fixture-test"), plan)
+
+
+def test_the_working_session_keeps_the_logs_invariants() -> None:
+    session = a_small_session()
+
+    assert check_log(session.events) == []
+    types = [event.type for event in session.events]
+    assert types.count("turn/start") == 2
+    assert types.count("tool/call") == types.count("tool/result") == 8
+    assert types.count("step/start") == 10  # four calls and the answer, twice
+
+
+def test_its_tool_calls_are_what_the_real_tools_take() -> None:
+    calls = [e.data for e in a_small_session().events if e.type == "tool/call"]
+
+    assert calls
+    for call in calls:
+        arguments = json.loads(call.arguments)
+        match call.name:
+            case "read":
+                assert ReadArguments.model_validate(arguments).file_path.endswith(".py")
+            case "bash":
+                assert BashArguments.model_validate(arguments).description
+            case other:
+                raise AssertionError(f"a tool the fixture should not call: {other}")
+
+
+async def test_it_round_trips_through_jsonl_in_writer_batches(tmp_path: Path) -> None:
+    session = a_small_session()
+    persistence = make_persistence("jsonl", tmp_path)
+    await persistence.create(session.header)
+    for batch in fixtures.writer_batches(session.events):
+        await persistence.append(session.header.id, batch)
+    await persistence.close()
+
+    loaded = await make_persistence("jsonl", tmp_path).load(session.header.id)
+
+    assert not loaded.issues
+    assert [e.to_dict() for e in loaded.events] == [e.to_dict() for e in session.events]
