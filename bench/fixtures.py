@@ -77,7 +77,7 @@ from dsh.session.header import SessionHeader
 from dsh.session.session import Session
 from dsh.session.writer import BOUNDARY_TYPES
 
-PROVIDER, MODEL = "deepseek", "deepseek-v4-flash"
+PROVIDER, MODEL = "deepseek", "deepseek-flash"
 CWD = "/home/dev/project"
 CREATED_AT = 1_780_000_000_000
 WINDOW = 0.2  # s, the writer window SessionStore uses by default
@@ -305,7 +305,8 @@ def _step(
     usage = TokenUsage(
         input_tokens=rng.randint(500, 3_000),
         output_tokens=output,
-        cache_read_tokens=4_000 + 1_500 * (turn * 20 + step),
+        # the context grows a step at a time, as if compacted at 600k tokens
+        cache_read_tokens=min(6_000 + 1_000 * ((turn - 1) * 20 + step), 600_000),
         reasoning_tokens=len(reasoning) // 4,
     )
     plan.append(_chunk(turn, step, UsageChunk(usage=usage)))
