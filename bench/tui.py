@@ -219,9 +219,9 @@ def bench_launch(root: Path, settings: str = "", label: str = "") -> None:
     ready, typed, rss = [], [], []
     for _ in range(RUNS):
         with terminal(dsh_argv(), project, env) as term:
-            term.wait_for(lambda t=term: "Ask dsh anything" in t.text())  # type: ignore[misc]
+            term.wait_for(lambda t=term: "Ask dsh anything" in t.text())
             term.process.write(b"hello")
-            echoed = term.wait_for(lambda t=term: "│ hello" in t.text())  # type: ignore[misc]
+            echoed = term.wait_for(lambda t=term: "│ hello" in t.text())
             at = term.wait_for(term.ready)
             rss.append(tree_rss_mb(term.pid))
             ready.append(at - term.began)
@@ -255,6 +255,7 @@ def bench_launch(root: Path, settings: str = "", label: str = "") -> None:
 
 
 def bench_resume(root: Path) -> None:
+    from dsh.session.jsonl import JsonlPersistence
     from dsh.session.store import make_persistence
 
     project, home = places(root, "resume")
@@ -269,6 +270,9 @@ def bench_resume(root: Path) -> None:
         await persistence.close()
 
     asyncio.run(build())
+    # every run resumes the log as built (a resume adds a few events to it)
+    log = JsonlPersistence(home).path_for(header)
+    built = log.read_bytes()
     env = environment(root, home)
     argv = dsh_argv("--resume", header.id)
     with terminal(argv, project, env) as warm:
@@ -276,8 +280,9 @@ def bench_resume(root: Path) -> None:
     load = load_now()
     ready, rss = [], []
     for _ in range(RUNS):
+        log.write_bytes(built)
         with terminal(argv, project, env) as term:
-            at = term.wait_for(lambda t=term: t.ready() and "Resumed session" in t.text())  # type: ignore[misc]
+            at = term.wait_for(lambda t=term: t.ready() and "Resumed session" in t.text())
             rss.append(tree_rss_mb(term.pid))
             ready.append(at - term.began)
     print(
@@ -375,16 +380,14 @@ def bench_streaming(root: Path) -> None:
                 term.wait_for(term.ready, 60)
                 before = len(server.fake.chat_requests)
                 term.process.write(b"stream please")
-                term.wait_for(lambda t=term: "stream please" in t.text())  # type: ignore[misc]
+                term.wait_for(lambda t=term: "stream please" in t.text())
                 began = time.monotonic()
                 cpu_before = tree_cpu_s(term.pid)
                 term.process.write(b"\r")
-                shown = term.wait_for(
-                    lambda t=term: END in t.text()  # type: ignore[misc]
-                )
+                shown = term.wait_for(lambda t=term: END in t.text())
                 cpu_after = tree_cpu_s(term.pid)
                 finished = server.finished_at(before)
-                term.wait_for(lambda t=term: t.ready() and "completed" in t.text())  # type: ignore[misc]
+                term.wait_for(lambda t=term: t.ready() and "completed" in t.text())
                 cpu_idle = tree_cpu_s(term.pid)
             if run:
                 cpu.append((cpu_after - cpu_before) / (TOKENS / 1000))

@@ -10,9 +10,14 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
+from dsh.llm import user_text
+from dsh.runtime import start_runtime
 from dsh.session.invariants import check_log
 from dsh.session.session import Session
 from dsh.session.store import make_persistence
+from dsh.testing import FakeLLM, Reply
 from plugins.bash.tool import BashArguments
 from plugins.fs.arguments import ReadArguments
 
@@ -28,9 +33,17 @@ sys.modules[_spec.name] = fixtures
 _spec.loader.exec_module(fixtures)
 
 
-def a_small_session() -> Session:
+def a_small_session(cwd: str = "/home/dev/project") -> Session:
     plan = fixtures.a_working_session(random.Random(7), turns=2, calls=4)
-    return fixtures.replay(fixtures.a_header("bench-fixture-test"), plan)
+    return fixtures.replay(fixtures.a_header("bench-fixture-test", cwd), plan)
+
+
+async def written(session: Session, home: Path) -> None:
+    persistence = make_persistence("jsonl", home)
+    await persistence.create(session.header)
+    for batch in fixtures.writer_batches(session.events):
+        await persistence.append(session.header.id, batch)
+    await persistence.close()
 
 
 def test_the_working_session_keeps_the_logs_invariants() -> None:
@@ -60,13 +73,43 @@ def test_its_tool_calls_are_what_the_real_tools_take() -> None:
 
 async def test_it_round_trips_through_jsonl_in_writer_batches(tmp_path: Path) -> None:
     session = a_small_session()
-    persistence = make_persistence("jsonl", tmp_path)
-    await persistence.create(session.header)
-    for batch in fixtures.writer_batches(session.events):
-        await persistence.append(session.header.id, batch)
-    await persistence.close()
+    await written(session, tmp_path)
 
     loaded = await make_persistence("jsonl", tmp_path).load(session.header.id)
 
     assert not loaded.issues
     assert [e.to_dict() for e in loaded.events] == [e.to_dict() for e in session.events]
+
+
+async def test_dsh_resumes_it_and_sends_its_history_on(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    session = a_small_session(str(project))
+    await written(session, home)
+    fake_llm.add(Reply(text="and that"))
+    runtime = await start_runtime(
+        home=home,
+        cwd=project,
+        plugin_configs={
+            "llm-deepseek": {"base_url": fake_llm.base_url},
+            "title": {"generate": False},
+        },
+    )
+    try:
+        agent = await runtime.agents.resume(session.header.id)
+        agent.followup(user_text("and now?"))
+        await agent.when_idle()
+        events = list(agent.session.events)
+    finally:
+        await runtime.aclose()
+
+    assert check_log(events) == []
+    assert [e.data.reason.kind for e in events if e.type == "turn/end"] == ["completed"] * 3
+    sent = fake_llm.chat_requests[-1].body["messages"]
+    results = [e.data.message.result for e in session.events if e.type == "tool/result"]
+    for result in results:
+        assert any(m.get("tool_call_id") == result.tool_call_id for m in sent)
+    assert sent[-1]["content"].endswith("and now?")
