@@ -244,7 +244,7 @@ def bench_launch(root: Path, settings: str = "", label: str = "") -> None:
     if settings:
         print(
             info(
-                "  process tree's memory at ready, servers included",
+                "  the process tree's memory at ready, the MCP servers started by then included",
                 Sample(tuple(rss)),
                 load,
                 "MB",
