@@ -95,6 +95,7 @@ from fixtures import a_header, a_working_session, replay, writer_batches  # besi
 from report import (  # bench/report.py, beside this script
     RUNS,
     Sample,
+    code_root,
     figure,
     load_now,
     machine,
@@ -104,7 +105,9 @@ from report import (  # bench/report.py, beside this script
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# The dsh measured: this tree's, or the one bench/run --against names. The harness's
+# own parts (the scripted server, the MCP fixture) always come from this tree.
+sys.path.insert(0, str(code_root()))
 
 READY_TARGET = 0.5  # s
 RSS_TARGET = 80  # MB
