@@ -31,6 +31,7 @@ from dsh.ui.session_controller import (
 )
 from dsh.ui.trusting import TrustAnswer, TrustQuestion
 from tests.session.turns import complete_turn
+from tests.support.waits import HANG_S
 from tests.ui.test_busy_session import held_elsewhere
 
 
@@ -253,6 +254,12 @@ async def test_a_second_close_returns_once_the_first_is_done(
     assert agent is not None
     assert await controller.submit("a long answer, please")
     assert agent.status != "idle"
+    # The turn has begun (on a loaded machine the prompt may still wait to be claimed,
+    # and a close then discards it, logging no turn/end to look for).
+    for _ in range(int(HANG_S / 0.01)):
+        if any(e.type == "turn/start" for e in agent.session.events):
+            break
+        await asyncio.sleep(0.01)
     first = asyncio.ensure_future(controller.close())  # cancels the turn, waits for its end
     await asyncio.sleep(0)
     await controller.close()
