@@ -2,7 +2,8 @@
 behalf.
 
 Each front end says so on the agent's own context as it takes the agent up
-(:func:`shown_in`): the TUI and plain mode are interactive, ``dsh -p`` is not. A plugin
+(:func:`shown_in`): the TUI, plain mode and ``dsh acp`` (an editor) are interactive,
+``dsh -p`` is not. A plugin
 that makes a model call only for a person's convenience (a session title) makes it
 where someone is there to see it, unless its own settings say otherwise; an agent no
 front end claimed (a test's, a library's) counts as not interactive.
@@ -18,7 +19,7 @@ from dsh.kernel import Context, ServiceKey
 if TYPE_CHECKING:
     from dsh.agent_handle import AgentHandle
 
-Kind = Literal["tui", "plain", "headless"]
+Kind = Literal["tui", "plain", "headless", "acp"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,14 @@ class FrontEnd:
     def interactive(self) -> bool:
         """A person follows the session as it runs (even when plain mode reads a script)."""
         return self.kind != "headless"
+
+    @property
+    def settles_tools_first(self) -> bool:
+        """The first request waits until every source of tools is ready or failed: a
+        script's run (``dsh -p``) must not miss a tool for starting late, nor an editor's
+        (``dsh acp``), which shows no tool joining later. The TUI and plain mode send
+        at once, and tools join as they come up."""
+        return self.kind in ("headless", "acp")
 
 
 FRONT_END: ServiceKey[FrontEnd] = ServiceKey("front-end")

@@ -128,6 +128,25 @@ def test_headless_never_imports_a_ui_toolkit() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_only_dsh_acp_imports_the_acp_sdk() -> None:
+    # The SDK (its schema is thousands of pydantic models) is dsh acp's alone: dsh,
+    # dsh -p and the plugins a runtime loads never pay for it.
+    probe = (
+        "import sys, dsh.cli, dsh.ui.headless, dsh.runtime, dsh.frontend, plugins.mcp; "
+        "print(sorted(m for m in sys.modules if m == 'acp' or m.startswith('acp.')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    probe = "import sys, dsh.ui.acp.server; print('acp' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.strip() == "True"  # the probe above would see it
+
+
 def test_the_interactive_ui_needs_a_terminal() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "dsh"],

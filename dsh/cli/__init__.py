@@ -12,7 +12,7 @@ from typing import Any
 from dsh import __version__
 from dsh.permission_modes import MODES
 
-SUBCOMMANDS = ("config", "models", "plugins", "sessions", "trust", "untrust")
+SUBCOMMANDS = ("acp", "config", "models", "plugins", "sessions", "trust", "untrust")
 PICK = ""
 """``--resume`` given without an id."""
 
@@ -24,6 +24,7 @@ EPILOG = """commands:
   dsh trust --list          the folders trusted (or not)
   dsh untrust PATH          stop trusting a project: its settings may only narrow
   dsh NAME ACTION ...       a plugin's command (`dsh plugins` lists the plugins)
+  dsh acp                   be an editor's agent (Agent Client Protocol on stdio)
 
 examples:
   dsh -p "why does the build fail?"
@@ -132,6 +133,14 @@ def build_command_parser() -> argparse.ArgumentParser:
     )
     models.add_argument("--json", action="store_true", help="print JSON instead of a table")
     models.add_argument("--provider", help="the provider route (default: [agent] provider)")
+    acp = commands.add_parser(
+        "acp", help="be an editor's agent: the Agent Client Protocol on stdin and stdout"
+    )
+    acp.add_argument(
+        "--permission-mode",
+        choices=MODES,
+        help="the sessions' permission mode at start (the editor can switch it)",
+    )
     from dsh.cli.config import add_parser as add_config_parser
     from dsh.cli.sessions_parser import add_parser
     from dsh.cli.trust import add_parsers as add_trust_parsers
@@ -283,6 +292,10 @@ def _tui(args: argparse.Namespace) -> int:
 def _command(args: argparse.Namespace) -> int:
     from dsh.control_chars import VisibleStream
 
+    if args.command == "acp":
+        from dsh.ui.acp import run as run_acp
+
+        return run_acp(permission_mode=args.permission_mode)
     if sys.stdout.isatty():  # what a person reads; into a pipe it stays exact
         sys.stdout = VisibleStream.around(sys.stdout)
     match args.command:

@@ -61,6 +61,9 @@ class ApprovalRequest(Frozen):
     cannot be offered."""
     grant_covers: str | None = None
     """What that grant allows, in words: ``exactly `rm -rf build` ``."""
+    paths: tuple[str, ...] = ()
+    """The files the call would write (absolute), as its tool declares them: where an
+    editor shows the change."""
 
 
 class ApprovalDecision(Frozen):
@@ -255,6 +258,7 @@ class ApprovalService:
             grant_covers=(
                 describe_grant(grant, commands=action.command is not None) if grant else None
             ),
+            paths=tuple(str(path) for path in action.paths),
         )
         try:
             asking = self._ctx.serial(APPROVAL_ASK, request)

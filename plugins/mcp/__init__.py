@@ -118,10 +118,10 @@ def apply(ctx: Context, config: object) -> None:
         submit: PromptSubmit, next_: Next[PromptSubmit, PromptDecision]
     ) -> PromptDecision:
         # The TUI and plain mode answer at once and tools join as servers come up (a
-        # person sees /mcp); dsh -p, and an agent no front end shows, sends its first
-        # request with every server's tools or failure known.
+        # person sees /mcp); dsh -p, an editor (dsh acp), and an agent no front end
+        # shows, send the first request with every server's tools or failure known.
         shown = front_end(submit.agent)
-        if shown is None or not shown.interactive:
+        if shown is None or shown.settles_tools_first:
             await service.settled()
         if shown is not None and shown.kind == "headless" and not reported:
             reported.append(True)

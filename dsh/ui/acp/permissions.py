@@ -1,0 +1,131 @@
+"""Approvals and questions as ``session/request_permission``.
+
+An approval offers the editor the four ACP options: allow once, allow always (the
+same narrow session grant the TUI offers, when the approvals service offers one;
+signed and logged as every grant is, so a resumed session keeps it), reject once and
+reject always. Rejecting always is the editor session's own memory: the same grant
+asked for again in this process is denied without asking. A question with a single
+choice among labelled options is asked the same way; any other is answered with a
+note that tells the model to ask in its reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from acp.schema import (
+    AllowedOutcome,
+    FileEditToolCallContent,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallLocation,
+    ToolCallUpdate,
+)
+
+from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.questions import Answer, Question
+from dsh.ui.acp.updates import diff_texts
+
+ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = (
+    "allow-once",
+    "allow-always",
+    "reject-once",
+    "reject-always",
+)
+CANNOT_ASK = (
+    "(the editor cannot show this question as a choice: ask it in your reply instead, "
+    "and the person will answer in their next message)"
+)
+
+
+def approval_options(request: ApprovalRequest) -> list[PermissionOption]:
+    options = [PermissionOption(option_id=ALLOW_ONCE, name="Allow once", kind="allow_once")]
+    if request.grant:
+        covers = f" ({request.grant_covers})" if request.grant_covers else ""
+        options.append(
+            PermissionOption(
+                option_id=ALLOW_ALWAYS,
+                name=f"Allow for this session{covers}",
+                kind="allow_always",
+            )
+        )
+    options.append(PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once"))
+    if request.grant:
+        options.append(
+            PermissionOption(
+                option_id=REJECT_ALWAYS, name="Reject for this session", kind="reject_always"
+            )
+        )
+    return options
+
+
+def approval_call(request: ApprovalRequest) -> ToolCallUpdate:
+    """The tool call the request is about, as the editor shows it in the request: the
+    files it would write, and the change itself when the tool's details are a diff of
+    one file."""
+    content: list[FileEditToolCallContent] = []
+    details = request.details or ""
+    if request.risk == "write" and len(request.paths) == 1 and "\n@@" in f"\n{details}":
+        content.append(
+            FileEditToolCallContent(type="diff", path=request.paths[0], **diff_texts(details))
+        )
+    return ToolCallUpdate(
+        tool_call_id=request.call_id,
+        title=request.summary,
+        status="pending",
+        locations=[ToolCallLocation(path=path) for path in request.paths] or None,
+        content=content or None,
+    )
+
+
+def decision(response: RequestPermissionResponse) -> tuple[ApprovalDecision, bool]:
+    """The decision, and whether the grant is rejected for the rest of the session."""
+    outcome = response.outcome
+    if not isinstance(outcome, AllowedOutcome):
+        return ApprovalDecision(outcome="cancelled", feedback="the editor cancelled it"), False
+    match outcome.option_id:
+        case "allow-once":
+            return ApprovalDecision(outcome="allow_once"), False
+        case "allow-always":
+            return ApprovalDecision(outcome="allow_session"), False
+        case "reject-always":
+            return ApprovalDecision(outcome="deny"), True
+        case _:
+            return ApprovalDecision(outcome="deny"), False
+
+
+def askable(questions: Sequence[Question]) -> Question | None:
+    """The question the editor can ask as a choice: one, single-select, with options."""
+    if len(questions) != 1:
+        return None
+    question = questions[0]
+    if question.multi_select or not question.options:
+        return None
+    return question
+
+
+def question_options(question: Question) -> list[PermissionOption]:
+    return [
+        PermissionOption(
+            option_id=str(index),
+            name=f"{option.label}: {option.description}" if option.description else option.label,
+            kind="allow_once",
+        )
+        for index, option in enumerate(question.options)
+    ]
+
+
+def question_answer(question: Question, response: RequestPermissionResponse) -> Answer | None:
+    """The answer picked, or None (dismissed)."""
+    outcome = response.outcome
+    if not isinstance(outcome, AllowedOutcome):
+        return None
+    try:
+        picked = question.options[int(outcome.option_id)]
+    except (ValueError, IndexError):
+        return None
+    return Answer(id=question.id, selected=(picked.label,))
+
+
+def refusals(questions: Sequence[Question]) -> list[Answer]:
+    return [Answer(id=question.id, custom=CANNOT_ASK) for question in questions]

@@ -1,0 +1,271 @@
+"""The ACP agent: the protocol's methods over dsh's sessions, and the stdio it speaks on.
+
+Every request for a session names it by id; an id this process has not opened is an
+``invalid params`` error, as are a relative ``cwd`` and a mode dsh has not. Lines that
+are not JSON get a JSON-RPC parse error (the SDK would drop them silently), and
+anything else malformed the SDK answers (unknown method, wrong params). When the
+editor goes away (stdin closes), each session's running turn is cancelled with its
+closing events written, and dsh exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, cast
+
+from acp import PROTOCOL_VERSION
+from acp.core import AgentSideConnection
+from acp.exceptions import RequestError
+from acp.interfaces import Agent, Client
+from acp.schema import (
+    AgentCapabilities,
+    AuthenticateResponse,
+    AuthMethodAgent,
+    ClientCapabilities,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    SetSessionModeResponse,
+)
+
+from dsh import __version__
+from dsh.permission_modes import PermissionMode
+from dsh.ui.acp.prompt import PromptBlock
+from dsh.ui.acp.session import AcpSession
+from dsh.ui.session_controller import SessionChoice, StartFailed
+
+_log = logging.getLogger("dsh.acp")
+
+API_KEY_METHOD = "dsh-api-key"
+
+
+class DshAgent:
+    """The ``acp.Agent`` of ``dsh acp``: one :class:`AcpSession` per editor session."""
+
+    def __init__(self, home: Path | None, permission_mode: PermissionMode | None) -> None:
+        self.home = home
+        self.permission_mode = permission_mode
+        self.client: Client | None = None
+        self.client_capabilities: ClientCapabilities | None = None
+        self.sessions: dict[str, AcpSession] = {}
+
+    def on_connect(self, conn: Client) -> None:
+        self.client = conn
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        self.client_capabilities = client_capabilities
+        if client_info is not None:
+            _log.info("client: %s %s", client_info.name, client_info.version)
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(
+                    image=False, audio=False, embedded_context=True
+                ),
+                mcp_capabilities=McpCapabilities(http=False, sse=False),
+            ),
+            auth_methods=[
+                AuthMethodAgent(
+                    id=API_KEY_METHOD,
+                    name="Provider API key",
+                    description=(
+                        "dsh reads the provider's key from its credential store "
+                        "($DSH_HOME/credentials.json) or the environment: run `dsh` in "
+                        "a terminal once to set it up, or set the variable your "
+                        "provider's settings name (DEEPSEEK_API_KEY by default)."
+                    ),
+                )
+            ],
+            agent_info=Implementation(name="dsh", title="dsh", version=__version__),
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse | None:
+        if method_id != API_KEY_METHOD:
+            raise RequestError.invalid_params({"methodId": f"unknown method {method_id!r}"})
+        if not await asyncio.to_thread(self._key_configured):
+            raise RequestError.auth_required(
+                {
+                    "details": "no key is configured for the provider: run `dsh` in a "
+                    "terminal to set one up, or set the variable the provider reads"
+                }
+            )
+        return AuthenticateResponse()
+
+    def _key_configured(self) -> bool:
+        """Whether the configured provider finds a key (never the key itself)."""
+        from dsh.credentials import CredentialStore
+        from dsh.paths import dsh_home
+        from dsh.settings import load_settings
+        from dsh.setup import needs_setup
+
+        home = self.home or dsh_home()
+        cwd = Path.cwd()
+        settings = load_settings(home, cwd, check=False)
+        return not needs_setup(settings, CredentialStore(home, cwd))
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        session = await self._open(cwd, None, mcp_servers)
+        session.announce_commands()
+        return NewSessionResponse(session_id=session.id, modes=session.modes())
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[Any] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse | None:
+        opened = self.sessions.pop(session_id, None)
+        if opened is not None:
+            await opened.close()  # loaded again: its history is replayed afresh
+        session = await self._open(cwd, session_id, mcp_servers)
+        session.announce_commands()
+        return LoadSessionResponse(modes=session.modes())
+
+    async def _open(
+        self, cwd: str, resume: str | None, mcp_servers: list[Any] | None
+    ) -> AcpSession:
+        assert self.client is not None
+        folder = Path(cwd)
+        if not folder.is_absolute():
+            raise RequestError.invalid_params({"cwd": "must be an absolute path"})
+        if not await asyncio.to_thread(folder.is_dir):
+            raise RequestError.invalid_params({"cwd": f"no such folder: {cwd}"})
+        if mcp_servers:
+            _log.warning("the client's MCP servers are not started (not supported yet)")
+        choice = SessionChoice(
+            cwd=folder, home=self.home, resume=resume, permission_mode=self.permission_mode
+        )
+        session = AcpSession(self.client, choice)
+        try:
+            await session.open()
+        except StartFailed as failed:
+            await session.close()
+            said = str(failed).removeprefix("dsh: ")
+            if resume is not None:
+                raise RequestError.invalid_params({"sessionId": said}) from None
+            raise RequestError.internal_error({"details": said}) from None
+        except BaseException:
+            await session.close()
+            raise
+        self.sessions[session.id] = session
+        _log.info("session %s opened in %s", session.id, folder)
+        return session
+
+    def _session(self, session_id: str) -> AcpSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RequestError.invalid_params({"sessionId": f"unknown session {session_id!r}"})
+        return session
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse | None:
+        await self._session(session_id).set_mode(mode_id)
+        return SetSessionModeResponse()
+
+    async def prompt(
+        self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
+    ) -> PromptResponse:
+        return await self._session(session_id).prompt(prompt)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.cancel()
+
+    async def close(self) -> None:
+        sessions, self.sessions = list(self.sessions.values()), {}
+        for session in sessions:
+            try:
+                await session.close()
+            except Exception:
+                _log.exception("closing session %s failed", session.controller.agent)
+
+
+class LineTransport:
+    """Newline-delimited JSON-RPC on a reader and a writer, as the SDK's own, except
+    that a line that is not a JSON object is answered with an error, not dropped."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._lock = asyncio.Lock()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        async with self._lock:
+            self._writer.write(data)
+            await self._writer.drain()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            try:
+                line = await self._reader.readline()
+            except ValueError:  # longer than the reader's limit
+                await self._error(-32700, "Parse error: the message is too large")
+                continue
+            if not line:
+                return None
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                await self._error(-32700, "Parse error")
+                continue
+            if not isinstance(message, dict):
+                await self._error(-32600, "Invalid Request: not a JSON object")
+                continue
+            return message
+
+    async def _error(self, code: int, text: str) -> None:
+        _log.warning("from the client: %s", text)
+        await self.send({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": text}})
+
+    async def close(self) -> None:
+        self._writer.close()
+
+
+async def serve(agent: DshAgent, protocol_in: int, protocol_out: int) -> None:
+    """Speak ACP on the two file descriptors until the client closes its end."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(protocol_in, "rb", buffering=0)
+    )
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(protocol_out, "wb", buffering=0)
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    # Methods DshAgent lacks (fork, list, close...) are answered "method not found".
+    connection = AgentSideConnection(
+        cast(Agent, agent), LineTransport(reader, writer), listening=False
+    )
+    try:
+        await connection.listen()
+    finally:
+        await agent.close()
+        await connection.close()

@@ -1,0 +1,367 @@
+"""One ACP session: a front end over its own :class:`SessionController`.
+
+The editor's session is a dsh session (the same id, log and catalog entry, so
+``dsh --resume`` continues it in a terminal). Each has its own controller, and so its
+own runtime: the project's settings, trust and permission mode are those of the
+folder the editor opened it in. What the session does reaches the editor through a
+queue that one task empties in order (:mod:`dsh.ui.acp.updates` says what); a prompt
+returns once its turn ended and every update before it was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acp.exceptions import RequestError
+from acp.interfaces import Client
+from acp.schema import (
+    AvailableCommand,
+    AvailableCommandInput,
+    AvailableCommandsUpdate,
+    CurrentModeUpdate,
+    PromptResponse,
+    SessionMode,
+    SessionModeState,
+    ToolCallUpdate,
+    UnstructuredCommandInput,
+)
+
+from dsh.frontend import Kind
+from dsh.permission_modes import MODES, PermissionMode
+from dsh.session import SessionEvent, TurnEnd
+from dsh.session.events import (
+    CancelByUser,
+    InboxDiscarded,
+    TurnAborted,
+    TurnBlocked,
+    TurnMaxSteps,
+    TurnMaxTokens,
+)
+from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.questions import Answer, Question
+from dsh.ui.acp import permissions
+from dsh.ui.acp.prompt import PromptBlock, prompt_message, prompt_text
+from dsh.ui.acp.updates import Update, Updates, usage_of
+from dsh.ui.entries import ToolEntry, TranscriptFold, TurnFooter
+from dsh.ui.opening import BusyChoice
+from dsh.ui.session_controller import SessionChoice, SessionController
+
+if TYPE_CHECKING:
+    from dsh.agent import AgentHandle
+    from dsh.session import SessionBusyError
+    from dsh.settings import Settings
+    from dsh.ui.trusting import TrustAnswer, TrustQuestion
+
+_log = logging.getLogger("dsh.acp")
+
+MODE_NAMES: dict[PermissionMode, tuple[str, str]] = {
+    "read-only": ("Read only", "Reads and searches; anything that writes or runs is denied"),
+    "default": ("Ask", "Reads freely; asks before writing, running or fetching"),
+    "accept-edits": ("Accept edits", "Edits files in the project unasked; asks for the rest"),
+    "bypass": ("Bypass", "Runs everything unasked, except what a deny rule refuses"),
+}
+
+
+class AcpSession:
+    """The :class:`~dsh.ui.session_controller.UserInterface` of one editor session."""
+
+    kind: Kind = "acp"
+    answers = True
+    one_session = True  # the editor opens and switches sessions itself
+
+    def __init__(self, client: Client, choice: SessionChoice) -> None:
+        self.client = client
+        self.controller = SessionController(self, choice)
+        self.cwd = self.controller.cwd
+        self.agent: AgentHandle | None = None
+        self.updates: Updates | None = None
+        self._queue: asyncio.Queue[tuple[str, Update] | None] = asyncio.Queue()
+        self._pump: asyncio.Task[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._rejected: set[str] = set()
+        """Grants the person rejected for the rest of this session."""
+        self._cancelled = False
+        self._lock = asyncio.Lock()  # one prompt at a time
+
+    @property
+    def id(self) -> str:
+        assert self.agent is not None, "the session is not open"
+        return self.agent.id
+
+    # ------------------------------------------------------------------ open, close
+
+    async def open(self) -> None:
+        """Start the runtime and open the session the choice names (new, or loaded:
+        its history replayed before this returns). Raises
+        :class:`~dsh.ui.session_controller.StartFailed`."""
+        self._pump = asyncio.create_task(self._send_updates(), name="acp-updates")
+        await self.controller.start()
+        await self.controller.open_first()
+        if self.agent is None:
+            raise RequestError.invalid_params({"sessionId": "the session cannot be opened"})
+
+    async def close(self) -> None:
+        """Cancel a running turn (its closing events written), close the session and
+        its runtime."""
+        try:
+            await self.controller.close()
+        finally:
+            if self._pump is not None:
+                self._queue.put_nowait(None)
+                await asyncio.gather(self._pump, return_exceptions=True)
+
+    def modes(self) -> SessionModeState:
+        current = self.mode
+        offered = [m for m in MODES if m != "bypass" or current == "bypass"]
+        return SessionModeState(
+            current_mode_id=current,
+            available_modes=[
+                SessionMode(id=m, name=MODE_NAMES[m][0], description=MODE_NAMES[m][1])
+                for m in offered
+            ],
+        )
+
+    @property
+    def mode(self) -> PermissionMode:
+        from dsh.services import APPROVALS
+
+        return self.controller.ctx.get(APPROVALS).mode
+
+    async def set_mode(self, mode_id: str) -> None:
+        from dsh.services import APPROVALS
+
+        offered = {m.id for m in self.modes().available_modes}
+        if mode_id not in offered:
+            raise RequestError.invalid_params(
+                {"modeId": f"unknown mode {mode_id!r} (one of: {', '.join(sorted(offered))})"}
+            )
+        self.controller.ctx.get(APPROVALS).mode = mode_id  # type: ignore[assignment]
+        self._queue.put_nowait(
+            (
+                self.id,
+                CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id),
+            )
+        )
+
+    def announce_commands(self) -> None:
+        """``available_commands_update``: the slash commands a prompt may start with."""
+        commands = [
+            AvailableCommand(
+                name=command.name,
+                description=command.description,
+                input=(
+                    AvailableCommandInput(root=UnstructuredCommandInput(hint=command.arguments))
+                    if command.arguments
+                    else None
+                ),
+            )
+            for command in self.controller.commands.complete("")
+        ]
+        update = AvailableCommandsUpdate(
+            session_update="available_commands_update", available_commands=commands
+        )
+        self._queue.put_nowait((self.id, update))
+
+    # ------------------------------------------------------------------ prompts
+
+    async def prompt(self, blocks: Sequence[PromptBlock]) -> PromptResponse:
+        async with self._lock:
+            return await self._prompt(blocks)
+
+    async def _prompt(self, blocks: Sequence[PromptBlock]) -> PromptResponse:
+        from dsh.commands import parse_command
+
+        agent = self.agent
+        assert agent is not None
+        self._cancelled = False
+        text = prompt_text(blocks).strip()
+        if parse_command(text) is not None and await self.controller.run_command(text):
+            await self.flush()
+            return PromptResponse(stop_reason="cancelled" if self._cancelled else "end_turn")
+        start = len(agent.session.events)
+        agent.followup(prompt_message(blocks))
+        await agent.when_idle()
+        await self.flush()
+        events = agent.session.events[start:]
+        return PromptResponse(stop_reason=self._stop_reason(events), usage=self._usage(start))
+
+    def _stop_reason(self, events: Sequence[SessionEvent]) -> Any:
+        if self._cancelled:
+            return "cancelled"
+        ends = [e.data.reason for e in events if isinstance(e.data, TurnEnd)]
+        if not ends:
+            blocked = any(
+                isinstance(e.data, InboxDiscarded) and e.data.reason == "blocked" for e in events
+            )
+            return "refusal" if blocked else "end_turn"
+        match ends[-1]:
+            case TurnAborted():
+                return "cancelled"
+            case TurnMaxTokens():
+                return "max_tokens"
+            case TurnMaxSteps():
+                return "max_turn_requests"
+            case TurnBlocked():
+                return "refusal"
+        return "end_turn"  # a failure was said in the answer (the turn's footer)
+
+    def _usage(self, start: int) -> Any:
+        assert self.updates is not None
+        footers = [
+            entry
+            for entry in self.updates.fold.entries
+            if isinstance(entry, TurnFooter) and entry.seq >= start
+        ]
+        return usage_of(footers[-1].usage) if footers else None
+
+    def cancel(self) -> None:
+        """``session/cancel``: the turn stops; a permission request it waits on is
+        answered as cancelled (the approvals service withdraws it), and nothing of
+        the turn runs after."""
+        self._cancelled = True
+        if self.agent is not None:
+            self.agent.cancel(CancelByUser())
+
+    async def flush(self) -> None:
+        """Return once every update queued so far was sent."""
+        await self._queue.join()
+
+    async def _send_updates(self) -> None:
+        while True:
+            item = await self._queue.get()
+            try:
+                if item is None:
+                    return
+                session_id, update = item
+                await self.client.session_update(session_id=session_id, update=update)
+            except ConnectionError:
+                pass  # the editor left: what it misses is in the log
+            except Exception:
+                _log.exception("a session update could not be sent")
+            finally:
+                self._queue.task_done()
+
+    def _on_event(self, event: SessionEvent) -> None:
+        if self.updates is None or self.agent is None:
+            return
+        session_id = self.agent.id
+        for update in self.updates.apply(event):
+            self._queue.put_nowait((session_id, update))
+
+    # ------------------------------------------------------------------ UserInterface
+
+    def show(self, text: str, *, level: str = "info") -> None:
+        """A slash command's output, or a note: said in the answer, where the editor
+        shows it (before a session is open: only logged)."""
+        _log.log(logging.ERROR if level == "error" else logging.INFO, "%s", text)
+        if self.agent is None:
+            return
+        from dsh.ui.acp.updates import said
+
+        self._queue.put_nowait((self.agent.id, said(f"{text}\n\n")))
+
+    def show_ignored(self, settings: Settings) -> None:
+        from dsh.ui.trusting import ignored_lines
+
+        for line in ignored_lines(settings):
+            _log.warning("%s", line)
+
+    async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
+        from dsh.services import TOOLS
+
+        runtime = self.controller.runtime
+        assert runtime is not None
+        self.agent = agent
+        self.updates = Updates(
+            TranscriptFold(cost=runtime.llm.cost),
+            self.controller.ctx.get(TOOLS),
+            agent.cwd,
+            echo_user=replay,
+        )
+        events = list(agent.session.events)
+        for event in events:
+            for update in self.updates.apply(event):
+                if replay:
+                    await self.client.session_update(session_id=agent.id, update=update)
+        self.updates.echo_user = False
+        self._unsubscribe = agent.session.subscribe(self._on_event, from_seq=len(events))
+
+    def detach(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    async def show_read_only(self, events: Sequence[SessionEvent]) -> None:
+        pass  # never asked: ask_busy chooses nothing
+
+    async def quit(self) -> None:
+        pass  # the editor ends the session
+
+    async def ask_trust(self, question: TrustQuestion) -> TrustAnswer:
+        return "later"  # what the project would widen stays ignored (dsh trust PATH)
+
+    async def set_up(self, home: Path, settings: Settings) -> bool | None:
+        return None  # authenticate says where the key goes
+
+    async def ask_busy(self, busy: SessionBusyError) -> BusyChoice | None:
+        return None  # another dsh writes it: the request fails and says so
+
+    async def ask_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        if request.grant is not None and request.grant in self._rejected:
+            return ApprovalDecision(
+                outcome="deny", feedback="the user rejected this for the rest of the session"
+            )
+        await self.flush()  # the editor knows the call before it is asked about it
+        try:
+            response = await self.client.request_permission(
+                session_id=request.session_id,
+                tool_call=permissions.approval_call(request),
+                options=permissions.approval_options(request),
+            )
+        except (ConnectionError, RequestError) as error:
+            return ApprovalDecision(
+                outcome="unavailable", feedback=f"the editor did not answer: {error}"
+            )
+        decided, reject_always = permissions.decision(response)
+        if reject_always and request.grant is not None:
+            self._rejected.add(request.grant)
+        return decided
+
+    async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
+        question = permissions.askable(questions)
+        if question is None or self.agent is None:
+            return permissions.refusals(questions)
+        await self.flush()
+        try:
+            response = await self.client.request_permission(
+                session_id=self.agent.id,
+                tool_call=ToolCallUpdate(
+                    tool_call_id=self._asking_call(), title=question.question, status="pending"
+                ),
+                options=permissions.question_options(question),
+            )
+        except (ConnectionError, RequestError):
+            return None
+        answer = permissions.question_answer(question, response)
+        return [answer] if answer is not None else None
+
+    def _asking_call(self) -> str:
+        """The running call that asks (the newest): the editor shows the question on it."""
+        if self.updates is not None:
+            for entry in reversed(self.updates.fold.entries):
+                if isinstance(entry, ToolEntry) and entry.status == "running":
+                    return entry.call_id
+        return f"question-{uuid.uuid4().hex}"
+
+    async def choose(
+        self, title: str, items: Sequence[str], *, current: int | None = None
+    ) -> int | None:
+        return None  # no list to pick from in the protocol: a command says what to type
+
+    async def pick_session(self) -> str | None:
+        return None

@@ -1,0 +1,296 @@
+"""``dsh acp`` end to end: the real binary, driven by the SDK's client side over its
+stdin and stdout, against the scripted model server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from acp import RequestError
+from acp.schema import AgentPlanUpdate, AvailableCommandsUpdate, FileEditToolCallContent
+
+from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from tests.acp.client import Editor, editor_session, text
+from tests.e2e.harness import TIMEOUT, Dsh
+
+
+def edit(path: str, old: str, new: str) -> Reply:
+    return Reply(
+        tool_calls=[
+            ToolCallSpec(
+                name="edit",
+                arguments=json.dumps({"file_path": path, "old_string": old, "new_string": new}),
+            )
+        ]
+    )
+
+
+def read(path: str) -> Reply:
+    return Reply(tool_calls=[ToolCallSpec(name="read", arguments=json.dumps({"file_path": path}))])
+
+
+async def test_a_prompt_streams_thoughts_and_text(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(reasoning="The person greets me.", text="Hello from dsh."))
+    editor = Editor()
+    async with editor_session(dsh, editor) as (conn, _):
+        session = await conn.new_session(cwd=str(dsh.project))
+        assert session.modes is not None
+        assert session.modes.current_mode_id == "default"
+        reply = await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=text("hi")), TIMEOUT
+        )
+        assert reply.stop_reason == "end_turn"
+        assert reply.usage is not None
+        assert reply.usage.output_tokens > 0
+        assert editor.thoughts() == "The person greets me."
+        assert editor.text() == "Hello from dsh."
+        commands = [u for u in editor.updates if isinstance(u, AvailableCommandsUpdate)]
+        assert commands
+        assert "cost" in {c.name for c in commands[0].available_commands}
+    # The session is dsh's own: stored, sound, with the prompt as sent.
+    events = await dsh.checked_events(session.session_id)
+    assert [e.type for e in events].count("turn/end") == 1
+    # Streamed as it came: a chunk for each text delta the log holds.
+    deltas = [
+        e for e in events if e.type == "assistant/chunk" and e.data.chunk.type == "text-delta"
+    ]
+    chunks = [u for u in editor.updates if type(u).__name__ == "AgentMessageChunk"]
+    assert len(chunks) == len(deltas)
+    users = [m for m in fake_llm.chat_requests[0].body["messages"] if m["role"] == "user"]
+    assert users[-1]["content"] in ("hi", [{"type": "text", "text": "hi"}])
+
+
+async def test_an_edit_asks_once_then_always(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    target = dsh.project / "app.py"
+    target.write_text("a = 1\nb = 2\n")
+    fake_llm.add(
+        read("app.py"),
+        edit("app.py", "a = 1", "a = 10"),
+        Reply(text="Edited a."),
+        edit("app.py", "b = 2", "b = 20"),
+        Reply(text="Edited b."),
+        edit("app.py", "a = 10", "a = 100"),
+        Reply(text="Edited a again."),
+    )
+    editor = Editor(answers=["allow-once", "allow-always"])
+    async with editor_session(dsh, editor) as (conn, _):
+        session = await conn.new_session(cwd=str(dsh.project))
+        sid = session.session_id
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("edit a")), TIMEOUT)
+        assert reply.stop_reason == "end_turn"
+        assert target.read_text() == "a = 10\nb = 2\n"
+        [asked] = editor.asked
+        assert {o.kind for o in asked.options} == {
+            "allow_once",
+            "allow_always",
+            "reject_once",
+            "reject_always",
+        }
+        # The editor knew the call before the question, and what it asks about: the
+        # file and the change.
+        [_, call] = editor.tool_calls()
+        assert asked.tool_call.tool_call_id == call.tool_call_id
+        assert call.kind == "edit"
+        assert call.raw_input == {
+            "file_path": "app.py",
+            "old_string": "a = 1",
+            "new_string": "a = 10",
+        }
+        path = str((dsh.project / "app.py").resolve())
+        assert [loc.path for loc in asked.tool_call.locations or []] == [path]
+        [diff] = [
+            c for c in asked.tool_call.content or [] if isinstance(c, FileEditToolCallContent)
+        ]
+        assert (diff.path, diff.old_text, diff.new_text) == (path, "a = 1\nb = 2", "a = 10\nb = 2")
+        # Once done, the diff the tool logged.
+        done = editor.tool_updates(call.tool_call_id)[-1]
+        assert done.status == "completed"
+        [diff] = [c for c in done.content or [] if isinstance(c, FileEditToolCallContent)]
+        assert (diff.old_text, diff.new_text) == ("a = 1\nb = 2", "a = 10\nb = 2")
+        assert [loc.path for loc in done.locations or []] == [str(dsh.project / "app.py")]
+
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("edit b")), TIMEOUT)
+        assert target.read_text() == "a = 10\nb = 20\n"
+        assert len(editor.asked) == 2  # allowed for the session this time
+
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("again")), TIMEOUT)
+        assert reply.stop_reason == "end_turn"
+        assert target.read_text() == "a = 100\nb = 20\n"
+        assert len(editor.asked) == 2  # the grant held: not asked again
+    events = await dsh.checked_events(sid)
+    outcomes = [e.data.outcome for e in events if e.type == "approval/resolved"]
+    assert outcomes == ["allow-once", "allow-session", "allow-once"]
+
+
+async def test_a_rejected_edit_leaves_the_file(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    target = dsh.project / "app.py"
+    target.write_text("a = 1\n")
+    fake_llm.add(
+        read("app.py"),
+        edit("app.py", "a = 1", "a = 2"),
+        Reply(text="Not edited."),
+        edit("app.py", "a = 1", "a = 2"),
+        Reply(text="Still not."),
+    )
+    editor = Editor(answers=["reject-always"])
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("edit")), TIMEOUT)
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("again")), TIMEOUT)
+        assert len(editor.asked) == 1  # rejected for the session: not asked again
+        [_, first, second] = editor.tool_calls()
+        for call in (first, second):
+            assert editor.tool_updates(call.tool_call_id)[-1].status == "failed"
+    assert target.read_text() == "a = 1\n"
+    denied = [
+        m["content"] for m in fake_llm.chat_requests[-1].body["messages"] if m["role"] == "tool"
+    ]
+    assert "denied" in denied[-1]
+
+
+async def test_a_command_shows_its_output(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(
+        Reply(
+            tool_calls=[
+                ToolCallSpec(
+                    name="bash",
+                    arguments=json.dumps(
+                        {
+                            "command": "echo made > out.txt; echo printed",
+                            "description": "write a file",
+                        }
+                    ),
+                )
+            ]
+        ),
+        Reply(text="Ran it."),
+    )
+    editor = Editor(answers=["allow-once"])
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("run")), TIMEOUT)
+        assert reply.stop_reason == "end_turn"
+        [call] = editor.tool_calls()
+        assert call.kind == "execute"
+        assert call.title == "write a file"
+        last = editor.tool_updates(call.tool_call_id)[-1]
+        assert last.status == "completed"
+        shown = "".join(c.content.text for c in last.content or [] if c.type == "content")
+        assert "printed" in shown
+        assert "echo made" in shown
+    assert (dsh.project / "out.txt").read_text() == "made\n"
+
+
+async def test_cancel_in_the_middle_of_a_reply(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(text="word " * 400, chunk_size=5, chunk_delay_ms=20))
+    editor = Editor()
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=text("talk")))
+        await editor.wait_for(lambda: editor.text())
+        await conn.cancel(session_id=sid)
+        reply = await asyncio.wait_for(prompt, TIMEOUT)
+        assert reply.stop_reason == "cancelled"
+        assert len(editor.text()) < len("word " * 400)
+    events = await dsh.checked_events(sid)
+    [end] = [e for e in events if e.type == "turn/end"]
+    assert end.data.reason.kind == "aborted"
+
+
+async def test_cancel_while_asking_answers_cancelled_and_runs_nothing(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    target = dsh.project / "app.py"
+    target.write_text("a = 1\n")
+    fake_llm.add(read("app.py"), edit("app.py", "a = 1", "a = 2"), Reply(text="never"))
+    editor = Editor(answers=["hold"])
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=text("edit")))
+        await editor.wait_for(lambda: editor.asked)
+        await conn.cancel(session_id=sid)
+        reply = await asyncio.wait_for(prompt, TIMEOUT)
+        editor.release_cancelled()  # too late: the call was withdrawn already
+        assert reply.stop_reason == "cancelled"
+    assert target.read_text() == "a = 1\n"
+    assert len(fake_llm.chat_requests) == 2  # nothing asked of the model after the cancel
+    events = await dsh.checked_events(sid)
+    [resolved] = [e for e in events if e.type == "approval/resolved"]
+    assert resolved.data.outcome == "deny"
+
+
+async def test_a_session_loads_in_a_new_process_with_its_history(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(
+        Reply(reasoning="Thinking.", text="First answer."),
+        Reply(text="Second answer."),
+    )
+    editor = Editor()
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("first")), TIMEOUT)
+    again = Editor()
+    async with editor_session(dsh, again) as (conn, _):
+        loaded = await asyncio.wait_for(
+            conn.load_session(cwd=str(dsh.project), session_id=sid), TIMEOUT
+        )
+        assert loaded is not None
+        assert loaded.modes is not None
+        # Replayed before the answer: the person's words, the thoughts, the answer.
+        assert again.said_by_user() == "first"
+        assert again.thoughts() == "Thinking."
+        assert again.text() == "First answer."
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("second")), TIMEOUT)
+        assert reply.stop_reason == "end_turn"
+        assert again.text() == "First answer.Second answer."
+    # The second request carried the first exchange: the session went on.
+    sent = json.dumps(fake_llm.chat_requests[-1].body["messages"])
+    assert "First answer." in sent
+    events = await dsh.checked_events(sid)
+    assert [e.type for e in events].count("turn/end") == 2
+
+
+async def test_modes_switch_and_read_only_denies_edits(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    target = dsh.project / "app.py"
+    target.write_text("a = 1\n")
+    fake_llm.add(read("app.py"), edit("app.py", "a = 1", "a = 2"), Reply(text="Could not."))
+    editor = Editor()
+    async with editor_session(dsh, editor) as (conn, _):
+        session = await conn.new_session(cwd=str(dsh.project))
+        assert session.modes is not None
+        offered = [m.id for m in session.modes.available_modes]
+        assert offered == ["read-only", "default", "accept-edits"]
+        await conn.set_session_mode(session_id=session.session_id, mode_id="read-only")
+        await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=text("edit")), TIMEOUT
+        )
+        assert editor.asked == []
+        with pytest.raises(RequestError) as refused:
+            await conn.set_session_mode(session_id=session.session_id, mode_id="yolo")
+        assert refused.value.code == -32602
+    assert target.read_text() == "a = 1\n"
+
+
+async def test_the_todo_list_is_the_plan(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    todos = {
+        "todos": [
+            {"content": "write tests", "status": "in_progress"},
+            {"content": "ship", "status": "pending"},
+        ]
+    }
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="todo_write", arguments=json.dumps(todos))]),
+        Reply(text="Planned."),
+    )
+    editor = Editor()
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("plan")), TIMEOUT)
+        plans = [u for u in editor.updates if isinstance(u, AgentPlanUpdate)]
+        assert plans, editor.updates
+        assert [(e.content, e.status) for e in plans[-1].entries] == [
+            ("write tests", "in_progress"),
+            ("ship", "pending"),
+        ]
