@@ -8,7 +8,17 @@ import json
 
 import pytest
 from acp import RequestError
-from acp.schema import AgentPlanUpdate, AvailableCommandsUpdate, FileEditToolCallContent
+from acp.schema import (
+    AgentPlanUpdate,
+    AvailableCommandsUpdate,
+    EmbeddedResourceContentBlock,
+    FileEditToolCallContent,
+    TextContentBlock,
+    TextResourceContents,
+)
+from acp.schema import (
+    ResourceContentBlock as ResourceLinkBlock,
+)
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.acp.client import Editor, editor_session, text
@@ -294,3 +304,50 @@ async def test_the_todo_list_is_the_plan(dsh: Dsh, fake_llm: FakeLLM) -> None:
             ("write tests", "in_progress"),
             ("ship", "pending"),
         ]
+
+
+async def test_a_session_started_in_the_editor_resumes_in_a_terminal(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="Said in the editor."), Reply(text="Said in the terminal."))
+    editor = Editor()
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("first")), TIMEOUT)
+    done = await dsh.run("-p", "and now?", "--resume", sid)
+    assert done.code == 0, done.stderr[-3000:]
+    assert done.stdout == "Said in the terminal.\n"
+    sent = json.dumps(fake_llm.chat_requests[-1].body["messages"])
+    assert "Said in the editor." in sent
+    assert await dsh.session_ids() == [sid]
+
+
+async def test_context_from_the_editor_and_slash_commands(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(text="Seen."))
+    editor = Editor()
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        prompt = [
+            TextContentBlock(type="text", text="look at"),
+            EmbeddedResourceContentBlock(
+                type="resource",
+                resource=TextResourceContents(
+                    uri="file:///work/notes.md",
+                    text="unsaved buffer text",
+                    mime_type="text/markdown",
+                ),
+            ),
+            ResourceLinkBlock(type="resource_link", uri="https://example.com/spec", name="spec"),
+        ]
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt), TIMEOUT)
+        assert reply.stop_reason == "end_turn"
+        sent = json.dumps(fake_llm.chat_requests[-1].body["messages"])
+        assert "unsaved buffer text" in sent
+        assert "file:///work/notes.md" in sent
+        assert "https://example.com/spec" in sent
+        # A slash command runs in dsh, and what it says is the answer; no model call.
+        before = editor.text()
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("/cost")), TIMEOUT)
+        assert reply.stop_reason == "end_turn"
+        assert editor.text() != before
+        assert len(fake_llm.chat_requests) == 1
