@@ -15,6 +15,7 @@ from acp.schema import (
     FileEditToolCallContent,
     TextContentBlock,
     TextResourceContents,
+    UsageUpdate,
 )
 from acp.schema import (
     ResourceContentBlock as ResourceLinkBlock,
@@ -53,6 +54,8 @@ async def test_a_prompt_streams_thoughts_and_text(dsh: Dsh, fake_llm: FakeLLM) -
         assert reply.stop_reason == "end_turn"
         assert reply.usage is not None
         assert reply.usage.output_tokens > 0
+        [context] = [u for u in editor.updates if isinstance(u, UsageUpdate)]
+        assert 0 < context.used < context.size
         assert editor.thoughts() == "The person greets me."
         assert editor.text() == "Hello from dsh."
         commands = [u for u in editor.updates if isinstance(u, AvailableCommandsUpdate)]
@@ -351,3 +354,38 @@ async def test_context_from_the_editor_and_slash_commands(dsh: Dsh, fake_llm: Fa
         assert reply.stop_reason == "end_turn"
         assert editor.text() != before
         assert len(fake_llm.chat_requests) == 1
+
+
+def ask(*questions: dict[str, object]) -> Reply:
+    arguments = json.dumps({"questions": list(questions)})
+    return Reply(tool_calls=[ToolCallSpec(name="ask_user_question", arguments=arguments)])
+
+
+async def test_questions_are_asked_as_a_choice_or_declined(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    colour = {
+        "id": "colour",
+        "question": "Which colour?",
+        "options": [{"label": "Red"}, {"label": "Blue", "description": "the calm one"}],
+    }
+    free = {"id": "name", "question": "What name?"}
+    fake_llm.add(ask(colour), Reply(text="Blue it is."), ask(colour, free), Reply(text="I ask."))
+    editor = Editor(answers=["1"])
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("pick")), TIMEOUT)
+        [asked] = editor.asked
+        assert asked.tool_call.title == "Which colour?"
+        assert [o.name for o in asked.options] == ["Red", "Blue: the calm one"]
+        [call] = editor.tool_calls()
+        assert asked.tool_call.tool_call_id == call.tool_call_id  # shown on the asking call
+        answered = [
+            m["content"] for m in fake_llm.chat_requests[1].body["messages"] if m["role"] == "tool"
+        ]
+        assert json.loads(answered[-1]) == {"answers": [{"id": "colour", "selected": ["Blue"]}]}
+        # Two questions, one of them free text: not a choice the editor can show.
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("more")), TIMEOUT)
+        assert len(editor.asked) == 1
+    declined = [
+        m["content"] for m in fake_llm.chat_requests[-1].body["messages"] if m["role"] == "tool"
+    ]
+    assert "ask it in your reply" in declined[-1]

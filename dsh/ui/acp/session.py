@@ -23,12 +23,14 @@ from acp.schema import (
     AvailableCommand,
     AvailableCommandInput,
     AvailableCommandsUpdate,
+    Cost,
     CurrentModeUpdate,
     PromptResponse,
     SessionMode,
     SessionModeState,
     ToolCallUpdate,
     UnstructuredCommandInput,
+    UsageUpdate,
 )
 
 from dsh.frontend import Kind
@@ -186,6 +188,7 @@ class AcpSession:
         start = len(agent.session.events)
         agent.followup(prompt_message(blocks))
         await agent.when_idle()
+        self._report_usage()
         await self.flush()
         events = agent.session.events[start:]
         return PromptResponse(stop_reason=self._stop_reason(events), usage=self._usage(start))
@@ -218,6 +221,22 @@ class AcpSession:
             if isinstance(entry, TurnFooter) and entry.seq >= start
         ]
         return usage_of(footers[-1].usage) if footers else None
+
+    def _report_usage(self) -> None:
+        """``usage_update``: how full the context is, and the session's cost so far."""
+        if self.updates is None or self.agent is None:
+            return
+        status = self.updates.fold.status
+        if not status.context_tokens or not status.context_window:
+            return
+        cost = Cost(amount=status.cost, currency="USD") if status.cost is not None else None
+        update = UsageUpdate(
+            session_update="usage_update",
+            used=status.context_tokens,
+            size=status.context_window,
+            cost=cost,
+        )
+        self._queue.put_nowait((self.agent.id, update))
 
     def cancel(self) -> None:
         """``session/cancel``: the turn stops; a permission request it waits on is

@@ -29,6 +29,7 @@ from acp.schema import (
     ToolCallProgress,
     ToolCallStart,
     Usage,
+    UsageUpdate,
     UserMessageChunk,
 )
 
@@ -62,6 +63,7 @@ Update: TypeAlias = (
     | AgentPlanUpdate
     | AvailableCommandsUpdate
     | CurrentModeUpdate
+    | UsageUpdate
 )
 ToolContent: TypeAlias = ContentToolCallContent | FileEditToolCallContent
 
