@@ -125,3 +125,24 @@ async def _one(raw: Raw) -> None:
     line = await asyncio.wait_for(raw.child.stdout.readline(), TIMEOUT)
     assert line
     raw.seen.append(json.loads(line))
+
+
+async def test_a_signal_mid_turn_leaves_a_sound_session(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(text="word " * 400, chunk_size=5, chunk_delay_ms=20))
+    raw = await started(dsh)
+    await raw.request(1, "session/new", {"cwd": str(dsh.project), "mcpServers": []})
+    session_id = (await raw.reply(1))["result"]["sessionId"]
+    prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "talk"}]}
+    await raw.request(2, "session/prompt", prompt)
+    while not any(
+        m.get("params", {}).get("update", {}).get("sessionUpdate") == "agent_message_chunk"
+        for m in raw.seen
+    ):
+        await _one(raw)
+    raw.child.terminate()  # as an editor closing may end its agent
+    done = await finish(raw.child, None)
+    assert done.code == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    events = await dsh.checked_events(session_id)
+    [end] = [e for e in events if e.type == "turn/end"]
+    assert end.data.reason.kind == "aborted"

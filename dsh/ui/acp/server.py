@@ -4,16 +4,19 @@ Every request for a session names it by id; an id this process has not opened is
 ``invalid params`` error, as are a relative ``cwd`` and a mode dsh has not. Lines that
 are not JSON get a JSON-RPC parse error (the SDK would drop them silently), and
 anything else malformed the SDK answers (unknown method, wrong params). When the
-editor goes away (stdin closes), each session's running turn is cancelled with its
-closing events written, and dsh exits.
+editor goes away (stdin closes) or ends dsh with a signal (SIGTERM, SIGINT, SIGHUP),
+each session's running turn is cancelled with its closing events written, and dsh
+exits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import Any, cast
 
@@ -264,8 +267,16 @@ async def serve(agent: DshAgent, protocol_in: int, protocol_out: int) -> None:
     connection = AgentSideConnection(
         cast(Agent, agent), LineTransport(reader, writer), listening=False
     )
+    listening = asyncio.ensure_future(connection.listen())
+    # The editor may end dsh with a signal rather than closing stdin: each session's
+    # turn is then closed as it is when stdin closes.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(signum, listening.cancel)
     try:
-        await connection.listen()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listening
     finally:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(signum)
         await agent.close()
         await connection.close()

@@ -182,6 +182,8 @@ class AcpSession:
         assert agent is not None
         self._cancelled = False
         text = prompt_text(blocks).strip()
+        if not text:
+            raise RequestError.invalid_params({"prompt": "nothing to send"})
         if parse_command(text) is not None and await self.controller.run_command(text):
             await self.flush()
             return PromptResponse(stop_reason="cancelled" if self._cancelled else "end_turn")
@@ -338,7 +340,7 @@ class AcpSession:
         await self.flush()  # the editor knows the call before it is asked about it
         try:
             response = await self.client.request_permission(
-                session_id=request.session_id,
+                session_id=self.id,  # a subagent's call is asked in the session shown
                 tool_call=permissions.approval_call(request),
                 options=permissions.approval_options(request),
             )
