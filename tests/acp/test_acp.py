@@ -389,3 +389,25 @@ async def test_questions_are_asked_as_a_choice_or_declined(dsh: Dsh, fake_llm: F
         m["content"] for m in fake_llm.chat_requests[-1].body["messages"] if m["role"] == "tool"
     ]
     assert "ask it in your reply" in declined[-1]
+
+
+async def test_the_model_is_chosen_in_the_editor(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(text="Answered."))
+    editor = Editor()
+    async with editor_session(dsh, editor) as (conn, _):
+        session = await conn.new_session(cwd=str(dsh.project))
+        [model] = session.config_options or []
+        assert model.category == "model"
+        assert model.current_value == "deepseek-flash"
+        chosen = await conn.set_config_option(
+            config_id="model", session_id=session.session_id, value="deepseek-v4-pro"
+        )
+        assert chosen.config_options[0].current_value == "deepseek-v4-pro"
+        with pytest.raises(RequestError):
+            await conn.set_config_option(
+                config_id="colour", session_id=session.session_id, value="red"
+            )
+        await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=text("hi")), TIMEOUT
+        )
+    assert fake_llm.chat_requests[-1].body["model"] == "deepseek-v4-pro"

@@ -36,6 +36,7 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    SetSessionConfigOptionResponse,
     SetSessionModeResponse,
 )
 
@@ -130,7 +131,10 @@ class DshAgent:
     ) -> NewSessionResponse:
         session = await self._open(cwd, None, mcp_servers)
         session.announce_commands()
-        return NewSessionResponse(session_id=session.id, modes=session.modes())
+        session.read_models()
+        return NewSessionResponse(
+            session_id=session.id, modes=session.modes(), config_options=session.config_options()
+        )
 
     async def load_session(
         self,
@@ -145,7 +149,8 @@ class DshAgent:
             await opened.close()  # loaded again: its history is replayed afresh
         session = await self._open(cwd, session_id, mcp_servers)
         session.announce_commands()
-        return LoadSessionResponse(modes=session.modes())
+        session.read_models()
+        return LoadSessionResponse(modes=session.modes(), config_options=session.config_options())
 
     async def _open(
         self, cwd: str, resume: str | None, mcp_servers: list[Any] | None
@@ -188,6 +193,12 @@ class DshAgent:
     ) -> SetSessionModeResponse | None:
         await self._session(session_id).set_mode(mode_id)
         return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse | None:
+        options = self._session(session_id).set_option(config_id, value)
+        return SetSessionConfigOptionResponse(config_options=list(options))
 
     async def prompt(
         self, session_id: str, prompt: list[PromptBlock], **kwargs: Any

@@ -23,9 +23,12 @@ from acp.schema import (
     AvailableCommand,
     AvailableCommandInput,
     AvailableCommandsUpdate,
+    ConfigOptionUpdate,
     Cost,
     CurrentModeUpdate,
     PromptResponse,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
     SessionMode,
     SessionModeState,
     ToolCallUpdate,
@@ -69,6 +72,9 @@ MODE_NAMES: dict[PermissionMode, tuple[str, str]] = {
 }
 
 
+MODEL_OPTION = "model"
+
+
 class AcpSession:
     """The :class:`~dsh.ui.session_controller.UserInterface` of one editor session."""
 
@@ -89,6 +95,8 @@ class AcpSession:
         """Grants the person rejected for the rest of this session."""
         self._cancelled = False
         self._lock = asyncio.Lock()  # one prompt at a time
+        self._models: list[SessionConfigSelectOption] = []
+        """The provider's models, once its catalog was read (after the session opened)."""
 
     @property
     def id(self) -> str:
@@ -149,6 +157,77 @@ class AcpSession:
                 CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id),
             )
         )
+
+    # ------------------------------------------------------------------ the model
+
+    def config_options(self) -> list[SessionConfigOptionSelect]:
+        """The model, as the editor's model selector: the provider's models once its
+        catalog was read (:meth:`read_models`), the current one until then."""
+        assert self.agent is not None
+        current = self.agent.options.model
+        models = list(self._models)
+        if current not in {m.value for m in models}:
+            models.insert(0, SessionConfigSelectOption(value=current, name=current))
+        return [
+            SessionConfigOptionSelect(
+                type="select",
+                id=MODEL_OPTION,
+                name="Model",
+                category="model",
+                description=f"The model of {self.agent.options.provider}, from the next request on",
+                current_value=current,
+                options=models,
+            )
+        ]
+
+    def read_models(self) -> None:
+        """Read the provider's catalog in the background (it may ask the provider),
+        then offer its models (``config_option_update``)."""
+
+        async def read() -> None:
+            assert self.agent is not None
+            runtime = self.controller.runtime
+            assert runtime is not None
+            try:
+                catalog = await runtime.llm.catalog(self.agent.options.provider)
+            except Exception:
+                _log.warning("no model catalog for the editor's model list", exc_info=True)
+                return
+            self._models = [
+                SessionConfigSelectOption(
+                    value=entry.model.id,
+                    name=entry.model.name,
+                    description=(
+                        f"{entry.model.context_window // 1000}K context"
+                        if entry.model.context_window
+                        else None
+                    ),
+                )
+                for entry in catalog
+            ]
+            if self._models:
+                update = ConfigOptionUpdate(
+                    session_update="config_option_update", config_options=self.config_options()
+                )
+                self._queue.put_nowait((self.id, update))
+
+        self.controller.ctx.spawn(read(), name="acp:models")
+
+    def set_option(self, config_id: str, value: str | bool) -> list[SessionConfigOptionSelect]:
+        assert self.agent is not None
+        if config_id != MODEL_OPTION:
+            raise RequestError.invalid_params({"configId": f"unknown option {config_id!r}"})
+        known = {m.value for m in self._models}
+        if not isinstance(value, str) or (known and value not in known):
+            raise RequestError.invalid_params({"value": f"not a model of the provider: {value!r}"})
+        options = self.agent.options
+        try:
+            self.agent.llm.resolve(options.provider, value)
+        except Exception as error:
+            raise RequestError.invalid_params({"value": str(error)}) from None
+        self.agent.set_options(model=value)
+        _log.info("session %s: model %s/%s", self.id, options.provider, value)
+        return self.config_options()
 
     def announce_commands(self) -> None:
         """``available_commands_update``: the slash commands a prompt may start with."""

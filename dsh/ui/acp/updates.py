@@ -20,6 +20,7 @@ from acp.schema import (
     AgentPlanUpdate,
     AgentThoughtChunk,
     AvailableCommandsUpdate,
+    ConfigOptionUpdate,
     ContentToolCallContent,
     CurrentModeUpdate,
     FileEditToolCallContent,
@@ -64,6 +65,7 @@ Update: TypeAlias = (
     | AvailableCommandsUpdate
     | CurrentModeUpdate
     | UsageUpdate
+    | ConfigOptionUpdate
 )
 ToolContent: TypeAlias = ContentToolCallContent | FileEditToolCallContent
 
