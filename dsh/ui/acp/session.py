@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from acp.exceptions import RequestError
 from acp.interfaces import Client
@@ -31,8 +31,10 @@ from acp.schema import (
     SessionConfigSelectOption,
     SessionMode,
     SessionModeState,
+    StopReason,
     ToolCallUpdate,
     UnstructuredCommandInput,
+    Usage,
     UsageUpdate,
 )
 
@@ -274,7 +276,7 @@ class AcpSession:
         events = agent.session.events[start:]
         return PromptResponse(stop_reason=self._stop_reason(events), usage=self._usage(start))
 
-    def _stop_reason(self, events: Sequence[SessionEvent]) -> Any:
+    def _stop_reason(self, events: Sequence[SessionEvent]) -> StopReason:
         if self._cancelled:
             return "cancelled"
         ends = [e.data.reason for e in events if isinstance(e.data, TurnEnd)]
@@ -294,7 +296,7 @@ class AcpSession:
                 return "refusal"
         return "end_turn"  # a failure was said in the answer (the turn's footer)
 
-    def _usage(self, start: int) -> Any:
+    def _usage(self, start: int) -> Usage | None:
         assert self.updates is not None
         footers = [
             entry
