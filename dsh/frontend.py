@@ -11,7 +11,8 @@ front end claimed (a test's, a library's) counts as not interactive.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from dsh.kernel import Context, ServiceKey
@@ -22,9 +23,26 @@ if TYPE_CHECKING:
 Kind = Literal["tui", "plain", "headless", "acp"]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ToolServer:
+    """A Model Context Protocol server the front end's client offers its sessions (an
+    editor's, in ``session/new``): started by whichever plugin speaks the protocol,
+    for the agents this front end shows."""
+
+    name: str
+    transport: Literal["stdio", "http", "sse"]
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class FrontEnd:
     kind: Kind
+    tool_servers: tuple[ToolServer, ...] = ()
+    """The servers its client offers (none but an editor's)."""
 
     @property
     def interactive(self) -> bool:
@@ -44,11 +62,12 @@ FRONT_END: ServiceKey[FrontEnd] = ServiceKey("front-end")
 """The front end showing an agent, on the agent's context (agent-scoped)."""
 
 
-def shown_in(agent_ctx: Context, kind: Kind) -> None:
-    """Say on an agent's context which front end shows it; the first to say it stays
-    (a UI takes the same agent up again after a dialog)."""
+def shown_in(agent_ctx: Context, kind: Kind, tool_servers: tuple[ToolServer, ...] = ()) -> None:
+    """Say on an agent's context which front end shows it (and the servers its client
+    offers); the first to say it stays (a UI takes the same agent up again after a
+    dialog)."""
     if agent_ctx.get(FRONT_END, None) is None:
-        agent_ctx.provide(FRONT_END, FrontEnd(kind))
+        agent_ctx.provide(FRONT_END, FrontEnd(kind, tool_servers))
 
 
 def front_end(agent: AgentHandle) -> FrontEnd | None:

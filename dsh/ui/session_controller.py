@@ -36,7 +36,7 @@ from dsh.ui.opening import BusyChoice, NothingToContinue, after_busy, open_agent
 if TYPE_CHECKING:
     from dsh.agent import Agent, AgentHandle, MentionChoice
     from dsh.commands import Command, CommandView
-    from dsh.frontend import Kind
+    from dsh.frontend import Kind, ToolServer
     from dsh.kernel import Context
     from dsh.runtime import Runtime
     from dsh.session import SessionBusyError, SessionEvent
@@ -88,6 +88,8 @@ class SessionChoice:
     """``--trust``: the project's own configuration applies in full for this run."""
     plugin_configs: dict[str, dict[str, Any]] | None = None
     """Replaces the configured plugin settings (the demo's scripted server)."""
+    tool_servers: tuple[ToolServer, ...] = ()
+    """MCP servers the front end's client offers its sessions (an editor's)."""
     settings: Settings | None = None
     """The process's settings, when the front end loaded them already (the TUI, which
     reads ``[tui]`` before it paints; ``trust`` applied); else the controller loads
@@ -373,7 +375,8 @@ class SessionController:
     async def _attach(self, agent: Agent, *, replay: bool) -> None:
         from dsh.frontend import shown_in  # the kernel: loaded after the first frame
 
-        shown_in(agent.ctx, self.ui.kind)  # plugins may treat a person and a script apart
+        # Plugins may treat a person and a script apart, and start the client's servers.
+        shown_in(agent.ctx, self.ui.kind, self.choice.tool_servers)
         self.agent = agent
         await self.ui.attach(agent, replay=replay)
 

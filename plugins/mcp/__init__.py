@@ -121,6 +121,8 @@ def apply(ctx: Context, config: object) -> None:
         # person sees /mcp); dsh -p, an editor (dsh acp), and an agent no front end
         # shows, send the first request with every server's tools or failure known.
         shown = front_end(submit.agent)
+        if shown is not None and shown.tool_servers:
+            await service.offer(shown.tool_servers)  # the editor's own servers
         if shown is None or shown.settles_tools_first:
             await service.settled()
         if shown is not None and shown.kind == "headless" and not reported:

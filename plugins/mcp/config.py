@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from dsh.credentials import Secret
+from dsh.frontend import ToolServer
 from dsh.paths import unsafe_to_obey
 
 PROJECT_FILE = ".mcp.json"
@@ -161,6 +162,28 @@ def read_project_file(path: Path) -> dict[str, ServerConfig]:
         if entry.get("disabled") is True:
             servers[name] = servers[name].model_copy(update={"enabled": False})
     return servers
+
+
+CLIENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
+
+
+def client_config(server: ToolServer) -> ServerConfig:
+    """A server a front end's client offers (an editor's ``mcpServers``), as a
+    configured one (``${VAR}`` in its values is expanded as in any). Raises
+    ValueError."""
+    if not CLIENT_NAME.match(server.name):
+        raise ValueError("its name must be letters, digits, - and _ (at most 40)")
+    try:
+        return ServerConfig(
+            type=server.transport,
+            command=server.command,
+            args=list(server.args),
+            env=dict(server.env),
+            url=server.url,
+            headers=dict(server.headers),
+        )
+    except ValidationError as error:
+        raise ValueError(_first(error)) from None
 
 
 def _first(error: Exception) -> str:

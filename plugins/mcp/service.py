@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dsh.control_chars import visible
 from dsh.credentials import Secret
+from dsh.frontend import ToolServer
 from dsh.kernel import Context, ServiceKey
-from plugins.mcp.config import ConfigError, ServerConfig, read_project_file
+from plugins.mcp.config import ConfigError, ServerConfig, client_config, read_project_file
 from plugins.mcp.status import Register, RegisterCommand, Status
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class McpService:
         self.connections: dict[str, Connection] = {}
         self._started = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._offered: set[str] = set()
 
     def start(self) -> None:
         self.ctx.spawn(self._start(), name="mcp:start")
@@ -80,22 +82,47 @@ class McpService:
                 # The SDK is imported here, in a thread, and only when there are servers.
                 module = await asyncio.to_thread(importlib.import_module, CONNECTION_MODULE)
             for name in sorted(servers):
-                connection = module.Connection(
-                    self.ctx.child(name=f"mcp:{name}"),
-                    name,
-                    servers[name],
-                    register=self._register,
-                    register_command=self._register_command,
-                    lookup=self._lookup,
-                    cwd=self._cwd,
-                )
-                self.connections[name] = connection
-                self._tasks.append(self.ctx.spawn(connection.run(), name=f"mcp:{name}"))
+                self._connect(module, name, servers[name])
             self._started.set()
 
     async def started(self) -> None:
         """Every server's configuration read (a project's ``.mcp.json`` too)."""
         await self._started.wait()
+
+    def _connect(self, module: Any, name: str, config: ServerConfig) -> None:
+        connection = module.Connection(
+            self.ctx.child(name=f"mcp:{name}"),
+            name,
+            config,
+            register=self._register,
+            register_command=self._register_command,
+            lookup=self._lookup,
+            cwd=self._cwd,
+        )
+        self.connections[name] = connection
+        self._tasks.append(self.ctx.spawn(connection.run(), name=f"mcp:{name}"))
+
+    async def offer(self, servers: Sequence[ToolServer]) -> None:
+        """Start the servers a front end's client offers (an editor's), each once. A
+        name the configuration has already keeps the configured server."""
+        await self._started.wait()
+        fresh = [server for server in servers if server.name not in self._offered]
+        if not fresh:
+            return
+        module = await asyncio.to_thread(importlib.import_module, CONNECTION_MODULE)
+        for server in fresh:
+            self._offered.add(server.name)
+            if server.name in self.connections:
+                self.problems.append(
+                    f"the client's server {server.name} not started: a configured one has its name"
+                )
+                continue
+            try:
+                config = client_config(server)
+            except ValueError as error:
+                self.problems.append(f"the client's server {server.name}: {error}")
+                continue
+            self._connect(module, server.name, config)
 
     async def settled(self) -> None:
         """Every server ready or failed (each bounded by its start-up timeout)."""

@@ -29,18 +29,22 @@ from acp.schema import (
     AuthenticateResponse,
     AuthMethodAgent,
     ClientCapabilities,
+    HttpMcpServer,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
     McpCapabilities,
+    McpServerStdio,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
+    SseMcpServer,
 )
 
 from dsh import __version__
+from dsh.frontend import ToolServer
 from dsh.permission_modes import PermissionMode
 from dsh.ui.acp.prompt import PromptBlock
 from dsh.ui.acp.session import AcpSession
@@ -81,7 +85,7 @@ class DshAgent:
                 prompt_capabilities=PromptCapabilities(
                     image=False, audio=False, embedded_context=True
                 ),
-                mcp_capabilities=McpCapabilities(http=False, sse=False),
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
             ),
             auth_methods=[
                 AuthMethodAgent(
@@ -161,10 +165,12 @@ class DshAgent:
             raise RequestError.invalid_params({"cwd": "must be an absolute path"})
         if not await asyncio.to_thread(folder.is_dir):
             raise RequestError.invalid_params({"cwd": f"no such folder: {cwd}"})
-        if mcp_servers:
-            _log.warning("the client's MCP servers are not started (not supported yet)")
         choice = SessionChoice(
-            cwd=folder, home=self.home, resume=resume, permission_mode=self.permission_mode
+            cwd=folder,
+            home=self.home,
+            resume=resume,
+            permission_mode=self.permission_mode,
+            tool_servers=tool_servers(mcp_servers or []),
         )
         session = AcpSession(self.client, choice)
         try:
@@ -217,6 +223,36 @@ class DshAgent:
                 await session.close()
             except Exception:
                 _log.exception("closing session %s failed", session.controller.agent)
+
+
+def tool_servers(servers: list[Any]) -> tuple[ToolServer, ...]:
+    """The client's MCP servers (``session/new``'s ``mcpServers``), as dsh's front ends
+    offer them to the plugins."""
+    offered: list[ToolServer] = []
+    for server in servers:
+        match server:
+            case McpServerStdio():
+                offered.append(
+                    ToolServer(
+                        name=server.name,
+                        transport="stdio",
+                        command=server.command,
+                        args=tuple(server.args),
+                        env={variable.name: variable.value for variable in server.env},
+                    )
+                )
+            case HttpMcpServer() | SseMcpServer():
+                offered.append(
+                    ToolServer(
+                        name=server.name,
+                        transport=server.type,
+                        url=server.url,
+                        headers={header.name: header.value for header in server.headers},
+                    )
+                )
+            case _:
+                _log.warning("a client MCP server of type %r is not started", server.type)
+    return tuple(offered)
 
 
 class LineTransport:
