@@ -94,6 +94,7 @@ async def test_authenticate_says_whether_a_key_is_configured(dsh: Dsh) -> None:
     await close_stdin(raw.child)
     assert (await finish(raw.child, None)).code == 0
     logs = "".join(p.read_text() for p in (dsh.home / "logs").glob("acp-*.log"))
+    assert "dsh acp started" in logs
     assert "sk-test" not in logs
 
 

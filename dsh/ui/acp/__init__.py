@@ -59,6 +59,9 @@ def start_log(home: Path) -> Path:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
+    # Their INFO lines are every request's URL, which some providers put a key in.
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     return path
 
 
