@@ -1,0 +1,69 @@
+"""The pieces of ``dsh acp`` that need no process: diffs and prompts as the editor and
+the model get them."""
+
+from __future__ import annotations
+
+from acp.schema import (
+    EmbeddedResourceContentBlock,
+    ImageContentBlock,
+    ResourceContentBlock,
+    TextContentBlock,
+    TextResourceContents,
+)
+
+from dsh.ui.acp.prompt import prompt_text
+from dsh.ui.acp.updates import diff_texts
+
+NEW_FILE = """\
+--- /dev/null
++++ b/notes.txt
+@@ -0,0 +1,2 @@
++one
++two
+"""
+
+TWO_HUNKS = """\
+--- a/app.py
++++ b/app.py
+@@ -1,2 +1,2 @@
+-a = 1
++a = 2
+ b = 2
+@@ -10,2 +10,2 @@
+ y = 9
+-z = 0
++z = 1
+\\ No newline at end of file
+"""
+
+
+def test_a_new_file_has_no_old_text() -> None:
+    assert diff_texts(NEW_FILE) == {"old_text": None, "new_text": "one\ntwo"}
+
+
+def test_hunks_are_kept_apart_and_markers_left_out() -> None:
+    texts = diff_texts(TWO_HUNKS)
+    assert texts["old_text"] == "a = 1\nb = 2\n…\ny = 9\nz = 0"
+    assert texts["new_text"] == "a = 2\nb = 2\n…\ny = 9\nz = 1"
+
+
+def test_a_removed_line_that_looks_like_a_header_is_a_line() -> None:
+    diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n--- old rule\n+++ new rule\n"
+    assert diff_texts(diff) == {"old_text": "-- old rule", "new_text": "++ new rule"}
+
+
+def test_prompt_blocks_become_one_text() -> None:
+    blocks = [
+        TextContentBlock(type="text", text="compare"),
+        ResourceContentBlock(type="resource_link", uri="file:///src/app.py", name="app.py"),
+        ResourceContentBlock(type="resource_link", uri="file:///my%20dir/a.py", name="a.py"),
+        EmbeddedResourceContentBlock(
+            type="resource",
+            resource=TextResourceContents(uri="file:///src/b.py", text="x = ```1```"),
+        ),
+        ImageContentBlock(type="image", data="aGk=", mime_type="image/png"),
+    ]
+    text = prompt_text(blocks)
+    assert text.startswith("compare @/src/app.py `/my dir/a.py`")
+    assert "<context uri='file:///src/b.py'>\n````\nx = ```1```\n````\n</context>" in text
+    assert "[image not included" in text
