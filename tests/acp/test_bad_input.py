@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any
 
-from dsh.testing import FakeLLM, Reply
+from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import TIMEOUT, Dsh, close_stdin, finish
 
 
@@ -147,3 +147,28 @@ async def test_a_signal_mid_turn_leaves_a_sound_session(dsh: Dsh, fake_llm: Fake
     events = await dsh.checked_events(session_id)
     [end] = [e for e in events if e.type == "turn/end"]
     assert end.data.reason.kind == "aborted"
+
+
+async def test_nothing_but_protocol_reaches_stdout(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    (dsh.home / "settings.toml").write_text(
+        '[plugins]\nmodules = ["tests.acp.noisy_plugin"]\ndisabled = ["title"]\n'
+    )
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="chatter", arguments="{}")]), Reply(text="Done.")
+    )
+    raw = await started(dsh)
+    await raw.request(1, "session/new", {"cwd": str(dsh.project), "mcpServers": []})
+    session_id = (await raw.reply(1))["result"]["sessionId"]
+    prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "chatter"}]}
+    await raw.request(2, "session/prompt", prompt)  # every line read must be JSON-RPC
+    assert (await raw.reply(2))["result"]["stopReason"] == "end_turn"
+    await close_stdin(raw.child)
+    done = await finish(raw.child, None)
+    assert done.code == 0, done.stderr[-3000:]
+    assert "stray" not in done.stdout
+    assert "a child on stdout" not in done.stdout
+    assert "stray print from a tool" in done.stderr  # it went somewhere a person can see
+    tool = [
+        m["content"] for m in fake_llm.chat_requests[-1].body["messages"] if m["role"] == "tool"
+    ]
+    assert tool == ["chattered"]
