@@ -326,6 +326,8 @@ async def test_a_session_started_in_the_editor_resumes_in_a_terminal(
 
 
 async def test_context_from_the_editor_and_slash_commands(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    notes = dsh.project / "notes.txt"
+    notes.write_text("saved notes on disk\n")
     fake_llm.add(Reply(text="Seen."))
     editor = Editor()
     async with editor_session(dsh, editor) as (conn, _):
@@ -341,6 +343,7 @@ async def test_context_from_the_editor_and_slash_commands(dsh: Dsh, fake_llm: Fa
                 ),
             ),
             ResourceLinkBlock(type="resource_link", uri="https://example.com/spec", name="spec"),
+            ResourceLinkBlock(type="resource_link", uri=notes.as_uri(), name="notes.txt"),
         ]
         reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt), TIMEOUT)
         assert reply.stop_reason == "end_turn"
@@ -348,6 +351,7 @@ async def test_context_from_the_editor_and_slash_commands(dsh: Dsh, fake_llm: Fa
         assert "unsaved buffer text" in sent
         assert "file:///work/notes.md" in sent
         assert "https://example.com/spec" in sent
+        assert "saved notes on disk" in sent  # a file of the project is attached
         # A slash command runs in dsh, and what it says is the answer; no model call.
         before = editor.text()
         reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("/cost")), TIMEOUT)
