@@ -317,6 +317,12 @@ async def test_a_session_started_in_the_editor_resumes_in_a_terminal(
     async with editor_session(dsh, editor) as (conn, _):
         sid = (await conn.new_session(cwd=str(dsh.project))).session_id
         await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("first")), TIMEOUT)
+    listing = Editor()
+    async with editor_session(dsh, listing) as (conn, _):
+        listed = await conn.list_sessions(cwd=str(dsh.project))
+        assert [(s.session_id, s.title) for s in listed.sessions] == [(sid, "first")]
+        assert listed.next_cursor is None
+        assert (await conn.list_sessions(cwd=str(dsh.root))).sessions == []
     done = await dsh.run("-p", "and now?", "--resume", sid)
     assert done.code == 0, done.stderr[-3000:]
     assert done.stdout == "Said in the terminal.\n"

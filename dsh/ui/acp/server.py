@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import signal
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,12 +33,16 @@ from acp.schema import (
     HttpMcpServer,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     McpCapabilities,
     McpServerStdio,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
     SseMcpServer,
@@ -53,6 +58,8 @@ from dsh.ui.session_controller import SessionChoice, StartFailed
 _log = logging.getLogger("dsh.acp")
 
 API_KEY_METHOD = "dsh-api-key"
+LIST_PAGE = 50
+"""Sessions in one ``session/list`` page."""
 
 
 class DshAgent:
@@ -86,6 +93,7 @@ class DshAgent:
                     image=False, audio=False, embedded_context=True
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=True),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
             auth_methods=[
                 AuthMethodAgent(
@@ -188,6 +196,37 @@ class DshAgent:
         _log.info("session %s opened in %s", session.id, folder)
         return session
 
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        """The stored sessions (of ``cwd``), newest first, a page at a time; the
+        cursor is where the next page starts."""
+        from dsh.paths import dsh_home
+        from dsh.session.catalog import Catalog
+
+        try:
+            start = int(cursor) if cursor else 0
+        except ValueError:
+            raise RequestError.invalid_params({"cursor": "not a cursor dsh gave"}) from None
+        catalog = Catalog(self.home or dsh_home())
+        try:
+            found = await catalog.list(cwd=cwd, limit=start + LIST_PAGE + 1)
+        finally:
+            await catalog.close()
+        page = found[start : start + LIST_PAGE]
+        return ListSessionsResponse(
+            sessions=[
+                SessionInfo(
+                    session_id=entry.id,
+                    cwd=entry.cwd or "",
+                    title=entry.display_title,
+                    updated_at=_iso(entry.updated_at),
+                )
+                for entry in page
+            ],
+            next_cursor=str(start + LIST_PAGE) if len(found) > start + LIST_PAGE else None,
+        )
+
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
         if session is None:
@@ -223,6 +262,12 @@ class DshAgent:
                 await session.close()
             except Exception:
                 _log.exception("closing session %s failed", session.controller.agent)
+
+
+def _iso(timestamp: int) -> str:
+    """An epoch time (milliseconds, or seconds) as ISO 8601, UTC."""
+    seconds = timestamp / 1000 if timestamp > 100_000_000_000 else timestamp
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 def tool_servers(servers: list[Any]) -> tuple[ToolServer, ...]:
@@ -310,7 +355,7 @@ async def serve(agent: DshAgent, protocol_in: int, protocol_out: int) -> None:
         asyncio.streams.FlowControlMixin, os.fdopen(protocol_out, "wb", buffering=0)
     )
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    # Methods DshAgent lacks (fork, list, close...) are answered "method not found".
+    # Methods DshAgent lacks (fork, resume, close...) are answered "method not found".
     connection = AgentSideConnection(
         cast(Agent, agent), LineTransport(reader, writer), listening=False
     )
