@@ -421,3 +421,32 @@ async def test_the_model_is_chosen_in_the_editor(dsh: Dsh, fake_llm: FakeLLM) ->
             conn.prompt(session_id=session.session_id, prompt=text("hi")), TIMEOUT
         )
     assert fake_llm.chat_requests[-1].body["model"] == "deepseek-v4-pro"
+
+
+async def test_commands_added_meanwhile_are_announced(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(text="Hi."))
+    editor = Editor()
+
+    def announced() -> list[set[str]]:
+        return [
+            {c.name for c in u.available_commands}
+            for u in editor.updates
+            if isinstance(u, AvailableCommandsUpdate)
+        ]
+
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        [first] = await editor.wait_for(announced)
+        assert "hello" not in first
+        (dsh.home / "commands").mkdir()
+        (dsh.home / "commands" / "hello.md").write_text("Say hello to $ARGUMENTS.\n")
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("hi")), TIMEOUT)
+
+        async def until_announced() -> None:
+            # The files are looked for again beside a turn; each prompt's end says
+            # what changed.
+            while "hello" not in announced()[-1]:
+                await conn.prompt(session_id=sid, prompt=text("/cost"))
+
+        await asyncio.wait_for(until_announced(), TIMEOUT)
+        assert len(announced()) == 2  # said again only when it changed

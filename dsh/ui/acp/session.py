@@ -97,6 +97,7 @@ class AcpSession:
         """Grants the person rejected for the rest of this session."""
         self._cancelled = False
         self._lock = asyncio.Lock()  # one prompt at a time
+        self._commands: list[AvailableCommand] | None = None
         self._models: list[SessionConfigSelectOption] = []
         """The provider's models, once its catalog was read (after the session opened)."""
 
@@ -232,7 +233,9 @@ class AcpSession:
         return self.config_options()
 
     def announce_commands(self) -> None:
-        """``available_commands_update``: the slash commands a prompt may start with."""
+        """``available_commands_update``: the slash commands a prompt may start with,
+        when they changed since last said (a plugin's come and go: custom commands,
+        an MCP server's prompts)."""
         commands = [
             AvailableCommand(
                 name=command.name,
@@ -245,6 +248,9 @@ class AcpSession:
             )
             for command in self.controller.commands.complete("")
         ]
+        if commands == self._commands:
+            return
+        self._commands = commands
         update = AvailableCommandsUpdate(
             session_update="available_commands_update", available_commands=commands
         )
@@ -266,12 +272,14 @@ class AcpSession:
         if not text:
             raise RequestError.invalid_params({"prompt": "nothing to send"})
         if parse_command(text) is not None and await self.controller.run_command(text):
+            self.announce_commands()
             await self.flush()
             return PromptResponse(stop_reason="cancelled" if self._cancelled else "end_turn")
         start = len(agent.session.events)
         agent.followup(prompt_message(blocks))
         await agent.when_idle()
         self._report_usage()
+        self.announce_commands()
         await self.flush()
         events = agent.session.events[start:]
         return PromptResponse(stop_reason=self._stop_reason(events), usage=self._usage(start))
