@@ -11,6 +11,7 @@ from acp import RequestError
 from acp.schema import (
     AgentPlanUpdate,
     AvailableCommandsUpdate,
+    CurrentModeUpdate,
     EmbeddedResourceContentBlock,
     FileEditToolCallContent,
     TextContentBlock,
@@ -283,6 +284,13 @@ async def test_modes_switch_and_read_only_denies_edits(dsh: Dsh, fake_llm: FakeL
         with pytest.raises(RequestError) as refused:
             await conn.set_session_mode(session_id=session.session_id, mode_id="yolo")
         assert refused.value.code == -32602
+        # Switched by a command, the editor is told.
+        await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=text("/permissions accept-edits")),
+            TIMEOUT,
+        )
+        said = [u.current_mode_id for u in editor.updates if isinstance(u, CurrentModeUpdate)]
+        assert said == ["read-only", "accept-edits"]
     assert target.read_text() == "a = 1\n"
 
 

@@ -98,6 +98,8 @@ class AcpSession:
         self._cancelled = False
         self._lock = asyncio.Lock()  # one prompt at a time
         self._commands: list[AvailableCommand] | None = None
+        self._mode: PermissionMode | None = None
+        """The mode the editor was last told of."""
         self._models: list[SessionConfigSelectOption] = []
         """The provider's models, once its catalog was read (after the session opened)."""
 
@@ -129,7 +131,7 @@ class AcpSession:
                 await asyncio.gather(self._pump, return_exceptions=True)
 
     def modes(self) -> SessionModeState:
-        current = self.mode
+        current = self._mode = self.mode
         offered = [m for m in MODES if m != "bypass" or current == "bypass"]
         return SessionModeState(
             current_mode_id=current,
@@ -154,12 +156,17 @@ class AcpSession:
                 {"modeId": f"unknown mode {mode_id!r} (one of: {', '.join(sorted(offered))})"}
             )
         self.controller.ctx.get(APPROVALS).mode = mode_id  # type: ignore[assignment]
-        self._queue.put_nowait(
-            (
-                self.id,
-                CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id),
-            )
-        )
+        self.announce_mode()
+
+    def announce_mode(self) -> None:
+        """``current_mode_update`` when the mode is not the one last said (the editor
+        set it, or ``/permissions MODE`` did)."""
+        mode = self.mode
+        if mode == self._mode:
+            return
+        self._mode = mode
+        update = CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode)
+        self._queue.put_nowait((self.id, update))
 
     # ------------------------------------------------------------------ the model
 
@@ -273,6 +280,7 @@ class AcpSession:
             raise RequestError.invalid_params({"prompt": "nothing to send"})
         if parse_command(text) is not None and await self.controller.run_command(text):
             self.announce_commands()
+            self.announce_mode()
             await self.flush()
             return PromptResponse(stop_reason="cancelled" if self._cancelled else "end_turn")
         start = len(agent.session.events)
@@ -280,6 +288,7 @@ class AcpSession:
         await agent.when_idle()
         self._report_usage()
         self.announce_commands()
+        self.announce_mode()
         await self.flush()
         events = agent.session.events[start:]
         return PromptResponse(stop_reason=self._stop_reason(events), usage=self._usage(start))
