@@ -3,10 +3,10 @@ behalf.
 
 Each front end says so on the agent's own context as it takes the agent up
 (:func:`shown_in`): the TUI, plain mode and ``dsh acp`` (an editor) are interactive,
-``dsh -p`` is not. A plugin
-that makes a model call only for a person's convenience (a session title) makes it
-where someone is there to see it, unless its own settings say otherwise; an agent no
-front end claimed (a test's, a library's) counts as not interactive.
+``dsh -p`` is not. A plugin that makes a model call only for a person's convenience (a
+session title) makes it where someone is there to see it, unless its own settings say
+otherwise; an agent no front end claimed (a test's, a library's) counts as not
+interactive.
 """
 
 from __future__ import annotations
