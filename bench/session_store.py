@@ -211,19 +211,6 @@ def replay(header: SessionHeader, plan: Plan) -> Session:
     return session
 
 
-def writer_batches(events: Sequence[SessionEvent]) -> Iterator[Sequence[SessionEvent]]:
-    """The batches the writer would have written at the simulated pace: cut at every
-    boundary (``BOUNDARY_TYPES``), and when the window opened by a batch's first event
-    ends."""
-    start = 0
-    for i, event in enumerate(events):
-        if event.type in BOUNDARY_TYPES or event.time - events[start].time >= WINDOW * 1000:
-            yield events[start : i + 1]
-            start = i + 1
-    if start < len(events):
-        yield events[start:]
-
-
 # ---------------------------------------------------------------------- helpers
 
 
