@@ -93,8 +93,11 @@ async def test_authenticate_says_whether_a_key_is_configured(dsh: Dsh) -> None:
     assert error["code"] == -32000
     await close_stdin(raw.child)
     assert (await finish(raw.child, None)).code == 0
-    logs = "".join(p.read_text() for p in (dsh.home / "logs").glob("acp-*.log"))
+    files = list((dsh.home / "logs").glob("acp-*.log"))
+    logs = "".join(p.read_text() for p in files)
     assert "dsh acp started" in logs
+    assert (dsh.home / "logs").stat().st_mode & 0o777 == 0o700
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in files)  # the user's alone
     assert "sk-test" not in logs
 
 

@@ -51,9 +51,12 @@ def run(*, home: Path | None = None, permission_mode: PermissionMode | None = No
 
 def start_log(home: Path) -> Path:
     """Log to ``HOME/logs/acp-DATE.log`` (and nowhere else: stderr is the editor's)."""
-    folder = home / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
+    from dsh.paths import private_dir
+
+    # What a session does (paths, commands, errors quoting a tool) is the user's alone.
+    folder = private_dir(home / "logs")
     path = folder / f"acp-{time.strftime('%Y-%m-%d')}.log"
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
