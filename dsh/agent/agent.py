@@ -216,15 +216,19 @@ class Agent:
                 prompt = item.message
                 if decision.content is not None:
                     prompt = prompt.model_copy(update={"content": decision.content})
-                ended = await self._run_turn(prompt, decision.additional_contexts)
+                ended = await self._run_turn(
+                    prompt, decision.additional_contexts, allow=decision.allow
+                )
                 if isinstance(ended, TurnAborted) and self.inbox.has_queued:
                     break  # a cancel that kept the inbox: the queue waits for the next send
         finally:
             self._set_status("idle")
 
-    async def _run_turn(self, prompt: UserMessage, extra: tuple[UserMessage, ...]) -> TurnEndReason:
+    async def _run_turn(
+        self, prompt: UserMessage, extra: tuple[UserMessage, ...], *, allow: tuple[str, ...] = ()
+    ) -> TurnEndReason:
         turn = self._turn = Turn(
-            self, self._services, self._sink, self.inbox, trigger=PromptTrigger()
+            self, self._services, self._sink, self.inbox, trigger=PromptTrigger(), allow=allow
         )
         try:
             return await turn.run(prompt, extra)

@@ -45,6 +45,11 @@ class PromptAllow:
     content: tuple[Block, ...] | None = None
     """Replaces the prompt's content when given."""
     additional_contexts: tuple[UserMessage, ...] = ()
+    allow: tuple[str, ...] = ()
+    """Permission rules (``bash(git status:*)``) the turn this prompt opens may use
+    without asking, beside the settings' own: for a prompt the person chose to run
+    with them (a custom command's ``allowed-tools``). Deny rules, protected paths and
+    the mode still decide first; the next turn asks again."""
 
 
 @dataclass(frozen=True)

@@ -117,8 +117,11 @@ class Turn:
         inbox: Inbox,
         *,
         trigger: TurnTrigger,
+        allow: tuple[str, ...] = (),
     ) -> None:
         self.agent = agent
+        self.allow = allow
+        """Rules this turn's calls may use without asking (see ``PromptAllow.allow``)."""
         self.services = services
         self.sink = sink
         self.inbox = inbox
@@ -535,6 +538,7 @@ class Turn:
             services=self.agent.ctx,
             spill=(lambda text, label: spill.save(session_id, label, text)) if spill else None,
             progress=self._progress.reporter(call_id),
+            allow=self.allow,
         )
 
     def _log_progress(self, call_id: CallId, text: str) -> None:

@@ -16,7 +16,7 @@ from dsh.tools.definition import (
     ToolOutput,
 )
 from dsh.tools.environment import child_environment, scrubbed
-from dsh.tools.permissions import MODES, PermissionMode
+from dsh.tools.permissions import MODES, PermissionMode, Rule, RuleError, parse_rules
 from dsh.tools.presentation import (
     CallResult,
     ChecklistView,
@@ -58,6 +58,8 @@ __all__ = [
     "PreHook",
     "Presentation",
     "Risk",
+    "Rule",
+    "RuleError",
     "ScreenView",
     "TextView",
     "ToolContext",
@@ -70,5 +72,6 @@ __all__ = [
     "child_environment",
     "denied_reads",
     "parse_arguments",
+    "parse_rules",
     "scrubbed",
 ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -198,6 +198,7 @@ class ApprovalService:
         cwd: Any,
         force_ask: str | None = None,
         signal: asyncio.Event | None = None,
+        extra_allow: Sequence[str] = (),
     ) -> Gate:
         """Decide one call. ``force_ask`` (a pre-execute hook's reason) turns an allow
         into an ask; it never overrides a denial. ``signal`` set (the turn cancelled)
@@ -207,7 +208,7 @@ class ApprovalService:
             tool,
             action,
             cwd,
-            allow=self.allow,
+            allow=[*self.allow, *_rules(extra_allow)],
             deny=self.deny,
             granted=self.grants(session),
         )
@@ -322,6 +323,17 @@ async def _unless_cancelled(
     answer.cancel()
     await asyncio.gather(answer, return_exceptions=True)
     return ApprovalDecision(outcome="cancelled", feedback="the turn was cancelled")
+
+
+def _rules(texts: Sequence[str]) -> list[Rule]:
+    """Rules a turn was given; one that cannot be read grants nothing (and is logged)."""
+    rules = []
+    for text in texts:
+        try:
+            rules.append(Rule.parse(text))
+        except RuleError:
+            _log.warning("a turn's allow rule %r cannot be read; it is ignored", text)
+    return rules
 
 
 def denied_reads(context: ToolContext) -> Callable[[Path], bool] | None:

@@ -84,6 +84,10 @@ class ToolContext:
     spill: Callable[[str, str], Path] | None = None
     """Save a large text whole (``spill(text, label)``) and get its path."""
     progress: Callable[[str], None] = field(default=lambda _: None)
+    """Say how far the call got (a line on its card; see ``dsh.agent.progress``)."""
+    allow: tuple[str, ...] = ()
+    """Permission rules the call's turn adds to the settings' allow rules (a custom
+    command's ``allowed-tools``); they never outweigh a deny rule or a protection."""
 
 
 @dataclass(frozen=True)

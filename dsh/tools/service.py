@@ -180,6 +180,7 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                 cwd=context.cwd,
                 force_ask=ask,
                 signal=context.signal,
+                extra_allow=context.allow,
             )
             if not gate.allowed:
                 return _failure(

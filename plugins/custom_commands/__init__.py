@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from dsh.agent import AgentHandle, PreRequest, PromptDecision, PromptSubmit
+from dsh.agent import AgentHandle, PreRequest, PromptAllow, PromptDecision, PromptSubmit
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.control_chars import visible
 from dsh.hooks import AGENT_PROMPT_SUBMIT, AGENT_REQUEST, AGENT_STATUS
@@ -25,7 +25,7 @@ from dsh.kernel import Context, Disposer, Next, NoConfig, Plugin
 from dsh.llm import CallId, LlmCallConfig, MessageId, ToolCallBlock, joined_text, user_text
 from dsh.paths import dsh_home
 from dsh.services import COMMANDS, SETTINGS, TOOLS
-from dsh.tools import ToolContext
+from dsh.tools import RuleError, ToolContext, parse_rules
 from plugins.custom_commands.expand import arguments, commands
 from plugins.custom_commands.files import CommandFile, Skipped, scan
 
@@ -47,6 +47,8 @@ class Commands:
     registered: dict[str, Disposer] = field(default_factory=dict)
     models: dict[MessageId, str] = field(default_factory=dict)
     """A command's message, and the model its turn is to use."""
+    allowed: dict[MessageId, tuple[str, ...]] = field(default_factory=dict)
+    """A command's message, and the rules its turn may use without asking."""
     turn_models: dict[str, str] = field(default_factory=dict)
     """An agent (by id) running a command's turn, and that turn's model."""
     rescan: asyncio.Task[None] | None = None
@@ -76,7 +78,9 @@ async def apply(ctx: Context, config: NoConfig) -> None:
             state.files[name] = file
             state.registered[name] = registry.register(name, command_for(file))
 
-    async def run_line(context: CommandContext, command: str, name: str) -> str:
+    async def run_line(
+        context: CommandContext, command: str, name: str, allow: tuple[str, ...]
+    ) -> str:
         agent = context.agent
         call = ToolCallBlock(
             id=CallId(f"command-{uuid.uuid4().hex[:12]}"),
@@ -90,6 +94,7 @@ async def apply(ctx: Context, config: NoConfig) -> None:
             signal=asyncio.Event(),
             session_id=agent.session.id,
             services=agent.ctx,
+            allow=allow,
         )
         outcome = await tools.service.run(call, tool_context, agent)
         text = joined_text(outcome.message.result.content)
@@ -103,12 +108,15 @@ async def apply(ctx: Context, config: NoConfig) -> None:
         async def run(context: CommandContext, args: str) -> None:
             current = state.files.get(file.name, file)
             text = arguments(current.body, args)
-            text = await commands(text, lambda line: run_line(context, line, current.name))
+            rules = allowed_rules(current.allowed_tools)
+            text = await commands(text, lambda line: run_line(context, line, current.name, rules))
             if not text.strip():
                 raise CommandError(f"/{current.name} made an empty prompt")
             message = user_text(text)
             if current.model:
                 state.models[message.id] = current.model
+            if rules:
+                state.allowed[message.id] = rules
             context.agent.followup(message)
 
         where = "project" if file.origin == "project" else "user"
@@ -126,11 +134,15 @@ async def apply(ctx: Context, config: NoConfig) -> None:
         model = state.models.pop(submit.message.id, None)
         if model is not None:
             state.turn_models[submit.agent.id] = model
+        rules = state.allowed.pop(submit.message.id, ())
         # A command file written meanwhile is there for the next prompt: looked for
         # beside the turn, not before it.
         if state.rescan is None or state.rescan.done():
             state.rescan = ctx.spawn(refresh(), name="custom-commands:scan")
-        return await next_()
+        decision = await next_()
+        if rules and isinstance(decision, PromptAllow):
+            return replace(decision, allow=(*decision.allow, *rules))
+        return decision
 
     async def on_request(pre: PreRequest, next_: Next[PreRequest, LlmCallConfig]) -> LlmCallConfig:
         model = state.turn_models.get(pre.agent.id)
@@ -149,6 +161,40 @@ async def apply(ctx: Context, config: NoConfig) -> None:
     await refresh()
 
 
+# Other agents' tool names in allowed-tools, as dsh's rules name the same actions.
+RULE_NAMES = {
+    "bash": "bash",
+    "read": "read",
+    "grep": "read",
+    "glob": "read",
+    "ls": "read",
+    "edit": "edit",
+    "multiedit": "edit",
+    "write": "edit",
+    "notebookedit": "edit",
+    "webfetch": "web_fetch",
+    "websearch": "web_search",
+}
+
+
+def allowed_rules(text: str | None) -> tuple[str, ...]:
+    """``allowed-tools`` (``Bash(git add:*), Read``) as dsh's rules
+    (``bash(git add:*)``, ``read``); a list that cannot be read allows nothing."""
+    if not text:
+        return ()
+    if text.lstrip().startswith("- "):  # a YAML list, folded onto one line
+        text = ", ".join(item.strip() for item in text.split(" - ")).lstrip("- ")
+    try:
+        rules = parse_rules(text)
+    except RuleError:
+        return ()
+    out = []
+    for rule in rules:
+        name = RULE_NAMES.get(rule.tool.lower(), rule.tool)
+        out.append(f"{name}({rule.pattern})" if rule.pattern is not None else name)
+    return tuple(out)
+
+
 def listing_command(state: Commands) -> Command:
     async def run(context: CommandContext, args: str) -> None:
         lines = []
@@ -156,10 +202,9 @@ def listing_command(state: Commands) -> Command:
             lines.append(
                 f"/{file.name}  {file.path}" + (f"  model {file.model}" if file.model else "")
             )
-            if file.allowed_tools:
-                lines.append(
-                    "    allowed-tools is not honoured yet: its calls are asked as any are"
-                )
+            rules = allowed_rules(file.allowed_tools)
+            if rules:
+                lines.append(f"    runs without asking: {', '.join(rules)}")
         if not lines:
             places = [str(state.home / "commands")]
             if state.project is not None:

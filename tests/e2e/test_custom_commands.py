@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from dsh.testing import FakeLLM, Reply
+from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.trust import TrustStore
 from tests.e2e.harness import Dsh
 
@@ -98,3 +98,57 @@ async def test_an_untrusted_projects_commands_are_not_there(dsh: Dsh, fake_llm: 
     sent = "\n".join(user_texts(fake_llm.chat_requests[0].body))
     assert '"/setup"' in sent  # went as typed: no such command here
     assert "Go." not in sent
+
+
+ALLOWED = """\
+---
+description: Touch the marker
+allowed-tools: Bash(touch:*), Bash(git status:*)
+---
+Touch it.
+!touch {before}
+"""
+
+
+def bash(command: str) -> ToolCallSpec:
+    return ToolCallSpec(name="bash", arguments={"command": command, "description": "test"})
+
+
+async def test_allowed_tools_hold_for_the_commands_own_turn_only(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """``allowed-tools`` lets the command's ``!`` lines and its turn's calls run
+    unasked (``dsh -p`` has no one to ask, so anything else is denied): a call beyond
+    its rules is denied in that turn, and the next turn's same call is denied too."""
+    before, during, beyond, after = (dsh.root / n for n in ("before", "during", "beyond", "after"))
+    (dsh.home / "commands").mkdir()
+    (dsh.home / "commands" / "touch.md").write_text(ALLOWED.format(before=before))
+    fake_llm.add(
+        Reply(tool_calls=[bash(f"touch {during}")]),
+        Reply(tool_calls=[bash(f"rm -f {before} && touch {beyond}")]),
+        Reply(text="Touched."),
+    )
+    done = await dsh.run("-p", "/touch")
+    assert done.code == 0, done.stderr[-3000:]
+    assert before.exists()  # the ! line, under the command's rules
+    assert during.exists()  # the model's call in the command's turn
+    assert not beyond.exists()  # beyond the rules: denied
+    assert before.exists()
+
+    fake_llm.add(Reply(tool_calls=[bash(f"touch {after}")]), Reply(text="Could not."))
+    done = await dsh.run("-p", "touch it again", "--continue")
+    assert done.code == 0, done.stderr[-3000:]
+    assert not after.exists()  # the next turn has only the settings' rules
+
+
+async def test_a_deny_rule_outweighs_allowed_tools(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    before, during = dsh.root / "before", dsh.root / "during"
+    with (dsh.home / "settings.toml").open("a") as settings:
+        settings.write('[permissions]\ndeny = ["bash(touch:*)"]\n')
+    (dsh.home / "commands").mkdir()
+    (dsh.home / "commands" / "touch.md").write_text(ALLOWED.format(before=before))
+    fake_llm.add(Reply(tool_calls=[bash(f"touch {during}")]), Reply(text="Denied."))
+    done = await dsh.run("-p", "/touch")
+    assert done.code == 0, done.stderr[-3000:]
+    assert not before.exists()
+    assert not during.exists()
