@@ -1,0 +1,309 @@
+"""User hooks: the person's own commands, run at fixed points of a session.
+
+Configured in settings as ``[[hooks.EVENT]]`` tables (:mod:`plugins.user_hooks.config`),
+compatible with the JSON other agents' hooks read and write, so existing scripts work:
+
+- ``SessionStart``: a session opens (``source``: startup or resume); what it prints
+  (plain text, or ``additionalContext``) goes to the model before the first prompt.
+- ``UserPromptSubmit``: before a prompt opens a turn; exit 2 or ``"decision":
+  "block"`` blocks it (the reason shown), else what it prints is added as context.
+- ``PreToolUse``: before a call is checked against the permissions; exit 2 or a
+  ``permissionDecision`` of ``deny`` denies it (the model reads why), ``ask`` makes the
+  person approve it even where rules allow it.
+- ``PostToolUse``: after a call; exit 2 or ``"decision": "block"`` turns its result
+  into an error the model reads, with the reason.
+- ``Stop``: the turn is about to end; exit 2 or ``"decision": "block"`` with a reason
+  keeps the agent going with the reason as its next instruction (once per turn: the
+  payload's ``stop_hook_active`` says when it already did).
+
+Every run is logged as a ``hooks/ran`` event (shown as a line in the transcript): the
+event, the command, how it ended and what it said. A hook past its timeout is killed
+with its process group. ``/hooks`` lists what is configured and where from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from dsh.agent import (
+    AgentHandle,
+    PromptAllow,
+    PromptBlock,
+    PromptDecision,
+    PromptSubmit,
+    TurnSignal,
+)
+from dsh.commands import Command, CommandContext
+from dsh.control_chars import visible
+from dsh.hooks import (
+    AGENT_PROMPT_SUBMIT,
+    AGENT_SESSION_START,
+    AGENT_TURN_STOPPING,
+    TOOL_POST_EXECUTE,
+    TOOL_PRE_EXECUTE,
+)
+from dsh.kernel import Context, Next, NoConfig, Plugin
+from dsh.llm import PluginSource, UserMessage, joined_text, user_text
+from dsh.services import COMMANDS, SETTINGS
+from dsh.session import EventType, SessionEvent, register_events
+from dsh.tools import Action, Ask, BlockResult, CallOutcome, Deny, ToolContext, ToolDefinition
+from dsh.transcript import Transcript, register_entries
+from plugins.user_hooks.config import RUN, Hook, read_hooks
+from plugins.user_hooks.runner import BLOCKING, Ran, run_hook
+
+NAME = "user-hooks"
+SHOWN = 2000
+"""Characters of a hook's output kept in its event."""
+
+
+class HookRan(BaseModel):
+    event: str
+    command: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    duration_ms: int
+    outcome: str
+    """What dsh did with it: ``ok``, ``blocked``, ``denied``, ``ask``, ``context``,
+    ``continue``, ``error``."""
+    said: str = ""
+    """Its reason or output, cut to :data:`SHOWN` characters."""
+
+
+HOOK_RAN = EventType("hooks/ran", HookRan)
+
+
+def show_ran(event: SessionEvent, transcript: Transcript) -> None:
+    data: HookRan = event.data
+    level: Literal["info", "warning"] = (
+        "warning" if data.outcome in ("blocked", "denied", "error") else "info"
+    )
+    ended = "timed out" if data.timed_out else f"exit {data.exit_code}"
+    line = f"hook {data.event}: {data.command} ({ended}, {data.outcome})"
+    said = data.said.strip().splitlines()
+    transcript.notice(event, level, line + (f": {said[0][:200]}" if said else ""))
+
+
+def vocabulary(ctx: Context) -> None:
+    register_events(ctx, HOOK_RAN)
+    register_entries(ctx, HOOK_RAN.name, show_ran)
+
+
+def _payload(agent: AgentHandle | None, event: str, **fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"hook_event_name": event}
+    if agent is not None:
+        base.update(session_id=agent.id, cwd=str(agent.cwd), transcript_path="")
+    return {**base, **fields}
+
+
+def _reason(ran: Ran) -> str:
+    answer = ran.answer
+    for key in ("reason", "stopReason"):
+        if isinstance(answer.get(key), str) and answer[key].strip():
+            return str(answer[key])
+    specific = answer.get("hookSpecificOutput")
+    if isinstance(specific, dict):
+        for key in ("permissionDecisionReason", "additionalContext"):
+            if isinstance(specific.get(key), str) and specific[key].strip():
+                return str(specific[key])
+    return (ran.stderr if ran.exit_code == BLOCKING else ran.stdout).strip()
+
+
+def _context(ran: Ran) -> str:
+    """What an exit-0 hook adds for the model: ``additionalContext``, else plain text."""
+    if ran.exit_code != 0:
+        return ""
+    specific = ran.answer.get("hookSpecificOutput")
+    if isinstance(specific, dict) and isinstance(specific.get("additionalContext"), str):
+        return str(specific["additionalContext"]).strip()
+    return "" if ran.answer else ran.stdout.strip()
+
+
+def _blocks(ran: Ran) -> bool:
+    return ran.exit_code == BLOCKING or ran.answer.get("decision") == "block"
+
+
+def _context_message(event: str, text: str) -> UserMessage:
+    return user_text(
+        f"<system-reminder>\nFrom the user's {event} hook:\n{text}\n</system-reminder>",
+        source=PluginSource(plugin=NAME, form="context"),
+    )
+
+
+def apply(ctx: Context, config: NoConfig) -> None:
+    settings = ctx.get(SETTINGS, None)
+    hooks: list[Hook] = []
+    problems: list[str] = []
+    if settings is not None:
+        hooks, problems = read_hooks(settings.section("hooks"), settings.origin("hooks"))
+
+    async def run_all(
+        event: str, agent: AgentHandle | None, payload: dict[str, Any], tool: str | None = None
+    ) -> list[tuple[Hook, Ran]]:
+        chosen = [h for h in hooks if h.event == event and h.matches(tool)]
+        if not chosen:
+            return []
+        cwd = agent.cwd if agent is not None else Path.cwd()
+        ran = await asyncio.gather(*(run_hook(h.command, payload, cwd, h.timeout) for h in chosen))
+        return list(zip(chosen, ran, strict=True))
+
+    def log(agent: AgentHandle | None, hook: Hook, ran: Ran, outcome: str, said: str) -> None:
+        if agent is None:
+            return
+        if ran.exit_code not in (0, BLOCKING) and outcome == "ok":
+            outcome, said = "error", said or ran.stderr
+        agent.session.append(
+            HOOK_RAN.name,
+            HookRan(
+                event=hook.event,
+                command=hook.command,
+                exit_code=ran.exit_code,
+                timed_out=ran.timed_out,
+                duration_ms=ran.duration_ms,
+                outcome=outcome,
+                said=said[:SHOWN],
+            ),
+        )
+
+    async def session_start(agent: AgentHandle, source: str) -> None:
+        results = await run_all(
+            "SessionStart", agent, _payload(agent, "SessionStart", source=source)
+        )
+        for hook, ran in results:
+            text = _context(ran)
+            log(agent, hook, ran, "context" if text else "ok", text)
+            if text:  # it goes with the first prompt, as context
+                staged.setdefault(agent.id, []).append(_context_message("SessionStart", text))
+
+    staged: dict[str, list[UserMessage]] = {}
+
+    async def prompt_submit(
+        submit: PromptSubmit, next_: Next[PromptSubmit, PromptDecision]
+    ) -> PromptDecision:
+        agent = submit.agent
+        payload = _payload(agent, "UserPromptSubmit", prompt=submit.message.text())
+        extra = staged.pop(agent.id, [])
+        for hook, ran in await run_all("UserPromptSubmit", agent, payload):
+            if _blocks(ran):
+                reason = _reason(ran) or "a UserPromptSubmit hook blocked it"
+                log(agent, hook, ran, "blocked", reason)
+                return PromptBlock(f"{reason} (hook: {hook.command})")
+            text = _context(ran)
+            log(agent, hook, ran, "context" if text else "ok", text)
+            if text:
+                extra.append(_context_message("UserPromptSubmit", text))
+        decision = await next_()
+        if extra and isinstance(decision, PromptAllow):
+            return replace(decision, additional_contexts=(*decision.additional_contexts, *extra))
+        return decision
+
+    async def pre_tool(
+        tool: ToolDefinition, arguments: Any, action: Action, context: ToolContext
+    ) -> Deny | Ask | None:
+        agent = context.agent
+        payload = _payload(
+            agent, "PreToolUse", tool_name=tool.name, tool_input=arguments.model_dump(mode="json")
+        )
+        verdict: Deny | Ask | None = None
+        for hook, ran in await run_all("PreToolUse", agent, payload, tool.name):
+            specific = ran.answer.get("hookSpecificOutput")
+            decided = specific.get("permissionDecision") if isinstance(specific, dict) else None
+            reason = _reason(ran)
+            if (
+                ran.exit_code == BLOCKING
+                or decided == "deny"
+                or ran.answer.get("decision") == "block"
+            ):
+                log(agent, hook, ran, "denied", reason)
+                verdict = Deny(f"{reason or 'denied'} (PreToolUse hook: {hook.command})")
+            elif decided == "ask":
+                log(agent, hook, ran, "ask", reason)
+                if verdict is None:
+                    verdict = Ask(f"{reason or 'a hook asks'} (PreToolUse hook: {hook.command})")
+            else:
+                log(agent, hook, ran, "ok", reason if ran.exit_code != 0 else "")
+        return verdict
+
+    async def post_tool(
+        tool: ToolDefinition, arguments: Any, outcome: CallOutcome, context: ToolContext
+    ) -> BlockResult | None:
+        agent = context.agent
+        response = joined_text(outcome.message.result.content)
+        payload = _payload(
+            agent,
+            "PostToolUse",
+            tool_name=tool.name,
+            tool_input=arguments.model_dump(mode="json"),
+            tool_response=response,
+        )
+        verdict: BlockResult | None = None
+        for hook, ran in await run_all("PostToolUse", agent, payload, tool.name):
+            if _blocks(ran):
+                reason = _reason(ran) or "a PostToolUse hook objected"
+                log(agent, hook, ran, "blocked", reason)
+                verdict = verdict or BlockResult(f"{reason} (PostToolUse hook: {hook.command})")
+            else:
+                log(agent, hook, ran, "ok", "")
+        return verdict
+
+    continued: set[tuple[str, int]] = set()
+
+    async def stopping(agent: AgentHandle, turn: int, signal: TurnSignal) -> bool:
+        active = (agent.id, turn) in continued
+        payload = _payload(agent, "Stop", stop_hook_active=active)
+        for hook, ran in await run_all("Stop", agent, payload):
+            if _blocks(ran) and not active:
+                reason = _reason(ran) or "a Stop hook asks you to go on"
+                log(agent, hook, ran, "continue", reason)
+                continued.add((agent.id, turn))
+                if agent.try_steer(user_text(f"(Stop hook: {hook.command}) {reason}")):
+                    return True
+            else:
+                log(agent, hook, ran, "ok", "")
+        continued.discard((agent.id, turn))
+        return False
+
+    if any(h.event == "SessionStart" for h in hooks):
+        ctx.on(AGENT_SESSION_START, session_start)
+    if any(h.event == "UserPromptSubmit" for h in hooks) or any(
+        h.event == "SessionStart" for h in hooks
+    ):
+        ctx.on(AGENT_PROMPT_SUBMIT, prompt_submit)
+    if any(h.event == "PreToolUse" for h in hooks):
+        ctx.on(TOOL_PRE_EXECUTE, pre_tool)
+    if any(h.event == "PostToolUse" for h in hooks):
+        ctx.on(TOOL_POST_EXECUTE, post_tool)
+    if any(h.event == "Stop" for h in hooks):
+        ctx.on(AGENT_TURN_STOPPING, stopping)
+    commands = ctx.get(COMMANDS, None)
+    if commands is not None:
+        commands.register("hooks", hooks_command(hooks, problems))
+
+
+def hooks_command(hooks: list[Hook], problems: list[str]) -> Command:
+    async def run(context: CommandContext, args: str) -> None:
+        lines = [
+            f"{h.event} [{h.matcher or '*'}]: {h.command} (timeout {h.timeout:g} s; {h.origin})"
+            + ("" if h.event in RUN else "  (not run by dsh yet)")
+            for h in hooks
+        ]
+        if not lines:
+            lines.append("No hooks are configured ([[hooks.EVENT]] tables in settings).")
+        lines += problems
+        context.host.show("\n".join(visible(line) for line in lines))
+
+    return Command(name="hooks", description="The hooks configured, and where from", run=run)
+
+
+plugin = Plugin(
+    name=NAME,
+    description="user hooks: the person's commands at SessionStart, UserPromptSubmit, "
+    "PreToolUse, PostToolUse and Stop",
+    optional=(SETTINGS, COMMANDS),
+    apply=apply,
+    vocabulary=vocabulary,
+)
