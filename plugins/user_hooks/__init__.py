@@ -15,6 +15,8 @@ compatible with the JSON other agents' hooks read and write, so existing scripts
 - ``Stop``: the turn is about to end; exit 2 or ``"decision": "block"`` with a reason
   keeps the agent going with the reason as its next instruction (once per turn: the
   payload's ``stop_hook_active`` says when it already did).
+- ``Notification``: dsh needs the person (a call waits for approval); its answer is
+  not read.
 
 Every run is logged as a ``hooks/ran`` event (shown as a line in the transcript): the
 event, the command, how it ended and what it said. A hook past its timeout is killed
@@ -267,8 +269,30 @@ def apply(ctx: Context, config: NoConfig) -> None:
         continued.discard((agent.id, turn))
         return False
 
-    if any(h.event == "SessionStart" for h in hooks):
-        ctx.on(AGENT_SESSION_START, session_start)
+    def notify(agent: AgentHandle, event: SessionEvent) -> None:
+        # A session subscriber may not log; the hook runs (and logs) beside it.
+        if event.type == "approval/requested":
+            tool, summary = (
+                getattr(event.data, "tool", "a tool"),
+                getattr(event.data, "summary", ""),
+            )
+            message = f"dsh needs your permission to use {tool}: {summary}"
+            payload = _payload(agent, "Notification", message=message, title="dsh")
+            ctx.spawn(notified(agent, payload), name="user-hooks:notification")
+
+    async def notified(agent: AgentHandle, payload: dict[str, Any]) -> None:
+        for hook, ran in await run_all("Notification", agent, payload):
+            log(agent, hook, ran, "ok", "")
+
+    async def session_opened(agent: AgentHandle, source: str) -> None:
+        if any(h.event == "Notification" for h in hooks):
+            # Given up with the agent (its context goes when it is disposed).
+            agent.ctx.effect(lambda: agent.session.subscribe(lambda e: notify(agent, e)))
+        if any(h.event == "SessionStart" for h in hooks):
+            await session_start(agent, source)
+
+    if any(h.event in ("SessionStart", "Notification") for h in hooks):
+        ctx.on(AGENT_SESSION_START, session_opened)
     if any(h.event == "UserPromptSubmit" for h in hooks) or any(
         h.event == "SessionStart" for h in hooks
     ):
@@ -302,7 +326,7 @@ def hooks_command(hooks: list[Hook], problems: list[str]) -> Command:
 plugin = Plugin(
     name=NAME,
     description="user hooks: the person's commands at SessionStart, UserPromptSubmit, "
-    "PreToolUse, PostToolUse and Stop",
+    "PreToolUse, PostToolUse, Stop and Notification",
     optional=(SETTINGS, COMMANDS),
     apply=apply,
     vocabulary=vocabulary,

@@ -28,7 +28,9 @@ EVENTS = (
     "Notification",
     "SessionEnd",
 )
-RUN = frozenset({"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"})
+RUN = frozenset(
+    {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "Notification"}
+)
 """The events dsh runs hooks at so far; the others are accepted and listed as not run."""
 DEFAULT_TIMEOUT = 60.0
 

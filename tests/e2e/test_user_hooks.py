@@ -172,3 +172,17 @@ async def test_session_start_context_goes_with_the_first_prompt(
     assert "The build server is down today." in json.dumps(fake_llm.chat_requests[0].body)
     [payload] = records(record)
     assert (payload["hook_event_name"], payload["source"]) == ("SessionStart", "startup")
+
+
+async def test_a_notification_hook_hears_that_dsh_needs_permission(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    record, marker = dsh.root / "note.jsonl", dsh.root / "touched"
+    configure(dsh, hook_table("Notification", record, "ok"))
+    fake_llm.add(Reply(tool_calls=[bash(f"touch {marker}")]), Reply(text="Not allowed."))
+    done = await dsh.run("-p", "touch it")  # default mode: asked, and denied headless
+    assert done.code == 0, done.stderr[-3000:]
+    assert not marker.exists()
+    [payload] = records(record)
+    assert payload["hook_event_name"] == "Notification"
+    assert payload["message"].startswith("dsh needs your permission to use bash")
