@@ -41,11 +41,13 @@ if TYPE_CHECKING:
     from dsh.prompt import Assembly, AssemblyDraft
     from dsh.tools import (
         Action,
+        Allow,
         Amend,
         Ask,
         BlockResult,
         CallOutcome,
         Deny,
+        Rewrite,
         ToolContext,
         ToolDefinition,
     )
@@ -181,11 +183,15 @@ def _caller(tool: ToolDefinition, arguments: Any, what: object, context: ToolCon
     return context.agent
 
 
-TOOL_PRE_EXECUTE: Gather[[ToolDefinition, Any, Action, ToolContext], Deny | Ask | None] = Gather(
+TOOL_PRE_EXECUTE: Gather[
+    [ToolDefinition, Any, Action, ToolContext], Deny | Ask | Allow | Rewrite | None
+] = Gather(
     "tool/pre-execute",
     subject=_caller,
-    doc="a validated call, before permission: Deny it, or Ask the person even where "
-    "rules allow it (the first denial in listener order wins, else the first ask)",
+    doc="a validated call, before permission: Deny it, Ask the person even where rules "
+    "allow it, Allow it as an allow rule would (this call alone), or Rewrite its "
+    "arguments (judged again as rewritten); the first denial in listener order wins, "
+    "else the first rewrite applies, then the first ask, else an allow",
 )
 TOOL_POST_EXECUTE: Gather[
     [ToolDefinition, Any, CallOutcome, ToolContext], BlockResult | Amend | None

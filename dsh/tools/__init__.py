@@ -28,6 +28,7 @@ from dsh.tools.presentation import (
     TextView,
 )
 from dsh.tools.service import (
+    Allow,
     Amend,
     Ask,
     BlockResult,
@@ -35,6 +36,8 @@ from dsh.tools.service import (
     Deny,
     PostHook,
     PreHook,
+    PreVerdict,
+    Rewrite,
     ToolService,
     ToolView,
     parse_arguments,
@@ -43,6 +46,7 @@ from dsh.tools.service import (
 __all__ = [
     "MODES",
     "Action",
+    "Allow",
     "Amend",
     "Ask",
     "BlockResult",
@@ -56,7 +60,9 @@ __all__ = [
     "PermissionMode",
     "PostHook",
     "PreHook",
+    "PreVerdict",
     "Presentation",
+    "Rewrite",
     "Risk",
     "Rule",
     "RuleError",

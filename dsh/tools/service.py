@@ -61,6 +61,24 @@ class Ask:
 
 
 @dataclass(frozen=True)
+class Allow:
+    """A pre hook vouches for the call as an allow rule would, for this call alone: a
+    deny rule, a protected path, a write outside the folder, the read-only mode or a
+    command no rule can vouch for still decide as before."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A pre hook replaces the call's arguments: they are validated and described
+    again, and the permissions judge the call as rewritten."""
+
+    arguments: dict[str, Any]
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class BlockResult:
     """A post hook turns the result into an error the model reads as feedback."""
 
@@ -76,7 +94,8 @@ class Amend:
     additional_contexts: tuple[UserMessage, ...] = ()
 
 
-PreHook = Callable[[ToolDefinition, Any, Action, ToolContext], Awaitable[Deny | Ask | None]]
+PreVerdict = Deny | Ask | Allow | Rewrite | None
+PreHook = Callable[[ToolDefinition, Any, Action, ToolContext], Awaitable[PreVerdict]]
 """A ``tool/pre-execute`` listener (:data:`dsh.hooks.TOOL_PRE_EXECUTE`)."""
 PostHook = Callable[
     [ToolDefinition, Any, "CallOutcome", ToolContext], Awaitable[BlockResult | Amend | None]
@@ -165,12 +184,26 @@ class ToolService(ScopedRegistry[ToolDefinition]):
             )
 
         ask: str | None = None
+        allow = context.allow
         if self._ctx is not None:
             decisions = await self._ctx.parallel(TOOL_PRE_EXECUTE, tool, arguments, action, context)
             for decision in decisions:
                 if isinstance(decision, Deny):
                     return _failure(call, f"{call.name} was blocked: {decision.reason}", "DENIED")
+            rewrite = next((d for d in decisions if isinstance(d, Rewrite)), None)
+            if rewrite is not None:
+                try:
+                    arguments = tool.arguments.model_validate(rewrite.arguments)
+                    action = await tool.action(arguments, context)
+                except (ValidationError, ToolError) as error:
+                    text = error.message if isinstance(error, ToolError) else str(error)
+                    return _failure(
+                        call, f"a hook's rewrite of the call does not fit {call.name}: {text}",
+                        "INVALID_ARGUMENTS",
+                    )  # fmt: skip
             ask = next((d.reason for d in decisions if isinstance(d, Ask)), None)
+            if ask is None and any(isinstance(d, Allow) for d in decisions):
+                allow = (*allow, call.name)  # as an allow rule naming the tool, this once
         if self.approvals is not None and context.agent is not None:
             gate = await self.approvals.check(
                 tool,
@@ -180,7 +213,7 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                 cwd=context.cwd,
                 force_ask=ask,
                 signal=context.signal,
-                extra_allow=context.allow,
+                extra_allow=allow,
             )
             if not gate.allowed:
                 return _failure(

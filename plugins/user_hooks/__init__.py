@@ -9,7 +9,9 @@ compatible with the JSON other agents' hooks read and write, so existing scripts
   "block"`` blocks it (the reason shown), else what it prints is added as context.
 - ``PreToolUse``: before a call is checked against the permissions; exit 2 or a
   ``permissionDecision`` of ``deny`` denies it (the model reads why), ``ask`` makes the
-  person approve it even where rules allow it.
+  person approve it even where rules allow it, ``allow`` vouches for it as an allow
+  rule would (for this call), and ``updatedInput`` replaces its arguments (judged
+  again as rewritten).
 - ``PostToolUse``: after a call; exit 2 or ``"decision": "block"`` turns its result
   into an error the model reads, with the reason.
 - ``Stop``: the turn is about to end; exit 2 or ``"decision": "block"`` with a reason
@@ -26,6 +28,7 @@ with its process group. ``/hooks`` lists what is configured and where from.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -53,7 +56,18 @@ from dsh.kernel import Context, Next, NoConfig, Plugin
 from dsh.llm import PluginSource, UserMessage, joined_text, user_text
 from dsh.services import COMMANDS, SETTINGS
 from dsh.session import EventType, SessionEvent, register_events
-from dsh.tools import Action, Ask, BlockResult, CallOutcome, Deny, ToolContext, ToolDefinition
+from dsh.tools import (
+    Action,
+    Allow,
+    Ask,
+    BlockResult,
+    CallOutcome,
+    Deny,
+    PreVerdict,
+    Rewrite,
+    ToolContext,
+    ToolDefinition,
+)
 from dsh.transcript import Transcript, register_entries
 from plugins.user_hooks.config import RUN, Hook, read_hooks
 from plugins.user_hooks.runner import BLOCKING, Ran, run_hook
@@ -70,8 +84,8 @@ class HookRan(BaseModel):
     timed_out: bool = False
     duration_ms: int
     outcome: str
-    """What dsh did with it: ``ok``, ``blocked``, ``denied``, ``ask``, ``context``,
-    ``continue``, ``error``."""
+    """What dsh did with it: ``ok``, ``blocked``, ``denied``, ``ask``, ``allowed``,
+    ``rewrote``, ``context``, ``continue``, ``error``."""
     said: str = ""
     """Its reason or output, cut to :data:`SHOWN` characters."""
 
@@ -205,30 +219,39 @@ def apply(ctx: Context, config: NoConfig) -> None:
 
     async def pre_tool(
         tool: ToolDefinition, arguments: Any, action: Action, context: ToolContext
-    ) -> Deny | Ask | None:
+    ) -> PreVerdict:
         agent = context.agent
         payload = _payload(
             agent, "PreToolUse", tool_name=tool.name, tool_input=arguments.model_dump(mode="json")
         )
-        verdict: Deny | Ask | None = None
+        denied: Deny | None = None
+        rewrite: Rewrite | None = None
+        ask: Ask | None = None
+        allow: Allow | None = None
         for hook, ran in await run_all("PreToolUse", agent, payload, tool.name):
             specific = ran.answer.get("hookSpecificOutput")
-            decided = specific.get("permissionDecision") if isinstance(specific, dict) else None
+            specific = specific if isinstance(specific, dict) else {}
+            decided = specific.get("permissionDecision")
+            updated = specific.get("updatedInput")
             reason = _reason(ran)
-            if (
-                ran.exit_code == BLOCKING
-                or decided == "deny"
-                or ran.answer.get("decision") == "block"
-            ):
+            where = f"(PreToolUse hook: {hook.command})"
+            if _blocks(ran) or decided == "deny":
                 log(agent, hook, ran, "denied", reason)
-                verdict = Deny(f"{reason or 'denied'} (PreToolUse hook: {hook.command})")
+                denied = denied or Deny(f"{reason or 'denied'} {where}")
+            elif isinstance(updated, dict):
+                log(agent, hook, ran, "rewrote", json.dumps(updated)[:SHOWN])
+                rewrite = rewrite or Rewrite(updated, reason)
             elif decided == "ask":
                 log(agent, hook, ran, "ask", reason)
-                if verdict is None:
-                    verdict = Ask(f"{reason or 'a hook asks'} (PreToolUse hook: {hook.command})")
+                ask = ask or Ask(f"{reason or 'a hook asks'} {where}")
+            elif decided == "allow":
+                log(agent, hook, ran, "allowed", reason)
+                allow = allow or Allow(f"{reason or 'a hook allows it'} {where}")
             else:
                 log(agent, hook, ran, "ok", reason if ran.exit_code != 0 else "")
-        return verdict
+        # One answer per listener: a denial, else a rewrite (judged again as any call),
+        # else an ask, else an allow.
+        return denied or rewrite or ask or allow
 
     async def post_tool(
         tool: ToolDefinition, arguments: Any, outcome: CallOutcome, context: ToolContext

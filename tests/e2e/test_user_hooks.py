@@ -186,3 +186,50 @@ async def test_a_notification_hook_hears_that_dsh_needs_permission(
     [payload] = records(record)
     assert payload["hook_event_name"] == "Notification"
     assert payload["message"].startswith("dsh needs your permission to use bash")
+
+
+async def test_pre_tool_use_allows_as_a_rule_would_but_not_past_a_deny_rule(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    record, marker, denied = dsh.root / "allow.jsonl", dsh.root / "touched", dsh.root / "rm-me"
+    denied.write_text("keep me\n")
+    configure(
+        dsh,
+        hook_table("PreToolUse", record, "json-allow", matcher="bash"),
+        '[permissions]\ndeny = ["bash(rm:*)"]\n',
+    )
+    fake_llm.add(
+        Reply(tool_calls=[bash(f"touch {marker}")]),
+        Reply(tool_calls=[bash(f"rm {denied}")]),
+        Reply(text="Done."),
+    )
+    done = await dsh.run("-p", "touch, then remove")  # default mode: no one to ask
+    assert done.code == 0, done.stderr[-3000:]
+    assert marker.exists()  # the hook vouched for it
+    assert denied.exists()  # a deny rule outweighs the hook
+
+
+async def test_pre_tool_use_rewrites_the_input_and_the_rewrite_is_judged(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    record, asked_for = dsh.root / "rewrite.jsonl", dsh.root / "asked-for"
+    configure(dsh, hook_table("PreToolUse", record, "rewrite-touch", matcher="bash"))
+    fake_llm.add(Reply(tool_calls=[bash(f"touch {asked_for}")]), Reply(text="Done."))
+    done = await dsh.run("-p", "touch it", "--permission-mode", "bypass")
+    assert done.code == 0, done.stderr[-3000:]
+    assert not asked_for.exists()
+    assert Path(f"{record}.rewritten").exists()  # what the hook rewrote it to ran
+    events = await dsh.checked_events()
+    [ran] = of_type(events, "hooks/ran")
+    assert ran.data.outcome == "rewrote"
+
+
+async def test_a_rewritten_call_is_asked_about_as_any_call(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    """A rewrite does not vouch for the call: in the default mode, with no one to ask
+    (``dsh -p``), the rewritten command is denied and does not run."""
+    record = dsh.root / "rewrite.jsonl"
+    configure(dsh, hook_table("PreToolUse", record, "rewrite-touch", matcher="bash"))
+    fake_llm.add(Reply(tool_calls=[bash("true")]), Reply(text="Denied."))
+    done = await dsh.run("-p", "run true")
+    assert done.code == 0, done.stderr[-3000:]
+    assert not Path(f"{record}.rewritten").exists()

@@ -35,10 +35,14 @@ ALWAYS_SHELL = {
     ("subprocess", "getstatusoutput"),
     ("asyncio", "create_subprocess_shell"),
 }
-# Where a shell runs the model's command line, by design and behind an approval.
+# Where a shell runs a command line, by design: the model's behind an approval, or the
+# person's own from their settings.
 ALLOWED_SHELLS = {
     ("plugins/bash/process.py", "spawn_shell"),  # the bash tool: ["bash", "-c", command]
     ("plugins/terminal/tools.py", "open_"),  # terminal_open: a program in a pty
+    # a user hook: the [hooks] table of the person's settings (a project's only when
+    # the folder is trusted), never a command the model wrote
+    ("plugins/user_hooks/runner.py", "run_hook"),
 }
 
 
