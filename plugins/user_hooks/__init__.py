@@ -203,10 +203,13 @@ def apply(ctx: Context, config: NoConfig) -> None:
         agent = submit.agent
         payload = _payload(agent, "UserPromptSubmit", prompt=submit.message.text())
         extra = staged.pop(agent.id, [])
+        from_start = list(extra)
         for hook, ran in await run_all("UserPromptSubmit", agent, payload):
             if _blocks(ran):
                 reason = _reason(ran) or "a UserPromptSubmit hook blocked it"
                 log(agent, hook, ran, "blocked", reason)
+                if from_start:  # it waits for the prompt that does go out
+                    staged[agent.id] = from_start
                 return PromptBlock(f"{reason} (hook: {hook.command})")
             text = _context(ran)
             log(agent, hook, ran, "context" if text else "ok", text)
