@@ -201,6 +201,16 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                         call, f"a hook's rewrite of the call does not fit {call.name}: {text}",
                         "INVALID_ARGUMENTS",
                     )  # fmt: skip
+                # Every guard judges the call that will run: their denials and asks
+                # about the rewritten arguments count (a second rewrite does not).
+                decisions = await self._ctx.parallel(
+                    TOOL_PRE_EXECUTE, tool, arguments, action, context
+                )
+                for decision in decisions:
+                    if isinstance(decision, Deny):
+                        return _failure(
+                            call, f"{call.name} was blocked: {decision.reason}", "DENIED"
+                        )
             ask = next((d.reason for d in decisions if isinstance(d, Ask)), None)
             if ask is None and any(isinstance(d, Allow) for d in decisions):
                 allow = (*allow, call.name)  # as an allow rule naming the tool, this once

@@ -22,11 +22,13 @@ from dsh.session import SessionEvent
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import (
     Action,
+    Allow,
     Amend,
     Ask,
     BlockResult,
     CallOutcome,
     Deny,
+    Rewrite,
     ToolContext,
     ToolDefinition,
     ToolError,
@@ -329,6 +331,55 @@ async def test_a_denial_wins_over_an_ask_whatever_the_order_of_the_hooks(
     await turn(runtime, tmp_path)
     assert tool_texts(fake_llm)[0] == "Error: shout was blocked: never"
     assert sorted(ran) == ["ask", "deny"]  # side by side: each hook judged the call
+
+
+async def test_a_rewrite_is_judged_again_by_every_guard(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """One hook rewrites the call; another denies what the rewrite asks for: the
+    rewritten call is denied, not run on the strength of the first judgement."""
+    runtime.root.get(APPROVALS).mode = "bypass"
+    seen: list[str] = []
+
+    async def rewrite(tool: ToolDefinition, args: Any, action: Action, context: ToolContext) -> Any:
+        return Rewrite({"text": "the secret"}) if args.text == "hi" else None
+
+    async def guard(tool: ToolDefinition, args: Any, action: Action, context: ToolContext) -> Any:
+        seen.append(args.text)
+        return Deny("no secrets") if "secret" in args.text else None
+
+    runtime.root.on(TOOL_PRE_EXECUTE, rewrite)
+    runtime.root.on(TOOL_PRE_EXECUTE, guard)
+    fake_llm.add(calls("hi", "ho"))
+    fake_llm.add(Reply(text="ok"))
+    await turn(runtime, tmp_path)
+    assert tool_texts(fake_llm) == ["Error: shout was blocked: no secrets", "HO"]
+    assert seen == ["hi", "the secret", "ho"]
+
+
+async def test_an_allow_hook_vouches_as_a_rule_would_but_not_past_a_deny_rule(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "settings.toml").write_text('[permissions]\ndeny = ["shout(shout no:*)"]\n')
+    runtime = await start(tmp_path, fake_llm, monkeypatch)
+    try:
+
+        async def vouch(
+            tool: ToolDefinition, args: Any, action: Action, context: ToolContext
+        ) -> Any:
+            return Allow("the hook knows this one")
+
+        runtime.root.on(TOOL_PRE_EXECUTE, vouch)
+        fake_llm.add(calls("yes", "no way"))  # headless, default mode: no one to ask
+        fake_llm.add(Reply(text="ok"))
+        await turn(runtime, tmp_path)
+        texts = tool_texts(fake_llm)
+        assert texts[0] == "YES"
+        assert texts[1].startswith("Error:")
+        assert "denied by the rule" in texts[1]
+    finally:
+        await runtime.aclose()
 
 
 async def test_post_hooks_amend_in_order_unless_one_blocks(
