@@ -220,13 +220,19 @@ def apply(ctx: Context, config: NoConfig) -> None:
             return replace(decision, additional_contexts=(*decision.additional_contexts, *extra))
         return decision
 
+    rewritten: dict[str, dict[str, Any]] = {}
+    """A call these hooks rewrote, and what to: the pipeline shows it to every guard
+    again, and the hooks have had their say about it."""
+
     async def pre_tool(
         tool: ToolDefinition, arguments: Any, action: Action, context: ToolContext
     ) -> PreVerdict:
         agent = context.agent
-        payload = _payload(
-            agent, "PreToolUse", tool_name=tool.name, tool_input=arguments.model_dump(mode="json")
-        )
+        tool_input = arguments.model_dump(mode="json")
+        wrote = rewritten.pop(context.call_id, None)
+        if wrote is not None and all(tool_input.get(k) == v for k, v in wrote.items()):
+            return None  # the guards' second look at what these hooks rewrote it to
+        payload = _payload(agent, "PreToolUse", tool_name=tool.name, tool_input=tool_input)
         denied: Deny | None = None
         rewrite: Rewrite | None = None
         ask: Ask | None = None
@@ -254,6 +260,8 @@ def apply(ctx: Context, config: NoConfig) -> None:
                 log(agent, hook, ran, "ok", reason if ran.exit_code != 0 else "")
         # One answer per listener: a denial, else a rewrite (judged again as any call),
         # else an ask, else an allow.
+        if denied is None and rewrite is not None:
+            rewritten[context.call_id] = rewrite.arguments
         return denied or rewrite or ask or allow
 
     async def post_tool(

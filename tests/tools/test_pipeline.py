@@ -361,7 +361,9 @@ async def test_an_allow_hook_vouches_as_a_rule_would_but_not_past_a_deny_rule(
     tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "home").mkdir()
-    (tmp_path / "home" / "settings.toml").write_text('[permissions]\ndeny = ["shout(shout no:*)"]\n')
+    (tmp_path / "home" / "settings.toml").write_text(
+        '[permissions]\ndeny = ["shout(shout no:*)"]\n'
+    )
     runtime = await start(tmp_path, fake_llm, monkeypatch)
     try:
 
