@@ -90,15 +90,7 @@ class McpService:
         await self._started.wait()
 
     def _connect(self, module: Any, name: str, config: ServerConfig) -> None:
-        connection = module.Connection(
-            self.ctx.child(name=f"mcp:{name}"),
-            name,
-            config,
-            register=self._register,
-            register_command=self._register_command,
-            lookup=self._lookup,
-            cwd=self._cwd,
-        )
+        connection = self._connection(module, name, config)
         self.connections[name] = connection
         self._tasks.append(self.ctx.spawn(connection.run(), name=f"mcp:{name}"))
 
@@ -132,6 +124,22 @@ class McpService:
     def statuses(self) -> list[Status]:
         return [c.status() for c in self.connections.values()]
 
+    def _connection(
+        self, module: Any, name: str, config: ServerConfig, login: Login | None = None
+    ) -> Connection:
+        """A connection to server ``name`` in a context of its own (not yet running)."""
+        connection: Connection = module.Connection(
+            self.ctx.child(name=f"mcp:{name}"),
+            name,
+            config,
+            register=self._register,
+            register_command=self._register_command,
+            lookup=self._lookup,
+            cwd=self._cwd,
+            login=login,
+        )
+        return connection
+
     def restart(self, name: str) -> bool:
         """Start server ``name`` again (after a failure, or to pick up a change of its
         own); False when there is no such server."""
@@ -148,16 +156,8 @@ class McpService:
             return None
         old.stop()
         module = importlib.import_module(CONNECTION_MODULE)  # imported for the old one
-        connection: Connection = module.Connection(
-            self.ctx.child(name=f"mcp:{name}"),
-            name,
-            old.config.model_copy(update={"enabled": True}),
-            register=self._register,
-            register_command=self._register_command,
-            lookup=self._lookup,
-            cwd=self._cwd,
-            login=login,
-        )
+        config = old.config.model_copy(update={"enabled": True})
+        connection = self._connection(module, name, config, login)
 
         async def replace() -> None:
             await old.settled.wait()
