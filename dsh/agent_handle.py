@@ -80,6 +80,12 @@ class AgentHandle(Protocol):
         ...
 
     @property
+    def label(self) -> str | None:
+        """Who this agent is to the person when it is not the one a front end shows (a
+        subagent's description, said in approval dialogs); None for a session's own."""
+        ...
+
+    @property
     def ctx(self) -> Context:
         """The agent's scope: what is registered here is for this agent only, and goes
         when it is disposed."""

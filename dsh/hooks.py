@@ -99,7 +99,7 @@ AGENT_CREATED: Notify[[AgentHandle]] = Notify(
 AGENT_SESSION_START: Gather[[AgentHandle, str], None] = Gather(
     "agent/session-start",
     subject=_agent,
-    doc="an agent's session starts (source: 'startup' or 'resume'); awaited before the "
+    doc="an agent's session starts (source: 'startup', 'resume' or 'subagent'); awaited before the "
     "agent is handed out",
 )
 AGENT_STATUS: Notify[[AgentHandle, Status]] = Notify(

@@ -41,6 +41,7 @@ class Agent:
         options: AgentOptions,
         cwd: Path,
         opened_at: int | None = None,
+        label: str | None = None,
     ) -> None:
         self._services = services
         self._sink = sink
@@ -51,6 +52,9 @@ class Agent:
         here on are this run's (a resume may log some before the agent exists)."""
         self.options = options
         self.cwd = cwd
+        self.label = label
+        """Who this agent is to the person when it is not the one a front end shows (a
+        subagent's description); None for a session's own agent."""
         self.ctx = services.root.child(self, name=f"agent:{session.id}")
         self.inbox = Inbox(session)
         self.status: Status = "idle"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from dsh.agent.agent import Agent
 from dsh.agent.turn import AgentServices
+from dsh.agent_handle import AgentHandle
 from dsh.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
 from dsh.kernel import Context
 from dsh.llm import LlmService
@@ -43,6 +44,30 @@ class AgentService:
         options = options or self.defaults
         session = await self._sessions.create(str(cwd), model=options.model)
         return await self._start(session, options, cwd, "startup", setup)
+
+    async def delegate(
+        self,
+        parent: AgentHandle,
+        options: AgentOptions,
+        *,
+        preset: str | None = None,
+        label: str | None = None,
+        setup: Setup | None = None,
+    ) -> Agent:
+        """A subagent of ``parent``: an agent on a new session in the parent's working
+        directory whose header links it to the parent's (``origin`` "subagent", one
+        level deeper, ``preset`` the profile it runs). ``label`` names it to the person
+        (approval dialogs say which agent asks). Dispose of it like any other."""
+        header = parent.session.header
+        session = await self._sessions.create(
+            str(parent.cwd),
+            model=options.model,
+            parent=parent.id,
+            origin="subagent",
+            delegation_depth=header.delegation_depth + 1,
+            agent_preset=preset,
+        )
+        return await self._start(session, options, parent.cwd, "subagent", setup, label=label)
 
     async def resume(
         self,
@@ -99,6 +124,8 @@ class AgentService:
         source: str,
         setup: Setup | None,
         opened_at: int | None = None,
+        *,
+        label: str | None = None,
     ) -> Agent:
         agent = Agent(
             self.services,
@@ -107,6 +134,7 @@ class AgentService:
             options=options,
             cwd=cwd,
             opened_at=opened_at,
+            label=label,
         )
         if setup is not None:
             result = setup(agent.ctx)

@@ -146,6 +146,8 @@ class SessionStore:
         parent: SessionId | None = None,
         origin: Literal["fork", "subagent"] | None = None,
         session_id: SessionId | None = None,
+        delegation_depth: int = 0,
+        agent_preset: str | None = None,
     ) -> Session:
         header = SessionHeader(
             id=session_id or new_session_id(),
@@ -155,6 +157,8 @@ class SessionStore:
             parent_session=parent,
             seed_length=len(seed) if parent is not None else None,
             origin=origin,
+            delegation_depth=delegation_depth,
+            agent_preset=agent_preset,
         )
         if self.locks is not None:
             self.locks.acquire(header.id)

@@ -479,9 +479,24 @@ class FakeLLM:
                 f"{len(self.chat_requests)} ({record.method} {record.path})"
             )
             return self._plain(record, 500, error_body(500, message, "script_exhausted"), keep=keep)
-        reply = self._replies.popleft()
+        reply = self._take(record.body)
+        if reply is None:
+            message = (
+                f"fake LLM script: no reply left fits chat request {len(self.chat_requests)} "
+                "(each reply left has a 'when' its last user message does not contain)"
+            )
+            return self._plain(record, 500, error_body(500, message, "script_exhausted"), keep=keep)
         record.reply = reply
         return self._reply(record, reply, keep=keep)
+
+    def _take(self, body: JsonObject) -> Reply | None:
+        """The first reply left that fits the request (see :attr:`Reply.when`)."""
+        last_user = _last_user_text(body)
+        for index, reply in enumerate(self._replies):
+            if reply.when is None or reply.when in last_user:
+                del self._replies[index]
+                return reply
+        return None
 
     def _search(self, body: JsonObject) -> tuple[int, JsonObject]:
         query, count = body.get("query"), body.get("count", 10)
@@ -669,6 +684,21 @@ class FakeLLM:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
+
+
+def _last_user_text(body: JsonObject) -> str:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return ""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return ""
+    return ""
 
 
 def _route(target: str) -> str:

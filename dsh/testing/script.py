@@ -139,6 +139,10 @@ class Reply(_ScriptModel):
     """Send a ``: keep-alive`` comment before the first event."""
     model: str | None = None
     """The model named in the answer. Default: the one the request asked for."""
+    when: str | None = None
+    """Answer only a request whose last user message contains this text: each request
+    takes the first reply left whose ``when`` it matches or that has none. For requests
+    that race (subagents asking side by side), so each gets its own answer."""
 
     @property
     def resolved_finish_reason(self) -> str:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from dsh.hooks import APPROVAL_ASK
 from dsh.kernel import Context, Disposer
 from dsh.services import APPROVALS
-from dsh.session import Session
+from dsh.session import Session, SessionHeader
 from dsh.session.events import ApprovalRequested, ApprovalResolved, GrantsIgnored
 from dsh.tools.definition import Action, Risk, ToolContext, ToolDefinition
 from dsh.tools.grants import InstallationKey, KeyRefused, grant_fields, sign, verify
@@ -64,6 +64,8 @@ class ApprovalRequest(Frozen):
     paths: tuple[str, ...] = ()
     """The files the call would write (absolute), as its tool declares them: where an
     editor shows the change."""
+    agent_label: str | None = None
+    """The subagent that asks (its description), None for the session's own agent."""
 
 
 class ApprovalDecision(Frozen):
@@ -105,6 +107,8 @@ class ApprovalService:
         self.allow = list(allow)
         self.deny = list(deny)
         self._grants: dict[str, list[Rule]] = {}
+        self._headers: dict[str, SessionHeader] = {}
+        """The sessions seen, by id: how a subagent's grants reach its parents'."""
         self._key = InstallationKey(home)
 
     def read_denied(self, path: Path, cwd: Path) -> bool:
@@ -125,14 +129,32 @@ class ApprovalService:
         this installation signed. A resumed session was checked (and told) by
         :meth:`restore` already; a session seen only here is checked quietly."""
         if session.id not in self._grants:
+            self._headers[session.id] = session.header
             self._grants[session.id] = self._verified(session)[0]
         return self._grants[session.id]
+
+    def _granted(self, session: Session) -> list[Rule]:
+        """The session's grants, and a subagent's parents' too: a child works under
+        what the person granted the session that delegated to it. A grant the person
+        gives in a child's dialog is the child's."""
+        rules = list(self.grants(session))
+        header: SessionHeader | None = session.header
+        seen = {session.id}
+        while header is not None and header.origin == "subagent":
+            parent = header.parent_session
+            if parent is None or parent in seen:
+                break
+            seen.add(parent)
+            rules.extend(self._grants.get(parent, ()))
+            header = self._headers.get(parent)
+        return rules
 
     def restore(self, session: Session) -> list[Rule]:
         """Check the grants of a session being resumed, and log
         ``approval/grants-ignored`` when some do not hold, so every UI says so before
         anything is asked (or quietly denied)."""
         held, ignored, problem = self._verified(session)
+        self._headers[session.id] = session.header
         self._grants[session.id] = held
         if ignored:
             session.append("approval/grants-ignored", GrantsIgnored(count=ignored, problem=problem))
@@ -199,10 +221,12 @@ class ApprovalService:
         force_ask: str | None = None,
         signal: asyncio.Event | None = None,
         extra_allow: Sequence[str] = (),
+        agent_label: str | None = None,
     ) -> Gate:
         """Decide one call. ``force_ask`` (a pre-execute hook's reason) turns an allow
         into an ask; it never overrides a denial. ``signal`` set (the turn cancelled)
-        while the person is asked: the question is taken away and the call denied."""
+        while the person is asked: the question is taken away and the call denied.
+        ``agent_label``: the subagent whose call it is, for the dialog to say."""
         assessment = assess(
             self.mode,
             tool,
@@ -210,7 +234,7 @@ class ApprovalService:
             cwd,
             allow=[*self.allow, *_rules(extra_allow)],
             deny=self.deny,
-            granted=self.grants(session),
+            granted=self._granted(session),
         )
         if force_ask is not None and assessment.verdict == "allow":
             assessment = Assessment("ask", force_ask, grantable=False)
@@ -260,6 +284,7 @@ class ApprovalService:
                 describe_grant(grant, commands=action.command is not None) if grant else None
             ),
             paths=tuple(str(path) for path in action.paths),
+            agent_label=agent_label,
         )
         try:
             asking = self._ctx.serial(APPROVAL_ASK, request)

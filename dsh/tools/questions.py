@@ -3,7 +3,8 @@
 Answering is the ``question/ask`` hook (:data:`dsh.hooks.QUESTION_ASK`): a UI
 registers an answerer with ``ctx.get(QUESTIONS).set_answerer(...)``, the newest
 answering first; a tool that asks the person calls :meth:`QuestionService.ask`. With
-no answerer (as in headless mode) asking is an error the model is told about.
+no answerer (as in headless mode), or for a subagent, asking is an error the model is
+told about.
 """
 
 from __future__ import annotations
@@ -65,10 +66,15 @@ class QuestionService:
     async def ask(
         self, questions: Sequence[Question], agent: AgentHandle | None
     ) -> Sequence[Answer] | None:
-        """The person's answers; None when they dismissed the questions."""
+        """The person's answers; None when they dismissed the questions. A subagent
+        cannot ask: the person talks to the agent that delegated to it."""
+        if agent is not None and agent.session.header.origin == "subagent":
+            raise NoAnswererError(
+                "you run as a subagent: the user cannot be asked questions from here"
+            )
         answer = await self._ctx.serial(QUESTION_ASK, questions, agent)
         if answer is None:
-            raise NoAnswererError("no user is available to answer questions (headless mode)")
+            raise NoAnswererError("no user is available to answer questions (dsh runs headless)")
         return None if isinstance(answer, Dismissed) else answer
 
 

@@ -224,6 +224,7 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                 force_ask=ask,
                 signal=context.signal,
                 extra_allow=allow,
+                agent_label=context.agent.label,
             )
             if not gate.allowed:
                 return _failure(

@@ -82,11 +82,9 @@ async def ask_user_question(arguments: AskArguments, context: ToolContext) -> st
         raise ToolError("no user is available to answer questions", "NO_PROVIDER")
     try:
         answers = await service.ask(questions, context.agent)
-    except NoAnswererError:
+    except NoAnswererError as error:
         raise ToolError(
-            "no user is available to answer questions (dsh runs headless); decide yourself, "
-            "say what you assumed, and go on",
-            "NO_PROVIDER",
+            f"{error}; decide yourself, say what you assumed, and go on", "NO_PROVIDER"
         ) from None
     if answers is None:
         raise ToolError("the user dismissed the questions without answering", "ASK_ABORTED")

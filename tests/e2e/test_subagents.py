@@ -1,0 +1,99 @@
+"""Subagents through the real binary: ``dsh -p`` against the scripted server, the
+children's requests told apart by a marker in their prompts (``Reply.when``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from dsh.session import SessionHeader, SessionStore
+from dsh.testing import FakeLLM, Reply, ToolCallSpec, Usage
+from tests.e2e.harness import Dsh, finish, interrupt, of_type, text_of
+from tests.support.waits import HANG_S
+
+USAGE = Usage(prompt_tokens=100, completion_tokens=10)
+
+
+def task(description: str, prompt: str, **extra: str) -> ToolCallSpec:
+    return ToolCallSpec(
+        name="task", arguments={"description": description, "prompt": prompt, **extra}
+    )
+
+
+async def headers(dsh: Dsh) -> dict[str, SessionHeader]:
+    store = SessionStore.at(dsh.home)
+    try:
+        return {h.id: h for h in await store.persistence.list()}
+    finally:
+        await store.aclose()
+
+
+async def test_three_parallel_subagents_answer_the_parent(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(
+        Reply(
+            tool_calls=[
+                task("count the apples", "MARK-A: count the apples"),
+                task("count the pears", "MARK-B: count the pears"),
+                task("count the plums", "MARK-C: count the plums"),
+            ],
+            usage=USAGE,
+        ),
+        Reply(text="seven apples", when="MARK-A", usage=USAGE),
+        Reply(text="eight pears", when="MARK-B", usage=USAGE),
+        Reply(text="nine plums", when="MARK-C", usage=USAGE),
+        Reply(text="24 fruits in all.", usage=USAGE),
+    )
+    done = await dsh.run("-p", "count the fruit", "--output-format", "json")
+    assert done.code == 0, done.stderr[-3000:]
+    [result] = done.json_lines()
+    assert result["result"] == "24 fruits in all."
+    final = fake_llm.chat_requests[-1].body
+    tool_texts = [text_of(m) for m in final["messages"] if m["role"] == "tool"]
+    assert tool_texts == ["seven apples", "eight pears", "nine plums"]
+    # Each child asked once, with its prompt as its first message, and side by side:
+    # all three requests were in before any parent request after the first.
+    child_requests = [r for r in fake_llm.chat_requests[1:4]]
+    assert sorted(text_of(r.body["messages"][-1])[:6] for r in child_requests) == [
+        "MARK-A",
+        "MARK-B",
+        "MARK-C",
+    ]
+    stored = await headers(dsh)
+    parents = [h for h in stored.values() if h.origin is None]
+    children = [h for h in stored.values() if h.origin == "subagent"]
+    assert len(parents) == 1
+    assert len(children) == 3
+    parent = parents[0]
+    for child in children:
+        assert child.parent_session == parent.id
+        assert child.delegation_depth == 1
+    results = of_type(await dsh.events(parent.id), "tool/result")
+    sessions = {r.data.meta["session"] for r in results}
+    assert sessions == {c.id for c in children}
+    # What the children spent counts in the parent's: five calls of 100 + 10 tokens.
+    assert result["usage"]["inputTokens"] == 500
+    assert result["usage"]["outputTokens"] == 50
+
+
+async def test_a_cancelled_parent_cancels_its_child(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    story = " ".join(f"word{i}" for i in range(500))  # streamed for far longer than the test
+    fake_llm.add(
+        Reply(tool_calls=[task("tell a story", "MARK-S: tell a long story")]),
+        Reply(text=story, chunk_size=4, chunk_delay_ms=20, when="MARK-S"),
+    )
+    child = await dsh.start("-p", "delegate a story")
+    async with asyncio.timeout(HANG_S):
+        # The subagent's request is streaming; the server offers no event to await.
+        while len(fake_llm.chat_requests) < 2:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+    interrupt(child)
+    done = await finish(child)
+    assert done.code == 130, done.stderr[-3000:]
+    stored = await headers(dsh)
+    [parent] = [h for h in stored.values() if h.origin is None]
+    [sub] = [h for h in stored.values() if h.origin == "subagent"]
+    child_ends = of_type(await dsh.events(sub.id), "turn/end")
+    assert [e.data.reason.kind for e in child_ends] == ["aborted"]
+    assert child_ends[0].data.reason.reason.kind == "parent"
+    parent_ends = of_type(await dsh.events(parent.id), "turn/end")
+    assert [e.data.reason.kind for e in parent_ends] == ["aborted"]
+    assert len(fake_llm.chat_requests) == 2  # nothing asked after the cancel
