@@ -71,7 +71,10 @@ def approval_call(request: ApprovalRequest) -> ToolCallUpdate:
         )
     return ToolCallUpdate(
         tool_call_id=request.call_id,
-        title=request.summary,
+        # A subagent's call is not one of the editor's tool calls: the title says whose.
+        title=f"{request.agent_label}: {request.summary}"
+        if request.agent_label
+        else request.summary,
         status="pending",
         locations=[ToolCallLocation(path=path) for path in request.paths] or None,
         content=content or None,
