@@ -49,6 +49,7 @@ def _row(entry: CatalogEntry) -> str:
         f"{entry.id[:8]}  {_short_time(entry.updated_at)}  {entry.turns:>4} "
         f"{'turn ' if entry.turns == 1 else 'turns'}  "
         f"{tokens:>9,} tok  {cost:>9}  {entry.display_title}"
+        + (f"  (from {entry.parent_session[:8]})" if entry.parent_session else "")
     )
 
 
@@ -80,6 +81,16 @@ class _Cli:
                 await other.close()
         return await self.store.persistence.inspect(session_id)
 
+    async def children(self, session_id: str, cwd: str | None) -> list[tuple[str, str]]:
+        """The sessions started from this one (subagents, forks): in its directory."""
+        if self.store.catalog is None:
+            return []
+        if await self.store.unindexed(cwd):
+            await self.store.index_missing(cwd)
+        entries = await self.store.catalog.list(cwd=cwd)
+        found = [e for e in entries if e.parent_session == session_id]
+        return [(e.id, e.display_title) for e in sorted(found, key=lambda e: e.created_at)]
+
     async def run(self) -> int:
         try:
             match self.args.action:
@@ -89,7 +100,8 @@ class _Cli:
                     loaded = await self.read(self.args.id)
                     for issue in loaded.issues:
                         print(f"note: {issue}", file=sys.stderr)
-                    sys.stdout.write(to_markdown(loaded.header, loaded.events))
+                    children = await self.children(loaded.header.id, loaded.header.cwd)
+                    sys.stdout.write(to_markdown(loaded.header, loaded.events, children=children))
                     return 0
                 case "search":
                     return await self.search()

@@ -37,15 +37,29 @@ def _quote(text: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
 
 
-def to_markdown(header: SessionHeader, events: Sequence[SessionEvent]) -> str:
+def to_markdown(
+    header: SessionHeader,
+    events: Sequence[SessionEvent],
+    *,
+    children: Sequence[tuple[str, str]] = (),
+) -> str:
+    """``children``: the (id, title) of the sessions started from this one (its
+    subagents' and forks'), listed under the heading."""
     title = latest_title(events)
     out = [f"# {title or 'dsh session'}", ""]
     out.append(f"- Session: `{header.id}`")
     if header.cwd:
         out.append(f"- Directory: `{header.cwd}`")
     out.append(f"- Started: {_when(header.created_at)}")
-    if header.parent_session:
+    if header.parent_session and header.origin == "subagent":
+        preset = f", profile {header.agent_preset}" if header.agent_preset else ""
+        out.append(
+            f"- Subagent of: `{header.parent_session}` (depth {header.delegation_depth}{preset})"
+        )
+    elif header.parent_session:
         out.append(f"- Forked from: `{header.parent_session}` (first {header.seed_length} events)")
+    for child_id, child_title in children:
+        out.append(f"- Started from it: `{child_id}` {child_title}")
     out.append("")
 
     for event in events:

@@ -69,6 +69,17 @@ async def test_three_parallel_subagents_answer_the_parent(dsh: Dsh, fake_llm: Fa
     results = of_type(await dsh.events(parent.id), "tool/result")
     sessions = {r.data.meta["session"] for r in results}
     assert sessions == {c.id for c in children}
+    # Each child is a session of its own that names its parent, and the parent's lists them.
+    shown = await dsh.run("sessions", "show", children[0].id)
+    assert shown.code == 0, shown.stderr
+    assert f"- Subagent of: `{parent.id}` (depth 1)" in shown.stdout
+    assert "seven apples" in shown.stdout or "eight pears" in shown.stdout or "nine" in shown.stdout
+    shown = await dsh.run("sessions", "show", parent.id)
+    assert shown.code == 0, shown.stderr
+    for child in children:
+        assert f"- Started from it: `{child.id}`" in shown.stdout
+    listed = await dsh.run("sessions", "list")
+    assert listed.stdout.count(f"(from {parent.id[:8]})") == 3
     # What the children spent counts in the parent's: five calls of 100 + 10 tokens.
     assert result["usage"]["inputTokens"] == 500
     assert result["usage"]["outputTokens"] == 50
