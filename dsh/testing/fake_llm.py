@@ -483,7 +483,7 @@ class FakeLLM:
         if reply is None:
             message = (
                 f"fake LLM script: no reply left fits chat request {len(self.chat_requests)} "
-                "(each reply left has a 'when' its last user message does not contain)"
+                "(each reply left has a 'when' its user messages do not contain)"
             )
             return self._plain(record, 500, error_body(500, message, "script_exhausted"), keep=keep)
         record.reply = reply
@@ -491,9 +491,9 @@ class FakeLLM:
 
     def _take(self, body: JsonObject) -> Reply | None:
         """The first reply left that fits the request (see :attr:`Reply.when`)."""
-        last_user = _last_user_text(body)
+        said = _user_text(body)
         for index, reply in enumerate(self._replies):
-            if reply.when is None or reply.when in last_user:
+            if reply.when is None or reply.when in said:
                 del self._replies[index]
                 return reply
         return None
@@ -686,19 +686,20 @@ class FakeLLM:
         return True
 
 
-def _last_user_text(body: JsonObject) -> str:
+def _user_text(body: JsonObject) -> str:
+    """The text of every user message of a chat request, joined."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         return ""
-    for message in reversed(messages):
+    texts: list[str] = []
+    for message in messages:
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, str):
-                return content
-            if isinstance(content, list):
-                return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
-            return ""
-    return ""
+                texts.append(content)
+            elif isinstance(content, list):
+                texts += [part.get("text", "") for part in content if isinstance(part, dict)]
+    return "\n".join(texts)
 
 
 def _route(target: str) -> str:

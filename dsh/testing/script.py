@@ -140,7 +140,7 @@ class Reply(_ScriptModel):
     model: str | None = None
     """The model named in the answer. Default: the one the request asked for."""
     when: str | None = None
-    """Answer only a request whose last user message contains this text: each request
+    """Answer only a request one of whose user messages contains this text: each request
     takes the first reply left whose ``when`` it matches or that has none. For requests
     that race (subagents asking side by side), so each gets its own answer."""
 

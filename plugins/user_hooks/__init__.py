@@ -17,6 +17,9 @@ compatible with the JSON other agents' hooks read and write, so existing scripts
 - ``Stop``: the turn is about to end; exit 2 or ``"decision": "block"`` with a reason
   keeps the agent going with the reason as its next instruction (once per turn: the
   payload's ``stop_hook_active`` says when it already did).
+- ``SubagentStop``: as ``Stop``, for a subagent's turn (the ``task`` tool's child; also
+  ``agent_id``, ``agent_type`` (its profile) and ``parent_session_id``); ``Stop`` does
+  not run for it, nor ``SessionStart`` for its session.
 - ``Notification``: dsh needs the person (a call waits for approval); its answer is
   not read.
 
@@ -290,13 +293,26 @@ def apply(ctx: Context, config: NoConfig) -> None:
 
     async def stopping(agent: AgentHandle, turn: int, signal: TurnSignal) -> bool:
         active = (agent.id, turn) in continued
-        payload = _payload(agent, "Stop", stop_hook_active=active)
-        for hook, ran in await run_all("Stop", agent, payload):
+        header = agent.session.header
+        if header.origin == "subagent":  # a task's child agent: its own event
+            event = "SubagentStop"
+            payload = _payload(
+                agent,
+                event,
+                stop_hook_active=active,
+                agent_id=agent.id,
+                agent_type=header.agent_preset or "general-purpose",
+                parent_session_id=header.parent_session,
+            )
+        else:
+            event = "Stop"
+            payload = _payload(agent, event, stop_hook_active=active)
+        for hook, ran in await run_all(event, agent, payload):
             if _blocks(ran) and not active:
-                reason = _reason(ran) or "a Stop hook asks you to go on"
+                reason = _reason(ran) or f"a {event} hook asks you to go on"
                 log(agent, hook, ran, "continue", reason)
                 continued.add((agent.id, turn))
-                if agent.try_steer(user_text(f"(Stop hook: {hook.command}) {reason}")):
+                if agent.try_steer(user_text(f"({event} hook: {hook.command}) {reason}")):
                     return True
             else:
                 log(agent, hook, ran, "ok", "")
@@ -322,7 +338,7 @@ def apply(ctx: Context, config: NoConfig) -> None:
         if any(h.event == "Notification" for h in hooks):
             # Given up with the agent (its context goes when it is disposed).
             agent.ctx.effect(lambda: agent.session.subscribe(lambda e: notify(agent, e)))
-        if any(h.event == "SessionStart" for h in hooks):
+        if any(h.event == "SessionStart" for h in hooks) and source != "subagent":
             await session_start(agent, source)
 
     if any(h.event in ("SessionStart", "Notification") for h in hooks):
@@ -335,7 +351,7 @@ def apply(ctx: Context, config: NoConfig) -> None:
         ctx.on(TOOL_PRE_EXECUTE, pre_tool)
     if any(h.event == "PostToolUse" for h in hooks):
         ctx.on(TOOL_POST_EXECUTE, post_tool)
-    if any(h.event == "Stop" for h in hooks):
+    if any(h.event in ("Stop", "SubagentStop") for h in hooks):
         ctx.on(AGENT_TURN_STOPPING, stopping)
     commands = ctx.get(COMMANDS, None)
     if commands is not None:

@@ -29,7 +29,15 @@ EVENTS = (
     "SessionEnd",
 )
 RUN = frozenset(
-    {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "Notification"}
+    {
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "Stop",
+        "SubagentStop",
+        "Notification",
+    }
 )
 """The events dsh runs hooks at so far; the others are accepted and listed as not run."""
 DEFAULT_TIMEOUT = 60.0

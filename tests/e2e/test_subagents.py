@@ -8,6 +8,7 @@ import asyncio
 from dsh.session import SessionHeader, SessionStore
 from dsh.testing import FakeLLM, Reply, ToolCallSpec, Usage
 from tests.e2e.harness import Dsh, finish, interrupt, of_type, text_of
+from tests.e2e.test_user_hooks import configure, hook_table, records
 from tests.support.waits import HANG_S
 
 USAGE = Usage(prompt_tokens=100, completion_tokens=10)
@@ -108,3 +109,35 @@ async def test_a_cancelled_parent_cancels_its_child(dsh: Dsh, fake_llm: FakeLLM)
     parent_ends = of_type(await dsh.events(parent.id), "turn/end")
     assert [e.data.reason.kind for e in parent_ends] == ["aborted"]
     assert len(fake_llm.chat_requests) == 2  # nothing asked after the cancel
+
+
+async def test_a_subagent_stop_hook_runs_for_the_child_and_stop_for_the_parent(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    stop, sub_stop = dsh.root / "stop.jsonl", dsh.root / "subagent-stop.jsonl"
+    start = dsh.root / "start.jsonl"
+    configure(
+        dsh,
+        hook_table("Stop", stop, "ok"),
+        hook_table("SubagentStop", sub_stop, "stop-once"),
+        hook_table("SessionStart", start, "ok"),
+    )
+    fake_llm.add(
+        Reply(tool_calls=[task("greet", "MARK-G: say hello")]),
+        Reply(text="Hello.", when="MARK-G"),
+        Reply(text="Hello and goodbye.", when="MARK-G"),
+        Reply(text="Done."),
+    )
+    done = await dsh.run("-p", "delegate a greeting")
+    assert done.code == 0, done.stderr[-3000:]
+    ran = records(sub_stop)
+    assert [p["stop_hook_active"] for p in ran] == [False, True]  # it kept the child going once
+    assert {p["hook_event_name"] for p in ran} == {"SubagentStop"}
+    parent_id = next(p["session_id"] for p in records(stop))
+    assert ran[0]["parent_session_id"] == parent_id
+    assert ran[0]["agent_type"] == "general-purpose"
+    assert ran[0]["agent_id"] == ran[0]["session_id"] != parent_id
+    assert [p["hook_event_name"] for p in records(stop)] == ["Stop"]  # the parent's alone
+    assert [p["session_id"] for p in records(start)] == [parent_id]  # no SessionStart for a child
+    final = fake_llm.chat_requests[-1].body
+    assert [text_of(m) for m in final["messages"] if m["role"] == "tool"] == ["Hello and goodbye."]
