@@ -152,7 +152,11 @@ class AgentService:
         return list(self._agents.values())
 
     async def dispose(self, agent: Agent) -> None:
-        """Stop the agent, undo its scope, and make its session durable."""
+        """Stop the agent, undo its scope, and make its session durable. Once: a
+        subagent is disposed of by the call that made it, which may be while
+        :meth:`aclose` disposes of its parent and has it on its list."""
+        if self._agents.get(agent.id) is not agent:
+            return
         await agent.dispose()
         self._agents.pop(agent.id, None)
         await self._sessions.close(agent.session)

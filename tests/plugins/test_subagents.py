@@ -13,13 +13,15 @@ import pytest
 from dsh.agent import Agent, AgentHandle
 from dsh.llm import user_text
 from dsh.runtime import Runtime, start_runtime
-from dsh.services import QUESTIONS
+from dsh.services import APPROVALS, QUESTIONS
 from dsh.session import session_spend
 from dsh.testing import FakeLLM, Reply, ToolCallSpec, Usage
+from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
 from dsh.trust import TrustStore
 from plugins.subagents import catalog
 from plugins.subagents.profiles import scan, tool_names
+from tests.plugins.bash_support import eventually
 
 REVIEWER = """\
 ---
@@ -260,3 +262,67 @@ async def test_an_untrusted_projects_profile_is_not_offered_nor_run(
     TrustStore(home).decide(project.resolve(), trusted=True)
     found, _ = scan(home, project)
     assert "x" in found
+
+
+def bash(command: str, when: str | None = None) -> Reply:
+    call = ToolCallSpec(name="bash", arguments={"command": command, "description": "t"})
+    return Reply(tool_calls=[call], when=when)
+
+
+async def test_a_child_works_under_the_parents_grants_and_asks_with_its_label(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request)
+        return ApprovalDecision(outcome="allow_session")
+
+    runtime.root.get(APPROVALS).add_approver(approve)
+    fake_llm.add(
+        bash("touch granted.txt"),
+        task("touch things", "MARK-T: touch them"),
+        bash("touch granted.txt", when="MARK-T"),
+        bash("mkdir asked-dir", when="MARK-T"),
+        Reply(text="Touched.", when="MARK-T"),
+        Reply(text="Done."),
+    )
+    parent = await run(runtime, tmp_path, "touch")
+    # The parent's grant covered the child's same call; its new one was asked, labelled.
+    assert [(r.summary, r.agent_label) for r in asked] == [
+        ("touch granted.txt", None),
+        ("mkdir asked-dir", "touch things"),
+    ]
+    assert (tmp_path / "asked-dir").is_dir()
+    [_, result] = results(parent)
+    assert result.meta["status"] == "completed"
+
+
+async def test_closing_the_runtime_mid_task_ends_the_child_too(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    home = tmp_path / "home"
+    monkeypatch.setenv("DSH_HOME", str(home))
+    runtime = await start_runtime(
+        home=home,
+        cwd=tmp_path,
+        plugin_configs={"llm-deepseek": {"base_url": fake_llm.base_url}},
+        disabled_plugins=("title",),
+    )
+    story = " ".join(f"word{i}" for i in range(500))
+    fake_llm.add(
+        task("tell a story", "MARK-S: a long one"),
+        Reply(text=story, chunk_delay_ms=20, when="MARK-S"),
+    )
+    try:
+        parent = await runtime.agents.create(tmp_path)
+        parent.followup(user_text("delegate"))
+        await eventually(lambda: len(fake_llm.chat_requests) == 2)
+        [child] = [a for a in runtime.agents.list() if a is not parent]
+    finally:
+        await runtime.aclose()  # disposes of the parent, and through its call, the child
+    assert runtime.agents.list() == []
+    ends = [e.data for e in child.session.events if e.type == "turn/end"]
+    assert [end.reason.kind for end in ends] == ["aborted"]
+    assert ends[0].reason.reason.kind == "parent"
