@@ -6,7 +6,8 @@ header names the parent, ``origin`` "subagent", its depth and its profile), so
 and a trusted project's ``.dsh/agents/`` and ``.claude/agents/``) give a kind of child
 its instructions, tools and model; the model sees their names and descriptions in an
 ``<available_agents>`` context entry. ``[plugins.subagents] max_depth`` bounds nesting:
-at the limit the tool is hidden. Modules: ``profiles`` (the files), ``tool`` (the tool
+at the limit the tool is hidden. A child session resumed on its own gets its profile
+again. Modules: ``profiles`` (the files), ``tool`` (the tool
 and a child's run), ``events`` (a child's paid calls in the parent's log).
 docs/subagents.md.
 """
@@ -17,6 +18,8 @@ import asyncio
 
 from pydantic import BaseModel, Field
 
+from dsh.agent import AgentHandle
+from dsh.hooks import AGENT_SESSION_START
 from dsh.kernel import Context, Plugin
 from dsh.paths import dsh_home
 from dsh.prompt import PromptContext, per_workspace
@@ -24,7 +27,7 @@ from dsh.services import AGENTS, PROMPT, SETTINGS, TOOLS
 from dsh.session import register_events
 from plugins.subagents.events import SUBAGENT_PAID, SubagentPaid
 from plugins.subagents.profiles import Profile, scan
-from plugins.subagents.tool import NAME, Limits, task_tool
+from plugins.subagents.tool import NAME, Limits, allowed_tools, scope_child, task_tool
 
 __all__ = ["ENTRY", "NAME", "SUBAGENT_PAID", "Config", "SubagentPaid", "catalog", "plugin"]
 
@@ -69,6 +72,19 @@ def apply(ctx: Context, config: Config) -> None:
     # text changes only when a profile does, so the request's cached prefix holds.
     ctx.get(PROMPT).context(ENTRY, 21, per_workspace(scan_catalog), form="catalog")
     ctx.get(TOOLS).register(NAME, task_tool(ctx.get(AGENTS), limits))
+
+    async def resumed(agent: AgentHandle, source: str) -> None:
+        """A child session taken up again on its own is the same kind of agent: its
+        profile's tools and instructions, and no ``task`` at the depth limit."""
+        header = agent.session.header
+        if source != "resume" or header.origin != "subagent":
+            return
+        profiles, _ = await asyncio.to_thread(scan, limits.home, limits.project)
+        profile = profiles.get(header.agent_preset) if header.agent_preset else None
+        nested = header.delegation_depth < limits.max_depth
+        scope_child(agent.ctx, profile, allowed_tools(profile, nested=nested))
+
+    ctx.on(AGENT_SESSION_START, resumed)
 
 
 plugin = Plugin(

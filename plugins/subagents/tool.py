@@ -120,11 +120,11 @@ def task_tool(agents: AgentService, limits: Limits) -> ToolDefinition:
         if profile is not None and profile.model is not None:
             options = options.model_copy(update={"model": profile.model})
         child_depth = depth + 1
-        allowed = _allowed(profile, nested=child_depth < limits.max_depth)
+        allowed = allowed_tools(profile, nested=child_depth < limits.max_depth)
         description = " ".join(arguments.description.split()) or "subagent"
 
         def setup(child_ctx: Context) -> None:
-            _scope_child(child_ctx, profile, allowed)
+            scope_child(child_ctx, profile, allowed)
 
         child = await agents.delegate(
             parent,
@@ -180,7 +180,7 @@ def _title(arguments: dict[str, Any]) -> str:
     return f"Task ({agent}): {description}" if agent else f"Task: {description}"
 
 
-def _allowed(profile: Profile | None, *, nested: bool) -> Callable[[str], bool]:
+def allowed_tools(profile: Profile | None, *, nested: bool) -> Callable[[str], bool]:
     """Which tools the child may see and call: the profile's (all when it names none),
     never ``task`` at the depth limit."""
     names = None if profile is None else profile.tools
@@ -193,7 +193,7 @@ def _allowed(profile: Profile | None, *, nested: bool) -> Callable[[str], bool]:
     return allowed
 
 
-def _scope_child(ctx: Context, profile: Profile | None, allowed: Callable[[str], bool]) -> None:
+def scope_child(ctx: Context, profile: Profile | None, allowed: Callable[[str], bool]) -> None:
     """What the child's own scope holds: its tools filtered (hidden from its requests,
     refused if it calls one anyway) and the profile's instructions as a prompt section."""
 

@@ -326,3 +326,22 @@ async def test_closing_the_runtime_mid_task_ends_the_child_too(
     ends = [e.data for e in child.session.events if e.type == "turn/end"]
     assert [end.reason.kind for end in ends] == ["aborted"]
     assert ends[0].reason.reason.kind == "parent"
+
+
+async def test_a_child_session_resumed_on_its_own_keeps_its_profile(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    fake_llm.add(
+        task("review the code", "MARK-R: review it", agent="reviewer"),
+        Reply(text="Looks fine.", when="MARK-R"),
+        Reply(text="Done."),
+    )
+    parent = await run(runtime, tmp_path, "review please")
+    [result] = results(parent)
+    child = await runtime.agents.resume(result.meta["session"])
+    fake_llm.add(Reply(text="Still fine."))
+    child.followup(user_text("look again"))
+    await child.when_idle()
+    again = fake_llm.chat_requests[-1].body
+    assert tool_names_sent(again) == ["grep", "read"]
+    assert "You review code." in system_of(again)
