@@ -4,10 +4,20 @@ children's requests told apart by a marker in their prompts (``Reply.when``)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from dsh.session import SessionHeader, SessionStore
 from dsh.testing import FakeLLM, Reply, ToolCallSpec, Usage
-from tests.e2e.harness import Dsh, finish, interrupt, of_type, text_of
+from tests.e2e.harness import (
+    Dsh,
+    close_stdin,
+    finish,
+    interrupt,
+    of_type,
+    send,
+    stream_events,
+    text_of,
+)
 from tests.e2e.test_user_hooks import configure, hook_table, records
 from tests.support.waits import HANG_S
 
@@ -141,3 +151,39 @@ async def test_a_subagent_stop_hook_runs_for_the_child_and_stop_for_the_parent(
     assert [p["session_id"] for p in records(start)] == [parent_id]  # no SessionStart for a child
     final = fake_llm.chat_requests[-1].body
     assert [text_of(m) for m in final["messages"] if m["role"] == "tool"] == ["Hello and goodbye."]
+
+
+async def test_a_childs_approval_reaches_a_headless_driver_and_a_denial_runs_nothing(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    target = dsh.project / "created"
+    fake_llm.add(
+        Reply(tool_calls=[task("make a folder", "MARK-M: make it")]),
+        Reply(
+            tool_calls=[
+                ToolCallSpec(
+                    name="bash", arguments={"command": f"mkdir {target}", "description": "mk"}
+                )
+            ],
+            when="MARK-M",
+        ),
+        Reply(text="I was not allowed.", when="MARK-M"),
+        Reply(text="The child could not."),
+    )
+    child = await dsh.start("-p", "--input-format", "stream-json", "--output-format", "stream-json")
+    await send(child, {"type": "prompt", "text": "delegate"})
+    request: dict[str, Any] | None = None
+    async for line in stream_events(child):
+        if line.get("type") == "approval-request":
+            request = line
+            break
+    assert request is not None
+    assert request["agentLabel"] == "make a folder"
+    assert request["summary"] == f"mkdir {target}"
+    await send(child, {"type": "approval", "requestId": request["requestId"], "outcome": "deny"})
+    await close_stdin(child)
+    done = await finish(child, None)
+    assert done.code == 0, done.stderr[-3000:]
+    assert not target.exists()
+    final = fake_llm.chat_requests[-1].body
+    assert [text_of(m) for m in final["messages"] if m["role"] == "tool"] == ["I was not allowed."]
