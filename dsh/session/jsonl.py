@@ -177,7 +177,9 @@ class JsonlPersistence:
         keeps them out; see :mod:`dsh.session.lock`), and is refused, never cut."""
         if known.size == 0:
             return self._write_new(known, data)
-        with open(known.path, "r+b") as handle:
+        # Unbuffered: a buffer that cannot be flushed (a full disk) would be written
+        # again by the truncate and the close below, past the end they restore.
+        with open(known.path, "r+b", buffering=0) as handle:
             end = handle.seek(0, os.SEEK_END)
             if end != known.size:
                 raise PersistenceError(
@@ -185,13 +187,14 @@ class JsonlPersistence:
                     f"{known.size}: another process wrote to it; nothing appended"
                 )
             try:
-                handle.write(data)
-                handle.flush()
+                written = memoryview(data)
+                while written:  # a write may be short (a disk filling up): go on or fail
+                    written = written[handle.write(written) or 0 :]
             except OSError:
                 # A short write (a full disk) leaves part of a record: take back what
                 # this writer itself just added, so the log ends where it was.
                 with contextlib.suppress(OSError):
-                    handle.truncate(known.size)
+                    os.ftruncate(handle.fileno(), known.size)
                 raise
             if sync:
                 os.fsync(handle.fileno())

@@ -9,9 +9,10 @@ the crash is changed or dropped.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
-from dsh.llm import CallId, tool_result
+from dsh.llm import CallId, MessageId, tool_result
 from dsh.session.events import (
     AssistantMessageData,
     SessionEvent,
@@ -94,7 +95,7 @@ def closing_events(events: Sequence[SessionEvent]) -> list[SessionEvent]:
                         call_id,
                         OUTCOME_UNKNOWN_TEXT if unknown else NOT_STARTED_TEXT,
                         is_error=True,
-                    ),
+                    ).model_copy(update={"id": _repair_id(call_id, seq)}),
                     error=ToolErrorIdentity(
                         name=name, code="TOOL_OUTCOME_UNKNOWN" if unknown else "TOOL_NOT_STARTED"
                     ),
@@ -104,3 +105,10 @@ def closing_events(events: Sequence[SessionEvent]) -> list[SessionEvent]:
         add("step/end", StepEnd(turn=turn, step=step))
     add("turn/end", TurnEnd(turn=turn, reason=TurnInterrupted()))
     return out
+
+
+def _repair_id(call_id: CallId, seq: int) -> MessageId:
+    """The id of an error result repair writes: derived from what it answers, so a log
+    read (and repaired in memory) before a resume and the log the resume repairs and
+    stores agree event for event."""
+    return MessageId(str(uuid.uuid5(uuid.NAMESPACE_URL, f"dsh-repair:{call_id}:{seq}")))
