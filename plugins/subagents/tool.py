@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,10 +29,11 @@ from pydantic import BaseModel, Field
 from dsh.agent import Agent, AgentHandle, AgentService
 from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE, TOOL_PRE_EXECUTE
 from dsh.kernel import Context, Next
-from dsh.llm import LlmService, user_text
+from dsh.llm import Finish, FinishRefusal, LlmService, user_text
 from dsh.prompt import Assembly, AssemblyDraft, Section
 from dsh.services import PROMPT
 from dsh.session import (
+    AssistantChunk,
     AssistantMessageData,
     CancelByParent,
     SessionEvent,
@@ -284,8 +285,11 @@ class _ChildRun:
                 "costUsd": spend.cost,
             },
         }
-        if status == "completed":
+        if status == "completed" and not _refused(events):
             return ToolOutput(answer or "(the subagent finished without a word)", meta=meta)
+        if status == "completed":
+            meta["status"] = "refusal"
+            return ToolOutput(f"the subagent's model refused: {answer}", is_error=True, meta=meta)
         if isinstance(reason, TurnAborted):
             why = f"the subagent was cancelled ({reason.reason.kind})"
         elif isinstance(reason, TurnFailed):
@@ -296,6 +300,15 @@ class _ChildRun:
             why = f"the subagent stopped early ({status})"
         partial = f"\n\nWhat it said before it stopped:\n{answer}" if answer else ""
         return ToolOutput(f"{why}{partial}", is_error=True, meta=meta)
+
+
+def _refused(events: Sequence[SessionEvent]) -> bool:
+    """Whether the child's last answer was its model declining (its text the refusal)."""
+    for event in reversed(events):
+        data = event.data
+        if isinstance(data, AssistantChunk) and isinstance(data.chunk, Finish):
+            return isinstance(data.chunk.reason, FinishRefusal)
+    return False
 
 
 _ARGUMENT_KEYS = ("command", "path", "file_path", "pattern", "query", "url", "name", "description")

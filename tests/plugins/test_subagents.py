@@ -345,3 +345,19 @@ async def test_a_child_session_resumed_on_its_own_keeps_its_profile(
     again = fake_llm.chat_requests[-1].body
     assert tool_names_sent(again) == ["grep", "read"]
     assert "You review code." in system_of(again)
+
+
+async def test_a_childs_refusal_is_an_error_with_its_words(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    fake_llm.add(
+        task("do the thing", "MARK-N: do it"),
+        Reply(refusal="I will not do that.", when="MARK-N"),
+        Reply(text="The child declined."),
+    )
+    parent = await run(runtime, tmp_path, "go")
+    [result] = results(parent)
+    assert result.meta["status"] == "refusal"
+    assert result.error is not None
+    text = result.message.result.content[0].text
+    assert text == "the subagent's model refused: I will not do that."
