@@ -26,6 +26,8 @@ from dsh.kernel import KERNEL_ERROR, Chain, First, Gather, Hook, Next, Notify
 if TYPE_CHECKING:
     from dsh.agent import AgentHandle, Status
     from dsh.agent.interception import (
+        Attached,
+        Attachment,
         MentionChoice,
         PasteResult,
         PreRequest,
@@ -71,6 +73,7 @@ __all__ = [
     "KERNEL_ERROR",
     "LLM_RETRY",
     "LLM_STREAM",
+    "PROMPT_ATTACH",
     "PROMPT_PASTE",
     "QUESTION_ASK",
     "SESSION_TITLE_NOW",
@@ -149,6 +152,13 @@ PROMPT_PASTE: First[[AgentHandle, str | None], PasteResult] = First(
     doc="something was pasted into an interactive UI's prompt (the text), or the person "
     "asked for the clipboard's content the terminal does not paste (None: Ctrl+V); a "
     "listener that takes it returns what the prompt shows instead",
+)
+PROMPT_ATTACH: First[[AgentHandle, Sequence[Attachment]], Attached] = First(
+    "prompt/attach",
+    subject=_agent,
+    doc="a front end's client sent bytes with a prompt (an editor's image) of a media "
+    "type a registered block takes (dsh.llm.attachable_media): the listener that takes "
+    "them checks and stores them and returns the blocks the prompt carries, or why not",
 )
 PROMPT_MENTIONS: Gather[[AgentHandle, str], Sequence[MentionChoice]] = Gather(
     "prompt/mentions",
@@ -237,6 +247,7 @@ CORE_HOOKS: tuple[Hook, ...] = (
     AGENT_REQUEST_ERROR,
     AGENT_TURN_STOPPING,
     PROMPT_PASTE,
+    PROMPT_ATTACH,
     PROMPT_MENTIONS,
     LLM_STREAM,
     LLM_RETRY,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dsh.agent.agent import Agent
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import (
+    Attached,
+    Attachment,
     Enter,
     MentionChoice,
     PasteResult,
@@ -33,6 +35,8 @@ __all__ = [
     "AgentHandle",
     "AgentOptions",
     "AgentService",
+    "Attached",
+    "Attachment",
     "Edit",
     "Enter",
     "Inbox",

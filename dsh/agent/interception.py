@@ -20,6 +20,9 @@ The hook specs themselves are declared in :mod:`dsh.hooks`:
   (a path, say), or ``None`` for the clipboard's content the UI cannot read itself (an
   image: Ctrl+V); a listener that takes it returns a :class:`PasteResult`, the text
   the prompt shows instead and what to tell the person.
+- ``prompt/attach`` (first, from a front end whose client sends bytes with a prompt:
+  an editor's image): the :class:`Attachment` list; a listener that takes them returns
+  :class:`Attached`, the blocks the prompt carries or why none is sent.
 """
 
 from __future__ import annotations
@@ -60,6 +63,27 @@ class PasteResult:
     notice: str | None = None
     level: str = "info"
     """``info``, ``warning`` or ``error``."""
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """Bytes a front end's client sent with a prompt (an image an editor pasted)."""
+
+    data: bytes
+    media_type: str | None
+    """As the client declared it: a listener judges the bytes themselves."""
+    name: str
+    """What to call it (the file name the client gave, else one made up)."""
+
+
+@dataclass(frozen=True)
+class Attached:
+    """What ``prompt/attach`` made of the attachments: a block for each, in their order
+    (stored, so the session can send them again), or why the prompt goes without them
+    (then nothing of it is sent)."""
+
+    blocks: tuple[Block, ...] = ()
+    refusal: str | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from dsh.llm.blocks import (
     ToolCallBlock,
     ToolResultBlock,
     UnknownBlock,
+    attachable_media,
     content_blocks,
     joined_text,
 )
@@ -155,6 +156,7 @@ __all__ = [
     "Violation",
     "api_path",
     "assemble",
+    "attachable_media",
     "content_blocks",
     "finish_reasons",
     "joined_text",

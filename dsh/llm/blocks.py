@@ -8,7 +8,7 @@ its visible text), tool-call and tool-result. A plugin adds a block type with
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, ClassVar, Literal, TypeAlias
 
 from dsh.llm.ids import CallId
 from dsh.wire import Frozen, Opaque, TaggedUnion
@@ -18,6 +18,11 @@ class Block(Frozen):
     """Base of every content block."""
 
     type: str
+    media_types: ClassVar[tuple[str, ...]] = ()
+    """The media types of bytes a person may attach to a prompt as a block of this
+    type (an image block's formats). A front end whose client sends bytes (an editor's
+    image) offers to take these, and hands them to ``prompt/attach``, which the plugin
+    that registered the block answers."""
 
 
 class UnknownBlock(Block, Opaque):
@@ -55,6 +60,16 @@ class ToolResultBlock(Block):
     tool_call_id: CallId
     content: tuple[ContentBlock, ...]
     is_error: bool | None = None
+
+
+def attachable_media() -> frozenset[str]:
+    """The media types the registered blocks take as attachments (:attr:`Block.media_types`)."""
+    found: set[str] = set()
+    for tag in content_blocks.tags:
+        model = content_blocks.lookup(tag)
+        if model is not None:
+            found.update(model.media_types)
+    return frozenset(found)
 
 
 def joined_text(blocks: tuple[Block, ...] | list[Block]) -> str:

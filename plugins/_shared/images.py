@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from pydantic import Field
 
@@ -69,6 +69,7 @@ class ImageBlock(Block):
     """An image in a message or a tool result."""
 
     type: Literal["image"] = "image"
+    media_types: ClassVar[tuple[str, ...]] = get_args(MediaType)
     digest: str
     """sha256 of the bytes, the name they are stored under in the session's blobs."""
     media_type: str
@@ -319,7 +320,8 @@ class ImageAttached(Frozen):
 
     image: ImageBlock
     origin: str
-    """How: ``mention``, ``command``, ``paste``, ``clipboard``, ``tool``."""
+    """How: ``mention``, ``command``, ``paste``, ``clipboard``, ``tool``, ``client`` (sent
+    with a prompt by a front end's client: an editor)."""
     scaled: bool = False
 
 
@@ -351,14 +353,15 @@ def vision_of(agent: AgentHandle) -> bool:
         return False
 
 
-def no_vision(agent: AgentHandle, names: list[str]) -> str:
-    """What the user is told when they attach an image for a model without vision."""
+def no_vision(agent: AgentHandle, names: list[str], *, history: bool = True) -> str:
+    """What the user is told when they attach an image for a model without vision
+    (``history``: the message is in dsh's prompt history, as in the terminal)."""
     shown = ", ".join(names)
+    kept = " Your message is in the prompt history (Up arrow)." if history else ""
     return (
         f"{agent.options.model} does not take images, so nothing was sent ({shown}). "
         "Switch to a model with vision (/model; `dsh models` shows which have it), "
-        "or send the message without the image. Your message is in the prompt history "
-        "(Up arrow)."
+        f"or send the message without the image.{kept}"
     )
 
 

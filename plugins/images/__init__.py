@@ -1,5 +1,6 @@
-"""Images for vision models: the ``image`` content block, ``/image PATH``, and the
-bytes of every image loaded from the session's blobs just before a request.
+"""Images for vision models: the ``image`` content block, ``/image PATH``, images an
+editor sends with a prompt (``prompt/attach``), and the bytes of every image loaded
+from the session's blobs just before a request.
 
 The block and the reading, checking and storing of images are in
 :mod:`plugins._shared.images`, which the mentions plugin (``@shot.png``), the ``read``
@@ -14,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import unquote
 
 from dsh.agent import (
     AgentHandle,
+    Attached,
+    Attachment,
     PasteResult,
     PromptAllow,
     PromptBlock,
@@ -28,7 +31,7 @@ from dsh.agent import (
     PromptSubmit,
 )
 from dsh.commands import Command, CommandContext, CommandError
-from dsh.hooks import AGENT_DISPOSED, AGENT_PROMPT_SUBMIT, LLM_STREAM, PROMPT_PASTE
+from dsh.hooks import AGENT_DISPOSED, AGENT_PROMPT_SUBMIT, LLM_STREAM, PROMPT_ATTACH, PROMPT_PASTE
 from dsh.kernel import Context, Next, Plugin
 from dsh.llm import GenerateOptions, Message, StreamChunk, TextBlock
 from dsh.services import AGENTS, APPROVALS, COMMANDS, SESSIONS
@@ -38,12 +41,14 @@ from dsh.transcript import Transcript, register_entries
 from plugins._shared.images import (
     IMAGE_ATTACHED,
     IMAGE_MISSING,
+    MAX_FILE_BYTES,
     ImageAttached,
     ImageBlock,
     ImageError,
     ImageMissing,
     Prepared,
     attach_file,
+    format_size,
     image_message,
     images_in,
     label,
@@ -238,6 +243,32 @@ def apply(ctx: Context, config: object) -> None:
             return PasteResult(text="", notice=str(error), level="error")
 
     ctx.on(PROMPT_PASTE, on_paste)
+
+    async def on_attach(agent: AgentHandle, attachments: Sequence[Attachment]) -> Attached:
+        """Images an editor sent with a prompt: all of them checked (by their bytes,
+        whatever type was declared) and scaled before any is stored, so a prompt
+        refused for one of them leaves nothing behind."""
+        names = [attachment.name for attachment in attachments]
+        if not vision_of(agent):
+            return Attached(refusal=no_vision(agent, names, history=False))
+        prepared: list[Prepared] = []
+        for attachment in attachments:
+            if len(attachment.data) > MAX_FILE_BYTES:
+                return Attached(
+                    refusal=f"{attachment.name} is {format_size(len(attachment.data))}, over "
+                    f"the {format_size(MAX_FILE_BYTES)} limit for an image, so nothing was sent"
+                )
+            try:
+                prepared.append(await asyncio.to_thread(prepare, attachment.data, attachment.name))
+            except ImageError as error:
+                return Attached(refusal=f"{error}; nothing was sent")
+        blocks = [
+            await store_image(agent, image, attachment.name, "client")
+            for image, attachment in zip(prepared, attachments, strict=True)
+        ]
+        return Attached(blocks=tuple(blocks))
+
+    ctx.on(PROMPT_ATTACH, on_attach)
 
     async def on_prompt(
         submit: PromptSubmit, next_: Next[PromptSubmit, PromptDecision]

@@ -15,6 +15,7 @@ from acp.schema import (
     AgentThoughtChunk,
     AllowedOutcome,
     DeniedOutcome,
+    InitializeResponse,
     PermissionOption,
     RequestPermissionResponse,
     TextContentBlock,
@@ -44,6 +45,8 @@ class Editor:
     asked: list[Asked] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     held: asyncio.Future[RequestPermissionResponse] | None = None
+    initialized: InitializeResponse | None = None
+    """What ``dsh acp`` answered to ``initialize``."""
 
     async def request_permission(
         self,
@@ -141,6 +144,7 @@ async def editor_session(
     try:
         reply = await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), TIMEOUT)
         assert reply.protocol_version == PROTOCOL_VERSION
+        editor.initialized = reply
         yield conn, child
     finally:
         await conn.close()

@@ -19,7 +19,7 @@ import os
 import signal
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from acp import PROTOCOL_VERSION
 from acp.core import AgentSideConnection
@@ -51,9 +51,12 @@ from acp.schema import (
 from dsh import __version__
 from dsh.frontend import ToolServer
 from dsh.permission_modes import PermissionMode
-from dsh.ui.acp.prompt import PromptBlock
+from dsh.ui.acp.prompt import PromptBlock, takes_images
 from dsh.ui.acp.session import AcpSession
 from dsh.ui.session_controller import SessionChoice, StartFailed
+
+if TYPE_CHECKING:
+    from dsh.kernel import Candidate, Context
 
 _log = logging.getLogger("dsh.acp")
 
@@ -71,6 +74,8 @@ class DshAgent:
         self.client: Client | None = None
         self.client_capabilities: ClientCapabilities | None = None
         self.sessions: dict[str, AcpSession] = {}
+        self._vocabulary: Context | None = None
+        """The plugins' vocabulary, loaded at ``initialize``."""
 
     def on_connect(self, conn: Client) -> None:
         self.client = conn
@@ -85,12 +90,13 @@ class DshAgent:
         self.client_capabilities = client_capabilities
         if client_info is not None:
             _log.info("client: %s %s", client_info.name, client_info.version)
+        await self._load_vocabulary()
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(
-                    image=False, audio=False, embedded_context=True
+                    image=takes_images(), audio=False, embedded_context=True
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=True),
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
@@ -109,6 +115,31 @@ class DshAgent:
             ],
             agent_info=Implementation(name="dsh", title="dsh", version=__version__),
         )
+
+    async def _load_vocabulary(self) -> None:
+        """Register the vocabulary of the plugins the settings enable (the folder dsh
+        was started in: the editor's), before any session loads them: the blocks
+        they add say which content a prompt may carry (images, when a plugin takes
+        them)."""
+        from dsh.kernel import Context, load_vocabularies
+
+        if self._vocabulary is not None:
+            return
+        self._vocabulary = Context(name="acp-vocabulary")
+        try:
+            candidates = await asyncio.to_thread(self._candidates)
+            await load_vocabularies(self._vocabulary, candidates)
+        except Exception:
+            _log.warning("the plugins' vocabulary could not be loaded", exc_info=True)
+
+    def _candidates(self) -> list[Candidate]:
+        from dsh.kernel import discover
+        from dsh.paths import dsh_home
+        from dsh.settings import load_settings
+
+        settings = load_settings(self.home or dsh_home(), Path.cwd(), check=False)
+        disabled = set(settings.disabled_plugins())
+        return [c for c in discover(settings.plugin_modules()) if c.name not in disabled]
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse | None:
         if method_id != API_KEY_METHOD:
@@ -262,6 +293,8 @@ class DshAgent:
                 await session.close()
             except Exception:
                 _log.exception("closing session %s failed", session.controller.agent)
+        if self._vocabulary is not None:
+            await self._vocabulary.dispose()
 
 
 def _iso(timestamp: int) -> str:

@@ -38,6 +38,7 @@ from acp.schema import (
     UsageUpdate,
 )
 
+from dsh.agent import Attached
 from dsh.frontend import Kind
 from dsh.permission_modes import MODES, PermissionMode
 from dsh.session import SessionEvent, TurnEnd
@@ -52,7 +53,7 @@ from dsh.session.events import (
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
 from dsh.ui.acp import permissions
-from dsh.ui.acp.prompt import PromptBlock, prompt_message, prompt_text
+from dsh.ui.acp.prompt import Media, PromptBlock, attach, media_of, prompt_message, prompt_text
 from dsh.ui.acp.updates import Update, Updates, usage_of
 from dsh.ui.entries import ToolEntry, TranscriptFold, TurnFooter
 from dsh.ui.opening import BusyChoice
@@ -275,16 +276,26 @@ class AcpSession:
         agent = self.agent
         assert agent is not None
         self._cancelled = False
-        text = prompt_text(blocks).strip()
-        if not text:
+        media = media_of(blocks)
+        text = prompt_text(blocks, media).strip()
+        if not text and not media:
             raise RequestError.invalid_params({"prompt": "nothing to send"})
-        if parse_command(text) is not None and await self.controller.run_command(text):
+        if (
+            not media
+            and parse_command(text) is not None
+            and await self.controller.run_command(text)
+        ):
             self.announce_commands()
             self.announce_mode()
             await self.flush()
             return PromptResponse(stop_reason="cancelled" if self._cancelled else "end_turn")
         start = len(agent.session.events)
-        agent.followup(prompt_message(blocks))
+        attached = await self._attach(media)
+        if attached.refusal is not None:
+            self.show(attached.refusal, level="error")  # as the TUI says it: nothing sent
+            await self.flush()
+            return PromptResponse(stop_reason="refusal")
+        agent.followup(prompt_message(blocks, media, attached.blocks))
         await agent.when_idle()
         self._report_usage()
         self.announce_commands()
@@ -292,6 +303,13 @@ class AcpSession:
         await self.flush()
         events = agent.session.events[start:]
         return PromptResponse(stop_reason=self._stop_reason(events), usage=self._usage(start))
+
+    async def _attach(self, media: Sequence[Media]) -> Attached:
+        if not media:
+            return Attached()
+        assert self.agent is not None
+        assert self.controller.runtime is not None
+        return await attach(self.controller.runtime.root, self.agent, media)
 
     def _stop_reason(self, events: Sequence[SessionEvent]) -> StopReason:
         if self._cancelled:
