@@ -52,7 +52,7 @@ def stored_blobs(home: Path) -> list[Path]:
 
 
 async def test_an_image_from_the_editor_reaches_the_model(dsh: Dsh, fake_llm: FakeLLM) -> None:
-    fake_llm.add(Reply(text="A red rectangle."))
+    fake_llm.add(Reply(text="A red rectangle."), Reply(text="Still red."))
     data = png_bytes()
     editor = Editor()
     async with editor_session(dsh, editor) as (conn, _):
@@ -70,9 +70,20 @@ async def test_an_image_from_the_editor_reaches_the_model(dsh: Dsh, fake_llm: Fa
         reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt), TIMEOUT)
         assert reply.stop_reason == "end_turn"
         assert editor.text() == "A red rectangle."
-    [request] = fake_llm.chat_requests
+    # Loaded in a new process, the session sends the image again, from its blobs.
+    again = Editor()
+    async with editor_session(dsh, again) as (conn, _):
+        await asyncio.wait_for(conn.load_session(cwd=str(dsh.project), session_id=sid), TIMEOUT)
+        assert "what is in" in again.said_by_user()
+        reply = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[TextContentBlock(type="text", text="sure?")]),
+            TIMEOUT,
+        )
+        assert reply.stop_reason == "end_turn"
+    [request, later] = fake_llm.chat_requests
     [url] = image_urls(request.body)
     assert url == "data:image/png;base64," + base64.b64encode(data).decode()
+    assert image_urls(later.body) == [url]
     [user] = [m for m in request.body["messages"] if m["role"] == "user"][-1:]
     # In its place in the prompt, between the words.
     assert [part["type"] for part in user["content"]] == ["text", "image_url", "text"]
