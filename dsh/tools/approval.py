@@ -9,6 +9,10 @@ call that writes or runs something is logged as ``approval/requested`` and
 ``approval/resolved``; an "allow for this session" answer is logged with its rule and
 signed with this installation's key (:mod:`dsh.tools.grants`), so a resumed session
 remembers it, and a log edited by hand, or made by another installation, grants nothing.
+A "reject for this session" answer (``deny_session``, which an editor offers) is
+logged as a denial with the same narrow rule; a call that would be asked about with
+that rule again is denied unasked, in this process and once the session is resumed.
+It needs no signature: a denial a log claims can only narrow what runs.
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ from dsh.wire import Frozen
 
 _log = logging.getLogger("dsh.approvals")
 
-ApprovalOutcome = Literal["allow_once", "allow_session", "deny", "cancelled", "unavailable"]
+ApprovalOutcome = Literal[
+    "allow_once", "allow_session", "deny", "deny_session", "cancelled", "unavailable"
+]
 
 
 class ApprovalRequest(Frozen):
@@ -58,7 +64,7 @@ class ApprovalRequest(Frozen):
     reason: str | None = None
     grant: str | None = None
     """The rules "allow for this session" would add (comma-separated); None when it
-    cannot be offered."""
+    cannot be offered. "Reject for this session" denies what asks for the same rules."""
     grant_covers: str | None = None
     """What that grant allows, in words: ``exactly `rm -rf build` ``."""
     paths: tuple[str, ...] = ()
@@ -109,6 +115,7 @@ class ApprovalService:
         self._grants: dict[str, list[Rule]] = {}
         self._headers: dict[str, SessionHeader] = {}
         """The sessions seen, by id: how a subagent's grants reach its parents'."""
+        self._denials: dict[str, set[str]] = {}
         self._key = InstallationKey(home)
 
     def read_denied(self, path: Path, cwd: Path) -> bool:
@@ -148,6 +155,21 @@ class ApprovalService:
             rules.extend(self._grants.get(parent, ()))
             header = self._headers.get(parent)
         return rules
+
+    def denials(self, session: Session) -> set[str]:
+        """The grants the person rejected for the rest of the session (the rules, as
+        :attr:`ApprovalRequest.grant` words them), read from the log the first time a
+        session is seen."""
+        if session.id not in self._denials:
+            self._denials[session.id] = {
+                event.data.pattern
+                for event in session.events
+                if isinstance(event.data, ApprovalResolved)
+                and event.data.outcome == "deny"
+                and event.data.by == "user"
+                and event.data.pattern
+            }
+        return self._denials[session.id]
 
     def restore(self, session: Session) -> list[Rule]:
         """Check the grants of a session being resumed, and log
@@ -270,6 +292,10 @@ class ApprovalService:
                 resolve("deny", assessment.by, reason=assessment.reason)
                 return Gate(False, f"{tool.name} is not allowed: {assessment.reason}", "DENIED")
         grant = session_rules(tool, action) if assessment.grantable else None
+        offered = ", ".join(str(rule) for rule in grant) if grant else None
+        if offered is not None and offered in self.denials(session):
+            resolve("deny", "user", reason="rejected for the rest of the session")
+            return Gate(False, f"the user denied {tool.name} for the rest of the session", "DENIED")
         request = ApprovalRequest(
             id=request_id,
             session_id=session.id,
@@ -279,7 +305,7 @@ class ApprovalService:
             details=action.details,
             risk=action.risk,
             reason=assessment.reason,
-            grant=", ".join(str(rule) for rule in grant) if grant else None,
+            grant=offered,
             grant_covers=(
                 describe_grant(grant, commands=action.command is not None) if grant else None
             ),
@@ -316,7 +342,16 @@ class ApprovalService:
             case "allow_session":
                 resolve("allow-once", "user")
                 return Gate(True)
-            case "deny":
+            case "deny_session" if offered is not None:
+                self.denials(session).add(offered)
+                resolve("deny", "user", reason=decision.feedback, pattern=offered)
+                said = f": {decision.feedback}" if decision.feedback else ""
+                return Gate(
+                    False,
+                    f"the user denied {tool.name} for the rest of the session{said}",
+                    "DENIED",
+                )
+            case "deny" | "deny_session":
                 resolve("deny", "user", reason=decision.feedback)
                 said = f": {decision.feedback}" if decision.feedback else ""
                 return Gate(False, f"the user denied {tool.name}{said}", "DENIED")

@@ -11,7 +11,7 @@ With ``--input-format stream-json``, stdin carries commands, one JSON object a l
 ``{"type": "cancel"}``, and the answers to what dsh asks on stdout (as
 ``{"type": "approval-request", "requestId": ...}`` and ``{"type": "question-request",
 ...}`` lines): ``{"type": "approval", "requestId": ..., "outcome": "allow_once" |
-"allow_session" | "deny", "feedback": ...}`` and ``{"type": "answer", "requestId": ...,
+"allow_session" | "deny" | "deny_session", "feedback": ...}`` and ``{"type": "answer", "requestId": ...,
 "answers": [{"id": ..., "selected": [...], "custom": ...}]}`` (``request_id`` is read
 too). dsh runs until stdin closes and the agent is idle. Without stdin commands nobody can approve: what needs approval is
 denied unless ``--permission-mode`` allows it, and the model is told why.

@@ -295,3 +295,67 @@ async def test_a_log_without_grants_never_touches_the_key(tmp_path: Path) -> Non
     gate = await service.check(SHOUT, ACTION, session=session, call_id="c1", cwd=tmp_path)
     assert not gate.allowed
     assert not (tmp_path / "home").exists()
+
+
+# ---------------------------------------------------------------------- rejected for the session
+
+
+async def test_a_rejection_for_the_session_holds_after_a_resume(tmp_path: Path) -> None:
+    service = ApprovalService(Context(), home=tmp_path / "home")
+    asked: list[ApprovalRequest] = []
+
+    async def reject_for_session(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request)
+        return ApprovalDecision(outcome="deny_session")
+
+    service.add_approver(reject_for_session)
+    session = new_session(tmp_path)
+    gate = await service.check(SHOUT, ACTION, session=session, call_id="c1", cwd=tmp_path)
+    assert not gate.allowed
+    gate = await service.check(SHOUT, ACTION, session=session, call_id="c2", cwd=tmp_path)
+    assert not gate.allowed
+    assert gate.message is not None
+    assert "for the rest of the session" in gate.message
+    assert len(asked) == 1  # not asked again
+    rejected = [e.data for e in session.events if isinstance(e.data, ApprovalResolved)]
+    assert [(r.outcome, r.pattern) for r in rejected] == [
+        ("deny", asked[0].grant),
+        ("deny", None),
+    ]
+    assert not (tmp_path / "home").exists()  # nothing signed: a denial only narrows
+
+    # A later process, whose person would allow anything: never asked about it.
+    later = ApprovalService(Context(), home=tmp_path / "home")
+    allowed: list[ApprovalRequest] = []
+
+    async def allow(request: ApprovalRequest) -> ApprovalDecision:
+        allowed.append(request)
+        return ApprovalDecision(outcome="allow_once")
+
+    later.add_approver(allow)
+    again = reopened(session)
+    later.restore(again)
+    gate = await later.check(SHOUT, ACTION, session=again, call_id="c3", cwd=tmp_path)
+    assert not gate.allowed
+    assert allowed == []
+    # Another command asks for another grant: asked as usual.
+    other = Action(risk="exec", summary="shout bye", command="other bye")
+    gate = await later.check(SHOUT, other, session=again, call_id="c4", cwd=tmp_path)
+    assert gate.allowed
+    assert len(allowed) == 1
+
+
+async def test_a_plain_rejection_is_not_remembered(tmp_path: Path) -> None:
+    service = ApprovalService(Context(), home=tmp_path / "home")
+    asked: list[ApprovalRequest] = []
+
+    async def reject(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request)
+        return ApprovalDecision(outcome="deny")
+
+    service.add_approver(reject)
+    session = new_session(tmp_path)
+    for call in ("c1", "c2"):
+        gate = await service.check(SHOUT, ACTION, session=session, call_id=call, cwd=tmp_path)
+        assert not gate.allowed
+    assert len(asked) == 2

@@ -3,8 +3,8 @@
 An approval offers the editor the four ACP options: allow once, allow always (the
 same narrow session grant the TUI offers, when the approvals service offers one;
 signed and logged as every grant is, so a resumed session keeps it), reject once and
-reject always. Rejecting always is the editor session's own memory: the same grant
-asked for again in this process is denied without asking. A question with a single
+reject always (the approvals service's session denial: logged with the grant's rules,
+so a call asking for the same grant again is denied unasked, after a resume too). A question with a single
 choice among labelled options is asked the same way; any other is answered with a
 note that tells the model to ask in its reply.
 """
@@ -81,20 +81,19 @@ def approval_call(request: ApprovalRequest) -> ToolCallUpdate:
     )
 
 
-def decision(response: RequestPermissionResponse) -> tuple[ApprovalDecision, bool]:
-    """The decision, and whether the grant is rejected for the rest of the session."""
+def decision(response: RequestPermissionResponse) -> ApprovalDecision:
     outcome = response.outcome
     if not isinstance(outcome, AllowedOutcome):
-        return ApprovalDecision(outcome="cancelled", feedback="the editor cancelled it"), False
+        return ApprovalDecision(outcome="cancelled", feedback="the editor cancelled it")
     match outcome.option_id:
         case "allow-once":
-            return ApprovalDecision(outcome="allow_once"), False
+            return ApprovalDecision(outcome="allow_once")
         case "allow-always":
-            return ApprovalDecision(outcome="allow_session"), False
+            return ApprovalDecision(outcome="allow_session")
         case "reject-always":
-            return ApprovalDecision(outcome="deny"), True
+            return ApprovalDecision(outcome="deny_session")
         case _:
-            return ApprovalDecision(outcome="deny"), False
+            return ApprovalDecision(outcome="deny")
 
 
 def askable(questions: Sequence[Question]) -> Question | None:

@@ -94,8 +94,6 @@ class AcpSession:
         self._queue: asyncio.Queue[tuple[str, Update] | None] = asyncio.Queue()
         self._pump: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        self._rejected: set[str] = set()
-        """Grants the person rejected for the rest of this session."""
         self._cancelled = False
         self._lock = asyncio.Lock()  # one prompt at a time
         self._commands: list[AvailableCommand] | None = None
@@ -449,10 +447,6 @@ class AcpSession:
         return None  # another dsh writes it: the request fails and says so
 
     async def ask_approval(self, request: ApprovalRequest) -> ApprovalDecision:
-        if request.grant is not None and request.grant in self._rejected:
-            return ApprovalDecision(
-                outcome="deny", feedback="the user rejected this for the rest of the session"
-            )
         await self.flush()  # the editor knows the call before it is asked about it
         try:
             response = await self.client.request_permission(
@@ -464,10 +458,7 @@ class AcpSession:
             return ApprovalDecision(
                 outcome="unavailable", feedback=f"the editor did not answer: {error}"
             )
-        decided, reject_always = permissions.decision(response)
-        if reject_always and request.grant is not None:
-            self._rejected.add(request.grant)
-        return decided
+        return permissions.decision(response)
 
     async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
         question = permissions.askable(questions)
