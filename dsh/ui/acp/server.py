@@ -30,6 +30,8 @@ from acp.schema import (
     AuthenticateResponse,
     AuthMethodAgent,
     ClientCapabilities,
+    CloseSessionResponse,
+    ForkSessionResponse,
     HttpMcpServer,
     Implementation,
     InitializeResponse,
@@ -40,9 +42,13 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionForkCapabilities,
     SessionInfo,
     SessionListCapabilities,
+    SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
     SseMcpServer,
@@ -99,7 +105,12 @@ class DshAgent:
                     image=takes_images(), audio=False, embedded_context=True
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=True),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(),
+                    resume=SessionResumeCapabilities(),
+                    fork=SessionForkCapabilities(),
+                    close=SessionCloseCapabilities(),
+                ),
             ),
             auth_methods=[
                 AuthMethodAgent(
@@ -195,8 +206,62 @@ class DshAgent:
         session.read_models()
         return LoadSessionResponse(modes=session.modes(), config_options=session.config_options())
 
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
+        """``session/load`` without the history sent: the editor shows it already. A
+        session open in this process already is left as it is."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            session = await self._open(cwd, session_id, mcp_servers, replay=False)
+            session.announce_commands()
+            session.read_models()
+        return ResumeSessionResponse(modes=session.modes(), config_options=session.config_options())
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> ForkSessionResponse:
+        """A new session that continues the stored one from its last finished turn (as
+        ``dsh --resume ID --fork-session``); the source, open here or not, goes on
+        unchanged. Its history is not sent: the editor has it."""
+        source = self.sessions.get(session_id)
+        if source is not None and source.agent is not None:
+            await source.agent.flush()  # a batch not written yet is part of what is forked
+        session = await self._open(cwd, session_id, mcp_servers, replay=False, fork=True)
+        session.announce_commands()
+        session.read_models()
+        return ForkSessionResponse(
+            session_id=session.id, modes=session.modes(), config_options=session.config_options()
+        )
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """The session's running turn cancelled (its closing events written), then the
+        session and its runtime closed; it stays stored, to load or resume later."""
+        session = self.sessions.pop(session_id, None)
+        if session is None:
+            raise RequestError.invalid_params({"sessionId": f"unknown session {session_id!r}"})
+        await session.close()
+        _log.info("session %s closed", session_id)
+        return CloseSessionResponse()
+
     async def _open(
-        self, cwd: str, resume: str | None, mcp_servers: list[Any] | None
+        self,
+        cwd: str,
+        resume: str | None,
+        mcp_servers: list[Any] | None,
+        *,
+        replay: bool = True,
+        fork: bool = False,
     ) -> AcpSession:
         assert self.client is not None
         folder = Path(cwd)
@@ -208,10 +273,11 @@ class DshAgent:
             cwd=folder,
             home=self.home,
             resume=resume,
+            fork=fork,
             permission_mode=self.permission_mode,
             tool_servers=tool_servers(mcp_servers or []),
         )
-        session = AcpSession(self.client, choice)
+        session = AcpSession(self.client, choice, replay=replay)
         try:
             await session.open()
         except StartFailed as failed:
@@ -388,9 +454,13 @@ async def serve(agent: DshAgent, protocol_in: int, protocol_out: int) -> None:
         asyncio.streams.FlowControlMixin, os.fdopen(protocol_out, "wb", buffering=0)
     )
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    # Methods DshAgent lacks (fork, resume, close...) are answered "method not found".
+    # Methods DshAgent lacks (session/delete...) are answered "method not found". The
+    # SDK counts session/close, resume and fork as the protocol's unstable part: on.
     connection = AgentSideConnection(
-        cast(Agent, agent), LineTransport(reader, writer), listening=False
+        cast(Agent, agent),
+        LineTransport(reader, writer),
+        listening=False,
+        use_unstable_protocol=True,
     )
     listening = asyncio.ensure_future(connection.listen())
     # The editor may end dsh with a signal rather than closing stdin: each session's

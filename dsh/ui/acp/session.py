@@ -85,8 +85,11 @@ class AcpSession:
     answers = True
     one_session = True  # the editor opens and switches sessions itself
 
-    def __init__(self, client: Client, choice: SessionChoice) -> None:
+    def __init__(self, client: Client, choice: SessionChoice, *, replay: bool = True) -> None:
         self.client = client
+        self.replay = replay
+        """Whether a stored session's history is sent when it opens (``session/load``;
+        not ``session/resume`` nor ``session/fork``)."""
         self.controller = SessionController(self, choice)
         self.cwd = self.controller.cwd
         self.agent: AgentHandle | None = None
@@ -421,7 +424,7 @@ class AcpSession:
         events = list(agent.session.events)
         for event in events:
             for update in self.updates.apply(event):
-                if replay:
+                if replay and self.replay:
                     await self.client.session_update(session_id=agent.id, update=update)
         self.updates.echo_user = False
         self._unsubscribe = agent.session.subscribe(self._on_event, from_seq=len(events))
