@@ -110,9 +110,11 @@ async def attach(root: Context, agent: AgentHandle, media: Sequence[Media]) -> A
 def _name(uri: str | None, kind: str | None, number: int) -> str:
     """The file name a URI ends with, else ``image.png`` (``image-2.png``...)."""
     if uri:
-        name = unquote(urlparse(uri).path).rsplit("/", 1)[-1].strip()
+        # Shown and told to the model: one line, nothing a terminal obeys.
+        name = unquote(urlparse(uri).path).rsplit("/", 1)[-1]
+        name = "".join(c for c in name if c.isprintable()).strip()[:200]
         if name:
-            return name[:200]
+            return name
     subtype = re.sub(r"[^a-z0-9]", "", (kind or "").partition("/")[2].lower())[:10]
     suffix = f".{subtype}" if subtype else ""
     return f"image{f'-{number + 1}' if number else ''}{suffix}"

@@ -296,6 +296,8 @@ class AcpSession:
             self.show(attached.refusal, level="error")  # as the TUI says it: nothing sent
             await self.flush()
             return PromptResponse(stop_reason="refusal")
+        if self._cancelled:  # while the images were checked: stored, never sent
+            return PromptResponse(stop_reason="cancelled")
         agent.followup(prompt_message(blocks, media, attached.blocks))
         await agent.when_idle()
         self._report_usage()
