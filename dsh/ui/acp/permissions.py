@@ -3,10 +3,10 @@
 An approval offers the editor the four ACP options: allow once, allow always (the
 same narrow session grant the TUI offers, when the approvals service offers one;
 signed and logged as every grant is, so a resumed session keeps it), reject once and
-reject always (the approvals service's session denial: logged with the grant's rules,
-so a call asking for the same grant again is denied unasked, after a resume too). A question with a single
-choice among labelled options is asked the same way; any other is answered with a
-note that tells the model to ask in its reply.
+reject always (the approvals service's session denial: logged with the grant's
+rules, so a call asking for the same grant again is denied unasked, after a resume
+too). A question with a single choice among labelled options is asked the same way;
+any other is answered with a note that tells the model to ask in its reply.
 """
 
 from __future__ import annotations
