@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,18 @@ def png_bytes() -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", (64, 32), "red").save(buffer, "PNG")
     return buffer.getvalue()
+
+
+def huge_png_header() -> bytes:
+    """A PNG's signature and header for a 20000x20000 image, and no pixels."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    header = struct.pack(">IIBBBBB", 20000, 20000, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b"")
 
 
 def image(data: bytes, mime_type: str = "image/png", uri: str | None = None) -> ImageContentBlock:
@@ -148,6 +162,12 @@ async def test_a_fake_png_is_refused_and_nothing_is_sent(dsh: Dsh, fake_llm: Fak
         reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[broken]), TIMEOUT)
         assert reply.stop_reason == "refusal"
         assert "not base64" in editor.text()
+        # A few bytes that would decode to 400 million pixels: refused undecoded.
+        reply = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[image(huge_png_header())]), TIMEOUT
+        )
+        assert reply.stop_reason == "refusal"
+        assert "image.png is too large to decode (over 100,000,000 pixels)" in editor.text()
     assert fake_llm.chat_requests == []
     assert stored_blobs(dsh.home) == []
     # Nothing happened in the session: not even its log was written.
