@@ -132,3 +132,18 @@ async def test_a_fork_goes_on_apart_from_its_source(dsh: Dsh, fake_llm: FakeLLM)
         events = await dsh.events(session_id)
         assert check_log(events) == []
         assert [e.type for e in events].count("turn/end") == 2
+
+
+async def test_closing_a_session_mid_reply_ends_its_prompt(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(text="word " * 400, chunk_size=5, chunk_delay_ms=20))
+    editor = Editor()
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=text("talk")))
+        await editor.wait_for(lambda: editor.text())
+        await asyncio.wait_for(conn.close_session(session_id=sid), TIMEOUT)
+        reply = await asyncio.wait_for(prompt, TIMEOUT)
+        assert reply.stop_reason == "cancelled"
+    events = await dsh.checked_events(sid)
+    [end] = [e for e in events if e.type == "turn/end"]
+    assert end.data.reason.kind == "aborted"
