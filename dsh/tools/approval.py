@@ -171,6 +171,23 @@ class ApprovalService:
             }
         return self._denials[session.id]
 
+    def _rejected(self, session: Session, grant: str) -> bool:
+        """Whether the person rejected ``grant`` for the session, or for a subagent's
+        parents (as their grants reach it, :meth:`_granted`)."""
+        if grant in self.denials(session):
+            return True
+        header: SessionHeader | None = session.header
+        seen = {session.id}
+        while header is not None and header.origin == "subagent":
+            parent = header.parent_session
+            if parent is None or parent in seen:
+                break
+            seen.add(parent)
+            if grant in self._denials.get(parent, ()):
+                return True
+            header = self._headers.get(parent)
+        return False
+
     def restore(self, session: Session) -> list[Rule]:
         """Check the grants of a session being resumed, and log
         ``approval/grants-ignored`` when some do not hold, so every UI says so before
@@ -293,7 +310,7 @@ class ApprovalService:
                 return Gate(False, f"{tool.name} is not allowed: {assessment.reason}", "DENIED")
         grant = session_rules(tool, action) if assessment.grantable else None
         offered = ", ".join(str(rule) for rule in grant) if grant else None
-        if offered is not None and offered in self.denials(session):
+        if offered is not None and self._rejected(session, offered):
             resolve("deny", "user", reason="rejected for the rest of the session")
             return Gate(False, f"the user denied {tool.name} for the rest of the session", "DENIED")
         request = ApprovalRequest(

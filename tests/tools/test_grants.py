@@ -359,3 +359,29 @@ async def test_a_plain_rejection_is_not_remembered(tmp_path: Path) -> None:
         gate = await service.check(SHOUT, ACTION, session=session, call_id=call, cwd=tmp_path)
         assert not gate.allowed
     assert len(asked) == 2
+
+
+async def test_a_parents_rejection_holds_for_its_subagent(tmp_path: Path) -> None:
+    service = ApprovalService(Context(), home=tmp_path / "home")
+    asked: list[ApprovalRequest] = []
+
+    async def reject_for_session(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request)
+        return ApprovalDecision(outcome="deny_session")
+
+    service.add_approver(reject_for_session)
+    parent = new_session(tmp_path)
+    gate = await service.check(SHOUT, ACTION, session=parent, call_id="c1", cwd=tmp_path)
+    assert not gate.allowed
+    child = Session(
+        SessionHeader(
+            id=new_session_id(),
+            created_at=2,
+            cwd=str(tmp_path),
+            parent_session=parent.id,
+            origin="subagent",
+        )
+    )
+    gate = await service.check(SHOUT, ACTION, session=child, call_id="c2", cwd=tmp_path)
+    assert not gate.allowed
+    assert len(asked) == 1  # the child's call was not asked about
