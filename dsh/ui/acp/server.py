@@ -180,7 +180,7 @@ class DshAgent:
             permission_mode=self.permission_mode,
             tool_servers=tool_servers(mcp_servers or []),
         )
-        session = AcpSession(self.client, choice)
+        session = AcpSession(self.client, choice, self.client_capabilities)
         try:
             await session.open()
         except StartFailed as failed:

@@ -23,6 +23,7 @@ from acp.schema import (
     AvailableCommand,
     AvailableCommandInput,
     AvailableCommandsUpdate,
+    ClientCapabilities,
     ConfigOptionUpdate,
     Cost,
     CurrentModeUpdate,
@@ -39,6 +40,7 @@ from acp.schema import (
 )
 
 from dsh.frontend import Kind
+from dsh.kernel import Disposer
 from dsh.permission_modes import MODES, PermissionMode
 from dsh.session import SessionEvent, TurnEnd
 from dsh.session.events import (
@@ -84,8 +86,15 @@ class AcpSession:
     answers = True
     one_session = True  # the editor opens and switches sessions itself
 
-    def __init__(self, client: Client, choice: SessionChoice) -> None:
+    def __init__(
+        self,
+        client: Client,
+        choice: SessionChoice,
+        capabilities: ClientCapabilities | None = None,
+    ) -> None:
         self.client = client
+        self.capabilities = capabilities
+        """What the client offers (``initialize``): its files, its terminals."""
         self.controller = SessionController(self, choice)
         self.cwd = self.controller.cwd
         self.agent: AgentHandle | None = None
@@ -93,6 +102,7 @@ class AcpSession:
         self._queue: asyncio.Queue[tuple[str, Update] | None] = asyncio.Queue()
         self._pump: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        self._withdraw_files: Disposer | None = None
         self._rejected: set[str] = set()
         """Grants the person rejected for the rest of this session."""
         self._cancelled = False
@@ -409,11 +419,31 @@ class AcpSession:
                     await self.client.session_update(session_id=agent.id, update=update)
         self.updates.echo_user = False
         self._unsubscribe = agent.session.subscribe(self._on_event, from_seq=len(events))
+        self._use_editor_files(agent)
+
+    def _use_editor_files(self, agent: AgentHandle) -> None:
+        """The agent's tools read and write files through the editor, where it offers to."""
+        from dsh.services import WORKSPACE_FILES
+        from dsh.ui.acp.files import EditorFiles, offered
+
+        reads, writes = offered(self.capabilities)
+        if reads or writes:
+            files = EditorFiles(
+                self.client,
+                agent.id,
+                reads=reads,
+                writes=writes,
+                disk=self.controller.ctx.get(WORKSPACE_FILES),
+            )
+            self._withdraw_files = agent.ctx.provide(WORKSPACE_FILES, files)
 
     def detach(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self._withdraw_files is not None:
+            self._withdraw_files()
+            self._withdraw_files = None
 
     async def show_read_only(self, events: Sequence[SessionEvent]) -> None:
         pass  # never asked: ask_busy chooses nothing
