@@ -25,7 +25,9 @@ from acp.schema import PermissionOption as Option
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.acp.client import Editor, editor_session, text
-from tests.e2e.harness import TIMEOUT, Dsh
+from tests.acp.test_bad_input import Raw
+from tests.acp.test_bad_input import _one as one_line
+from tests.e2e.harness import TIMEOUT, Dsh, close_stdin, finish
 
 BOTH = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True))
 
@@ -288,3 +290,35 @@ async def test_without_the_capability_the_disk_is_used(dsh: Dsh, fake_llm: FakeL
     assert editor.sent("read") == editor.sent("write") == []
     assert editor.buffers == {path: "unsaved text\n"}
     assert "1: a = 1" in tool_results(fake_llm)[0]
+
+
+async def test_an_editor_that_leaves_during_a_read_leaves_a_sound_session(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    (dsh.project / "app.py").write_text("a = 1\n")
+    fake_llm.add(call("read", file_path="app.py"), Reply(text="Never asked for."))
+    raw = Raw(await dsh.start("acp"))
+    fs = {"readTextFile": True, "writeTextFile": True}
+    await raw.request(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": fs}})
+    await raw.reply(0)
+    await raw.request(1, "session/new", {"cwd": str(dsh.project), "mcpServers": []})
+    session_id = (await raw.reply(1))["result"]["sessionId"]
+    prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "read"}]}
+    await raw.request(2, "session/prompt", prompt)
+    while not any(m.get("method") == "fs/read_text_file" for m in raw.seen):
+        await one_line(raw)
+    [asked] = [m for m in raw.seen if m.get("method") == "fs/read_text_file"]
+    assert asked["params"] == {
+        "sessionId": session_id,
+        "path": str((dsh.project / "app.py").resolve()),
+    }
+    await close_stdin(raw.child)  # gone, the read unanswered
+    done = await finish(raw.child, None)
+    assert done.code == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    events = await dsh.checked_events(session_id)
+    [result] = [e for e in events if e.type == "tool/result"]
+    assert result.data.message.result.is_error, result.data
+    [end] = [e for e in events if e.type == "turn/end"]
+    assert end.data.reason.kind == "aborted"
+    assert len(fake_llm.chat_requests) == 1
