@@ -180,7 +180,7 @@ class DshAgent:
             permission_mode=self.permission_mode,
             tool_servers=tool_servers(mcp_servers or []),
         )
-        session = AcpSession(self.client, choice, self.client_capabilities)
+        session = AcpSession(self.client, choice)
         try:
             await session.open()
         except StartFailed as failed:
@@ -192,6 +192,8 @@ class DshAgent:
         except BaseException:
             await session.close()
             raise
+        # Before any prompt: nothing of the session ran but the replay of a load.
+        session.use_editor_files(self.client_capabilities)
         self.sessions[session.id] = session
         _log.info("session %s opened in %s", session.id, folder)
         return session

@@ -23,7 +23,6 @@ from acp.schema import (
     AvailableCommand,
     AvailableCommandInput,
     AvailableCommandsUpdate,
-    ClientCapabilities,
     ConfigOptionUpdate,
     Cost,
     CurrentModeUpdate,
@@ -40,7 +39,6 @@ from acp.schema import (
 )
 
 from dsh.frontend import Kind
-from dsh.kernel import Disposer
 from dsh.permission_modes import MODES, PermissionMode
 from dsh.session import SessionEvent, TurnEnd
 from dsh.session.events import (
@@ -61,6 +59,8 @@ from dsh.ui.opening import BusyChoice
 from dsh.ui.session_controller import SessionChoice, SessionController
 
 if TYPE_CHECKING:
+    from acp.schema import ClientCapabilities
+
     from dsh.agent import AgentHandle
     from dsh.session import SessionBusyError
     from dsh.settings import Settings
@@ -86,15 +86,8 @@ class AcpSession:
     answers = True
     one_session = True  # the editor opens and switches sessions itself
 
-    def __init__(
-        self,
-        client: Client,
-        choice: SessionChoice,
-        capabilities: ClientCapabilities | None = None,
-    ) -> None:
+    def __init__(self, client: Client, choice: SessionChoice) -> None:
         self.client = client
-        self.capabilities = capabilities
-        """What the client offers (``initialize``): its files, its terminals."""
         self.controller = SessionController(self, choice)
         self.cwd = self.controller.cwd
         self.agent: AgentHandle | None = None
@@ -102,7 +95,6 @@ class AcpSession:
         self._queue: asyncio.Queue[tuple[str, Update] | None] = asyncio.Queue()
         self._pump: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        self._withdraw_files: Disposer | None = None
         self._rejected: set[str] = set()
         """Grants the person rejected for the rest of this session."""
         self._cancelled = False
@@ -248,6 +240,19 @@ class AcpSession:
         self.agent.set_options(model=value)
         _log.info("session %s: model %s/%s", self.id, options.provider, value)
         return self.config_options()
+
+    def use_editor_files(self, capabilities: ClientCapabilities | None) -> None:
+        """The agent's tools read and write files through the editor, as far as it
+        offers to (``initialize``); they go with the agent."""
+        from dsh.services import WORKSPACE_FILES
+        from dsh.ui.acp.files import EditorFiles, offered
+
+        reads, writes = offered(capabilities)
+        if self.agent is None or not (reads or writes):
+            return
+        disk = self.controller.ctx.get(WORKSPACE_FILES)
+        files = EditorFiles(self.client, self.agent.id, reads=reads, writes=writes, disk=disk)
+        self.agent.ctx.provide(WORKSPACE_FILES, files)
 
     def announce_commands(self) -> None:
         """``available_commands_update``: the slash commands a prompt may start with,
@@ -419,31 +424,11 @@ class AcpSession:
                     await self.client.session_update(session_id=agent.id, update=update)
         self.updates.echo_user = False
         self._unsubscribe = agent.session.subscribe(self._on_event, from_seq=len(events))
-        self._use_editor_files(agent)
-
-    def _use_editor_files(self, agent: AgentHandle) -> None:
-        """The agent's tools read and write files through the editor, where it offers to."""
-        from dsh.services import WORKSPACE_FILES
-        from dsh.ui.acp.files import EditorFiles, offered
-
-        reads, writes = offered(self.capabilities)
-        if reads or writes:
-            files = EditorFiles(
-                self.client,
-                agent.id,
-                reads=reads,
-                writes=writes,
-                disk=self.controller.ctx.get(WORKSPACE_FILES),
-            )
-            self._withdraw_files = agent.ctx.provide(WORKSPACE_FILES, files)
 
     def detach(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        if self._withdraw_files is not None:
-            self._withdraw_files()
-            self._withdraw_files = None
 
     async def show_read_only(self, events: Sequence[SessionEvent]) -> None:
         pass  # never asked: ask_busy chooses nothing
