@@ -322,3 +322,24 @@ async def test_an_editor_that_leaves_during_a_read_leaves_a_sound_session(
     [end] = [e for e in events if e.type == "turn/end"]
     assert end.data.reason.kind == "aborted"
     assert len(fake_llm.chat_requests) == 1
+
+
+async def test_an_editor_that_only_reads_gets_the_change_on_disk(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    target = dsh.project / "app.py"
+    target.write_text("a = 1\n")
+    target.chmod(0o640)
+    path = str(target.resolve())
+    fake_llm.add(
+        call("read", file_path="app.py"),
+        call("edit", file_path="app.py", old_string="b = 2", new_string="b = 3"),
+        Reply(text="Edited."),
+    )
+    editor = FilesEditor(answers=["allow-once"], buffers={path: "a = 1\nb = 2\n"})
+    reads_only = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True))
+    await run(dsh, editor, "edit b", capabilities=reads_only)
+    assert editor.sent("write") == []
+    assert editor.sent("read") == [path, path]
+    assert target.read_text() == "a = 1\nb = 3\n"  # the text the model read, changed
+    assert target.stat().st_mode & 0o777 == 0o640
