@@ -127,6 +127,12 @@ def _read_text(path: Path) -> str:
 
 def _write_text(path: Path, text: str) -> None:
     try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise OSError(
+            errno.EILSEQ, f"not UTF-8 text (character {error.start})", str(path)
+        ) from None
+    try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         mode = None
@@ -134,7 +140,7 @@ def _write_text(path: Path, text: str) -> None:
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:100]}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
             if mode is not None:

@@ -133,3 +133,6 @@ async def test_the_disk_service_keeps_bytes_and_modes(tmp_path: Path) -> None:
     (tmp_path / "latin1").write_bytes(b"caf\xe9\n")
     with pytest.raises(OSError, match="not valid UTF-8"):
         await disk.read_text(tmp_path / "latin1")
+    with pytest.raises(OSError, match="not UTF-8 text"):
+        await disk.write_text(tmp_path / "latin1", "caf\udce9\n")
+    assert (tmp_path / "latin1").read_bytes() == b"caf\xe9\n"
