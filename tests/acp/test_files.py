@@ -22,6 +22,7 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 from acp.schema import PermissionOption as Option
+from acp.schema import ResourceContentBlock as ResourceLinkBlock
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.acp.client import Editor, editor_session, text
@@ -343,3 +344,28 @@ async def test_an_editor_that_only_reads_gets_the_change_on_disk(
     assert editor.sent("read") == [path, path]
     assert target.read_text() == "a = 1\nb = 3\n"  # the text the model read, changed
     assert target.stat().st_mode & 0o777 == 0o640
+
+
+async def test_a_linked_file_is_attached_with_its_unsaved_text(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    notes = dsh.project / "notes.txt"
+    notes.write_text("saved notes on disk\n")
+    keys = dsh.home / "credentials.json"
+    keys.write_text('{"deepseek": "sk-secret"}')
+    fake_llm.add(Reply(text="Seen."))
+    editor = FilesEditor(
+        buffers={str(notes.resolve()): "notes typed, not saved\n", str(keys): "sk-secret"}
+    )
+    prompt = [
+        *text("look at"),
+        ResourceLinkBlock(type="resource_link", uri=notes.as_uri(), name="notes.txt"),
+        ResourceLinkBlock(type="resource_link", uri=keys.as_uri(), name="credentials.json"),
+    ]
+    async with editor_session(dsh, editor, capabilities=BOTH) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt), TIMEOUT)
+        assert reply.stop_reason == "end_turn"
+    sent = json.dumps(fake_llm.chat_requests[-1].body["messages"])
+    assert "notes typed, not saved" in sent
+    assert "saved notes on disk" not in sent
+    assert "sk-secret" not in sent
+    assert editor.calls == [("read", str(notes.resolve()))]  # the keys: never asked for
