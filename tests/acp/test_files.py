@@ -27,7 +27,6 @@ from acp.schema import ResourceContentBlock as ResourceLinkBlock
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.acp.client import Editor, editor_session, text
 from tests.acp.test_bad_input import Raw
-from tests.acp.test_bad_input import _one as one_line
 from tests.e2e.harness import TIMEOUT, Dsh, close_stdin, finish
 
 BOTH = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True))
@@ -81,6 +80,14 @@ class FilesEditor(Editor):
 
     def sent(self, kind: str) -> list[str]:
         return [path for what, path in self.calls if what == kind]
+
+
+async def one_line(raw: Raw) -> None:
+    """Read the next message dsh writes into ``raw.seen``."""
+    assert raw.child.stdout is not None
+    line = await asyncio.wait_for(raw.child.stdout.readline(), TIMEOUT)
+    assert line, "dsh acp closed stdout"
+    raw.seen.append(json.loads(line))
 
 
 def call(name: str, **arguments: Any) -> Reply:
