@@ -376,3 +376,30 @@ async def test_a_linked_file_is_attached_with_its_unsaved_text(dsh: Dsh, fake_ll
     assert "saved notes on disk" not in sent
     assert "sk-secret" not in sent
     assert editor.calls == [("read", str(notes.resolve()))]  # the keys: never asked for
+
+
+async def test_a_subagent_reads_and_edits_through_the_editor_too(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    target = dsh.project / "app.py"
+    target.write_text("a = 1\n")
+    path = str(target.resolve())
+    fake_llm.add(
+        call("task", description="fix b", prompt="Set b to 3 in app.py."),
+        call("read", file_path="app.py"),  # the child's steps
+        call("edit", file_path="app.py", old_string="b = 2", new_string="b = 3"),
+        Reply(text="b is 3."),
+        Reply(text="The subagent set b."),  # the parent's answer
+    )
+    editor = FilesEditor(answers=["allow-once"], buffers={path: "a = 1\nb = 2\n"})
+    await run(dsh, editor, "delegate it")
+    assert editor.buffers[path] == "a = 1\nb = 3\n"
+    assert target.read_text() == "a = 1\n"
+    assert [what for what, _ in editor.calls] == ["read", "ask", "read", "write"]
+    child_read = [
+        str(m["content"])
+        for request in fake_llm.chat_requests
+        for m in request.body["messages"]
+        if m["role"] == "tool" and "b = 2" in str(m["content"])
+    ]
+    assert child_read
