@@ -27,12 +27,14 @@ from dsh.services import (
     SESSIONS,
     SETTINGS,
     TOOLS,
+    WORKSPACE_FILES,
 )
 from dsh.session import SessionStore
 from dsh.settings import Settings, SettingsError, load_settings
 from dsh.settings_tables import PermissionsTable
 from dsh.tools import ToolService
 from dsh.tools.approval import ApprovalService
+from dsh.tools.files import DiskFiles
 from dsh.tools.permissions import PermissionMode, Rule, RuleError
 from dsh.tools.questions import QuestionService
 from dsh.tools.spill import SpillStore
@@ -111,6 +113,7 @@ async def start_runtime(
     )
     root.provide(AGENTS, agents)
     root.provide(COMMANDS, CommandService())  # each context gets its own view
+    root.provide(WORKSPACE_FILES, DiskFiles())  # a front end may stand in for an agent
     # What an earlier dsh that died left running (if its watchdog died with it) ends
     # now, before anything here starts children of its own.
     await asyncio.to_thread(sweep, data)

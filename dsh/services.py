@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from dsh.settings import Settings
     from dsh.tools import ToolView
     from dsh.tools.approval import BoundApprovals
+    from dsh.tools.files import WorkspaceFiles
     from dsh.tools.questions import BoundQuestions
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "SESSIONS",
     "SETTINGS",
     "TOOLS",
+    "WORKSPACE_FILES",
     "ServiceKey",
 ]
 
@@ -66,3 +68,6 @@ AGENTS: ServiceKey[AgentService] = ServiceKey("agents")
 """Creating, resuming and disposing agents."""
 COMMANDS: ServiceKey[CommandView] = ServiceKey("commands")
 """Slash commands (``register``)."""
+WORKSPACE_FILES: ServiceKey[WorkspaceFiles] = ServiceKey("workspace-files")
+"""Where the text of the workspace's files is read and written: the disk, or a front
+end's stand-in for the agents it shows (an editor's buffers), on the agent's context."""

@@ -12,6 +12,7 @@ from dsh.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
 from dsh.kernel import Context
 from dsh.llm import LlmService
 from dsh.prompt import PromptService
+from dsh.services import WORKSPACE_FILES
 from dsh.session import Session, SessionStore
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService
@@ -67,7 +68,19 @@ class AgentService:
             delegation_depth=header.delegation_depth + 1,
             agent_preset=preset,
         )
-        return await self._start(session, options, parent.cwd, "subagent", setup, label=label)
+        files = parent.ctx.get(WORKSPACE_FILES, None)
+
+        async def set_up(ctx: Context) -> None:
+            # A subagent reads and changes the files its parent sees: where a front end
+            # stands in for the disk (an editor's buffers), for the child too.
+            if files is not None and not files.on_disk:
+                ctx.provide(WORKSPACE_FILES, files)
+            if setup is not None:
+                result = setup(ctx)
+                if result is not None:
+                    await result
+
+        return await self._start(session, options, parent.cwd, "subagent", set_up, label=label)
 
     async def resume(
         self,

@@ -6,10 +6,14 @@ whole to a temporary file and renamed over the target, and is described first (a
 diff, the real path it lands on) so the permission policy can ask. glob and grep run
 ripgrep.
 
+Where a front end stands in for the disk (``dsh acp`` with an editor that offers its
+files), read, write, edit and multi_edit go through it instead (``workspace``), after
+the same checks; glob and grep search the disk.
+
 Modules: ``files`` (paths, versions, text detection, atomic writes), ``observed``
 (what each session has seen), ``arguments`` (what the model sends), ``read``,
 ``changes`` (edits and diffs in memory), ``edit`` (write, edit, multi_edit),
-``ripgrep`` and ``search`` (glob, grep).
+``workspace`` (a stand-in for the disk), ``ripgrep`` and ``search`` (glob, grep).
 """
 
 from __future__ import annotations

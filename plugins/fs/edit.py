@@ -3,17 +3,23 @@
 Each call is planned in memory first, checks included, so ``describe`` can show the
 exact diff for approval without touching the disk; ``execute`` plans again under the
 file's lock (the file may have changed while the user looked) and only then writes.
+
+Where something stands in for the disk (an editor, :mod:`plugins.fs.workspace`), a
+file the model read through it is planned from what the model read, checked against
+what the stand-in holds once the call is allowed, and written through it; so is a new
+file. The approval and every other check come before the stand-in is asked anything.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolOutput
-from dsh.tools.files import Target, resolve
-from plugins._shared.files import format_size, sniff
+from dsh.tools.files import Target, WorkspaceFiles, resolve
+from plugins._shared.files import format_size, os_error, sniff
 from plugins.fs.arguments import EditArguments, EditItem, MultiEditArguments, WriteArguments
 from plugins.fs.changes import (
     Diff,
@@ -22,9 +28,10 @@ from plugins.fs.changes import (
     too_large,
     unified_diff,
 )
-from plugins.fs.files import MAX_EDIT_BYTES, Current, load, write_atomic
+from plugins.fs.files import MAX_EDIT_BYTES, Current, load, refuse_secret, write_atomic
 from plugins.fs.observed import FsState
 from plugins.fs.present import change_presenters
+from plugins.fs.workspace import as_current, stand_in, text_version
 
 EDIT_VIEWS = change_presenters("Edit")
 WRITE_VIEWS = change_presenters("Write")
@@ -65,6 +72,8 @@ class Change:
     """Occurrences replaced by edits."""
     over: str | None = None
     """What a write replaces when it could not be diffed (``"a binary file"``)."""
+    files: WorkspaceFiles | None = None
+    """What stands in for the disk and takes the change; None: the disk."""
 
     @property
     def unchanged(self) -> bool:
@@ -110,17 +119,58 @@ def _edit_plan(target: Target, current: Current, edits: list[EditItem]) -> Chang
     )
 
 
-async def plan_write(state: FsState, target: Target, content: str, session: str) -> Change:
+async def _current(
+    state: FsState, target: Target, session: str, files: WorkspaceFiles | None, *, fresh: bool
+) -> tuple[Current | None, WorkspaceFiles | None]:
+    """The file as a plan takes it, and the stand-in for the disk that takes the change
+    (None: the disk). Through a stand-in, a file the model read through it is planned
+    from what it read (``describe``: nothing is asked before the call is allowed) or,
+    ``fresh``, from what the stand-in holds now; a file the disk lacks is created
+    through it. Anything else (an image the model saw on the disk) stays the disk's."""
+    if files is not None:
+        seen = state.observations.text(session, target)
+        if seen is not None:
+            if not fresh:
+                return as_current(seen), files
+            try:
+                return as_current(await files.read_text(target.real)), files
+            except FileNotFoundError:
+                return None, files
+            except OSError as error:
+                raise os_error(error, target) from None
     current = await asyncio.to_thread(load, target)
+    return current, files if current is None else None
+
+
+async def plan_write(
+    state: FsState,
+    target: Target,
+    content: str,
+    session: str,
+    files: WorkspaceFiles | None = None,
+    *,
+    fresh: bool = False,
+) -> Change:
+    current, through = await _current(state, target, session, files, fresh=fresh)
     state.observations.check_write(session, target, current.version if current else None)
-    return await asyncio.to_thread(_write_plan, target, current, content)
+    change = await asyncio.to_thread(_write_plan, target, current, content)
+    return replace(change, files=through)
 
 
-async def plan_edit(state: FsState, target: Target, edits: list[EditItem], session: str) -> Change:
-    current = await asyncio.to_thread(load, target)
+async def plan_edit(
+    state: FsState,
+    target: Target,
+    edits: list[EditItem],
+    session: str,
+    files: WorkspaceFiles | None = None,
+    *,
+    fresh: bool = False,
+) -> Change:
+    current, through = await _current(state, target, session, files, fresh=fresh)
     state.observations.check_edit(session, target, current.version if current else None)
     assert current is not None  # check_edit refuses a missing file
-    return await asyncio.to_thread(_edit_plan, target, current, edits)
+    change = await asyncio.to_thread(_edit_plan, target, current, edits)
+    return replace(change, files=through)
 
 
 def action(verb: str, change: Change) -> Action:
@@ -139,11 +189,28 @@ def action(verb: str, change: Change) -> Action:
     )
 
 
-async def commit(state: FsState, change: Change, session: str) -> None:
+async def commit(state: FsState, change: Change, session: str, cwd: Path) -> None:
+    if change.files is not None:
+        await _commit_through(state, change, change.files, session, cwd)
+        return
     version = change.version
     if not change.unchanged:
         version = await asyncio.to_thread(write_atomic, change.target, change.data, change.mode)
     state.observations.record(session, change.target, version)
+
+
+async def _commit_through(
+    state: FsState, change: Change, files: WorkspaceFiles, session: str, cwd: Path
+) -> None:
+    # The permission policy refused dsh's keys already; this holds without it.
+    refuse_secret(change.target, cwd)
+    text = change.data.decode("utf-8", errors="surrogatepass")
+    if not change.unchanged:
+        try:
+            await files.write_text(change.target.real, text)
+        except OSError as error:
+            raise os_error(error, change.target) from None
+    state.observations.record(session, change.target, text_version(text), text)
 
 
 def meta(change: Change) -> dict[str, Any]:
@@ -172,16 +239,20 @@ def _edits(arguments: EditArguments | MultiEditArguments) -> list[EditItem]:
 def write_tool(state: FsState) -> ToolDefinition:
     async def plan(arguments: WriteArguments, context: ToolContext) -> Change:
         target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
-        return await plan_write(state, target, arguments.content, context.session_id)
+        files = stand_in(context)
+        return await plan_write(state, target, arguments.content, context.session_id, files)
 
     async def describe(arguments: WriteArguments, context: ToolContext) -> Action:
         return action("write", await plan(arguments, context))
 
     async def execute(arguments: WriteArguments, context: ToolContext) -> ToolOutput:
         target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
+        files = stand_in(context)
         async with state.locks(target):
-            change = await plan_write(state, target, arguments.content, context.session_id)
-            await commit(state, change, context.session_id)
+            change = await plan_write(
+                state, target, arguments.content, context.session_id, files, fresh=True
+            )
+            await commit(state, change, context.session_id, context.cwd)
         if change.created:
             lines = arguments.content.count("\n") + (not arguments.content.endswith("\n"))
             said = f"Created file ({lines if arguments.content else 0} lines)."
@@ -211,7 +282,8 @@ def _edit_tool(
         arguments: EditArguments | MultiEditArguments, context: ToolContext
     ) -> Action:
         target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
-        change = await plan_edit(state, target, _edits(arguments), context.session_id)
+        files = stand_in(context)
+        change = await plan_edit(state, target, _edits(arguments), context.session_id, files)
         return action("edit", change)
 
     async def execute(
@@ -219,9 +291,10 @@ def _edit_tool(
     ) -> ToolOutput:
         target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
         edits = _edits(arguments)
+        files = stand_in(context)
         async with state.locks(target):
-            change = await plan_edit(state, target, edits, context.session_id)
-            await commit(state, change, context.session_id)
+            change = await plan_edit(state, target, edits, context.session_id, files, fresh=True)
+            await commit(state, change, context.session_id, context.cwd)
         occurrences = f"{change.replaced} occurrence{'s' if change.replaced != 1 else ''}"
         if len(edits) > 1:
             done = f"applied {len(edits)} edits, replacing {occurrences}"

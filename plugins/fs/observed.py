@@ -4,6 +4,11 @@ not read, or what changed after it read it.
 Per session, a real path maps to the version the model last saw, or to "absent" when
 it looked and found nothing. Reads record; writes and edits check, then record the
 version they produced. Memory only: after a resume the model reads again.
+
+A file read through a stand-in for the disk (an editor's buffers, see
+:mod:`plugins.fs.workspace`) has no disk version: its version is its text's digest,
+and the text itself is kept, so a change can be planned and shown for approval from
+what the model saw, without asking the editor before the call is allowed.
 """
 
 from __future__ import annotations
@@ -17,16 +22,29 @@ from plugins.fs.files import TargetLocks
 
 Seen = Literal["unseen", "absent"] | str
 """``"unseen"``, ``"absent"``, or the version the model last saw (never one of those words:
-versions are colon-separated numbers)."""
+versions are colon-separated numbers, or ``text:`` and a digest)."""
 
 
 @dataclass
 class Observations:
     _sessions: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    _texts: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def record(self, session: str, target: Target, version: str | None) -> None:
-        """The model has seen ``target`` at ``version`` (None: it does not exist)."""
+    def record(
+        self, session: str, target: Target, version: str | None, text: str | None = None
+    ) -> None:
+        """The model has seen ``target`` at ``version`` (None: it does not exist); ``text``
+        when it was read through a stand-in for the disk."""
         self._sessions.setdefault(session, {})[target.key] = version
+        texts = self._texts.setdefault(session, {})
+        if text is None:
+            texts.pop(target.key, None)
+        else:
+            texts[target.key] = text
+
+    def text(self, session: str, target: Target) -> str | None:
+        """The text the model last saw of ``target`` through a stand-in for the disk."""
+        return self._texts.get(session, {}).get(target.key)
 
     def seen(self, session: str, target: Target) -> Seen:
         files = self._sessions.get(session, {})
@@ -37,6 +55,7 @@ class Observations:
 
     def forget(self, session: str) -> None:
         self._sessions.pop(session, None)
+        self._texts.pop(session, None)
 
     def check_write(self, session: str, target: Target, current: str | None) -> None:
         """May ``write`` replace what is at ``target`` now (``current`` is its version,

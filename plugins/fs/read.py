@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import difflib
+import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import IO
 
 from dsh.llm import TextBlock
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
-from dsh.tools.files import Target, resolve
+from dsh.tools.files import Target, WorkspaceFiles, resolve
 from plugins._shared.files import SNIFF_BYTES, not_text, os_error, require_regular, sniff
 from plugins._shared.images import (
     ImageError,
@@ -31,6 +32,7 @@ from plugins.fs.arguments import ReadArguments
 from plugins.fs.files import refuse_secret, version_of
 from plugins.fs.observed import FsState
 from plugins.fs.present import read_call, read_result
+from plugins.fs.workspace import stand_in, text_or_missing, text_version
 
 MAX_LINE_CHARS = 2000
 MAX_OUTPUT_BYTES = 50 * 1024
@@ -153,32 +155,41 @@ def read_window(target: Target, offset: int, limit: int) -> Window:
             if kind is not None:
                 raise not_text(target, kind, status.st_size)
             handle.seek(0)
-            rows: list[str] = []
-            used = 0
-            skipped = _skip(handle, offset - 1)
-            number = skipped
-            capped = lossy = False
-            for number, (raw, cut) in enumerate(_lines(handle), skipped + 1):
-                text, bad = _decode(raw, cut)
-                if number == 1:
-                    text = text.removeprefix("\ufeff")
-                if cut or len(text) > MAX_LINE_CHARS:
-                    text = text[:MAX_LINE_CHARS] + f"… [line cut at {MAX_LINE_CHARS} characters]"
-                row = f"{number}: {text}"
-                size = len(row.encode("utf-8", errors="replace")) + 1
-                if used + size > MAX_OUTPUT_BYTES and rows:
-                    capped = True
-                    break
-                rows.append(row)
-                used += size
-                lossy = lossy or bad
-                if len(rows) == limit:
-                    break
-            # Lines up to `number` are consumed (the one that did not fit included).
-            total = number + _count_rest(handle)
+            return _window(handle, version_of(status), offset, limit)
         except OSError as error:
             raise os_error(error, target) from error
-    return Window(version_of(status), rows, offset, total, capped, lossy)
+
+
+def text_window(text: str, version: str, offset: int, limit: int) -> Window:
+    """The window of a text already in memory (read through a stand-in for the disk)."""
+    return _window(io.BytesIO(text.encode("utf-8", errors="replace")), version, offset, limit)
+
+
+def _window(handle: IO[bytes], version: str, offset: int, limit: int) -> Window:
+    rows: list[str] = []
+    used = 0
+    skipped = _skip(handle, offset - 1)
+    number = skipped
+    capped = lossy = False
+    for number, (raw, cut) in enumerate(_lines(handle), skipped + 1):
+        text, bad = _decode(raw, cut)
+        if number == 1:
+            text = text.removeprefix("\ufeff")
+        if cut or len(text) > MAX_LINE_CHARS:
+            text = text[:MAX_LINE_CHARS] + f"… [line cut at {MAX_LINE_CHARS} characters]"
+        row = f"{number}: {text}"
+        size = len(row.encode("utf-8", errors="replace")) + 1
+        if used + size > MAX_OUTPUT_BYTES and rows:
+            capped = True
+            break
+        rows.append(row)
+        used += size
+        lossy = lossy or bad
+        if len(rows) == limit:
+            break
+    # Lines up to `number` are consumed (the one that did not fit included).
+    total = number + _count_rest(handle)
+    return Window(version, rows, offset, total, capped, lossy)
 
 
 def footer(window: Window) -> str:
@@ -209,6 +220,9 @@ def read_tool(state: FsState) -> ToolDefinition:
     async def execute(arguments: ReadArguments, context: ToolContext) -> ToolOutput:
         target = await asyncio.to_thread(resolve, arguments.file_path, context.cwd)
         refuse_secret(target, context.cwd)
+        files = stand_in(context)
+        if files is not None and await asyncio.to_thread(text_or_missing, target):
+            return await read_through(files, target, arguments, context)
         try:
             window = await asyncio.to_thread(read_window, target, arguments.offset, arguments.limit)
         except ToolError as error:
@@ -224,26 +238,23 @@ def read_tool(state: FsState) -> ToolDefinition:
                     return image
             raise
         state.observations.record(context.session_id, target, window.version)
-        if not window.rows and window.total > 0:
-            raise ToolError(
-                f"offset {arguments.offset} is past the end of {target.display}, which has "
-                f"{window.total} lines; use an offset from 1 to {window.total}.",
-                "FS_NOT_FOUND",
-            )
-        body = "\n".join(window.rows)
-        content = (
-            f"<path>{target.display}</path>\n<type>file</type>\n<content>\n"
-            f"{body}{chr(10) * 2 if body else ''}{footer(window)}\n</content>"
-        )
-        meta = {
-            "path": target.display,
-            "file": str(target.real),
-            "offset": window.first,
-            "lines": len(window.rows),
-            "total_lines": window.total,
-            "lang": language(target.path.name),
-        }
-        return ToolOutput(content=content, meta=meta)
+        return _output(target, window, arguments)
+
+    async def read_through(
+        files: WorkspaceFiles, target: Target, arguments: ReadArguments, context: ToolContext
+    ) -> ToolOutput:
+        """Read from what stands in for the disk (an editor: its unsaved text)."""
+        try:
+            text = await files.read_text(target.real)
+        except FileNotFoundError:
+            state.observations.record(context.session_id, target, None)
+            raise ToolError(await asyncio.to_thread(_missing, target), "FS_NOT_FOUND") from None
+        except OSError as error:
+            raise os_error(error, target) from None
+        version = text_version(text)
+        window = text_window(text, version, arguments.offset, arguments.limit)
+        state.observations.record(context.session_id, target, version, text)
+        return _output(target, window, arguments)
 
     return ToolDefinition(
         name="read",
@@ -257,6 +268,29 @@ def read_tool(state: FsState) -> ToolDefinition:
         present_call=read_call,
         present_result=read_result,
     )
+
+
+def _output(target: Target, window: Window, arguments: ReadArguments) -> ToolOutput:
+    if not window.rows and window.total > 0:
+        raise ToolError(
+            f"offset {arguments.offset} is past the end of {target.display}, which has "
+            f"{window.total} lines; use an offset from 1 to {window.total}.",
+            "FS_NOT_FOUND",
+        )
+    body = "\n".join(window.rows)
+    content = (
+        f"<path>{target.display}</path>\n<type>file</type>\n<content>\n"
+        f"{body}{chr(10) * 2 if body else ''}{footer(window)}\n</content>"
+    )
+    meta = {
+        "path": target.display,
+        "file": str(target.real),
+        "offset": window.first,
+        "lines": len(window.rows),
+        "total_lines": window.total,
+        "lang": language(target.path.name),
+    }
+    return ToolOutput(content=content, meta=meta)
 
 
 async def _image(target: Target, context: ToolContext) -> ToolOutput | None:

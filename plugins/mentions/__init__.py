@@ -10,6 +10,11 @@ attached (not found, outside, refused, binary, over the size limit) is named in 
 with the reason, so the model knows what it did not get. A word that names nothing
 and does not look like a path (``@dataclass``, ``@alice``) is left alone.
 
+Where a front end stands in for the disk (an editor's buffers under ``dsh acp``, the
+``workspace-files`` service on the agent's context), a file that passed every check
+is attached with the stand-in's text, unsaved changes included; the disk's text when
+the stand-in cannot give it or gives more than the size limit.
+
 The prompt itself is sent unchanged. The attachments are the ``agent/prompt-submit``
 decision's additional contexts: user messages from this plugin that the loop logs
 after the prompt, so every request stays rebuildable from the session log.
@@ -23,11 +28,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, PositiveInt
 
-from dsh.agent import PromptAllow, PromptBlock, PromptDecision, PromptSubmit
+from dsh.agent import AgentHandle, PromptAllow, PromptBlock, PromptDecision, PromptSubmit
 from dsh.hooks import AGENT_PROMPT_SUBMIT
 from dsh.kernel import Context, Next, Plugin
 from dsh.llm import PluginSource, UserMessage, UserSource, user_text
-from dsh.services import APPROVALS
+from dsh.services import APPROVALS, WORKSPACE_FILES
 from plugins._shared.images import (
     ImageError,
     attach_file,
@@ -142,12 +147,32 @@ def apply(ctx: Context, config: Config) -> None:
                 )
             )
         attached.attachments = [a for a in attached.attachments if a.kind != "image"]
+        await _from_stand_in(agent, root, attached, limits.max_file_bytes)
         extra = (*shown, *messages(attached))
         if not extra:
             return decision
         return replace(decision, additional_contexts=(*decision.additional_contexts, *extra))
 
     ctx.on(AGENT_PROMPT_SUBMIT, on_prompt)
+
+
+async def _from_stand_in(
+    agent: AgentHandle, root: Path, attached: Attached, max_file_bytes: int
+) -> None:
+    """The files' text as the agent's stand-in for the disk holds it, if it has one."""
+    files = agent.ctx.get(WORKSPACE_FILES, None)
+    if files is None or files.on_disk:
+        return
+    for index, attachment in enumerate(attached.attachments):
+        if attachment.kind != "file":
+            continue
+        try:
+            # The path is the real one (links followed) that the checks passed.
+            text = await files.read_text(root / attachment.path)
+        except OSError:
+            continue
+        if len(text.encode(errors="surrogatepass")) <= max_file_bytes:
+            attached.attachments[index] = replace(attachment, text=text)
 
 
 plugin = Plugin(

@@ -14,6 +14,7 @@ from acp.schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
     AllowedOutcome,
+    ClientCapabilities,
     DeniedOutcome,
     InitializeResponse,
     PermissionOption,
@@ -133,16 +134,19 @@ class Editor:
 
 @contextlib.asynccontextmanager
 async def editor_session(
-    dsh: Dsh, editor: Editor, *args: str
+    dsh: Dsh, editor: Editor, *args: str, capabilities: ClientCapabilities | None = None
 ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
-    """``dsh acp`` started, connected and initialized; closed (stdin) at the end, when
-    it must exit on its own with 0."""
+    """``dsh acp`` started, connected and initialized (offering ``capabilities``);
+    closed (stdin) at the end, when it must exit on its own with 0."""
     child = await dsh.start("acp", *args)
     assert child.stdin is not None
     assert child.stdout is not None
     conn = connect_to_agent(editor, child.stdin, child.stdout)
     try:
-        reply = await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), TIMEOUT)
+        reply = await asyncio.wait_for(
+            conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities),
+            TIMEOUT,
+        )
         assert reply.protocol_version == PROTOCOL_VERSION
         editor.initialized = reply
         yield conn, child

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from dsh.kernel import Context
 from dsh.llm import CallId, SessionId
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from plugins.fs import fs_tools
@@ -24,6 +25,8 @@ class Fs:
     spill_enabled: bool = True
     tools: dict[str, ToolDefinition] = field(default_factory=dict)
     spilled: list[Path] = field(default_factory=list)
+    services: Context | None = None
+    """The calling agent's context (where a stand-in for the disk may be provided)."""
 
     def __post_init__(self) -> None:
         self.tools = {tool.name: tool for tool in fs_tools()}
@@ -51,6 +54,7 @@ class Fs:
             signal=signal or asyncio.Event(),
             session_id=SessionId(session or self.session),
             spill=self.spill if self.spill_enabled else None,
+            services=self.services,
         )
 
     def arguments(self, name: str, arguments: dict[str, Any]) -> Any:

@@ -289,6 +289,8 @@ class DshAgent:
         except BaseException:
             await session.close()
             raise
+        # Before any prompt: nothing of the session ran but the replay of a load.
+        session.use_editor_files(self.client_capabilities)
         self.sessions[session.id] = session
         _log.info("session %s opened in %s", session.id, folder)
         return session

@@ -60,6 +60,8 @@ from dsh.ui.opening import BusyChoice
 from dsh.ui.session_controller import SessionChoice, SessionController
 
 if TYPE_CHECKING:
+    from acp.schema import ClientCapabilities
+
     from dsh.agent import AgentHandle
     from dsh.session import SessionBusyError
     from dsh.settings import Settings
@@ -240,6 +242,19 @@ class AcpSession:
         self.agent.set_options(model=value)
         _log.info("session %s: model %s/%s", self.id, options.provider, value)
         return self.config_options()
+
+    def use_editor_files(self, capabilities: ClientCapabilities | None) -> None:
+        """The agent's tools read and write files through the editor, as far as it
+        offers to (``initialize``); they go with the agent."""
+        from dsh.services import WORKSPACE_FILES
+        from dsh.ui.acp.files import EditorFiles, offered
+
+        reads, writes = offered(capabilities)
+        if self.agent is None or not (reads or writes):
+            return
+        disk = self.controller.ctx.get(WORKSPACE_FILES)
+        files = EditorFiles(self.client, self.agent.id, reads=reads, writes=writes, disk=disk)
+        self.agent.ctx.provide(WORKSPACE_FILES, files)
 
     def announce_commands(self) -> None:
         """``available_commands_update``: the slash commands a prompt may start with,
