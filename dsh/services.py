@@ -32,11 +32,13 @@ if TYPE_CHECKING:
     from dsh.tools.approval import BoundApprovals
     from dsh.tools.files import WorkspaceFiles
     from dsh.tools.questions import BoundQuestions
+    from dsh.tools.runner import CommandRunner
 
 __all__ = [
     "AGENTS",
     "APPROVALS",
     "COMMANDS",
+    "COMMAND_RUNNER",
     "CREDENTIALS",
     "LLM",
     "PROMPT",
@@ -71,3 +73,6 @@ COMMANDS: ServiceKey[CommandView] = ServiceKey("commands")
 WORKSPACE_FILES: ServiceKey[WorkspaceFiles] = ServiceKey("workspace-files")
 """Where the text of the workspace's files is read and written: the disk, or a front
 end's stand-in for the agents it shows (an editor's buffers), on the agent's context."""
+COMMAND_RUNNER: ServiceKey[CommandRunner] = ServiceKey("command-runner")
+"""Where a tool's foreground shell commands run, when not here (an editor's terminals):
+provided by a front end on an agent's scope; absent, a tool runs them itself."""

@@ -27,6 +27,7 @@ from dsh.tools.presentation import (
     ScreenView,
     TextView,
 )
+from dsh.tools.runner import CommandOutcome, CommandRun, CommandRunFailed, CommandRunner
 from dsh.tools.service import (
     Allow,
     Amend,
@@ -53,6 +54,10 @@ __all__ = [
     "CallOutcome",
     "CallResult",
     "ChecklistView",
+    "CommandOutcome",
+    "CommandRun",
+    "CommandRunFailed",
+    "CommandRunner",
     "CommandView",
     "Deny",
     "DiffView",

@@ -1,10 +1,12 @@
 """The ``bash`` tool: one fresh ``bash -c`` per call, in the foreground or as a job.
 
-A foreground command runs until it exits, its timeout passes (then the whole process
-group is stopped and the output so far returned with a ``[timed out after …]``
-marker), or the turn is cancelled (the group is stopped the same way and the call
-ends as ``ABORTED``). A non-zero exit or a timeout is an ordinary result the model
-reads, not a tool error; only failing to start bash is.
+A foreground command runs where the agent's command runner says, when a front end
+provides one (an editor's terminal: ``delegated``), else here. Here it runs until it
+exits, its timeout passes (then the whole process group is stopped and the output so
+far returned with a ``[timed out after …]`` marker), or the turn is cancelled (the
+group is stopped the same way and the call ends as ``ABORTED``). A non-zero exit or a
+timeout is an ordinary result the model reads, not a tool error; only failing to start
+bash is. Background jobs always run here.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from dsh.services import COMMAND_RUNNER
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from plugins.bash.background import BashJob
 from plugins.bash.capture import SPILL_CAP_BYTES, TAIL_BYTES, StreamCapture, spill_opener
+from plugins.bash.delegated import run_delegated
 from plugins.bash.environment import shell_environment
 from plugins.bash.jobs import JobService
 from plugins.bash.present import bash_call, bash_result
@@ -135,6 +139,10 @@ def bash_tool(jobs: JobService, settings: BashSettings | None = None) -> ToolDef
         if arguments.run_in_background:
             return await start_job(arguments, context, jobs, cwd, env)
         timeout_ms = min(arguments.timeout_ms or chosen.default_timeout_ms, MAX_TIMEOUT_MS)
+        services = context.services
+        runner = services.get(COMMAND_RUNNER, None) if services is not None else None
+        if runner is not None:  # the front end's place for commands (an editor's terminal)
+            return await run_delegated(runner, arguments.command, context, cwd, env, timeout_ms)
         return await run_command(arguments.command, context, cwd, env, timeout_ms)
 
     return ToolDefinition(
