@@ -44,6 +44,7 @@ CORE_WORDS: dict[str, str] = {
     "grep": "a program the command analysis knows, as it knows ls and find",
     "title": "a session's title, a JSON Schema keyword, a widget's id",
     "task": "an asyncio task (the kernel says a failure came from one)",
+    "terminal": "the Agent Client Protocol's tool call content embedding an editor's terminal",
 }
 """Plain words the core has for its own reasons that a bundled plugin also uses as a
 name: as strings in dsh/ they are not the plugin's."""

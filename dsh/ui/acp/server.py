@@ -280,6 +280,7 @@ class DshAgent:
         session = AcpSession(self.client, choice, replay=replay)
         try:
             await session.open()
+            session.use_editor_terminals(self.client_capabilities)
         except StartFailed as failed:
             await session.close()
             said = str(failed).removeprefix("dsh: ")

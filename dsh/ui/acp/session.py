@@ -446,6 +446,19 @@ class AcpSession:
         self.updates.echo_user = False
         self._unsubscribe = agent.session.subscribe(self._on_event, from_seq=len(events))
 
+    def use_editor_terminals(self, capabilities: ClientCapabilities | None) -> None:
+        """The agent's shell commands run in the editor's terminals, when it offers them
+        (``initialize``); they go with the agent."""
+        from dsh.ui.acp.terminals import offer_terminals
+
+        if self.agent is not None and capabilities is not None and capabilities.terminal:
+            offer_terminals(self.agent, self.client, self.controller.ctx, self._terminal_shown)
+
+    def _terminal_shown(self, call_id: str, terminal_id: str) -> None:
+        if self.updates is not None and self.agent is not None:
+            for update in self.updates.terminal(call_id, terminal_id):
+                self._queue.put_nowait((self.agent.id, update))
+
     def detach(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()

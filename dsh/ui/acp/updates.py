@@ -25,6 +25,7 @@ from acp.schema import (
     CurrentModeUpdate,
     FileEditToolCallContent,
     PlanEntry,
+    TerminalToolCallContent,
     TextContentBlock,
     ToolCallLocation,
     ToolCallProgress,
@@ -67,7 +68,7 @@ Update: TypeAlias = (
     | UsageUpdate
     | ConfigOptionUpdate
 )
-ToolContent: TypeAlias = ContentToolCallContent | FileEditToolCallContent
+ToolContent: TypeAlias = ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent
 
 STATUSES = {
     "awaiting-approval": "pending",
@@ -94,6 +95,9 @@ class Updates:
         self._sent: dict[str, int] = {}
         self._tools: dict[str, tuple[str, tuple[ToolContent, ...], str]] = {}
         self._plan: list[PlanEntry] | None = None
+        self.terminals: dict[str, str] = {}
+        """The editor's terminal each call's command ran in, shown instead of its output
+        (live only: a loaded session's terminals are gone, and its calls show text)."""
 
     def apply(self, event: SessionEvent) -> list[Update]:
         updates: list[Update] = []
@@ -134,7 +138,8 @@ class Updates:
         view = tool_presentation(self.tools, entry)
         title = _title(view) or generic_title(entry)
         status = STATUSES.get(entry.status, "in_progress")
-        content = tuple(self._content(view, entry))
+        terminal = self.terminals.get(entry.call_id)
+        content = (_terminal(terminal),) if terminal else tuple(self._content(view, entry))
         known = self._tools.get(entry.call_id)
         if known == (status, content, title):
             return []
@@ -163,6 +168,25 @@ class Updates:
                 content=list(content) or None,
                 locations=locations or None,
                 raw_output=entry.result if entry.ended_ms is not None else None,
+            )
+        ]
+
+    def terminal(self, call_id: str, terminal_id: str) -> list[Update]:
+        """A call's command runs in the editor's terminal ``terminal_id``: the call shows
+        it from now on, live."""
+        self.terminals[call_id] = terminal_id
+        known = self._tools.get(call_id)
+        if known is None:
+            return []  # not folded yet: its tool_call will carry the terminal
+        _, _, title = known
+        content = (_terminal(terminal_id),)
+        self._tools[call_id] = ("in_progress", content, title)
+        return [
+            ToolCallProgress(
+                session_update="tool_call_update",
+                tool_call_id=call_id,
+                status="in_progress",
+                content=list(content),
             )
         ]
 
@@ -274,6 +298,10 @@ def _text(text: str) -> TextContentBlock:
 
 def _block(text: str) -> ContentToolCallContent:
     return ContentToolCallContent(type="content", content=_text(text))
+
+
+def _terminal(terminal_id: str) -> TerminalToolCallContent:
+    return TerminalToolCallContent(type="terminal", terminal_id=terminal_id)
 
 
 def said(text: str) -> AgentMessageChunk:
