@@ -48,6 +48,8 @@ class TerminalEditor(Editor):
     env: dict[str, str] = field(default_factory=dict)
     refuse: str | None = None
     """Answer ``terminal/create`` with this error instead."""
+    fail_wait: str | None = None
+    """Answer ``terminal/wait_for_exit`` with this error instead."""
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     terminals: dict[str, Terminal] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
@@ -126,6 +128,8 @@ class TerminalEditor(Editor):
         self, session_id: str, terminal_id: str, **kwargs: Any
     ) -> WaitForTerminalExitResponse:
         terminal = self._terminal("wait_for_exit", terminal_id)
+        if self.fail_wait is not None:
+            raise RequestError.internal_error({"details": self.fail_wait})
         await terminal.process.wait()
         status = terminal.status()
         assert status is not None

@@ -4,6 +4,7 @@ a subprocess, driven by the SDK's client side whose terminals really run the com
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import AsyncIterator
@@ -172,6 +173,16 @@ async def test_a_command_runs_in_the_editor_terminal(
     [logged] = [e for e in events if e.type == "tool/result"]
     assert logged.data.meta["exitCode"] == 3
     assert logged.data.meta["ranIn"] == "the editor's terminal"
+    # Loaded again, the call shows its output as text: its terminal is gone.
+    again = TerminalEditor(env=dsh.env())
+    async with editor_session(dsh, again, capabilities=TERMINALS) as (conn, _):
+        await asyncio.wait_for(conn.load_session(cwd=str(dsh.project), session_id=sid), TIMEOUT)
+    [replayed] = again.tool_calls()
+    contents = [c for u in again.tool_updates(replayed.tool_call_id) for c in u.content or []]
+    contents += replayed.content or []
+    assert not [c for c in contents if isinstance(c, TerminalToolCallContent)]
+    assert "out in sub" in "".join(c.content.text for c in contents if c.type == "content")
+    assert again.calls == []
 
 
 async def test_cancel_mid_command_kills_and_releases_the_terminal(
@@ -257,6 +268,47 @@ async def test_a_refused_terminal_is_a_clear_tool_error(
     result = tool_results(fake_llm)[-1]
     assert "the editor did not open a terminal" in result
     assert "terminals are switched off" in result
+
+
+async def test_a_terminal_that_fails_is_a_tool_error_and_still_released(
+    dsh: Dsh, fake_llm: FakeLLM, editor: TerminalEditor
+) -> None:
+    editor.fail_wait = "the terminal crashed"
+    fake_llm.add(bash("sleep 120"), Reply(text="It failed."))
+    async with editor_session(
+        dsh, editor, "--permission-mode", "bypass", capabilities=TERMINALS
+    ) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("run")), TIMEOUT)
+        assert reply.stop_reason == "end_turn"
+    assert editor.methods() == ["create", "wait_for_exit", "kill", "release"]
+    assert not alive(editor.pids[0])
+    result = tool_results(fake_llm)[-1]
+    assert "the editor's terminal failed" in result
+    assert "the terminal crashed" in result
+
+
+async def test_an_editor_gone_mid_command_leaves_a_sound_session(
+    dsh: Dsh, fake_llm: FakeLLM, editor: TerminalEditor
+) -> None:
+    fake_llm.add(bash("echo started; sleep 120"), Reply(text="never asked"))
+    async with editor_session(
+        dsh, editor, "--permission-mode", "bypass", capabilities=TERMINALS
+    ) as (conn, child):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=text("run")))
+        await editor.wait_for(
+            lambda: any(b"started" in t.output for t in editor.terminals.values())
+        )
+        assert child.stdin is not None
+        child.stdin.close()  # the editor goes away; editor_session checks the clean exit
+        await asyncio.wait_for(child.wait(), TIMEOUT)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(prompt, TIMEOUT)
+    events = await dsh.checked_events(sid)
+    [end] = [e for e in events if e.type == "turn/end"]
+    assert end.data.reason.kind == "aborted"
+    assert len(fake_llm.chat_requests) == 1
 
 
 # ---------------------------------------------------------------- staying local
