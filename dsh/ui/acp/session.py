@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("dsh.acp")
 
 MODE_NAMES: dict[PermissionMode, tuple[str, str]] = {
-    "read-only": ("Read only", "Reads and searches; anything that writes or runs is denied"),
+    "read-only": ("Read only", "Reads and searches; file writes are denied, commands are asked"),
     "default": ("Ask", "Reads freely; asks before writing, running or fetching"),
     "accept-edits": ("Accept edits", "Edits files in the project unasked; asks for the rest"),
     "bypass": ("Bypass", "Runs everything unasked, except what a deny rule refuses"),
