@@ -65,11 +65,13 @@ __all__ = [
     "AGENT_PROMPT_SUBMIT",
     "AGENT_REQUEST",
     "AGENT_REQUEST_ERROR",
+    "AGENT_SESSION_END",
     "AGENT_SESSION_START",
     "AGENT_STATUS",
     "AGENT_TURN_STOPPING",
     "APPROVAL_ASK",
     "CORE_HOOKS",
+    "HISTORY_SUMMARISE",
     "KERNEL_ERROR",
     "LLM_RETRY",
     "LLM_STREAM",
@@ -110,6 +112,13 @@ AGENT_STATUS: Notify[[AgentHandle, Status]] = Notify(
 )
 AGENT_ERROR: Notify[[AgentHandle, BaseException]] = Notify(
     "agent/error", subject=_agent, doc="a turn failed with an unexpected error"
+)
+AGENT_SESSION_END: Gather[[AgentHandle, str], None] = Gather(
+    "agent/session-end",
+    subject=_agent,
+    doc="an agent's session is about to end (reason: 'clear' when a new session takes "
+    "its place, 'resume' when another stored one does, 'exit' when the person quits an "
+    "interactive UI, 'other' for anything else); awaited before the agent is stopped",
 )
 AGENT_DISPOSED: Notify[[AgentHandle]] = Notify(
     "agent/disposed", subject=_agent, doc="an agent was stopped and its session closed"
@@ -165,6 +174,15 @@ PROMPT_MENTIONS: Gather[[AgentHandle, str], Sequence[MentionChoice]] = Gather(
     subject=_agent,
     doc="the person is typing an @mention in an interactive UI's prompt (the text "
     "after the @): choices to offer besides the project's files",
+)
+
+HISTORY_SUMMARISE: Gather[[AgentHandle, str, str], str | None] = Gather(
+    "history/summarise",
+    subject=_agent,
+    doc="the agent's older history is about to be replaced by a summary (trigger: "
+    "'manual' when the person asked for it, 'auto'; the person's instructions for the "
+    "summary, or ''): a listener that returns a reason refuses it, and nothing is "
+    "summarised",
 )
 
 # ---------------------------------------------------------------------- model calls
@@ -237,6 +255,7 @@ CORE_HOOKS: tuple[Hook, ...] = (
     KERNEL_ERROR,
     AGENT_CREATED,
     AGENT_SESSION_START,
+    AGENT_SESSION_END,
     AGENT_STATUS,
     AGENT_ERROR,
     AGENT_DISPOSED,
@@ -249,6 +268,7 @@ CORE_HOOKS: tuple[Hook, ...] = (
     PROMPT_PASTE,
     PROMPT_ATTACH,
     PROMPT_MENTIONS,
+    HISTORY_SUMMARISE,
     LLM_STREAM,
     LLM_RETRY,
     SYSTEM_PROMPT_ASSEMBLE,

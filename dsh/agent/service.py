@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from dsh.agent.agent import Agent
 from dsh.agent.turn import AgentServices
 from dsh.agent_handle import AgentHandle
-from dsh.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
+from dsh.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_END, AGENT_SESSION_START
 from dsh.kernel import Context
 from dsh.llm import LlmService
 from dsh.prompt import PromptService
@@ -16,6 +17,8 @@ from dsh.services import WORKSPACE_FILES
 from dsh.session import Session, SessionStore
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService
+
+_log = logging.getLogger("dsh.agent")
 
 Setup = Callable[[Context], Awaitable[None] | None]
 
@@ -164,12 +167,20 @@ class AgentService:
     def list(self) -> list[Agent]:
         return list(self._agents.values())
 
-    async def dispose(self, agent: Agent) -> None:
+    async def dispose(self, agent: Agent, reason: str = "other") -> None:
         """Stop the agent, undo its scope, and make its session durable. Once: a
         subagent is disposed of by the call that made it, which may be while
-        :meth:`aclose` disposes of its parent and has it on its list."""
+        :meth:`aclose` disposes of its parent and has it on its list. ``reason`` is
+        why its session ends, for ``agent/session-end`` (see :mod:`dsh.hooks`)."""
         if self._agents.get(agent.id) is not agent:
             return
+        try:
+            # Awaited while the agent still stands: its listeners may log in its session.
+            await self._root.parallel(AGENT_SESSION_END, agent, reason)
+        except Exception:
+            _log.warning(
+                "session %s: an agent/session-end listener failed", agent.id, exc_info=True
+            )
         await agent.dispose()
         self._agents.pop(agent.id, None)
         await self._sessions.close(agent.session)

@@ -127,6 +127,9 @@ class JsonlPersistence:
     def path_for(self, header: SessionHeader) -> Path:
         return self.root / project_key(header.cwd) / escape_segment(header.id) / FILE_NAME
 
+    def log_path(self, header: SessionHeader) -> Path:
+        return self.path_for(header)
+
     def blob_dir(self, header: SessionHeader) -> Path:
         return self.path_for(header).parent / "blobs"
 

@@ -105,6 +105,10 @@ class SessionPersistence(Protocol):
     def location(self, session_id: SessionId) -> str | None:
         """Where the session is stored (a path), for messages and the catalog."""
 
+    def log_path(self, header: SessionHeader) -> Path:
+        """The file the session's events are (or will be) written to: its own JSONL
+        log, or the database that holds every session."""
+
     def blob_dir(self, header: SessionHeader) -> Path:
         """The folder beside the log that holds the session's blobs
         (:mod:`dsh.session.blobs`)."""

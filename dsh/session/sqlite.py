@@ -167,6 +167,9 @@ class SqlitePersistence:
     def location(self, session_id: SessionId) -> str | None:
         return f"{self.path}#{session_id}"
 
+    def log_path(self, header: SessionHeader) -> Path:
+        return self.path
+
     def blob_dir(self, header: SessionHeader) -> Path:
         return self.path.parent / "blobs" / escape_segment(header.id)
 

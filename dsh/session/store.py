@@ -332,6 +332,12 @@ class SessionStore:
             return None
         return Blobs(self.persistence.blob_dir(writer.session.header))
 
+    def log_path(self, session: Session) -> Path:
+        """The file ``session``'s events are written to, for a program that reads them
+        (a user's hook): its JSONL log, or with the SQLite backend the database that
+        holds every session (its rows carry the session's id)."""
+        return self.persistence.log_path(session.header)
+
     def sink(self, session: Session) -> SessionSink:
         """``session``'s storage in this store, as one object for its agent."""
         return _StoreSink(self, session)

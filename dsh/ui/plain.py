@@ -187,7 +187,7 @@ class PlainApp:
         finally:
             if self._line is not None:
                 self._line.reader.close()
-            await controller.close()
+            await controller.close("exit")
 
     def _open_input(self) -> None:
         reader = self._reader(self.input, self.output)

@@ -380,11 +380,11 @@ class SessionController:
         self.agent = agent
         await self.ui.attach(agent, replay=replay)
 
-    async def _detach(self) -> None:
+    async def _detach(self, reason: str) -> None:
         agent, self.agent = self.agent, None
         self.ui.detach()
         if agent is not None and self.runtime is not None:
-            await close_agent(self.runtime, agent)
+            await close_agent(self.runtime, agent, reason)
             self.resumable = agent.id if agent.session.last_turn > 0 else None
 
     def running(self) -> bool:
@@ -468,7 +468,7 @@ class SessionController:
             raise CommandError("headless runs start a new session unless --resume or --continue")
         runtime = self._runtime()
         options = self.agent.options if self.agent is not None else None
-        await self._detach()
+        await self._detach("clear")
         await self._attach(await runtime.agents.create(self.cwd, options), replay=False)
 
     async def open_session(self, session_id: str | None) -> None:
@@ -492,7 +492,7 @@ class SessionController:
         if self.agent is not None and resolved == self.agent.id:
             self.ui.show("That is the session on screen.")
             return
-        await self._detach()
+        await self._detach("resume")
         try:
             agent = await runtime.agents.resume(resolved)
         except (LookupError, ValueError, OSError, PersistenceError) as error:
@@ -577,17 +577,17 @@ class SessionController:
 
     # ------------------------------------------------------------------ the end
 
-    async def close(self) -> None:
+    async def close(self, reason: str = "other") -> None:
         """Close the session on screen (a running turn cancelled first), drop what the
         front end registered, and stop the runtime if :meth:`start` started it. Once:
         a second call (the TUI closes on quit and again as it unmounts) returns when
-        the first is done."""
+        the first is done. ``reason``: why the session ends (``agent/session-end``)."""
         if self._closing:
             await self._closed.wait()
             return
         self._closing = True
         try:
-            await self._detach()
+            await self._detach(reason)
             if self._ctx is not None:
                 await self._ctx.dispose()  # the approver, the answerer, the commands added
             if self.runtime is not None and self._owns_runtime:
@@ -596,7 +596,7 @@ class SessionController:
             self._closed.set()
 
 
-async def close_agent(runtime: Runtime, agent: Agent) -> None:
+async def close_agent(runtime: Runtime, agent: Agent, reason: str = "other") -> None:
     """Cancel its turn (waiting for the turn's closing events), then dispose of it."""
     from dsh.session.events import CancelByUser
 
@@ -604,7 +604,7 @@ async def close_agent(runtime: Runtime, agent: Agent) -> None:
         agent.cancel(CancelByUser())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(agent.when_idle(), CLOSE_TIMEOUT)
-    await runtime.agents.dispose(agent)
+    await runtime.agents.dispose(agent, reason)
 
 
 def help_text(commands: list[Command], keys: str) -> str:

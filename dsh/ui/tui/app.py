@@ -743,7 +743,7 @@ class DshApp(App[int]):
 
     async def shutdown(self) -> None:
         """Cancel what runs, store and close the session, unload the runtime (once)."""
-        await self.controller.close()
+        await self.controller.close("exit")  # the person quit, however they did
 
 
 def _import_all(modules: tuple[str, ...]) -> None:
