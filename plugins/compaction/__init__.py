@@ -23,6 +23,7 @@ from plugins.compaction.service import (
     SERVICE,
     CompactionBusy,
     CompactionError,
+    CompactionRefused,
     CompactionResult,
     CompactionService,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "SERVICE",
     "CompactionBusy",
     "CompactionError",
+    "CompactionRefused",
     "CompactionResult",
     "CompactionService",
     "Config",
@@ -45,6 +47,8 @@ def compact_command(service: CompactionService) -> Command:
             result = await service.compact_now(context.agent, args.strip() or None)
         except CompactionBusy as error:
             raise CommandError(str(error)) from None
+        except CompactionRefused as error:
+            raise CommandError(f"compaction refused: {error}") from None
         except CompactionError as error:
             raise CommandError(f"compaction failed: {error}") from None
         if result is None:

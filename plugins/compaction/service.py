@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh.agent import AgentHandle, PreStep, RequestError, Retry
+from dsh.hooks import HISTORY_SUMMARISE
 from dsh.kernel import Context, ServiceKey
 from dsh.llm import (
     BlockAssembler,
@@ -81,6 +82,11 @@ class CompactionError(Exception):
 
 class CompactionBusy(CompactionError):
     """Another compaction, or a turn, is running."""
+
+
+class CompactionRefused(CompactionError):
+    """A ``history/summarise`` listener (a user's hook) refused it; nothing was logged
+    here: the listener says so itself."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +212,15 @@ class CompactionService:
             return None
         if mode == "pressure" and window and cut.head_tokens < MIN_USEFUL * window:
             return None
+        trigger = "manual" if mode == "manual" else "auto"
+        try:
+            refusals = await self._ctx.parallel(HISTORY_SUMMARISE, agent, trigger, focus or "")
+        except Exception:  # a listener that fails has no say
+            _log.warning("session %s: a history/summarise listener failed", agent.id, exc_info=True)
+            refusals = []
+        refused = next((reason for reason in refusals if reason), None)
+        if refused is not None:
+            raise CompactionRefused(refused)
         compaction_id = uuid.uuid4().hex
         session.append(
             START.name, CompactionStart(compaction_id=compaction_id, turn=turn, focus=focus)
