@@ -22,6 +22,15 @@ compatible with the JSON other agents' hooks read and write, so existing scripts
   not run for it, nor ``SessionStart`` for its session.
 - ``Notification``: dsh needs the person (a call waits for approval); its answer is
   not read.
+- ``PreCompact``: the older history is about to be summarised (``trigger``: manual
+  or auto; ``custom_instructions``: the ``/compact`` argument); exit 2 or
+  ``"decision": "block"`` refuses that compaction.
+- ``SessionEnd``: the session's agent is disposed (``reason``: ``clear`` for /new,
+  ``prompt_input_exit`` when the person quits, else ``other``); awaited, within its
+  timeout, before dsh goes on (or exits); its answer is not read.
+
+Every payload carries ``transcript_path``: the session's JSONL log (with the SQLite
+backend, the database file), written up to the moment the hook runs.
 
 Every run is logged as a ``hooks/ran`` event (shown as a line in the transcript): the
 event, the command, how it ended and what it said. A hook past its timeout is killed
@@ -50,14 +59,16 @@ from dsh.commands import Command, CommandContext
 from dsh.control_chars import visible
 from dsh.hooks import (
     AGENT_PROMPT_SUBMIT,
+    AGENT_SESSION_END,
     AGENT_SESSION_START,
     AGENT_TURN_STOPPING,
+    HISTORY_SUMMARISE,
     TOOL_POST_EXECUTE,
     TOOL_PRE_EXECUTE,
 )
 from dsh.kernel import Context, Next, NoConfig, Plugin
 from dsh.llm import PluginSource, UserMessage, joined_text, user_text
-from dsh.services import COMMANDS, SETTINGS
+from dsh.services import COMMANDS, SESSIONS, SETTINGS
 from dsh.session import EventType, SessionEvent, register_events
 from dsh.tools import (
     Action,
@@ -112,6 +123,11 @@ def vocabulary(ctx: Context) -> None:
     register_entries(ctx, HOOK_RAN.name, show_ran)
 
 
+END_REASONS = {"clear": "clear", "exit": "prompt_input_exit"}
+"""The core's reasons a session ends, as other agents' SessionEnd hooks name them;
+any other (a /resume, a script's end, an editor closing it) is ``other``."""
+
+
 def _payload(agent: AgentHandle | None, event: str, **fields: Any) -> dict[str, Any]:
     base: dict[str, Any] = {"hook_event_name": event}
     if agent is not None:
@@ -159,6 +175,7 @@ def apply(ctx: Context, config: NoConfig) -> None:
     problems: list[str] = []
     if settings is not None:
         hooks, problems = read_hooks(settings.section("hooks"), settings.origin("hooks"))
+    sessions = ctx.get(SESSIONS, None)
 
     async def run_all(
         event: str, agent: AgentHandle | None, payload: dict[str, Any], tool: str | None = None
@@ -167,6 +184,10 @@ def apply(ctx: Context, config: NoConfig) -> None:
         if not chosen:
             return []
         cwd = agent.cwd if agent is not None else Path.cwd()
+        if agent is not None and sessions is not None:
+            payload["transcript_path"] = str(sessions.log_path(agent.session))
+            # What a hook reads of the log is the session so far, not an older write.
+            await agent.flush(sync=False)
         ran = await asyncio.gather(*(run_hook(h.command, payload, cwd, h.timeout) for h in chosen))
         return list(zip(chosen, ran, strict=True))
 
@@ -341,6 +362,25 @@ def apply(ctx: Context, config: NoConfig) -> None:
         if any(h.event == "SessionStart" for h in hooks) and source != "subagent":
             await session_start(agent, source)
 
+    async def summarising(agent: AgentHandle, trigger: str, instructions: str) -> str | None:
+        payload = _payload(agent, "PreCompact", trigger=trigger, custom_instructions=instructions)
+        refusal: str | None = None
+        for hook, ran in await run_all("PreCompact", agent, payload, trigger):
+            if _blocks(ran):
+                reason = _reason(ran) or "a PreCompact hook refused it"
+                log(agent, hook, ran, "blocked", reason)
+                refusal = refusal or f"{reason} (PreCompact hook: {hook.command})"
+            else:
+                log(agent, hook, ran, "ok", "")
+        return refusal
+
+    async def session_end(agent: AgentHandle, reason: str) -> None:
+        if agent.session.header.origin == "subagent":  # a task's child: SubagentStop's
+            return
+        payload = _payload(agent, "SessionEnd", reason=END_REASONS.get(reason, "other"))
+        for hook, ran in await run_all("SessionEnd", agent, payload):
+            log(agent, hook, ran, "ok", "")
+
     if any(h.event in ("SessionStart", "Notification") for h in hooks):
         ctx.on(AGENT_SESSION_START, session_opened)
     if any(h.event == "UserPromptSubmit" for h in hooks) or any(
@@ -353,6 +393,10 @@ def apply(ctx: Context, config: NoConfig) -> None:
         ctx.on(TOOL_POST_EXECUTE, post_tool)
     if any(h.event in ("Stop", "SubagentStop") for h in hooks):
         ctx.on(AGENT_TURN_STOPPING, stopping)
+    if any(h.event == "PreCompact" for h in hooks):
+        ctx.on(HISTORY_SUMMARISE, summarising)
+    if any(h.event == "SessionEnd" for h in hooks):
+        ctx.on(AGENT_SESSION_END, session_end)
     commands = ctx.get(COMMANDS, None)
     if commands is not None:
         commands.register("hooks", hooks_command(hooks, problems))
@@ -376,8 +420,8 @@ def hooks_command(hooks: list[Hook], problems: list[str]) -> Command:
 plugin = Plugin(
     name=NAME,
     description="user hooks: the person's commands at SessionStart, UserPromptSubmit, "
-    "PreToolUse, PostToolUse, Stop and Notification",
-    optional=(SETTINGS, COMMANDS),
+    "PreToolUse, PostToolUse, Stop, Notification, PreCompact and SessionEnd",
+    optional=(SETTINGS, COMMANDS, SESSIONS),
     apply=apply,
     vocabulary=vocabulary,
 )

@@ -37,6 +37,8 @@ RUN = frozenset(
         "Stop",
         "SubagentStop",
         "Notification",
+        "PreCompact",
+        "SessionEnd",
     }
 )
 """The events dsh runs hooks at so far; the others are accepted and listed as not run."""
