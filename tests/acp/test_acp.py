@@ -458,3 +458,61 @@ async def test_commands_added_meanwhile_are_announced(dsh: Dsh, fake_llm: FakeLL
 
         await asyncio.wait_for(until_announced(), TIMEOUT)
         assert len(announced()) == 2  # said again only when it changed
+
+
+async def test_a_custom_command_runs_with_its_arguments_mention_and_asked_bang_line(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    (dsh.project / "api.py").write_text("def handler(): return 42\n")
+    marker = dsh.root / "ran"
+    (dsh.home / "commands").mkdir()
+    (dsh.home / "commands" / "review.md").write_text(
+        "---\ndescription: Review a file for one concern\nargument-hint: FILE CONCERN\n---\n"
+        f"Review $1 for $2.\n\nThe file: @$1\n\n!touch {marker} && echo marked\n"
+    )
+    fake_llm.add(Reply(text="Reviewed without it."), Reply(text="Reviewed."))
+    editor = Editor(answers=["reject-once", "allow-once"])
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+
+        def review() -> list[object]:
+            return [
+                c
+                for u in editor.updates
+                if isinstance(u, AvailableCommandsUpdate)
+                for c in u.available_commands
+                if c.name == "review"
+            ]
+
+        [listed] = await editor.wait_for(review)
+        assert listed.description == "Review a file for one concern (user)"
+        assert listed.input is not None
+        assert listed.input.root.hint == "FILE CONCERN"
+
+        # Rejected in the editor: the ! line does not run, the prompt says so.
+        line = "/review api.py 'error handling'"
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text(line)), TIMEOUT)
+        assert not marker.exists()
+        [asked] = editor.asked
+        # Not a call of the model's: the request itself says what would run.
+        assert asked.tool_call.title == f"touch {marker} && echo marked"
+        assert asked.tool_call.status == "pending"
+        # The prompt returned once the command's turn had ended, its answer sent.
+        assert reply.stop_reason == "end_turn"
+        assert reply.usage is not None
+        assert editor.text().endswith("Reviewed without it.")
+        sent = json.dumps(fake_llm.chat_requests[0].body["messages"])
+        assert "Review api.py for error handling." in sent
+        assert "def handler(): return 42" in sent  # the @ mention attached the file
+        assert "(not run:" in sent
+
+        # Allowed in the editor: it runs, and its output is in the prompt.
+        reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text(line)), TIMEOUT)
+        assert marker.exists()
+        assert len(editor.asked) == 2
+        assert reply.stop_reason == "end_turn"
+        assert editor.text().endswith("Reviewed.")
+        users = [m for m in fake_llm.chat_requests[1].body["messages"] if m["role"] == "user"]
+        assert f"$ touch {marker} && echo marked\\nmarked" in json.dumps(users[-2:])
+    events = await dsh.checked_events(sid)
+    assert [e.type for e in events].count("turn/end") == 2

@@ -296,24 +296,24 @@ class AcpSession:
         text = prompt_text(blocks, media).strip()
         if not text and not media:
             raise RequestError.invalid_params({"prompt": "nothing to send"})
-        if (
-            not media
-            and parse_command(text) is not None
-            and await self.controller.run_command(text)
-        ):
-            self.announce_commands()
-            self.announce_mode()
-            await self.flush()
-            return PromptResponse(stop_reason="cancelled" if self._cancelled else "end_turn")
         start = len(agent.session.events)
-        attached = await self._attach(media)
-        if attached.refusal is not None:
-            self.show(attached.refusal, level="error")  # as the TUI says it: nothing sent
-            await self.flush()
-            return PromptResponse(stop_reason="refusal")
-        if self._cancelled:  # while the images were checked: stored, never sent
-            return PromptResponse(stop_reason="cancelled")
-        agent.followup(prompt_message(blocks, media, attached.blocks))
+        command = not media and parse_command(text) is not None
+        if command and await self.controller.run_command(text):
+            if self._cancelled:
+                # Cancelled while the command ran (at one of its ! lines' questions,
+                # say): the prompt it queued does not go out either.
+                agent.cancel(CancelByUser())
+        else:
+            attached = await self._attach(media)
+            if attached.refusal is not None:
+                self.show(attached.refusal, level="error")  # as the TUI says it: nothing sent
+                await self.flush()
+                return PromptResponse(stop_reason="refusal")
+            if self._cancelled:  # while the images were checked: stored, never sent
+                return PromptResponse(stop_reason="cancelled")
+            agent.followup(prompt_message(blocks, media, attached.blocks))
+        # A command may send a prompt of its own (a custom command's): the editor's
+        # prompt ends with the turn it opened, as a typed one does.
         await agent.when_idle()
         self._report_usage()
         self.announce_commands()
