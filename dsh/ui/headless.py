@@ -17,8 +17,10 @@ too). dsh runs until stdin closes and the agent is idle. Without stdin commands 
 denied unless ``--permission-mode`` allows it, and the model is told why.
 
 Exit status: 0 when the turn completed (or stopped at the output limit), 1 with a
-one-line reason on stderr when it failed, 130 when it was cancelled (SIGINT).
-Cancelling writes the turn's closing events, so the session can be resumed.
+one-line reason on stderr when it failed, 130 when it was cancelled (SIGINT), 143
+when it was ended with SIGTERM (the turn cancelled and the session closed as at any
+end, its SessionEnd hooks run; a second SIGTERM ends it at once). Cancelling writes
+the turn's closing events, so the session can be resumed.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,6 +222,19 @@ async def run(
     ui = HeadlessUI(request, out, err)
     options = {"max_steps": request.max_steps} if request.max_steps is not None else {}
     controller = SessionController(ui, request, options=options)
+    loop = asyncio.get_running_loop()
+    running = asyncio.current_task()
+    assert running is not None
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        terminated = True
+        running.cancel()
+
+    # SIGTERM ends the run as its end does (the session closed, its hooks awaited)
+    # rather than killing the process mid-write.
+    loop.add_signal_handler(signal.SIGTERM, terminate)
     try:
         try:
             # Nobody is here to ask: what an untrusted folder would widen is ignored.
@@ -228,7 +244,14 @@ async def run(
             err.write(f"{failed}\n")
             return EXIT_FAILED
         return await _run(controller, ui, request, started)
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
+        running.uncancel()
+        err.write("dsh: terminated\n")
+        return EXIT_TERMINATED
     finally:
+        loop.remove_signal_handler(signal.SIGTERM)  # a second one kills at once
         await controller.close()
 
 

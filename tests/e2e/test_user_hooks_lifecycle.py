@@ -4,6 +4,7 @@ disposed, and the ``transcript_path`` every payload carries."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dsh.testing import FakeLLM, Reply
-from tests.e2e.harness import Dsh, of_type
+from tests.e2e.harness import TIMEOUT, Dsh, finish, of_type
 from tests.e2e.test_user_hooks import HOOK, configure, hook_table, records
 from tests.plugins.compaction.support import MODULES, WINDOW, echo, is_compaction
 
@@ -173,3 +174,23 @@ async def test_every_payload_names_the_sessions_log(
     else:
         assert transcript == dsh.home / "sessions.sqlite"
         assert transcript.is_file()
+
+
+async def test_sigterm_ends_a_dsh_p_run_with_its_session_end_hook(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    record = dsh.root / "end.jsonl"
+    configure(dsh, hook_table("SessionEnd", record, "ok"))
+    fake_llm.add(Reply(text="word " * 400, chunk_size=5, chunk_delay_ms=20))
+    child = await dsh.start("-p", "talk")
+    assert child.stdout is not None
+    assert await asyncio.wait_for(child.stdout.read(5), TIMEOUT)  # the answer streams
+    child.terminate()
+    done = await finish(child, None)
+    assert done.code == 143, done.stderr[-3000:]
+    assert "dsh: terminated" in done.stderr
+    [payload] = records(record)
+    assert (payload["hook_event_name"], payload["reason"]) == ("SessionEnd", "other")
+    events = await dsh.checked_events()
+    [end] = of_type(events, "turn/end")
+    assert end.data.reason.kind == "aborted"
