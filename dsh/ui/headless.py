@@ -230,6 +230,7 @@ async def run(
     def terminate() -> None:
         nonlocal terminated
         terminated = True
+        loop.remove_signal_handler(signal.SIGTERM)  # a second one kills at once
         running.cancel()
 
     # SIGTERM ends the run as its end does (the session closed, its hooks awaited)
@@ -251,7 +252,7 @@ async def run(
         err.write("dsh: terminated\n")
         return EXIT_TERMINATED
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)  # a second one kills at once
+        loop.remove_signal_handler(signal.SIGTERM)
         await controller.close()
 
 

@@ -8,6 +8,10 @@ tmux is touched; every wait polls the screen and is bounded.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shlex
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -180,3 +184,25 @@ async def test_a_bracketed_paste_goes_in_once_and_in_order(
     assert users[-1] == pasted
     await terminal.keys("C-q")
     assert await terminal.wait_exit() == "0"
+
+
+async def test_sigterm_closes_the_session_with_its_session_end_hook(
+    tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal
+) -> None:
+    hook = Path(__file__).resolve().parent.parent / "fixtures" / "hooks" / "hook.py"
+    record, pid_file = tmp_path / "end.jsonl", tmp_path / "dsh.pid"
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    command = json.dumps(f"{sys.executable} {hook} {record} ok")
+    (home / "settings.toml").write_text(
+        f"[[hooks.SessionEnd]]\nhooks = [{{ command = {command}, timeout = 30 }}]\n"
+    )
+    dsh = shlex.join(["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"])
+    started = f"echo $$ > {shlex.quote(str(pid_file))}; exec {dsh}"
+    await terminal.start(["sh", "-c", started], project, child_env(home, fake_llm))
+    await terminal.wait_for(says("/help lists commands"))  # the session is open
+    os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    assert await terminal.wait_exit() == "143"
+    [payload] = [json.loads(line) for line in record.read_text().splitlines()]
+    assert (payload["hook_event_name"], payload["reason"]) == ("SessionEnd", "other")

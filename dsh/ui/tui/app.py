@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from dsh.ui.tui.transcript import Transcript
 
 EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 QUIT_WINDOW_S = 1.0
 """On an idle, empty prompt a second Ctrl+C within this many seconds quits."""
 CANCELLING = "cancelling…"
@@ -133,6 +134,9 @@ class DshApp(App[int]):
         self.fold: TranscriptFold | None = None
         self.transcript: Transcript | None = None
         self.exit_code = EXIT_OK
+        self.end_reason = "exit"
+        """Why the session on screen ends when the app does (``agent/session-end``):
+        the person quit, unless dsh was ended with a signal."""
         self._unsubscribe: Callable[[], None] | None = None
         self._early: list[tuple[str, bool]] = []
         """What was sent before the runtime was ready."""
@@ -743,7 +747,7 @@ class DshApp(App[int]):
 
     async def shutdown(self) -> None:
         """Cancel what runs, store and close the session, unload the runtime (once)."""
-        await self.controller.close("exit")  # the person quit, however they did
+        await self.controller.close(self.end_reason)
 
 
 def _import_all(modules: tuple[str, ...]) -> None:
@@ -759,12 +763,25 @@ def _history_file(app: DshApp, cwd: Path) -> Path:
 
 
 async def run_tui(request: TuiRequest, *, mouse: bool = True, resume_hint: bool = True) -> int:
+    import signal
     import sys
 
     app = DshApp(request)
+
+    def terminate() -> None:
+        # Ended as by the person (the session closed, its SessionEnd hooks run), not
+        # killed mid-write; a second SIGTERM kills at once.
+        loop.remove_signal_handler(signal.SIGTERM)
+        app.end_reason = "other"
+        app.exit_code = EXIT_TERMINATED
+        app.exit(EXIT_TERMINATED, return_code=EXIT_TERMINATED)
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, terminate)
     try:
         code = await app.run_async(mouse=mouse)
     finally:
+        loop.remove_signal_handler(signal.SIGTERM)
         await app.shutdown()
     if resume_hint and app.resumable is not None:  # the terminal is the shell's again
         sys.stdout.write(f"Resume this session with: dsh --resume {app.resumable}\n")
