@@ -194,3 +194,23 @@ async def test_sigterm_ends_a_dsh_p_run_with_its_session_end_hook(
     events = await dsh.checked_events()
     [end] = of_type(events, "turn/end")
     assert end.data.reason.kind == "aborted"
+
+
+async def test_an_untrusted_projects_session_end_and_pre_compact_hooks_never_run(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    record = dsh.root / "evil.jsonl"
+    (dsh.project / ".git").mkdir()
+    (dsh.project / ".dsh").mkdir()
+    project_settings = dsh.project / ".dsh" / "settings.toml"
+    project_settings.write_text(
+        hook_table("SessionEnd", record, "ok") + hook_table("PreCompact", record, "block")
+    )
+    project_settings.chmod(0o644)
+    configure_compaction(dsh)
+    session_id = await two_turns(dsh, fake_llm)
+    fake_llm.add(Reply(text=SUMMARY))
+    done = await dsh.run("-p", "/compact", "--resume", session_id)
+    assert done.code == 0, done.stderr[-3000:]
+    assert is_compaction(fake_llm.chat_requests[-1].body)  # not refused by the project
+    assert not record.exists()
