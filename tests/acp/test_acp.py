@@ -516,3 +516,23 @@ async def test_a_custom_command_runs_with_its_arguments_mention_and_asked_bang_l
         assert f"$ touch {marker} && echo marked\\nmarked" in json.dumps(users[-2:])
     events = await dsh.checked_events(sid)
     assert [e.type for e in events].count("turn/end") == 2
+
+
+async def test_cancel_while_a_command_line_is_asked_runs_nothing_and_sends_nothing(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    marker = dsh.root / "ran"
+    (dsh.home / "commands").mkdir()
+    (dsh.home / "commands" / "mark.md").write_text(f"Say what this did:\n!touch {marker}\n")
+    fake_llm.add(Reply(text="never"))
+    editor = Editor(answers=["hold"])
+    async with editor_session(dsh, editor) as (conn, _):
+        sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+        prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=text("/mark")))
+        await editor.wait_for(lambda: editor.asked)
+        await conn.cancel(session_id=sid)
+        editor.release_cancelled()
+        reply = await asyncio.wait_for(prompt, TIMEOUT)
+        assert reply.stop_reason == "cancelled"
+    assert not marker.exists()
+    assert fake_llm.chat_requests == []  # the command's prompt did not go out either
