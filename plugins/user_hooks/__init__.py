@@ -27,7 +27,8 @@ compatible with the JSON other agents' hooks read and write, so existing scripts
   ``"decision": "block"`` refuses that compaction.
 - ``SessionEnd``: the session's agent is disposed (``reason``: ``clear`` for /new,
   ``prompt_input_exit`` when the person quits, else ``other``); awaited, within its
-  timeout, before dsh goes on (or exits); its answer is not read.
+  timeout, before dsh goes on (or exits); its answer is not read. Not for a
+  subagent's session, as ``SessionStart``.
 
 Every payload carries ``transcript_path``: the session's JSONL log (with the SQLite
 backend, the database file), written up to the moment the hook runs.

@@ -13,6 +13,7 @@ import pytest
 
 from dsh.testing import FakeLLM, Reply
 from tests.e2e.harness import TIMEOUT, Dsh, finish, of_type
+from tests.e2e.test_subagents import headers, task
 from tests.e2e.test_user_hooks import HOOK, configure, hook_table, records
 from tests.plugins.compaction.support import MODULES, WINDOW, echo, is_compaction
 
@@ -214,3 +215,19 @@ async def test_an_untrusted_projects_session_end_and_pre_compact_hooks_never_run
     assert done.code == 0, done.stderr[-3000:]
     assert is_compaction(fake_llm.chat_requests[-1].body)  # not refused by the project
     assert not record.exists()
+
+
+async def test_a_subagents_session_runs_no_session_end_hook(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    record = dsh.root / "end.jsonl"
+    configure(dsh, hook_table("SessionEnd", record, "ok"))
+    fake_llm.add(
+        Reply(tool_calls=[task("greet", "MARK-G: say hello")]),
+        Reply(text="Hello.", when="MARK-G"),
+        Reply(text="Done."),
+    )
+    done = await dsh.run("-p", "delegate a greeting")
+    assert done.code == 0, done.stderr[-3000:]
+    stored = await headers(dsh)
+    [parent] = [h.id for h in stored.values() if h.origin is None]
+    [_child] = [h.id for h in stored.values() if h.origin == "subagent"]
+    assert [p["session_id"] for p in records(record)] == [parent]  # the parent's alone
