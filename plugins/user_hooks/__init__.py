@@ -350,7 +350,14 @@ def apply(ctx: Context, config: NoConfig) -> None:
             )
             message = f"dsh needs your permission to use {tool}: {summary}"
             payload = _payload(agent, "Notification", message=message, title="dsh")
-            ctx.spawn(notified(agent, payload), name="user-hooks:notification")
+            task = ctx.spawn(notified(agent, payload), name="user-hooks:notification")
+            running = notifying.setdefault(agent.id, set())
+            running.add(task)
+            task.add_done_callback(running.discard)
+
+    notifying: dict[str, set[asyncio.Task[None]]] = {}
+    """Notification hooks still running, by agent: the session's end waits for them
+    (each within its timeout) so a short run does not cut them off."""
 
     async def notified(agent: AgentHandle, payload: dict[str, Any]) -> None:
         for hook, ran in await run_all("Notification", agent, payload):
@@ -376,6 +383,9 @@ def apply(ctx: Context, config: NoConfig) -> None:
         return refusal
 
     async def session_end(agent: AgentHandle, reason: str) -> None:
+        running = notifying.pop(agent.id, set())
+        if running:
+            await asyncio.wait(running)
         if agent.session.header.origin == "subagent":  # a task's child: SubagentStop's
             return
         payload = _payload(agent, "SessionEnd", reason=END_REASONS.get(reason, "other"))
@@ -396,7 +406,7 @@ def apply(ctx: Context, config: NoConfig) -> None:
         ctx.on(AGENT_TURN_STOPPING, stopping)
     if any(h.event == "PreCompact" for h in hooks):
         ctx.on(HISTORY_SUMMARISE, summarising)
-    if any(h.event == "SessionEnd" for h in hooks):
+    if any(h.event in ("SessionEnd", "Notification") for h in hooks):
         ctx.on(AGENT_SESSION_END, session_end)
     commands = ctx.get(COMMANDS, None)
     if commands is not None:
