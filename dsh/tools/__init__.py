@@ -18,6 +18,7 @@ from dsh.tools.definition import (
 from dsh.tools.environment import child_environment, scrubbed
 from dsh.tools.permissions import MODES, PermissionMode, Rule, RuleError, parse_rules
 from dsh.tools.presentation import (
+    AgentView,
     CallResult,
     ChecklistView,
     CommandView,
@@ -47,6 +48,7 @@ from dsh.tools.service import (
 __all__ = [
     "MODES",
     "Action",
+    "AgentView",
     "Allow",
     "Amend",
     "Ask",

@@ -81,4 +81,17 @@ class ChecklistView:
     items: tuple[tuple[str, ChecklistStatus], ...] = ()
 
 
-Presentation: TypeAlias = TextView | CommandView | DiffView | ScreenView | ChecklistView
+@dataclass(frozen=True)
+class AgentView:
+    """A child agent's run: the last of its activity and the session holding it. The
+    TUI opens ``session_id`` as its own transcript from the card."""
+
+    title: str
+    session_id: str
+    status: str | None = None
+    """How the run stands or ended, in a word or two (``running``, ``completed``)."""
+    lines: tuple[str, ...] = ()
+    """Its latest activity, oldest first: a UI shows the last few."""
+
+
+Presentation: TypeAlias = TextView | CommandView | DiffView | ScreenView | ChecklistView | AgentView

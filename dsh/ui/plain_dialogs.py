@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from dsh.control_chars import visible
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
 from dsh.ui.plain_input import Interrupted, Lines
@@ -91,6 +92,9 @@ class Dialogs:
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
         async with self.lines.dialog():
+            if request.agent_label:
+                label = visible(request.agent_label, one_line=True)
+                self.console.print(Text.assemble(("subagent: ", "bold"), label), soft_wrap=True)
             self.console.print(
                 Text.assemble(
                     ("? ", "bold yellow"),

@@ -35,6 +35,7 @@ from dsh.control_chars import is_visible, visible
 from dsh.tools.approval import ApprovalRequest
 from dsh.tools.definition import ToolDefinition
 from dsh.tools.presentation import (
+    AgentView,
     CallResult,
     ChecklistView,
     CommandView,
@@ -136,13 +137,18 @@ def visible_view(view: Presentation) -> Presentation:
             changes["rows"] = tuple(visible(row) for row in rows)
         case ChecklistView(items=items):
             changes["items"] = tuple((visible(text), status) for text, status in items)
+        case AgentView(title=title, status=status, lines=lines):
+            # Each is one line of a card: a newline in what the child said is shown.
+            changes["title"] = visible(title, one_line=True)
+            changes["status"] = visible(status, one_line=True) if status else status
+            changes["lines"] = tuple(visible(line, one_line=True) for line in lines)
     return dataclasses.replace(view, **changes)
 
 
 def visible_request(request: ApprovalRequest) -> ApprovalRequest:
     """What an approval dialog shows of ``request``: its texts made safe to show (the
     command, the path and the diff are the model's)."""
-    shown = ("tool_name", "summary", "details", "reason", "grant", "grant_covers")
+    shown = ("tool_name", "summary", "details", "reason", "grant", "grant_covers", "agent_label")
     update = {
         name: visible(value) for name in shown if isinstance(value := getattr(request, name), str)
     }
@@ -201,6 +207,8 @@ def render_presentation(
             return _screen_view(view, limit)
         case ChecklistView():
             return _checklist_view(view, show_title)
+        case AgentView():
+            return _agent_view(view, limit, show_title)
     return Text(str(view))  # pragma: no cover - a view type this module does not know
 
 
@@ -343,6 +351,32 @@ def _checklist_view(view: ChecklistView, show_title: bool) -> RenderableType:
         text.append(f"{mark} ")
         text.append(content, style=style)
     return text
+
+
+AGENT_LINES = 5
+"""Lines of a child agent's activity a card shows until it is opened."""
+
+
+def _agent_view(view: AgentView, limit: int | None, show_title: bool) -> RenderableType:
+    """The title and how the run stands, the last of its activity, and its session."""
+    head = Text()
+    if show_title and view.title:
+        head.append(view.title, style="bold")
+    if view.status:
+        if head:
+            head.append(" · ", style="dim")
+        style = {"failed": "red", "cancelled": "yellow", "running": "cyan"}.get(view.status, "dim")
+        head.append(view.status, style=style)
+    parts: list[RenderableType] = [head] if head else []
+    lines = list(view.lines)
+    keep = min(limit, AGENT_LINES) if limit is not None else None
+    if keep is not None and len(lines) > keep:
+        parts.append(_more(len(lines) - keep, "earlier"))
+        lines = lines[-keep:]
+    if lines:
+        parts.append(Text("\n".join(lines)))
+    parts.append(Text(f"session {view.session_id}", style="dim"))
+    return Group(*parts)
 
 
 def highlighted(code: str, language: str) -> Text:

@@ -67,3 +67,45 @@ def test_prompt_blocks_become_one_text() -> None:
     assert text.startswith("compare @/src/app.py `/my dir/a.py`")
     assert "<context uri='file:///src/b.py'>\n````\nx = ```1```\n````\n</context>" in text
     assert "[image not included" in text
+
+
+def test_a_child_agents_run_is_text_content_and_a_subagents_approval_is_titled() -> None:
+    from pathlib import Path
+
+    from acp.schema import ContentToolCallContent
+
+    from dsh.tools.approval import ApprovalRequest
+    from dsh.tools.definition import ToolDefinition
+    from dsh.tools.presentation import AgentView, CallResult
+    from dsh.ui.acp.permissions import approval_call
+    from dsh.ui.acp.updates import Updates
+    from dsh.ui.entries import ToolEntry, TranscriptFold
+    from tests.support.echo_tool import EchoArguments, echo
+
+    def present(arguments: object, result: CallResult) -> AgentView:
+        lines = tuple(f"step {n}" for n in range(7))
+        return AgentView("find \x1b[2Jtests", "abc-123", status="completed", lines=lines)
+
+    tool = ToolDefinition(
+        name="echo", description="", arguments=EchoArguments, execute=echo, present_result=present
+    )
+
+    class Tools:
+        def get(self, name: str) -> ToolDefinition | None:
+            return tool if name == "echo" else None
+
+    updates = Updates(TranscriptFold(), Tools(), Path("/p"), echo_user=False)
+    entry = ToolEntry("tool:c1", 1, "c1", "echo", '{"text": "x"}', status="done", ended_ms=5)
+    [start] = updates._entry(entry)
+    assert start.title == "find ␛[2Jtests"  # type: ignore[union-attr]
+    [content] = start.content or []  # type: ignore[union-attr]
+    assert isinstance(content, ContentToolCallContent)
+    text = content.content.text  # type: ignore[union-attr]
+    assert text == "completed\nstep 2\nstep 3\nstep 4\nstep 5\nstep 6\nsession abc-123"
+
+    asked = ApprovalRequest(
+        id="r", session_id="s", call_id="c", tool_name="bash", summary="run make", risk="exec"
+    )
+    assert approval_call(asked).title == "run make"
+    labelled = asked.model_copy(update={"agent_label": "explore"})
+    assert approval_call(labelled).title == "explore: run make"

@@ -100,6 +100,36 @@ async def test_a_denied_call_tells_the_model(
     assert "I will whisper." in text
 
 
+async def test_an_approval_names_the_subagent_that_asks_its_bytes_as_pictures(
+    runtime: Runtime, pipe: PipeInput, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    from dsh.hooks import APPROVAL_ASK
+    from dsh.tools.approval import ApprovalRequest
+
+    plain = Plain(runtime, pipe, tmp_path)
+    await plain.wait_for("Ctrl+D to quit")
+    asked = ApprovalRequest(
+        id="r1",
+        session_id="s1",
+        call_id="c1",
+        tool_name="shout",
+        summary="shout hello",
+        risk="exec",
+        agent_label="explore\x1b]2;pwned\x07 \x1b[2J",
+    )
+    # Asked as the approvals service asks for a subagent's call: through the hook.
+    decision = asyncio.create_task(runtime.root.serial(APPROVAL_ASK, asked))
+    text = await plain.wait_for("asks to run: shout hello")
+    assert "subagent: explore␛]2;pwned␇ ␛[2J" in text
+    assert "\x1b]2;" not in text
+    assert "\x1b[2J" not in text
+    plain.type("n\r")
+    answer = await asyncio.wait_for(decision, TIMEOUT)
+    assert answer is not None
+    assert answer.outcome == "deny"
+    assert await plain.quit() == 0
+
+
 async def test_ctrl_c_at_an_approval_denies_and_cancels(
     runtime: Runtime, pipe: PipeInput, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:

@@ -30,6 +30,7 @@ from dsh.ui.render import (
     tool_header,
     tool_presentation,
     tool_summary,
+    visible_view,
 )
 from tests.support.echo_tool import EchoArguments, echo
 
@@ -251,3 +252,32 @@ def test_notices_by_level() -> None:
         notice = NoticeEntry("n", 1, level, "careful")  # type: ignore[arg-type]
         assert shown(render_notice(notice)) == f"{mark} careful"
     assert isinstance(render_notice(NoticeEntry("n", 1, "info", "x")), Text)
+
+
+def test_a_child_agents_run_shows_its_last_lines_and_its_session() -> None:
+    from dsh.tools.presentation import AgentView
+
+    lines = tuple(f"step {n}" for n in range(9))
+    view = AgentView("find the tests", "abc-123", status="failed", lines=lines)
+    text = shown(render_presentation(view, max_lines=8))
+    assert text.splitlines()[0] == "find the tests · failed"
+    assert "… 4 earlier lines" in text
+    assert "step 3" not in text
+    assert "step 4" in text
+    assert "step 8" in text
+    assert text.splitlines()[-1] == "session abc-123"
+    assert "step 0" in shown(render_presentation(view, expanded=True))
+    assert not shown(render_presentation(view, show_title=False)).startswith("find")
+
+
+def test_a_child_agents_texts_are_shown_as_pictures() -> None:
+    from dsh.tools.presentation import AgentView
+
+    view = AgentView("a\x1b[2Jb\nc", "s\x07", status="ok\x1b]2;x\x07", lines=("l\x1b[31m\nm",))
+    safe = visible_view(view)
+    assert isinstance(safe, AgentView)
+    assert safe.title == "a␛[2Jb␊c"
+    assert safe.status == "ok␛]2;x␇"
+    assert safe.lines == ("l␛[31m␊m",)
+    assert "\x07" not in safe.session_id
+    assert "\x1b" not in shown(render_presentation(safe))

@@ -195,6 +195,27 @@ async def test_approval_buttons_and_no_session_grant() -> None:
         assert app.results[-1] == ApprovalDecision(outcome="allow_session")
 
 
+async def test_approval_names_the_subagent_that_asks_its_bytes_as_pictures() -> None:
+    app = Host()
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = ApprovalScreen(request(), guard_seconds=0)
+        await opened(pilot, app, screen)
+        assert not screen.query("#agent")  # the session's own agent: no label
+        await pilot.press("n")
+        await until(pilot, lambda: len(app.results) == 1)
+
+        label = "explore\x1b]2;pwned\x07 \x1b[31mred"
+        asking = request().model_copy(update={"agent_label": label})
+        screen = ApprovalScreen(asking, guard_seconds=0)
+        await opened(pilot, app, screen)
+        said = shown(screen.query_one("#agent", Static))
+        assert said == "subagent: explore␛]2;pwned␇ ␛[31mred"
+        assert "run make" in shown(screen.query_one("#title", Static))
+        await pilot.press("y")
+        await until(pilot, lambda: len(app.results) == 2)
+        assert app.results[-1] == ApprovalDecision(outcome="allow_once")
+
+
 async def test_approval_without_details_answers_from_the_buttons_keys() -> None:
     app = Host()
     async with app.run_test(size=(100, 30)) as pilot:

@@ -38,6 +38,7 @@ from acp.schema import (
 from dsh.llm import TokenUsage
 from dsh.session import SessionEvent
 from dsh.tools.presentation import (
+    AgentView,
     ChecklistView,
     CommandView,
     DiffView,
@@ -54,7 +55,7 @@ from dsh.ui.entries import (
     TurnFooter,
     UserEntry,
 )
-from dsh.ui.render import ToolLookup, generic_title, parse_arguments, tool_presentation
+from dsh.ui.render import AGENT_LINES, ToolLookup, generic_title, parse_arguments, tool_presentation
 
 Update: TypeAlias = (
     AgentMessageChunk
@@ -215,6 +216,10 @@ class Updates:
                 return [_block("\n".join(f"- {marks[s]} {t}" for t, s in items))] if items else []
             case TextView(body=body) if body:
                 return [_block(body)]
+            case AgentView(session_id=session, status=status, lines=lines):
+                said = [f"{status}" if status else "", *lines[-AGENT_LINES:]]
+                said.append(f"session {session}")
+                return [_block("\n".join(line for line in said if line))]
         if entry.denial:
             return [_block(entry.denial)]
         return []

@@ -1,6 +1,7 @@
 """The approval dialog: may this tool call run?
 
-Shows what the approvals service asks about (tool, risk, summary, why it asks) and
+Shows what the approvals service asks about (the subagent that asks, if one does; tool,
+risk, summary, why it asks) and
 the details: a command highlighted as shell code, a unified diff coloured with the
 theme's ``$diff-added``/``$diff-removed``, scrollable when long. One key per answer:
 ``y`` allow once, ``a`` allow for this session (only when the service offers a
@@ -59,6 +60,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     }
     ApprovalScreen #title { text-style: bold; }
     ApprovalScreen #reason { color: $text-muted; }
+    ApprovalScreen #agent { color: $accent; }
     ApprovalScreen #details {
         height: auto; max-height: 60vh; margin: 1 0 0 0;
         border: round $panel-lighten-2; background: $background;
@@ -92,6 +94,10 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     def compose(self) -> ComposeResult:
         request = self.shown
         with Vertical(id="dialog"):
+            if request.agent_label:
+                # A subagent's call: the person answers for it, not for the main agent.
+                asker = visible(request.agent_label, one_line=True)
+                yield Static(Text.assemble(("subagent: ", "bold"), asker), id="agent")
             title = Text.assemble(
                 ("? ", "bold"),
                 (request.tool_name, "bold"),
