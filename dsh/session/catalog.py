@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 );
 CREATE INDEX IF NOT EXISTS sessions_by_cwd ON sessions (cwd, updated_at DESC);
 CREATE INDEX IF NOT EXISTS sessions_by_time ON sessions (updated_at DESC);
+CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (parent_session, created_at DESC);
 CREATE VIRTUAL TABLE IF NOT EXISTS event_text USING fts5(
     text, session_id UNINDEXED, seq UNINDEXED, type UNINDEXED,
     tokenize = 'unicode61 remove_diacritics 2'
@@ -281,6 +282,22 @@ class Catalog:
         where = "WHERE cwd = ?" if cwd is not None else ""
         params: builtins.list[object] = [text_column(cwd)] if cwd is not None else []
         query = f"SELECT {COLUMNS} FROM sessions {where} ORDER BY updated_at DESC, id"
+        if limit is not None:
+            query += " LIMIT ?"
+            params.append(limit)
+        async with db.execute(query, params) as rows:
+            return [CatalogEntry(*row) for row in await rows.fetchall()]
+
+    async def children(
+        self, parent_id: str, *, limit: int | None = None
+    ) -> builtins.list[CatalogEntry]:
+        """The sessions whose header names ``parent_id`` as their parent (its forks and
+        its subagents' sessions), newest first."""
+        db = await self._connect()
+        query = (
+            f"SELECT {COLUMNS} FROM sessions WHERE parent_session = ? ORDER BY created_at DESC, id"
+        )
+        params: builtins.list[object] = [text_column(parent_id)]
         if limit is not None:
             query += " LIMIT ?"
             params.append(limit)

@@ -330,7 +330,9 @@ class DshApp(App[int]):
 
         controller = self.controller
         controller.add_session_commands(KEYS_HELP, lambda: self.fold)
-        register_tui_commands(self, controller.commands, lambda: self.fold)
+        register_tui_commands(
+            self, controller.commands, lambda: self.fold, view_session=self.view_session
+        )
         self.prompt_area.commands = controller.commands.complete
         self.prompt_area.mentions = controller.mentions
         await self._mount_transcript(controller.ctx.get(TOOLS))
@@ -562,6 +564,11 @@ class DshApp(App[int]):
         if selected:
             self._copy(selected, clear=True)
             return
+        if self._viewing():
+            # Keys in a session viewer are the viewer's: no turn is cancelled, and the
+            # prompt it goes back to keeps its text.
+            self.notify("Esc or q goes back to the prompt.", timeout=QUIT_WINDOW_S)
+            return
         now = time.monotonic()
         if self.action_cancel_turn():
             self._last_ctrl_c = 0.0  # stopping a reply is not the first press of a quit
@@ -575,6 +582,11 @@ class DshApp(App[int]):
             return
         self._last_ctrl_c = now
         self.notify("Press Ctrl+C again to quit.", timeout=QUIT_WINDOW_S)
+
+    def _viewing(self) -> bool:
+        from dsh.ui.tui.screens.viewer import SessionViewer
+
+        return isinstance(self.screen, SessionViewer)
 
     def action_scroll_transcript(self, direction: int) -> None:
         self.scroll_transcript("page_up" if direction < 0 else "page_down")
@@ -647,8 +659,34 @@ class DshApp(App[int]):
             self._card_hint(self.transcript.move_cursor(message.step))
 
     def on_prompt_area_open_card(self, message: PromptArea.OpenCard) -> None:
-        if self.transcript is not None:
-            self.transcript.open_cursor()
+        """Enter on a card: a subagent's run opens as its own transcript; any other
+        card opens in full, or closes."""
+        if self.transcript is None:
+            return
+        opened = self.transcript.cursor_session()
+        if opened is not None:
+            self.run_worker(self.view_session(*opened), group="viewer")
+            return
+        self.transcript.open_cursor()
+
+    async def view_session(self, session_id: str, title: str | None = None) -> None:
+        """Show ``session_id``'s transcript, read-only, over the main screen (followed
+        while its agent runs in this process); Esc or q comes back."""
+        from dsh.services import AGENTS, TOOLS
+        from dsh.ui.tui.screens.viewer import SessionViewer
+
+        runtime = self.runtime
+        if runtime is None:
+            return
+        viewer = SessionViewer(
+            session_id,
+            sessions=runtime.sessions,
+            agents=runtime.root.get(AGENTS).list(),
+            tools=runtime.root.get(TOOLS),
+            cost=runtime.llm.cost,
+            title=title,
+        )
+        await self.push_screen(viewer)
 
     def _card_hint(self, on: bool) -> None:
         note = CARD_HINT if on else ""

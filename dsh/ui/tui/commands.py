@@ -1,10 +1,10 @@
-"""Commands only the TUI has: ``/theme`` and ``/copy``."""
+"""Commands only the TUI has: ``/theme``, ``/copy`` and ``/agents``."""
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App
@@ -12,16 +12,22 @@ from textual.app import App
 from dsh.commands import Command, CommandContext, CommandError, CommandView
 
 if TYPE_CHECKING:
+    from dsh.ui.children import ChildSession
     from dsh.ui.entries import TranscriptFold
 
 _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def register_tui_commands(
-    app: App[Any], commands: CommandView, fold: Callable[[], TranscriptFold | None]
+    app: App[Any],
+    commands: CommandView,
+    fold: Callable[[], TranscriptFold | None],
+    *,
+    view_session: Callable[[str, str | None], Awaitable[None]],
 ) -> None:
-    """``/theme`` and ``/copy`` for ``app``, in ``commands`` (the app's own view);
-    ``fold`` is the transcript on screen, which ``/copy`` copies from."""
+    """``/theme``, ``/copy`` and ``/agents`` for ``app``, in ``commands`` (the app's own
+    view); ``fold`` is the transcript on screen, which ``/copy`` copies from;
+    ``view_session`` opens a session's transcript read-only (``/agents``)."""
 
     async def theme(context: CommandContext, args: str) -> None:
         name = args.strip()
@@ -47,7 +53,28 @@ def register_tui_commands(
         said = await asyncio.to_thread(copy_text, app, text)
         context.host.show(said[:1].upper() + said[1:] + ".")
 
+    async def agents(context: CommandContext, args: str) -> None:
+        from dsh.services import AGENTS, SESSIONS
+        from dsh.ui.children import child_sessions
+
+        parent = context.agent.session.id
+        children = await child_sessions(
+            context.root.get(SESSIONS), context.root.get(AGENTS).list(), parent
+        )
+        if not children:
+            context.host.show("No subagents have run in this session.")
+            return
+        picked = await pick_child(app, children)
+        if picked is not None:
+            await view_session(picked.id, picked.title)
+
     for command in (
+        Command(
+            "agents",
+            "list the subagents this session ran; the one picked opens read-only",
+            agents,
+            recorded=False,
+        ),
         Command(
             "theme",
             "switch the theme (alone: pick one, seen as you move)",
@@ -82,6 +109,33 @@ async def pick_theme(app: App[Any], names: list[str]) -> str | None:
         app.theme = before
         return None
     return names[picked]
+
+
+async def pick_child(app: App[Any], children: list[ChildSession]) -> ChildSession | None:
+    """The child session the person picks (newest first), or None."""
+    from rich.text import Text
+
+    from dsh.control_chars import visible
+    from dsh.ui.tui.dialogs import choose
+
+    items: list[str | Text] = []
+    for child in children:
+        style = {"failed": "red", "cancelled": "yellow", "running": "cyan"}.get(child.status, "")
+        items.append(
+            Text.assemble(
+                visible(child.title, one_line=True)[:100],
+                "  ",
+                (child.status, style or "dim"),
+                (f"  {child.id[:8]}", "dim"),
+            )
+        )
+    picked = await choose(
+        app,
+        "Subagents of this session",
+        items,
+        hint="↑↓ choose · Enter: open its transcript (read-only) · Esc: close",
+    )
+    return None if picked is None else children[picked]
 
 
 def pick_text(answers: list[str], args: str) -> str:

@@ -26,7 +26,7 @@ from textual.reactive import Reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
-from dsh.tools.presentation import TextView
+from dsh.tools.presentation import AgentView, Presentation, TextView
 from dsh.ui.entries import (
     AnswerEntry,
     Entry,
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from dsh.ui.entries import TranscriptFold
 
 SPINNER = "◐◓◑◒"
+AGENT_HINT = "Ctrl+Up to this card, then Enter: its transcript (or /agents)"
 CARD_LINES = 8
 """Lines of a tool's result shown before the card is expanded."""
 
@@ -178,6 +179,7 @@ class ToolCard(Static):
         self.expanded = False
         self._body: RenderableType | None = None
         self._body_for: tuple[str, bool] | None = None
+        self._view: Presentation | None = None
         self._frame = 0
 
     def on_mount(self) -> None:
@@ -213,6 +215,7 @@ class ToolCard(Static):
         if self._body_for != key:  # a presentation can be costly: once per change
             self._body_for = key
             view = tool_presentation(self.tools, entry)
+            self._view = view
             generic = isinstance(view, TextView) and view.title == generic_title(entry)
             if generic and isinstance(view, TextView) and not view.body:
                 self._body = None
@@ -220,7 +223,16 @@ class ToolCard(Static):
                 self._body = render_presentation(
                     view, expanded=self.expanded, max_lines=CARD_LINES, show_title=not generic
                 )
+                if isinstance(view, AgentView):
+                    self._body = Group(self._body, Text(AGENT_HINT, style="dim italic"))
         return self._body
+
+    def agent_view(self) -> AgentView | None:
+        """The child agent's run this card shows, once the call ended with one."""
+        if self.running:
+            return None
+        self._render_body()
+        return self._view if isinstance(self._view, AgentView) else None
 
     def on_click(self, event: events.Click) -> None:
         self.expanded = not self.expanded
@@ -449,6 +461,16 @@ class Transcript(VerticalScroll, can_focus=False):
     def on_card(self) -> bool:
         """Whether the cursor is on a card still shown."""
         return self.cursor is not None and self.cursor.is_attached
+
+    def cursor_session(self) -> tuple[str, str] | None:
+        """The session and title of the subagent's run under the card cursor, if the
+        card shows one."""
+        card = self.cursor
+        if isinstance(card, ToolCard) and card.is_attached:
+            view = card.agent_view()
+            if view is not None:
+                return view.session_id, view.title
+        return None
 
     def open_cursor(self) -> None:
         """Open the card under the cursor in full, or close it."""
