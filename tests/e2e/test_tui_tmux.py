@@ -206,3 +206,58 @@ async def test_sigterm_closes_the_session_with_its_session_end_hook(
     assert await terminal.wait_exit() == "143"
     [payload] = [json.loads(line) for line in record.read_text().splitlines()]
     assert (payload["hook_event_name"], payload["reason"]) == ("SessionEnd", "other")
+
+
+async def write_parent_and_child(home: Path, project: Path) -> tuple[str, str]:
+    """A parent session and the session of a subagent it ran, stored in ``home`` as
+    dsh stores them (the child's header names the parent)."""
+    from dsh.session import SessionStore
+    from tests.session.turns import complete_turn
+
+    store = SessionStore.at(home)
+    try:
+        parent = await store.create(str(project), model="deepseek-v4-flash")
+        complete_turn(parent, "Look into the tests", "The parent's own reply.", with_tool=False)
+        child = await store.create(str(project), parent=parent.id, origin="subagent")
+        complete_turn(
+            child,
+            "Where are the \x1b[2Jtests?",
+            "The child says: tests/ holds them.",
+            with_tool=False,
+        )
+        await store.close(child)
+        await store.close(parent)
+        await store.indexed()
+    finally:
+        await store.aclose()
+    return parent.id, child.id
+
+
+async def test_agents_opens_a_subagents_session_in_a_real_terminal(
+    tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    parent, child = await write_parent_and_child(home, project)
+    command = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh", "--resume", parent]
+    await terminal.start(command, project, child_env(home, fake_llm))
+    await terminal.wait_for(says(f"Resumed session {parent[:8]}"))
+    await terminal.keys("/agents", literal=True)
+    await terminal.keys("Enter")
+    listed = await terminal.wait_for("Subagents of this session")
+    assert "Where are the ␛[2Jtests?" in listed  # its bytes shown, not obeyed
+    assert "completed" in listed
+    assert child[:8] in listed
+
+    await terminal.keys("Enter")
+    viewer = await terminal.wait_for("The child says: tests/ holds them.")
+    assert "read-only · Esc or q" in viewer
+    assert f"session {child}" in viewer
+    assert "The parent's own reply." not in viewer
+
+    await terminal.keys("Escape")
+    back = await terminal.wait_for(lambda text: "The parent's own reply." in text)
+    assert "The child says" not in back
+    assert "read-only · Esc or q" not in back
+    assert fake_llm.chat_requests == []  # nothing was sent to the model

@@ -34,10 +34,7 @@ if TYPE_CHECKING:
     from dsh.session import Pricing, SessionEvent, SessionStore
     from dsh.ui.render import ToolLookup
 
-HINT = (
-    "read-only · Esc or q: back to the prompt · PgUp/PgDn, Home/End scroll ·"
-    " Ctrl+Up/Down move over the cards, Enter opens one"
-)
+HINT = "read-only · Esc or q: back · PgUp/PgDn scroll · Ctrl+Up/Down: cards, Enter opens one"
 
 
 class SessionViewer(Screen[None]):
