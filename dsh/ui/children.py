@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsh.llm import SessionId
+from dsh.llm import SessionId, UserMessage, UserSource
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
@@ -83,4 +83,32 @@ async def child_sessions(
                 live=agent is not None,
             )
         )
+    # A child that has only just started may not be stored (so indexed) yet.
+    listed = {child.id for child in children}
+    for agent in agents:
+        header = agent.session.header
+        if header.parent_session != parent_id or agent.id in listed or header.origin == "fork":
+            continue
+        live_events = agent.session.events
+        children.append(
+            ChildSession(
+                id=agent.id,
+                title=first_prompt(live_events) or "(starting)",
+                status=run_status(live_events, live=True),
+                created_at=header.created_at,
+                live=True,
+            )
+        )
+    children.sort(key=lambda child: child.created_at, reverse=True)
     return children
+
+
+def first_prompt(events: Sequence[SessionEvent]) -> str | None:
+    """The first line of the session's first message from its user (the parent agent,
+    for a child)."""
+    for event in events:
+        data = event.data
+        if isinstance(data, UserMessage) and isinstance(data.source, UserSource):
+            lines = data.text().strip().splitlines()
+            return lines[0][:80] if lines else None
+    return None

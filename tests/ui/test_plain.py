@@ -130,6 +130,28 @@ async def test_an_approval_names_the_subagent_that_asks_its_bytes_as_pictures(
     assert await plain.quit() == 0
 
 
+async def test_a_child_agents_run_prints_its_last_lines_and_session(
+    runtime: Runtime, pipe: PipeInput, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    from dsh.kernel import Candidate
+    from tests.support.delegate_tool import plugin as delegate_plugin
+
+    await runtime.plugins.load([Candidate("delegate", "tests", delegate_plugin)])
+    arguments = {"description": "find \x1b[2Jtests", "prompt": "Where?", "reply": "In tests/."}
+    fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="delegate", arguments=arguments)]))
+    fake_llm.add(Reply(text="Found."))
+    plain = Plain(runtime, pipe, tmp_path)
+    plain.type("delegate\r")
+    text = await plain.wait_for("── turn 1")
+    assert await plain.quit() == 0
+    assert "find ␛[2Jtests · completed" in text
+    assert "\x1b[2J" not in text
+    assert "… 4 earlier lines" in text
+    assert "read 4.py" in text
+    assert "read 3.py" not in text
+    assert "  session " in text
+
+
 async def test_ctrl_c_at_an_approval_denies_and_cancels(
     runtime: Runtime, pipe: PipeInput, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
