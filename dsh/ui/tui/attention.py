@@ -179,6 +179,8 @@ class Attention:
     def approval(self, request: ApprovalRequest) -> AbstractContextManager[None]:
         """:meth:`waiting` for an approval dialog."""
         what = f"{request.tool_name}: {request.summary}" if request.summary else request.tool_name
+        if request.agent_label:
+            what = f"subagent {request.agent_label}, {what}"
         return self.waiting(("approval", request.id), f"approval needed — {what}")
 
     def question(self, questions: Sequence[Question]) -> AbstractContextManager[None]:
