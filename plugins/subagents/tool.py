@@ -47,6 +47,7 @@ from dsh.session import (
 )
 from dsh.tools import (
     Action,
+    AgentView,
     CallResult,
     Deny,
     Presentation,
@@ -62,6 +63,8 @@ from plugins.subagents.profiles import Profile, scan
 NAME = "task"
 INSTRUCTIONS = "subagent_instructions"
 """The prompt variable (and section) holding a profile's instructions, in a child's scope."""
+STATUSES = {"aborted": "cancelled", "error": "failed"}
+"""How a child's turn ended, in the words its card uses."""
 MAX_ACTIVITY = 200
 """Lines of a child's activity kept in the result's meta."""
 
@@ -151,13 +154,23 @@ def task_tool(agents: AgentService, limits: Limits) -> ToolDefinition:
         return TextView(title=_title(arguments))
 
     def present_result(arguments: dict[str, Any], result: CallResult) -> Presentation:
-        # TODO(subagents): S2's AgentView(title, session_id, status, lines) once merged.
         meta = result.meta if isinstance(result.meta, dict) else {}
         lines = [str(line) for line in meta.get("activity", ()) if isinstance(line, str)]
         status = meta.get("status")
-        title = _title(arguments) + (f" ({status})" if status and status != "completed" else "")
-        body = "\n".join([*lines[-20:], "", result.text] if lines else [result.text])
-        return TextView(title=title, body=body.strip() or None)
+        session = meta.get("session")
+        if not isinstance(session, str) or not session:
+            title = _title(arguments) + (f" ({status})" if status and status != "completed" else "")
+            body = "\n".join([*lines[-20:], "", result.text] if lines else [result.text])
+            return TextView(title=title, body=body.strip() or None)
+        # The card shows the tail: what the child did, then what it answered (or why
+        # it stopped); its whole run opens from the card as its own transcript.
+        said = result.text.strip().splitlines()
+        return AgentView(
+            title=_title(arguments),
+            session_id=session,
+            status=STATUSES.get(str(status), str(status)) if status else None,
+            lines=(*lines, *said),
+        )
 
     return ToolDefinition(
         name=NAME,

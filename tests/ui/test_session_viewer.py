@@ -196,3 +196,88 @@ async def test_agents_without_subagents_says_so(
             what="the notice",
         )
         assert not isinstance(app.screen, Picker | SessionViewer)
+
+
+async def test_the_task_tools_card_opens_the_child_and_agents_follows_a_running_one(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The bundled subagents plugin's ``task`` tool end to end: its card is an
+    AgentView that opens the child's session; a child still at work is ``running`` in
+    ``/agents`` and followed live."""
+    task = {"description": "look around", "prompt": "MARK-A: list the files"}
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="task", arguments=task)]),
+        Reply(text="There are three files.", when="MARK-A"),
+        Reply(text="The child counted three."),
+    )
+    async with tui(runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        await finish_a_turn(app, pilot, "delegate")
+        card = app.query_one(ToolCard)
+        view = card.agent_view()
+        assert view is not None
+        assert view.title == "Task: look around"
+        assert view.status == "completed"
+        assert "There are three files." in shown(card)
+        await pilot.press("ctrl+up", "enter")
+        await until(pilot, lambda: viewing(app) is not None, what="the viewer")
+        viewer = viewing(app)
+        assert viewer is not None
+        assert viewer.session_id == view.session_id
+        text = viewer_text(viewer)
+        assert "MARK-A: list the files" in text
+        assert "There are three files." in text
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, SessionViewer), what="back")
+
+        # A child at work: its echo call sleeps until the parent's turn is cancelled.
+        slow = {"description": "wait a while", "prompt": "MARK-B: wait"}
+        fake_llm.add(
+            Reply(tool_calls=[ToolCallSpec(name="task", arguments=slow)]),
+            Reply(
+                text="Waiting.",
+                tool_calls=[ToolCallSpec(name="echo", arguments={"text": "hi", "delay": 600})],
+                when="MARK-B",
+            ),
+        )
+        await type_text(app, pilot, "delegate a slow one")
+        await pilot.press("enter")
+        agents = runtime.root.get(AGENTS)
+        await until(
+            pilot,
+            lambda: any(a.session.header.parent_session for a in agents.list()),
+            what="the child",
+        )
+        child = next(a for a in agents.list() if a.session.header.parent_session)
+        await until(
+            pilot,
+            lambda: any(e.type == "tool/call" for e in child.session.events),
+            what="the child's call",
+        )
+        await type_text(app, pilot, "/agents")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, Picker), what="the list")
+        picker = app.screen
+        assert isinstance(picker, Picker)
+        items = [str(item) for item in picker.items]
+        assert "MARK-B: wait" in items[0]
+        assert "running" in items[0]
+        assert "completed" in items[1]
+        await pilot.press("enter")
+        await until(pilot, lambda: viewing(app) is not None, what="the viewer")
+        viewer = viewing(app)
+        assert viewer is not None
+        assert viewer.live
+        await until(pilot, lambda: "running · following" in viewer_text(viewer), what="live")
+        assert "Waiting." in viewer_text(viewer)
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, SessionViewer), what="back")
+        # The card cursor is where the viewer was opened from: Esc leaves it first;
+        # the next cancels the parent's turn, and the child with it.
+        await pilot.press("escape", "escape")
+        await until(
+            pilot,
+            lambda: app.agent is not None and app.agent.status == "idle",
+            what="the cancel",
+        )
+        assert child.status == "idle"
+        assert any(e.type == "turn/end" for e in child.session.events)
