@@ -77,7 +77,9 @@ async def child_sessions(
         children.append(
             ChildSession(
                 id=row.id,
-                title=row.display_title,
+                # A live child's label (its task's description) says most; stored, the
+                # catalog's title or first prompt.
+                title=(agent.label if agent is not None else None) or row.display_title,
                 status=run_status(events, live=agent is not None),
                 created_at=row.created_at,
                 live=agent is not None,
@@ -93,7 +95,7 @@ async def child_sessions(
         children.append(
             ChildSession(
                 id=agent.id,
-                title=first_prompt(live_events) or "(starting)",
+                title=agent.label or first_prompt(live_events) or "(starting)",
                 status=run_status(live_events, live=True),
                 created_at=header.created_at,
                 live=True,

@@ -17,6 +17,7 @@ class LiveAgent:
     """What the listing reads of an agent of this process: its session."""
 
     session: Session
+    label: str | None = None
 
     @property
     def id(self) -> str:
@@ -52,6 +53,9 @@ async def test_children_are_the_subagents_sessions_newest_first(tmp_path: Path) 
         listed = await child_sessions(store, agents, parent.id)  # type: ignore[arg-type]
         [running] = [child for child in listed if child.live]
         assert (running.title, running.status) == ("Second child's task", "running")
+        agents[0].label = "survey the notes"  # a live child's task, as its agent names it
+        listed = await child_sessions(store, agents, parent.id)  # type: ignore[arg-type]
+        assert [child.title for child in listed if child.live] == ["survey the notes"]
         assert await child_sessions(store, [], other.id) == []
         await store.close(live)
     finally:

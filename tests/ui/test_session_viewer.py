@@ -259,7 +259,7 @@ async def test_the_task_tools_card_opens_the_child_and_agents_follows_a_running_
         picker = app.screen
         assert isinstance(picker, Picker)
         items = [str(item) for item in picker.items]
-        assert "MARK-B: wait" in items[0]
+        assert "wait a while" in items[0]  # the running child's label: its task
         assert "running" in items[0]
         assert "completed" in items[1]
         await pilot.press("enter")
