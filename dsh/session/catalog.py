@@ -49,7 +49,6 @@ CREATE TABLE IF NOT EXISTS sessions (
 );
 CREATE INDEX IF NOT EXISTS sessions_by_cwd ON sessions (cwd, updated_at DESC);
 CREATE INDEX IF NOT EXISTS sessions_by_time ON sessions (updated_at DESC);
-CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (parent_session, created_at DESC);
 CREATE VIRTUAL TABLE IF NOT EXISTS event_text USING fts5(
     text, session_id UNINDEXED, seq UNINDEXED, type UNINDEXED,
     tokenize = 'unicode61 remove_diacritics 2'
