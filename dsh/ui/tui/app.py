@@ -701,22 +701,8 @@ class DshApp(App[int]):
     def scroll_transcript(self, where: str) -> None:
         """``page_up``, ``page_down``, ``top`` (paging in older entries) or ``bottom``
         (where it follows new output again)."""
-        transcript = self.transcript
-        if transcript is None:
-            return
-        match where:
-            case "page_up":
-                if transcript.scroll_y <= 0:
-                    self.run_worker(transcript.page_up(), group="page")
-                transcript.scroll_page_up(animate=False)
-            case "page_down":
-                transcript.scroll_page_down(animate=False)
-            case "top":
-                self.run_worker(transcript.page_up(), group="page")
-                transcript.scroll_home(animate=False)
-            case _:
-                transcript.scroll_end(animate=False)
-                transcript.anchor()
+        if self.transcript is not None:
+            self.transcript.scroll_to_key(where)
 
     async def on_unmount(self) -> None:
         await self.shutdown()  # however the app ended: close the session and the runtime

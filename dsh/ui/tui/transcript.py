@@ -408,6 +408,24 @@ class Transcript(VerticalScroll, can_focus=False):
         finally:
             self._paging = False
 
+    def scroll_to_key(self, where: str) -> None:
+        """``page_up``, ``page_down``, ``top`` (paging in older entries) or ``bottom``
+        (where it follows new output again): what the scrolling keys do, wherever
+        this transcript is shown (the main screen, a session viewer)."""
+        match where:
+            case "page_up":
+                if self.scroll_y <= 0:
+                    self.run_worker(self.page_up(), group="page")
+                self.scroll_page_up(animate=False)
+            case "page_down":
+                self.scroll_page_down(animate=False)
+            case "top":
+                self.run_worker(self.page_up(), group="page")
+                self.scroll_home(animate=False)
+            case _:
+                self.scroll_end(animate=False)
+                self.anchor()
+
     def _keep_place(self, before: int) -> None:
         self.scroll_to(y=self.virtual_size.height - before, animate=False)
 

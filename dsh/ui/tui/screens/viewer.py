@@ -170,20 +170,7 @@ class SessionViewer(Screen[None]):
         self.stop_following()
 
     def action_scroll(self, where: str) -> None:
-        transcript = self.transcript
-        match where:
-            case "page_up":
-                if transcript.scroll_y <= 0:
-                    self.run_worker(transcript.page_up(), group="page")
-                transcript.scroll_page_up(animate=False)
-            case "page_down":
-                transcript.scroll_page_down(animate=False)
-            case "top":
-                self.run_worker(transcript.page_up(), group="page")
-                transcript.scroll_home(animate=False)
-            case _:
-                transcript.scroll_end(animate=False)
-                transcript.anchor()
+        self.transcript.scroll_to_key(where)
 
     def action_card(self, step: int) -> None:
         self.transcript.move_cursor(step)
