@@ -49,7 +49,7 @@ from dsh.ui.entries import NoticeEntry, Status, ToolEntry, TurnFooter, format_co
 
 log = logging.getLogger(__name__)
 
-SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "query", "url", "text")
+SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "query", "url", "text", "description")
 SUMMARY_WIDTH = 80
 SYNTAX_THEME = "ansi_dark"
 """ANSI colours follow the terminal's palette, and vanish cleanly without colour."""
@@ -166,8 +166,8 @@ def generic_title(entry: ToolEntry) -> str:
 
 def tool_summary(entry: ToolEntry, width: int = SUMMARY_WIDTH) -> str:
     """One line saying what the call is about: the value of a well-known argument
-    (command, file_path, path, pattern, query, text), else the compact JSON; the raw
-    text when it is not a JSON object."""
+    (command, file_path, path, pattern, query, url, text, description), else the
+    compact JSON; the raw text when it is not a JSON object."""
     args = parse_arguments(entry.arguments)
     if args is None:
         return _one_line(visible(entry.arguments), width)
