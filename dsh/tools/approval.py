@@ -145,6 +145,14 @@ class ApprovalService:
         what the person granted the session that delegated to it. A grant the person
         gives in a child's dialog is the child's."""
         rules = list(self.grants(session))
+        for parent in self._parents(session):
+            rules.extend(self._grants.get(parent, ()))
+        return rules
+
+    def _parents(self, session: Session) -> list[str]:
+        """The sessions a subagent's session was delegated from, nearest first (as far
+        as this service has seen them); none for a session's own agent."""
+        parents: list[str] = []
         header: SessionHeader | None = session.header
         seen = {session.id}
         while header is not None and header.origin == "subagent":
@@ -152,9 +160,9 @@ class ApprovalService:
             if parent is None or parent in seen:
                 break
             seen.add(parent)
-            rules.extend(self._grants.get(parent, ()))
+            parents.append(parent)
             header = self._headers.get(parent)
-        return rules
+        return parents
 
     def denials(self, session: Session) -> set[str]:
         """The grants the person rejected for the rest of the session (the rules, as
@@ -176,17 +184,7 @@ class ApprovalService:
         parents (as their grants reach it, :meth:`_granted`)."""
         if grant in self.denials(session):
             return True
-        header: SessionHeader | None = session.header
-        seen = {session.id}
-        while header is not None and header.origin == "subagent":
-            parent = header.parent_session
-            if parent is None or parent in seen:
-                break
-            seen.add(parent)
-            if grant in self._denials.get(parent, ()):
-                return True
-            header = self._headers.get(parent)
-        return False
+        return any(grant in self._denials.get(parent, ()) for parent in self._parents(session))
 
     def restore(self, session: Session) -> list[Rule]:
         """Check the grants of a session being resumed, and log
