@@ -84,7 +84,7 @@ from dsh.tools import (
     ToolDefinition,
 )
 from dsh.transcript import Transcript, register_entries
-from plugins.user_hooks.config import RUN, Hook, read_hooks
+from plugins.user_hooks.config import Hook, read_hooks
 from plugins.user_hooks.runner import BLOCKING, Ran, run_hook
 
 NAME = "user-hooks"
@@ -417,7 +417,6 @@ def hooks_command(hooks: list[Hook], problems: list[str]) -> Command:
     async def run(context: CommandContext, args: str) -> None:
         lines = [
             f"{h.event} [{h.matcher or '*'}]: {h.command} (timeout {h.timeout:g} s; {h.origin})"
-            + ("" if h.event in RUN else "  (not run by dsh yet)")
             for h in hooks
         ]
         if not lines:

@@ -28,20 +28,6 @@ EVENTS = (
     "Notification",
     "SessionEnd",
 )
-RUN = frozenset(
-    {
-        "SessionStart",
-        "UserPromptSubmit",
-        "PreToolUse",
-        "PostToolUse",
-        "Stop",
-        "SubagentStop",
-        "Notification",
-        "PreCompact",
-        "SessionEnd",
-    }
-)
-"""The events dsh runs hooks at so far; the others are accepted and listed as not run."""
 DEFAULT_TIMEOUT = 60.0
 
 
