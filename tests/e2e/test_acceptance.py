@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 
@@ -112,10 +113,23 @@ async def transcript_screens(term: Terminal, *, top: str, bottom: str) -> list[s
     screens = [screen]
     while bottom not in screen:
         await term.keys("PageDown")
-        screen = await term.wait_for(changed_from(screen))
+        screen = await settled(term, await term.wait_for(changed_from(screen)))
         screens.append(screen)
     await term.keys("End")
     return screens
+
+
+async def settled(term: Terminal, screen: str) -> str:
+    """The screen once a redraw is over: two captures alike. tmux may be captured
+    while a frame is half written (a scrolled page's top rows over the old ones),
+    which would show one entry twice."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        await asyncio.sleep(0.05)
+        again = await term.screen()
+        if again == screen or time.monotonic() > deadline:
+            return again
+        screen = again
 
 
 def changed_from(before: str) -> Callable[[str], bool]:
