@@ -63,6 +63,7 @@ def private_lock(folder: Path, name: str) -> Iterator[None]:
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_ESCAPED = re.compile(r"~([0-9a-f]{6})")
 _SEPARATORS = re.compile(r"[\\/]+")
 MAX_SEGMENT = 251
 
@@ -72,6 +73,11 @@ def escape_segment(text: str) -> str:
     ASCII letters, digits, ``_`` and ``-`` becomes ``~`` and six hex digits, so no
     segment can be ``.``, ``..`` or hold a separator."""
     return _UNSAFE.sub(lambda m: f"~{ord(m.group()):06x}", text)
+
+
+def unescape_segment(segment: str) -> str:
+    """The text :func:`escape_segment` made ``segment`` from."""
+    return _ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), segment)
 
 
 def project_key(cwd: str | None) -> str:

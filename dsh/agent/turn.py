@@ -65,6 +65,7 @@ from dsh.session import (
     AssistantMessageData,
     CancelCause,
     EpochHeader,
+    LogLostError,
     RequestContext,
     RequestHeader,
     Session,
@@ -405,6 +406,12 @@ class Turn:
 
     def _write_failure(self) -> LlmFailure:
         error = self.sink.write_error()
+        if isinstance(error, LogLostError):
+            # No space to free: the log itself is gone or cut short, as it says.
+            return LlmFailure(
+                message=f"{error}, so dsh stopped the session {self.agent.id}",
+                code="SESSION_WRITE_FAILED",
+            )
         reason = (
             (getattr(error, "strerror", None) or str(error)) if error is not None else "unknown"
         )

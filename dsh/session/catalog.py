@@ -20,11 +20,12 @@ from pathlib import Path
 import aiosqlite
 
 from dsh.llm import TokenUsage, UserMessage, UserSource
+from dsh.session.databases import PrivateDatabase
 from dsh.session.events import SessionEvent, TurnStart, title_of
 from dsh.session.header import SessionHeader
 from dsh.session.persistence import SessionPersistence
 from dsh.session.spend import Pricing, Spend
-from dsh.session.sqlite import PrivateDatabase, text_column
+from dsh.session.sqlite import text_column
 
 FILE_NAME = "index.sqlite"
 

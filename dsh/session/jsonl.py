@@ -13,6 +13,7 @@ import asyncio
 import builtins
 import contextlib
 import glob
+import io
 import json
 import os
 import shutil
@@ -25,17 +26,21 @@ from pydantic import ValidationError
 
 from dsh.bulk import collector_paused
 from dsh.llm import SessionId
-from dsh.paths import PRIVATE_FILE, escape_segment, private_dir, project_key
+from dsh.paths import PRIVATE_FILE, escape_segment, private_dir, project_key, unescape_segment
 from dsh.session.events import EventFormatError, SessionEvent
 from dsh.session.header import SessionHeader
 from dsh.session.persistence import (
     CorruptSessionError,
     LoadedSession,
+    LoadIssue,
+    LogLostError,
     PersistenceError,
     Reader,
     SeqMismatchError,
     SessionNotFoundError,
+    legible_fields,
     read_header,
+    salvage_header,
 )
 from dsh.session.records import decode, encode_lines
 from dsh.wire import dumps
@@ -57,13 +62,21 @@ def parse_header(line: bytes, location: str) -> SessionHeader:
     return read_header({k: v for k, v in raw.items() if k != "type"}, f"{location}:1")
 
 
-def parse_jsonl(data: bytes, location: str) -> tuple[LoadedSession, int]:
+def parse_jsonl(
+    data: bytes, location: str, *, folder: Path | None = None, made_at: int = 0
+) -> tuple[LoadedSession, int]:
     """Read a stored (or exported) session: the repaired view, and how many leading
-    bytes are sound (a torn last line lies beyond them)."""
+    bytes are sound (a torn last line lies beyond them).
+
+    A damaged header costs only what cannot be known without it: its legible fields
+    are kept, the id comes from ``folder`` (the session's folder, named by its id)
+    when the log is filed in one, the creation time from the first event (else
+    ``made_at``), and the issue says so."""
+    if not data:
+        raise CorruptSessionError(f"{location}: the session log is empty")
     lines = data.split(b"\n")
-    if len(lines) < 2 or not lines[0]:
+    if len(lines) < 2:
         raise CorruptSessionError(f"{location}: no complete header line")
-    header = parse_header(lines[0], location)
     reader = Reader(location)
     offset = len(lines[0]) + 1
     good_size = offset
@@ -84,13 +97,85 @@ def parse_jsonl(data: bytes, location: str) -> tuple[LoadedSession, int]:
             if last:
                 reader.torn(number, str(error).splitlines()[0])
                 break
-            reader.unreadable(number, str(error).splitlines()[0])
+            reader.unreadable(number, len(line) + 1, str(error).splitlines()[0])
         else:
-            for event in records:
-                reader.add(event, number)
+            reader.read(number, len(line) + 1, records)
         offset += len(line) + 1
         good_size = offset
+    header = _header_of(lines[0], location, reader, folder, made_at)
     return reader.finish(header), good_size
+
+
+def _header_of(
+    line: bytes, location: str, reader: Reader, folder: Path | None, made_at: int
+) -> SessionHeader:
+    try:
+        return parse_header(line, location)
+    except CorruptSessionError as damage:
+        session_id = unescape_segment(folder.name) if folder is not None else None
+        session_id = session_id or legible_fields(line).get("id")
+        if not isinstance(session_id, str) or not session_id:
+            raise  # an export: without its header nothing says which session it is
+        made = reader.first_time() or made_at
+        header, issue = _salvaged(line, location, str(damage), session_id, folder, made)
+        reader.note(issue)
+        return header
+
+
+def _salvaged(
+    line: bytes,
+    location: str,
+    damage: str,
+    session_id: str,
+    folder: Path | None,
+    created_at: int,
+) -> tuple[SessionHeader, LoadIssue]:
+    def filed_here(cwd: str) -> bool:
+        return folder is None or project_key(cwd) == folder.parent.name
+
+    return salvage_header(
+        line,
+        f"{location}:1",
+        problem=damage.removeprefix(f"{location}:1: ").removeprefix(f"{location}: "),
+        session_id=session_id,
+        created_at=created_at,
+        cwd_fits=filed_here,
+    )
+
+
+def _listed_header(path: Path) -> SessionHeader | None:
+    """The header of the log at ``path`` for a listing, reading no more than its first
+    lines; a damaged one as :func:`parse_jsonl` reads it. None for a log that holds
+    no header line at all (an empty file)."""
+    with open(path, "rb") as handle:
+        first = handle.readline()
+        try:
+            return parse_header(first, str(path))
+        except CorruptSessionError as damage:
+            if not first.endswith(b"\n"):
+                return None
+            made = _time_of(handle.readline()) or _made_at(path)
+            folder = path.parent
+            session_id = unescape_segment(folder.name)
+            return _salvaged(first[:-1], str(path), str(damage), session_id, folder, made)[0]
+
+
+def _time_of(line: bytes) -> int | None:
+    """The time of the stored record ``line``, if it can be read."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    stamp = record.get("time", record.get("time0"))
+    return stamp if isinstance(stamp, int) and not isinstance(stamp, bool) else None
+
+
+def _made_at(path: Path) -> int:
+    """When a file was last written, in epoch ms (what is left to date a session by
+    when neither its header nor its first event can be read)."""
+    return int(path.stat().st_mtime * 1000)
 
 
 def _cut(path: Path, size: int) -> None:
@@ -114,6 +199,7 @@ class _File:
         self.header = header
         self.next_seq = next_seq
         self.size = size  # bytes known good; anything beyond is a torn tail to cut
+        self.identity: tuple[int, int] | None = None  # the file's device and inode
         self.lock = asyncio.Lock()
 
 
@@ -172,18 +258,25 @@ class JsonlPersistence:
         if known is None or known.size == 0:
             return
         # No lock: an fsync through a descriptor of its own may overlap an append.
-        await asyncio.to_thread(_fsync_file, known.path)
+        await asyncio.to_thread(_fsync_log, known)
 
     def _write(self, known: _File, data: bytes, sync: bool) -> int:
         """Append ``data`` at the end of the log, which must be where this writer left
         it: a log that grew meanwhile was written by someone else (the session lock
-        keeps them out; see :mod:`dsh.session.lock`), and is refused, never cut."""
+        keeps them out; see :mod:`dsh.session.lock`), and is refused, never cut; one
+        deleted, replaced or cut short meanwhile is refused too, rather than written
+        into nothing or after a hole."""
         if known.size == 0:
             return self._write_new(known, data)
         # Unbuffered: a buffer that cannot be flushed (a full disk) would be written
         # again by the truncate and the close below, past the end they restore.
-        with open(known.path, "r+b", buffering=0) as handle:
+        with _open_log(known) as handle:
             end = handle.seek(0, os.SEEK_END)
+            if end < known.size:
+                raise LogLostError(
+                    f"the session log {known.path} was truncated while dsh was writing it "
+                    f"({end} bytes left of the {known.size} written)"
+                )
             if end != known.size:
                 raise PersistenceError(
                     f"{known.path}: the log is {end} bytes where this writer left "
@@ -217,6 +310,8 @@ class JsonlPersistence:
             os.close(fd)
             fd = -1
             os.link(temp, known.path)  # fails rather than overwrite an existing session
+            status = os.stat(temp)
+            known.identity = (status.st_dev, status.st_ino)
         finally:
             if fd != -1:
                 os.close(fd)
@@ -241,15 +336,15 @@ class JsonlPersistence:
         known = self._files.get(session_id)
         if known is not None:
             async with known.lock:  # never read a file mid-append
-                loaded, good_size = await asyncio.to_thread(self._parse, path)
+                loaded, good_size, identity = await asyncio.to_thread(self._parse, path)
         else:
-            loaded, good_size = await asyncio.to_thread(self._parse, path)
+            loaded, good_size, identity = await asyncio.to_thread(self._parse, path)
         if not repair:
             return loaded
         if known is None:
             known = _File(path, loaded.header, 0, good_size)
             self._files[session_id] = known
-        known.header, known.size = loaded.header, good_size
+        known.header, known.size, known.identity = loaded.header, good_size, identity
         known.next_seq = len(loaded.events) - len(loaded.repaired)
         if any(issue.kind == "torn-tail" for issue in loaded.issues):
             async with known.lock:
@@ -258,10 +353,15 @@ class JsonlPersistence:
             await self.append(session_id, loaded.repaired)
         return loaded
 
-    def _parse(self, path: Path) -> tuple[LoadedSession, int]:
-        data = path.read_bytes()
+    def _parse(self, path: Path) -> tuple[LoadedSession, int, tuple[int, int]]:
+        with open(path, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            data = handle.read()
         with collector_paused():
-            return parse_jsonl(data, str(path))
+            loaded, good_size = parse_jsonl(
+                data, str(path), folder=path.parent, made_at=int(status.st_mtime * 1000)
+            )
+        return loaded, good_size, (status.st_dev, status.st_ino)
 
     async def exists(self, session_id: SessionId) -> bool:
         return (
@@ -276,9 +376,10 @@ class JsonlPersistence:
         headers = []
         for path in sorted(self.root.glob(f"{folder}/*/{FILE_NAME}")):
             try:
-                with open(path, "rb") as handle:
-                    header = parse_header(handle.readline(), str(path))
+                header = _listed_header(path)
             except (OSError, PersistenceError):
+                continue
+            if header is None:
                 continue
             if cwd is None or header.cwd == cwd:
                 headers.append(header)
@@ -306,8 +407,31 @@ class JsonlPersistence:
         self._files.clear()
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _open_log(known: _File) -> io.FileIO:
+    """The log ``known`` writes, opened to append, if it is still the file this writer
+    made or read: else a :class:`LogLostError` that says what became of it."""
+    try:
+        handle = open(known.path, "r+b", buffering=0)  # noqa: SIM115 (returned: the caller closes it)
+    except FileNotFoundError:
+        raise LogLostError(
+            f"the session log {known.path} was deleted while dsh was writing it"
+        ) from None
+    status = os.fstat(handle.fileno())
+    if known.identity is not None and (status.st_dev, status.st_ino) != known.identity:
+        handle.close()
+        raise LogLostError(
+            f"the session log {known.path} was replaced by another file while dsh was writing it"
+        )
+    return handle
+
+
+def _fsync_log(known: _File) -> None:
+    try:
+        fd = os.open(known.path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise LogLostError(
+            f"the session log {known.path} was deleted while dsh was writing it"
+        ) from None
     try:
         os.fsync(fd)
     finally:

@@ -9,8 +9,10 @@ they repaired or could not read as :class:`LoadIssue` values, never silently.
 from __future__ import annotations
 
 import builtins
+import json
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -47,7 +49,13 @@ class SeqMismatchError(PersistenceError):
     """An append does not continue the stored log at its next seq."""
 
 
-IssueKind = Literal["torn-tail", "corrupt-line", "interrupted-turn"]
+class LogLostError(PersistenceError):
+    """The stored log (a JSONL file, the SQLite database) was deleted, truncated or
+    replaced under the process writing it: appending would write into nothing, or
+    after a hole, so nothing is appended."""
+
+
+IssueKind = Literal["torn-tail", "corrupt-line", "corrupt-header", "interrupted-turn"]
 
 
 @dataclass(frozen=True)
@@ -121,50 +129,132 @@ def read_header(raw: Any, where: str) -> SessionHeader:
     format version refuses, anything else malformed is corruption, both naming ``where``."""
     if not isinstance(raw, dict):
         raise CorruptSessionError(f"{where}: the header is not a JSON object")
-    version = raw.get("version", FORMAT_VERSION)
-    if version != FORMAT_VERSION:
-        raise FormatUnsupportedError(
-            f"{where}: session format version {version!r} is not supported "
-            f"(this dsh reads version {FORMAT_VERSION}); upgrade dsh to open it"
-        )
+    _check_version(raw, where)
     try:
         return SessionHeader.model_validate(raw)
     except ValidationError as error:
         raise CorruptSessionError(f"{where}: bad header: {error}") from None
 
 
+def _check_version(raw: dict[str, Any], where: str) -> None:
+    version = raw.get("version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise FormatUnsupportedError(
+            f"{where}: session format version {version!r} is not supported "
+            f"(this dsh reads version {FORMAT_VERSION}); upgrade dsh to open it"
+        )
+
+
+# One top-level field of a JSON object whose value is a plain one (a header has no
+# other kind), for reading fields around damage that makes the whole unparseable.
+_FIELD = re.compile(r'"(\w+)"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+|null|true|false)')
+
+
+def legible_fields(data: bytes) -> dict[str, Any]:
+    """The fields of a damaged JSON object that can still be read: all of them when
+    it parses once undecodable bytes are replaced, else each whose value is intact.
+    A text holding a replaced byte is dropped: its value is not known."""
+    text = data.decode("utf-8", errors="replace")
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    fields: dict[str, Any] = {}
+    if isinstance(parsed, dict):
+        fields = parsed
+    else:
+        for match in _FIELD.finditer(text):
+            try:
+                fields.setdefault(match[1], json.loads(match[2]))
+            except ValueError:
+                continue
+    return {k: v for k, v in fields.items() if not (isinstance(v, str) and "\ufffd" in v)}
+
+
+def salvage_header(
+    data: bytes,
+    where: str,
+    *,
+    problem: str,
+    session_id: str,
+    created_at: int,
+    cwd: str | None = None,
+    cwd_fits: Callable[[str], bool] | None = None,
+) -> tuple[SessionHeader, LoadIssue]:
+    """A header for a session whose stored header is damaged: what can be read of
+    ``data`` (the damaged header), over what storage knows without it (``session_id``,
+    where the log lives; ``created_at`` and ``cwd``, from the log or its row), and the
+    issue that says so. The id always comes from storage, which files the log by it;
+    a legible folder counts only if ``cwd_fits`` it (the place the log is filed in).
+    A format version that can be read and is foreign still refuses."""
+    fields = legible_fields(data)
+    _check_version(fields, where)
+    known: dict[str, Any] = {"id": session_id, "createdAt": created_at, "cwd": cwd}
+    header = SessionHeader.model_validate(known)
+    for key, value in fields.items():
+        if key in ("type", "id", "version") or (key == "cwd" and cwd is not None):
+            continue
+        if key == "cwd" and isinstance(value, str) and cwd_fits is not None and not cwd_fits(value):
+            continue
+        try:
+            header = SessionHeader.model_validate({**header.to_dict(), key: value})
+        except ValidationError:
+            continue  # this field is lost with the damage; the others still count
+    folder = header.cwd if header.cwd is not None else "unknown"
+    detail = (
+        f"damaged session header ({problem}); read what was legible: id {header.id}, "
+        f"folder {folder}, created at {header.created_at}"
+    )
+    return header, LoadIssue("corrupt-header", where, None, detail)
+
+
+MIN_EVENT_BYTES = 5
+"""The fewest bytes one event takes in a stored record: a piece of a packed run of
+chunks (an empty text and its time gap, ``"",0,``). A log holds at most its size over
+this many events, so no seq beyond that is believed."""
+
+
+@dataclass
+class _Stored:
+    """One stored record as read: its events, or why it could not be read."""
+
+    place: int  # its line (JSONL) or row (SQLite), from 1
+    size: int  # in bytes
+    events: builtins.list[SessionEvent] | None
+    error: str = ""
+
+
 @dataclass
 class Reader:
-    """Collects parsed events in order, filling seq gaps left by unreadable records
-    with ``session/corrupt`` placeholders so that seq stays equal to the index."""
+    """Collects the stored records of a log in order, then places their events by seq:
+    a gap left by records that could not be read is filled with ``session/corrupt``
+    placeholders, so that seq stays equal to the index.
+
+    A seq is believed only where it fits the log: a gap must be one the unreadable
+    records before it could have held, or one the next record confirms (lines lost
+    from the file), and within what a log of this size could hold
+    (:data:`MIN_EVENT_BYTES`). A record whose seq does not fit is not read (it costs
+    itself), so a forged seq costs memory and time in proportion to the log's real
+    size, never to the number it names."""
 
     location: str
-    events: builtins.list[SessionEvent] = field(default_factory=list)
     issues: builtins.list[LoadIssue] = field(default_factory=list)
-    _unreadable: builtins.list[tuple[int, str]] = field(default_factory=list)
+    _records: builtins.list[_Stored] = field(default_factory=list)
 
-    def unreadable(self, line: int, error: str) -> None:
-        self._unreadable.append((line, error))
+    def read(self, place: int, size: int, events: builtins.list[SessionEvent]) -> None:
+        """A record that was read: ``events`` (one, or a packed run), in order."""
+        if events:
+            self._records.append(_Stored(place, size, events))
+
+    def unreadable(self, place: int, size: int, error: str) -> None:
+        self._records.append(_Stored(place, size, None, error))
+        self._skipped(place, error)
+
+    def _skipped(self, place: int, error: str) -> None:
         self.issues.append(
-            LoadIssue("corrupt-line", self.location, line, f"unreadable record skipped: {error}")
+            LoadIssue("corrupt-line", self.location, place, f"unreadable record skipped: {error}")
         )
-        _log.warning("%s:%d: unreadable record skipped: %s", self.location, line, error)
-
-    def add(self, event: SessionEvent, line: int) -> None:
-        expected = len(self.events)
-        if event.seq < expected:
-            self.unreadable(line, f"seq {event.seq} repeats or goes back (expected {expected})")
-            return
-        if event.seq > expected:
-            lost_line, error = self._unreadable[-1] if self._unreadable else (line, "missing")
-            stamp = self.events[-1].time if self.events else event.time
-            for seq in range(expected, event.seq):
-                self.events.append(
-                    SessionEvent(
-                        "session/corrupt", seq, stamp, Corrupt(line=lost_line, error=error)
-                    )
-                )
-        self.events.append(event)
+        _log.warning("%s:%d: unreadable record skipped: %s", self.location, place, error)
 
     def torn(self, line: int, error: str) -> None:
         self.issues.append(
@@ -172,8 +262,19 @@ class Reader:
         )
         _log.warning("%s:%d: incomplete last record dropped: %s", self.location, line, error)
 
+    def note(self, issue: LoadIssue) -> None:
+        self.issues.append(issue)
+
+    def first_time(self) -> int | None:
+        """The time of the first event read so far, if any."""
+        for record in self._records:
+            if record.events:
+                return record.events[0].time
+        return None
+
     def finish(self, header: SessionHeader) -> LoadedSession:
-        repaired = closing_events(self.events)
+        events = self._place()
+        repaired = closing_events(events)
         if repaired:
             turn = next(e.data.turn for e in reversed(repaired) if e.type == "turn/end")
             self.issues.append(
@@ -184,4 +285,70 @@ class Reader:
                     f"turn {turn} was open when dsh stopped; closed it as interrupted",
                 )
             )
-        return LoadedSession(header, self.events + repaired, self.issues, repaired)
+        return LoadedSession(header, events + repaired, self.issues, repaired)
+
+    def _place(self) -> builtins.list[SessionEvent]:
+        records = self._records
+        capacity = sum(record.size for record in records) // MIN_EVENT_BYTES
+        # For each record, the first seq of the next readable one (None: none follows),
+        # and how many events the readable records after it hold.
+        following: builtins.list[int | None] = [None] * len(records)
+        after = [0] * len(records)
+        upcoming: int | None = None
+        held = 0
+        for i in range(len(records) - 1, -1, -1):
+            following[i], after[i] = upcoming, held
+            found = records[i].events
+            if found is not None:
+                upcoming = found[0].seq
+                held += len(found)
+        events: builtins.list[SessionEvent] = []
+        damage: builtins.list[_Stored] = []  # not read since the last record placed
+        for i, record in enumerate(records):
+            found = record.events
+            if found is None:
+                damage.append(record)
+                continue
+            expected = len(events)
+            first, last = found[0].seq, found[-1].seq
+            if first < expected:
+                doubt = f"seq {first} repeats or goes back (expected {expected})"
+            elif first > expected and not _gap_believed(
+                first - expected, last, damage, capacity - after[i], following[i]
+            ):
+                doubt = f"seq {first} does not fit its place in the log (expected {expected})"
+            else:
+                doubt = ""
+            if doubt:
+                record.error = doubt
+                self._skipped(record.place, doubt)
+                damage.append(record)
+                continue
+            if first > expected:
+                cause = damage[-1] if damage else None
+                place = cause.place if cause is not None else record.place
+                error = cause.error if cause is not None else "missing from the log"
+                stamp = events[-1].time if events else found[0].time
+                lost = Corrupt(line=place, error=error)
+                events.extend(
+                    SessionEvent("session/corrupt", seq, stamp, lost)
+                    for seq in range(expected, first)
+                )
+            events.extend(found)
+            damage.clear()
+        return events
+
+
+def _gap_believed(
+    gap: int, last: int, damage: Sequence[_Stored], capacity: int, following: int | None
+) -> bool:
+    """Whether a record whose seq leaves ``gap`` events unaccounted for is where its seq
+    says: the records not read just before it could have held them, or nothing but
+    lost lines explains it (the next record goes on from it). Either way its last seq
+    must leave room (``capacity``: what the log's size allows, less the events read
+    after it), so the events made never outnumber what the log could hold."""
+    if last >= capacity:
+        return False
+    if gap <= sum(max(1, record.size // MIN_EVENT_BYTES) for record in damage):
+        return True
+    return following is None or following == last + 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
-import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,17 +21,21 @@ from pydantic import ValidationError
 
 from dsh.bulk import collector_paused
 from dsh.llm import SessionId
-from dsh.paths import PRIVATE_FILE, escape_segment, private_dir
+from dsh.paths import escape_segment
+from dsh.session.databases import PrivateDatabase, identity
 from dsh.session.events import SessionEvent
 from dsh.session.header import SessionHeader
 from dsh.session.persistence import (
     CorruptSessionError,
     LoadedSession,
+    LoadIssue,
+    LogLostError,
     PersistenceError,
     Reader,
     SeqMismatchError,
     SessionNotFoundError,
     read_header,
+    salvage_header,
 )
 from dsh.session.records import decode, encode, escape_surrogates
 from dsh.wire import dumps
@@ -59,60 +63,6 @@ CREATE TABLE IF NOT EXISTS events (
 """
 
 
-async def open_database(path: Path) -> aiosqlite.Connection:
-    """An aiosqlite connection whose worker thread never keeps the process alive.
-
-    aiosqlite runs each connection on a non-daemon thread, so one connection left open
-    by mistake would hang the interpreter at exit. Every write here is awaited to its
-    commit, so a daemon thread loses nothing when the process ends.
-    """
-    connection = aiosqlite.connect(path)
-    thread = getattr(connection, "_thread", None)
-    if thread is not None and not thread.is_alive():
-        thread.daemon = True
-    return await connection
-
-
-class PrivateDatabase:
-    """One SQLite file opened on first use: private to the user (0600 in a 0700
-    folder), in WAL mode, with its schema applied. Once closed it stays closed:
-    reopening would start a worker thread that nobody closes."""
-
-    def __init__(
-        self, path: Path, schema: str, *, label: str, pragmas: tuple[str, ...] = ()
-    ) -> None:
-        self.path = path
-        self._schema = schema
-        self._label = label
-        self._pragmas = ("journal_mode=WAL", *pragmas)
-        self._db: aiosqlite.Connection | None = None
-        self._opening = asyncio.Lock()
-        self._closed = False
-
-    async def connect(self) -> aiosqlite.Connection:
-        async with self._opening:
-            if self._closed:
-                raise RuntimeError(f"the {self._label} is closed")
-            if self._db is None:
-                private_dir(self.path.parent)
-                if not self.path.exists():
-                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))
-                db = await open_database(self.path)
-                for pragma in self._pragmas:
-                    await db.execute(f"PRAGMA {pragma}")
-                await db.executescript(self._schema)
-                await db.commit()
-                self._db = db
-            return self._db
-
-    async def close(self) -> None:
-        self._closed = True
-        async with self._opening:
-            if self._db is not None:
-                await self._db.close()
-                self._db = None
-
-
 def _row(session_id: str, record: dict[str, Any]) -> tuple[Any, ...]:
     packed = "seq0" in record
     surface = record.get("surfaceOp")
@@ -136,8 +86,21 @@ def text_column(text: str | None) -> str | None:
     return None if text is None else escape_surrogates(text)
 
 
+# Text columns are read as their bytes and decoded here, a row at a time: a byte that
+# is not UTF-8 (a damaged disk) then costs its row, where SQLite's own decoding would
+# fail the whole query, and with it every other row.
+_EVENT_ROWS = (
+    "SELECT seq, CAST(type AS BLOB), time, CAST(data AS BLOB), CAST(source_event_seqs AS BLOB),"
+    " CAST(surface_op AS BLOB), ignorable FROM events WHERE session_id = ? ORDER BY seq"
+)
+_HEADER_ROWS = (
+    "SELECT CAST(id AS BLOB), CAST(header AS BLOB), created_at, CAST(cwd AS BLOB) FROM sessions"
+)
+
+
 def _record(row: Sequence[Any]) -> dict[str, Any]:
-    seq, type_, time, data, sources, surface, ignorable = row
+    seq, raw_type, time, data, sources, surface, ignorable = row
+    type_ = bytes(raw_type).decode()
     if type_ in ("text-chunks", "reasoning-chunks", "tool-call-chunks"):
         return {"type": type_, "seq0": seq, "time0": time, "data": json.loads(data)}
     record: dict[str, Any] = {"type": type_, "seq": seq, "time": time, "data": json.loads(data)}
@@ -150,6 +113,32 @@ def _record(row: Sequence[Any]) -> dict[str, Any]:
     return record
 
 
+def _row_size(row: Sequence[Any]) -> int:
+    """About the bytes a row stores (its text columns, and a few for its numbers)."""
+    return 16 + sum(len(value) for value in row if isinstance(value, bytes))
+
+
+def _text(value: Any) -> str | None:
+    """A text column read as bytes, or None where it is empty or not UTF-8."""
+    if not isinstance(value, bytes):
+        return None
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u(d[89a-f][0-9a-f]{2})")
+
+
+def _unescaped(text: str | None) -> str | None:
+    """A plain column's text as it was before :func:`text_column` escaped its lone
+    surrogates."""
+    if text is None:
+        return None
+    return _ESCAPED_SURROGATE.sub(lambda m: chr(int(m[1], 16)), text)
+
+
 class SqlitePersistence:
     name = "sqlite"
 
@@ -160,6 +149,7 @@ class SqlitePersistence:
         )
         self._pending: dict[SessionId, SessionHeader] = {}
         self._next_seq: dict[SessionId, int] = {}
+        self._size = 0  # the database file's largest size seen: it never shrinks
 
     async def _connect(self) -> aiosqlite.Connection:
         return await self._database.connect()
@@ -173,25 +163,67 @@ class SqlitePersistence:
     def blob_dir(self, header: SessionHeader) -> Path:
         return self.path.parent / "blobs" / escape_segment(header.id)
 
-    async def _header(self, session_id: SessionId) -> SessionHeader | None:
+    async def _header(self, session_id: SessionId) -> tuple[SessionHeader, LoadIssue | None] | None:
         db = await self._connect()
-        query = "SELECT header FROM sessions WHERE id = ?"
+        query = f"{_HEADER_ROWS} WHERE id = ?"
         async with db.execute(query, (text_column(session_id),)) as rows:
             row = await rows.fetchone()
         if row is None:
             return None
-        return self._parse_header(row[0], session_id)
+        return self._read_header(session_id, row[1], row[2], row[3])
 
-    def _parse_header(self, text: str, session_id: str) -> SessionHeader:
+    def _read_header(
+        self, session_id: str, text: Any, created_at: Any, cwd: Any
+    ) -> tuple[SessionHeader, LoadIssue | None]:
+        """A row's header, or, when it is damaged, what the row's own columns and the
+        legible part of it say (and the issue that says so)."""
         where = str(self.location(SessionId(session_id)))
         try:
-            raw = json.loads(text)
-        except ValueError as error:
-            raise CorruptSessionError(f"{where}: unreadable header: {error}") from None
-        return read_header(raw, where)
+            if not isinstance(text, bytes):
+                raise CorruptSessionError(f"{where}: the header is not text")
+            try:
+                raw = json.loads(text)
+            except ValueError as error:
+                raise CorruptSessionError(f"{where}: unreadable header: {error}") from None
+            return read_header(raw, where), None
+        except CorruptSessionError as damage:
+            return salvage_header(
+                text if isinstance(text, bytes) else b"",
+                where,
+                problem=str(damage).removeprefix(f"{where}: "),
+                session_id=session_id,
+                created_at=created_at if isinstance(created_at, int) else 0,
+                cwd=_unescaped(_text(cwd)),
+            )
+
+    async def _still_there(self) -> None:
+        """Refuse to write into a database file that was deleted, replaced or cut short
+        since it was opened: SQLite would go on writing to the open file, and every
+        write would be lost with it."""
+        opened = self._database.opened
+        if opened is None:
+            return
+        try:
+            device, inode, size = await asyncio.to_thread(identity, self.path)
+        except FileNotFoundError:
+            raise LogLostError(
+                f"the session database {self.path} was deleted while dsh was writing it"
+            ) from None
+        if (device, inode) != opened[:2]:
+            raise LogLostError(
+                f"the session database {self.path} was replaced by another file while dsh "
+                "was writing it"
+            )
+        self._size = max(self._size, opened[2])
+        if size < self._size:
+            raise LogLostError(
+                f"the session database {self.path} was truncated while dsh was writing it "
+                f"({size} bytes left of {self._size})"
+            )
+        self._size = size
 
     async def create(self, header: SessionHeader) -> None:
-        if header.id in self._pending or await self._header(header.id) is not None:
+        if header.id in self._pending or await self.exists(header.id):
             raise PersistenceError(f"session {header.id} already exists")
         self._pending[header.id] = header
         self._next_seq[header.id] = 0
@@ -213,6 +245,11 @@ class SqlitePersistence:
                 f"the stored log continues at {expected}"
             )
         db = await self._connect()
+        if self._database.read_only is not None:
+            raise PersistenceError(
+                f"the session database {self.path} cannot be written ({self._database.read_only})"
+            )
+        await self._still_there()
         rows = [_row(session_id, record) for record in encode(events)]
         header = self._pending.get(session_id)
         try:
@@ -242,26 +279,26 @@ class SqlitePersistence:
         return loaded
 
     async def inspect(self, session_id: SessionId) -> LoadedSession:
-        header = await self._header(session_id)
-        if header is None:
+        found = await self._header(session_id)
+        if found is None:
             raise SessionNotFoundError(session_id)
+        header, damage = found
         db = await self._connect()
         reader = Reader(str(self.location(session_id)))
-        query = (
-            "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable "
-            "FROM events WHERE session_id = ? ORDER BY seq"
-        )
+        if damage is not None:
+            reader.note(damage)
         # Many events become objects at once: see dsh.bulk.
         with collector_paused():
-            async with db.execute(query, (session_id,)) as cursor:
+            async with db.execute(_EVENT_ROWS, (session_id,)) as cursor:
+                place = 0
                 async for row in cursor:
+                    place += 1
                     try:
-                        records = decode(_record(tuple(row)))
+                        events = decode(_record(tuple(row)))
                     except (ValueError, ValidationError) as error:
-                        reader.unreadable(row[0], str(error).splitlines()[0])
+                        reader.unreadable(place, _row_size(row), str(error).splitlines()[0])
                         continue
-                    for event in records:
-                        reader.add(event, row[0])
+                    reader.read(place, _row_size(row), events)
         return reader.finish(header)
 
     async def exists(self, session_id: SessionId) -> bool:
@@ -276,13 +313,16 @@ class SqlitePersistence:
         db = await self._connect()
         headers = []
         where, params = ("WHERE cwd = ?", (text_column(cwd),)) if cwd is not None else ("", ())
-        query = f"SELECT id, header FROM sessions {where} ORDER BY created_at"
+        query = f"{_HEADER_ROWS} {where} ORDER BY created_at"
         async with db.execute(query, params) as rows:
-            async for session_id, text in rows:
+            async for raw_id, text, created_at, raw_cwd in rows:
+                session_id = _text(raw_id)
+                if session_id is None:
+                    continue  # no id to find its events by
                 try:
-                    headers.append(self._parse_header(text, session_id))
+                    headers.append(self._read_header(session_id, text, created_at, raw_cwd)[0])
                 except PersistenceError:
-                    continue
+                    continue  # a format this dsh cannot read
         return headers
 
     async def delete(self, session_id: SessionId) -> bool:

@@ -3,15 +3,17 @@
 - A file cut at any byte (a crash mid-write) loads every complete line exactly, drops
   the torn one, and crash repair makes the log sound: ``check_log`` passes and the
   history is one a provider accepts.
-- A file with any line damaged (bytes changed, cut, dropped, repeated or swapped)
-  never fails to load while its header is whole; the lines before the damage load
-  exactly, seq stays the index, and the session can go on: the history is still one
-  a provider accepts, and a new turn appended to it reloads.
+- A file with any line damaged (bytes changed, cut, dropped, repeated or swapped, or
+  a record with a forged seq put in) never fails to load while its header is whole;
+  the lines before the damage load exactly, seq stays the index, no more events are
+  made than the file's size allows, and the session can go on: the history is still
+  one a provider accepts, and a new turn appended to it reloads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from hypothesis import strategies as st
 
 from dsh.session import Session, check_log
 from dsh.session.jsonl import JsonlPersistence, export_jsonl, parse_jsonl
-from dsh.session.persistence import CorruptSessionError, FormatUnsupportedError
+from dsh.session.persistence import MIN_EVENT_BYTES, CorruptSessionError, FormatUnsupportedError
 from tests.reliability.logs import new_session, provider_problems, valid_logs
 from tests.reliability.profiles import fuzz
 from tests.reliability.runs import dicts
@@ -68,7 +70,7 @@ def damaged(draw: st.DrawFn) -> tuple[Session, bytes, int]:
     lines = lines_of(encoded(session))
     at = draw(st.integers(1, len(lines) - 1))
     line = lines[at]
-    match draw(st.sampled_from(["bytes", "cut", "drop", "repeat", "swap", "garbage"])):
+    match draw(st.sampled_from(["bytes", "cut", "drop", "repeat", "swap", "garbage", "forged"])):
         case "bytes":
             start = draw(st.integers(0, len(line)))
             end = draw(st.integers(start, min(len(line), start + 8)))
@@ -84,6 +86,10 @@ def damaged(draw: st.DrawFn) -> tuple[Session, bytes, int]:
             other = draw(st.integers(1, len(lines) - 1))
             lines[at], lines[other] = lines[other], line
             at = min(at, other)
+        case "forged":
+            seq = draw(st.one_of(st.integers(0, 2 * len(lines)), st.integers(0, 10**12)))
+            forged = {"type": "x/forged", "seq": seq, "time": 1, "data": {}}
+            lines.insert(at, json.dumps(forged).encode())
         case _:
             lines.insert(at, draw(st.binary(min_size=1, max_size=40)).replace(b"\n", b" "))
     return session, b"".join(line + b"\n" for line in lines), at
@@ -100,6 +106,7 @@ def test_a_damaged_line_never_stops_the_session_from_loading_or_going_on(
     except (CorruptSessionError, FormatUnsupportedError) as error:
         raise AssertionError(f"a damaged body line made the file unreadable: {error}") from None
     assert [event.seq for event in loaded.events] == list(range(len(loaded.events)))
+    assert len(loaded.events) - len(loaded.repaired) <= len(data) // MIN_EVENT_BYTES
     before = parse_jsonl(b"".join(line + b"\n" for line in lines_of(data)[:at]), "before")[0]
     intact = before.events[: len(before.events) - len(before.repaired)]
     assert dicts(loaded.events[: len(intact)]) == dicts(intact)

@@ -409,12 +409,27 @@ async def test_a_corrupt_packed_run_keeps_seq_numbers_whole(tmp_path: Path) -> N
     assert loaded.issues[0].line == victim + 1
 
 
-async def test_a_damaged_header_is_a_clear_error(tmp_path: Path) -> None:
+async def test_a_damaged_header_costs_only_what_it_held(tmp_path: Path) -> None:
     session, path = await stored_jsonl(tmp_path)
     data = path.read_bytes()
     path.write_bytes(b"{not json" + data[data.index(b"\n") :])
+    loaded = await fresh_load(JsonlPersistence, tmp_path, session.id)
+    [issue] = loaded.issues
+    assert issue.kind == "corrupt-header"
+    assert ":1" in issue.location
+    assert "unreadable header" in issue.detail
+    # The id is the folder's, the creation time the first event's; every event is there.
+    assert loaded.header.id == session.id
+    assert loaded.header.created_at == session.events[0].time
+    assert [e.to_dict() for e in loaded.events] == [e.to_dict() for e in session.events]
+
+
+async def test_an_export_without_a_legible_header_is_a_clear_error() -> None:
+    session = new_session()
+    complete_turn(session, "first", "one", with_tool=False)
+    data = export_jsonl(session.header, session.events).encode()
     with pytest.raises(CorruptSessionError, match=":1: unreadable header"):
-        await fresh_load(JsonlPersistence, tmp_path, session.id)
+        parse_jsonl(b"{not json" + data[data.index(b"\n") :], "export.jsonl")
 
 
 async def test_delta_runs_are_packed_on_disk(tmp_path: Path) -> None:
@@ -445,7 +460,7 @@ async def test_a_corrupt_sqlite_row_is_reported_and_skipped(tmp_path: Path) -> N
     loaded = await fresh_load(SqlitePersistence, tmp_path, session.id)
     [issue] = loaded.issues
     assert issue.kind == "corrupt-line"
-    assert issue.line == 1
+    assert issue.line == 2  # the second row (seq 1)
     assert loaded.events[1].type == "session/corrupt"
     assert len(loaded.events) == len(session.events)
 
