@@ -13,6 +13,7 @@ import asyncio
 import datetime
 import json
 import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from dsh.control_chars import visible
 from dsh.paths import dsh_home
 from dsh.session import LoadedSession, SessionStore
 from dsh.session.catalog import CatalogEntry
+from dsh.session.databases import reason
 from dsh.session.jsonl import JsonlPersistence, export_jsonl, parse_jsonl
 from dsh.session.markdown import to_markdown
 from dsh.session.persistence import PersistenceError
@@ -85,8 +87,7 @@ class _Cli:
         """The sessions started from this one (subagents, forks): in its directory."""
         if self.store.catalog is None:
             return []
-        if await self.store.unindexed(cwd):
-            await self.store.index_missing(cwd)
+        await self.index(cwd)
         entries = await self.store.catalog.list(cwd=cwd)
         found = [e for e in entries if e.parent_session == session_id]
         return [(e.id, e.display_title) for e in sorted(found, key=lambda e: e.created_at)]
@@ -117,17 +118,28 @@ class _Cli:
         except (LookupError, AmbiguousSessionError, PersistenceError) as error:
             print(f"dsh: {error}", file=sys.stderr)
             return 1
+        except (OSError, sqlite3.Error) as error:
+            # Storage that cannot be read (or a file that cannot be written): said in
+            # one line, as any other failure of a command.
+            print(f"dsh: {reason(error)}", file=sys.stderr)
+            return 1
         finally:
             await self.store.aclose()
             if self._vocabulary is not None:
                 await self._vocabulary.dispose()
 
+    async def index(self, cwd: str | None) -> None:
+        """Bring the index up to date with storage (``cwd``'s sessions, when given),
+        registering the plugins' vocabulary first if a log is to be read."""
+        differences = await self.store.index_differences(cwd)
+        if differences.missing:
+            await self.vocabulary()
+        await self.store.index_missing(cwd, differences)
+
     async def list(self) -> int:
         assert self.store.catalog is not None
         cwd = None if self.args.all else os.getcwd()
-        if await self.store.unindexed(cwd):
-            await self.vocabulary()
-            await self.store.index_missing(cwd)
+        await self.index(cwd)
         entries = await self.store.catalog.list(cwd=cwd, limit=self.args.limit)
         if self.args.json:
             print(json.dumps([entry.__dict__ for entry in entries], indent=2))
@@ -143,6 +155,7 @@ class _Cli:
         assert self.store.catalog is not None
         text = " ".join(self.args.text)
         cwd = os.getcwd() if self.args.here else None
+        await self.index(cwd)
         hits = await self.store.catalog.search(text, cwd=cwd, limit=self.args.limit)
         if not hits:
             print(f"Nothing found for {text!r}.")

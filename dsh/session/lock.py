@@ -54,6 +54,19 @@ class SessionBusyError(PersistenceError):
         self.holder = holder
 
 
+class SessionUnwritableError(PersistenceError):
+    """The session cannot be opened to be written: its lock file cannot be made (a
+    read-only or full disk, or no permission). It can still be read."""
+
+    def __init__(self, session_id: str, path: Path, error: OSError) -> None:
+        short = session_id[:8]
+        super().__init__(
+            f"session {short} cannot be written: its lock file {path} cannot be made "
+            f"({error.strerror or error}). Read it with `dsh sessions show {short}`."
+        )
+        self.session_id = session_id
+
+
 class SessionLocks:
     """The write locks of one ``$DSH_HOME``'s sessions, and the ones this process holds."""
 
@@ -66,12 +79,16 @@ class SessionLocks:
         return self.folder / f"{safe}.lock"
 
     def acquire(self, session_id: str) -> None:
-        """Take the session's lock now, or raise :class:`SessionBusyError`."""
+        """Take the session's lock now, or raise :class:`SessionBusyError` (another
+        process holds it) or :class:`SessionUnwritableError` (no lock can be made)."""
         if session_id in self._held:
             return
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self.path(session_id)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            raise SessionUnwritableError(session_id, path, error) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -112,7 +129,7 @@ class SessionLocks:
             self.acquire(session_id)
         except SessionBusyError:
             return True
-        except OSError:
+        except (SessionUnwritableError, OSError):
             return False
         self.release(session_id)
         return False

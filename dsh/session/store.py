@@ -4,7 +4,10 @@ Creating a session writes nothing until its first event; every event then reache
 storage through the session's writer, and the catalog after that. An agent sees the
 storage of its session as one :class:`SessionSink` (:meth:`SessionStore.sink`). Opening a stored
 session repairs crash damage first (reporting it on ``session.load_issues``), and
-brings the catalog up to date if it fell behind.
+brings the catalog up to date if it fell behind. The catalog is derived: what it
+misses is indexed, and what it lists that storage no longer holds is dropped, as it
+is looked at (:meth:`SessionStore.index_missing`); opening a session by its full id
+never needs it.
 """
 
 from __future__ import annotations
@@ -21,12 +24,12 @@ from typing import Literal, Protocol
 from dsh.bulk import collector_paused
 from dsh.llm import SessionId, new_session_id
 from dsh.session.blobs import Blobs, is_digest
-from dsh.session.catalog import Catalog, CatalogEntry
+from dsh.session.catalog import Catalog, CatalogEntry, stored_events
 from dsh.session.events import SessionEvent
 from dsh.session.header import SessionHeader
 from dsh.session.jsonl import JsonlPersistence
 from dsh.session.lock import SessionLocks
-from dsh.session.persistence import SessionNotFoundError, SessionPersistence
+from dsh.session.persistence import PersistenceError, SessionNotFoundError, SessionPersistence
 from dsh.session.repair import closing_events
 from dsh.session.session import Session, now_ms
 from dsh.session.spend import Pricing
@@ -49,6 +52,17 @@ class AmbiguousSessionError(LookupError):
 
 class ForkError(ValueError):
     """The fork point is not a place a session can continue from."""
+
+
+@dataclass(frozen=True)
+class IndexDifferences:
+    """Where the catalog and this store's storage disagree."""
+
+    missing: list[SessionHeader]
+    """Stored sessions the catalog does not know."""
+    vanished: list[str]
+    """Sessions of this store's backend the catalog lists but storage no longer holds
+    (their log was deleted, emptied, or cannot be read)."""
 
 
 def blobs_beside(export: Path | str) -> Path:
@@ -263,15 +277,18 @@ class SessionStore:
                     runs.append((header, list(events)))
             for header, events in runs:
                 try:
-                    await self.catalog.record(
+                    recorded = await self.catalog.record(
                         header,
                         events,
                         backend=self.persistence.name,
                         location=self.persistence.location(header.id),
                     )
-                except (OSError, sqlite3.Error) as error:
-                    # A full disk, a locked or damaged index: said in one line, since
-                    # the log itself is unaffected and the index can be rebuilt.
+                    if not recorded:  # the index lacks what came before: all of it, then
+                        await self._index_whole(header.id)
+                except (OSError, sqlite3.Error, PersistenceError) as error:
+                    # A full disk, a locked index, a log that cannot be read again: said
+                    # in one line, since the log itself is unaffected and the index can
+                    # be rebuilt.
                     _log.error(
                         "session %s: indexing failed (%s); dsh sessions reindex repairs it",
                         header.id,
@@ -298,14 +315,18 @@ class SessionStore:
     async def _catch_up(self, header: SessionHeader, events: Sequence[SessionEvent]) -> None:
         if self.catalog is None or not events:
             return
-        entry = await self.catalog.get(header.id)
-        if entry is None or entry.last_seq < events[-1].seq:
-            await self.catalog.record(
-                header,
-                events,
-                backend=self.persistence.name,
-                location=self.persistence.location(header.id),
-            )
+        try:
+            entry = await self.catalog.get(header.id)
+            if entry is None or entry.last_seq < events[-1].seq:
+                await self.catalog.record(
+                    header,
+                    events,
+                    backend=self.persistence.name,
+                    location=self.persistence.location(header.id),
+                )
+        except (OSError, sqlite3.Error) as error:
+            # The session opens without its index entry: the index is only derived.
+            _log.warning("session %s: not indexed (%s)", header.id, error)
 
     async def flush(self, session: Session, *, sync: bool = True) -> bool:
         """Store every event appended so far: synced to disk, or with ``sync=False``
@@ -371,14 +392,17 @@ class SessionStore:
     # ------------------------------------------------------------------ stored sessions
 
     async def resolve(self, id_or_prefix: str) -> SessionId:
-        """The one stored session whose id is, or starts with, ``id_or_prefix``."""
+        """The one stored session whose id is, or starts with, ``id_or_prefix``. A full
+        id is looked up in storage alone; a prefix in the catalog, brought up to date
+        first when it finds none, several, or one whose log is gone."""
         if not id_or_prefix:
             raise SessionNotFoundError(id_or_prefix)
         if await self.persistence.exists(SessionId(id_or_prefix)):
             return SessionId(id_or_prefix)
         if self.catalog is not None:
             matches = await self.catalog.ids_starting_with(id_or_prefix)
-            if not matches and await self.index_missing():
+            if len(matches) != 1 or not await self._still_stored(matches[0]):
+                await self.index_missing()
                 matches = await self.catalog.ids_starting_with(id_or_prefix)
         else:
             matches = [h.id for h in await self.persistence.list() if h.id.startswith(id_or_prefix)]
@@ -388,6 +412,15 @@ class SessionStore:
             raise AmbiguousSessionError(id_or_prefix, matches)
         return SessionId(matches[0])
 
+    async def _still_stored(self, session_id: str) -> bool:
+        """Whether the catalog's entry for ``session_id`` still has its log (one of
+        another backend's is taken on trust)."""
+        assert self.catalog is not None
+        entry = await self.catalog.get(session_id)
+        if entry is None or entry.backend != self.persistence.name:
+            return True
+        return await self.persistence.exists(SessionId(session_id))
+
     async def latest(self, cwd: str) -> CatalogEntry | None:
         """The most recently updated session of ``cwd``."""
         if self.catalog is None:
@@ -396,31 +429,63 @@ class SessionStore:
         found = await self.catalog.list(cwd=cwd, limit=1)
         return found[0] if found else None
 
-    async def unindexed(self, cwd: str | None = None) -> list[SessionHeader]:
-        """The stored sessions (of ``cwd``) the catalog does not know."""
+    async def index_differences(self, cwd: str | None = None) -> IndexDifferences:
+        """Where the catalog and storage disagree (about ``cwd``'s sessions, when given)."""
         await self.indexed()
         if self.catalog is None:
-            return []
+            return IndexDifferences([], [])
+        # The index first: a session stored meanwhile is then at worst indexed twice
+        # (harmless), never taken for one whose log is gone.
         known = await self.catalog.ids(cwd=cwd)
-        return [h for h in await self.persistence.list(cwd) if h.id not in known]
+        mine = await self.catalog.ids(cwd=cwd, backend=self.persistence.name)
+        stored = await self.persistence.list(cwd)
+        ids = {header.id for header in stored}
+        return IndexDifferences([h for h in stored if h.id not in known], sorted(mine - ids))
 
-    async def index_missing(self, cwd: str | None = None) -> int:
-        """Index the stored sessions (of ``cwd``) the catalog does not know: a process
-        killed between a session's first write and its index entry leaves one. So a
-        session is found (``--continue``, ``--resume`` by prefix, ``dsh sessions
-        list``) once its first event is stored, whatever became of its writer. Returns
-        how many were missing."""
-        missing = await self.unindexed(cwd)
-        for header in missing:
-            loaded = await self.persistence.inspect(header.id)
-            assert self.catalog is not None
-            await self.catalog.record(
-                loaded.header,
-                loaded.events,
-                backend=self.persistence.name,
-                location=self.persistence.location(header.id),
+    async def index_missing(
+        self, cwd: str | None = None, differences: IndexDifferences | None = None
+    ) -> int:
+        """Bring the catalog up to date with storage (about ``cwd``'s sessions, when
+        given): index the stored sessions it does not know, and drop the ones whose
+        log is gone, saying so in one line. A process killed between a session's
+        first write and its index entry leaves one unknown; so a session is found
+        (``--continue``, ``--resume`` by prefix, ``dsh sessions list``) once its first
+        event is stored, whatever became of its writer. ``differences``: as
+        :meth:`index_differences` found them just before. Returns how many entries
+        changed."""
+        if self.catalog is None:
+            return 0
+        if differences is None:
+            differences = await self.index_differences(cwd)
+        if differences.vanished:
+            shown = ", ".join(session_id[:8] for session_id in differences.vanished[:5])
+            more = " …" if len(differences.vanished) > 5 else ""
+            _log.warning(
+                "the session index listed %d session(s) whose log is gone, empty or "
+                "unreadable (%s%s); dropped from the index",
+                len(differences.vanished),
+                shown,
+                more,
             )
-        return len(missing)
+            for session_id in differences.vanished:
+                await self.catalog.forget(session_id)
+        for header in differences.missing:
+            try:
+                await self._index_whole(header.id)
+            except PersistenceError as error:
+                _log.warning("session %s is not indexed: %s", header.id, error)
+        return len(differences.missing) + len(differences.vanished)
+
+    async def _index_whole(self, session_id: SessionId) -> None:
+        """Index everything storage holds of a session."""
+        assert self.catalog is not None
+        loaded = await self.persistence.inspect(session_id)
+        await self.catalog.record(
+            loaded.header,
+            stored_events(loaded),
+            backend=self.persistence.name,
+            location=self.persistence.location(session_id),
+        )
 
     async def delete(self, id_or_prefix: str) -> SessionId:
         resolved = await self.resolve(id_or_prefix)
