@@ -65,6 +65,7 @@ from dsh.session.events import (
     CommandDone,
     GrantsIgnored,
     InboxDiscarded,
+    LlmRetry,
     ModelRenamed,
 )
 from dsh.session.writer import unstored_message
@@ -131,7 +132,7 @@ class Printer:
             self.command_failed = True
             self.end_line()
             self.note(f"dsh: {event.data.text}\n")
-        if isinstance(event.data, GrantsIgnored | ModelRenamed):
+        if isinstance(event.data, GrantsIgnored | ModelRenamed | LlmRetry):
             # A warning for the person, whatever the format: stdout may be a program's.
             self.end_line()
             self.note(f"dsh: {event.data.notice()}\n")
