@@ -281,6 +281,14 @@ class FakeLLM:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._connection_count = 0
+        self._gates: dict[str, asyncio.Event] = {}
+
+    def _gate(self, name: str) -> asyncio.Event:
+        return self._gates.setdefault(name, asyncio.Event())
+
+    def open_gate(self, name: str) -> None:
+        """Let the replies held by the gate ``name`` (``Reply.gate``) be answered."""
+        self._gate(name).set()
 
     async def __aenter__(self) -> FakeLLM:
         await self.start()
@@ -593,6 +601,8 @@ class FakeLLM:
         streaming = body.get("stream") is True
 
         async def send(writer: asyncio.StreamWriter) -> bool:
+            if reply.gate is not None:
+                await self._gate(reply.gate).wait()
             if reply.first_byte_delay_ms:
                 await asyncio.sleep(reply.first_byte_delay_ms / 1000)
             if reply.fault is not None:

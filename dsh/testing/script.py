@@ -152,6 +152,11 @@ class Reply(_ScriptModel):
     comment this often."""
     model: str | None = None
     """The model named in the answer. Default: the one the request asked for."""
+    gate: str | None = None
+    """Hold the answer (before its headers) until the test opens the gate of this name
+    with :meth:`FakeLLM.open_gate` (a gate opened earlier does not hold it): for a
+    test that needs a request in flight, for as long as it needs, without a guess at
+    how long that is."""
     when: str | None = None
     """Answer only a request one of whose user messages contains this text: each request
     takes the first reply left whose ``when`` it matches or that has none. For requests
