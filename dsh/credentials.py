@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 from pydantic import AfterValidator
 
 from dsh.paths import CREDENTIALS_FILE, PRIVATE_FILE, dsh_home, private_dir, private_lock
+from dsh.regular_files import read_regular_file
 
 _log = logging.getLogger("dsh.credentials")
 
@@ -373,9 +374,8 @@ class CredentialStore:
 
     def _read_env(self, path: Path, notices: list[_Notice]) -> dict[str, str]:
         try:
-            with open(path, "rb") as handle:
-                stamp = os.fstat(handle.fileno()).st_mtime_ns
-                data = handle.read()
+            stamp = os.stat(path).st_mtime_ns
+            data = read_regular_file(path)  # a pipe in a project must not hang start-up
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             # A `.env` directory is usually a Python virtualenv, not a mistake.
             return {}

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsh.regular_files import read_regular_file
+
 
 class SettingsError(ValueError):
     """A settings document cannot be used; the message names the file and the key."""
@@ -23,9 +25,10 @@ class Document:
 
 def read_document(path: Path) -> Document:
     try:
-        with path.open("rb") as handle:
-            values = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as error:
+        # Never a plain open: a project's settings file that is a named pipe would
+        # hang start-up waiting for a writer.
+        values = tomllib.loads(read_regular_file(path).decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SettingsError(f"{path}: not valid TOML: {error}") from None
     except OSError as error:
         raise SettingsError(f"{path}: cannot be read: {error.strerror}") from None

@@ -65,7 +65,6 @@ from dsh.session import (
     AssistantMessageData,
     CancelCause,
     EpochHeader,
-    LogLostError,
     RequestContext,
     RequestHeader,
     Session,
@@ -88,6 +87,7 @@ from dsh.session import (
     TurnTrigger,
 )
 from dsh.session.events import CancelByUser, LlmRetry, ModelRenamed
+from dsh.session.writer import SESSION_WRITE_FAILED, unstored_message
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolContext, ToolService
 
@@ -173,6 +173,10 @@ class Turn:
                     error=LlmFailure(message=f"{type(error).__name__}: {error}", code="UNKNOWN")
                 )
         finally:
+            settled = isinstance(self.ends, TurnFailed | TurnAborted)
+            if not settled and not await self._log_written():
+                # The work is done but not stored: the turn did not succeed.
+                self.ends = TurnFailed(error=self._write_failure())
             reason = self.ends or TurnCompleted()
             self.session.append("turn/end", TurnEnd(turn=self.number, reason=reason))
             self._close()
@@ -401,27 +405,16 @@ class Turn:
         """Before a model request: if the log could not be written (a full disk), try
         once more, and stop the turn if it still fails, rather than go on with work
         that would be lost."""
-        if self.sink.write_error() is not None and not await self.sink.flush(sync=False):
+        if not await self._log_written():
             raise LlmError(self._write_failure())
 
+    async def _log_written(self) -> bool:
+        """False when the last write failed and trying again fails too."""
+        return self.sink.write_error() is None or await self.sink.flush(sync=False)
+
     def _write_failure(self) -> LlmFailure:
-        error = self.sink.write_error()
-        if isinstance(error, LogLostError):
-            # No space to free: the log itself is gone or cut short, as it says.
-            return LlmFailure(
-                message=f"{error}, so dsh stopped the session {self.agent.id}",
-                code="SESSION_WRITE_FAILED",
-            )
-        reason = (
-            (getattr(error, "strerror", None) or str(error)) if error is not None else "unknown"
-        )
-        return LlmFailure(
-            message=(
-                f"the session log cannot be written ({reason}), so dsh stopped; what it "
-                f"holds so far is safe: free the space and resume the session {self.agent.id}"
-            ),
-            code="SESSION_WRITE_FAILED",
-        )
+        message = unstored_message(self.agent.id, self.sink.write_error(), self.sink.stored())
+        return LlmFailure(message=message, code=SESSION_WRITE_FAILED)
 
     # ------------------------------------------------------------------ the prompt
 
@@ -495,7 +488,7 @@ class Turn:
                     calls[index:],
                     started=[e.seq for e in started],
                     text="Error: not run, because the session log cannot be written.",
-                    code="SESSION_WRITE_FAILED",
+                    code=SESSION_WRITE_FAILED,
                 )
                 raise LlmError(self._write_failure())
             try:

@@ -287,9 +287,7 @@ class LlmService:
             yield _error(f"the {options.provider} adapter failed: {error!r}", "ADAPTER_FAILURE")
         finally:
             await guarded.aclose()
-            close = getattr(source, "aclose", None)
-            if close is not None:
-                await close()
+            await _close(source)  # already closed, unless the consumer left early
         if not finished:
             yield _error("the stream ended without a finish", "STREAM_CLOSED")
 
@@ -381,6 +379,11 @@ class BoundLlmService:
 _END = object()
 _NOTHING = object()
 
+CLOSE_GRACE_S = 5.0
+"""How long a source that has sent its finish may take to close (an adapter releasing
+its connection): closing is cancelled only past this, since a close cut short can
+leave a connection checked out of its pool for good."""
+
 
 async def _until_cancelled(
     source: AsyncIterator[StreamChunk], signal: Any
@@ -390,7 +393,13 @@ async def _until_cancelled(
     at once. One task reads the source into a queue, so streaming costs no task per
     chunk; text that has queued up meanwhile (a read's worth, at 500 tokens/s) is
     handed over as one delta, so each consumer downstream (the log, every UI) pays
-    once for it rather than once a token."""
+    once for it rather than once a token.
+
+    The task that reads the source also closes it, once it has read the finish: the
+    consumer stops at the finish and would otherwise cancel that task while the
+    source releases its connection (an adapter's ``async with`` around the stream,
+    left after the finish), which httpx cannot survive: the connection stays checked
+    out, and after a hundred of them no request gets one."""
     if signal is None:
         async for chunk in source:
             yield chunk
@@ -404,10 +413,14 @@ async def _until_cancelled(
         try:
             async for chunk in source:
                 queue.put_nowait(chunk)
+                if isinstance(chunk, Finish):
+                    break  # nothing comes after a finish
         except Exception as error:  # handed to the consumer, who raises it
             queue.put_nowait(error)
         else:
             queue.put_nowait(_END)
+        finally:
+            await _close(source)
 
     async def watch() -> None:
         await signal.wait()
@@ -416,6 +429,7 @@ async def _until_cancelled(
     pumper = asyncio.ensure_future(pump())
     watcher = asyncio.ensure_future(watch())
     held: Any = _NOTHING  # taken from the queue while joining deltas, not joined
+    finished = False  # the source's finish (or its end) was read: it is closing itself
     try:
         while True:
             if held is not _NOTHING:
@@ -430,16 +444,29 @@ async def _until_cancelled(
                 yield ABORTED
                 return
             if item is _END:
+                finished = True
                 return
             if isinstance(item, Exception):
                 raise item
             if isinstance(item, TextDelta | ReasoningDelta) and not queue.empty():
                 item, held = _joined(item, queue)
+            if isinstance(item, Finish):
+                finished = True
             yield item
     finally:
-        pumper.cancel()
         watcher.cancel()
-        await asyncio.gather(pumper, watcher, return_exceptions=True)
+        try:
+            if finished and not pumper.done():
+                await asyncio.wait({pumper}, timeout=CLOSE_GRACE_S)
+        finally:
+            pumper.cancel()
+            await asyncio.gather(pumper, watcher, return_exceptions=True)
+
+
+async def _close(source: AsyncIterator[StreamChunk]) -> None:
+    close = getattr(source, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _joined(

@@ -325,6 +325,13 @@ class LlmRetry(Frozen):
     delay_ms: NonNegativeInt
     failure: LlmFailure
 
+    def notice(self) -> str:
+        """What to tell the person (every front end says the same): what went wrong,
+        and which retry comes when."""
+        message = self.failure.message
+        said = message if message.startswith(self.provider) else f"{self.provider}: {message}"
+        return f"{said} - retry {self.retry} of {self.max_retries} in {self.delay_ms / 1000:.1f} s"
+
 
 class LlmRetryStarted(Frozen):
     retry_id: str

@@ -2,9 +2,11 @@
 
 Creating a session writes nothing until its first event; every event then reaches
 storage through the session's writer, and the catalog after that. An agent sees the
-storage of its session as one :class:`SessionSink` (:meth:`SessionStore.sink`). Opening a stored
-session repairs crash damage first (reporting it on ``session.load_issues``), and
-brings the catalog up to date if it fell behind. The catalog is derived: what it
+storage of its session as one :class:`SessionSink` (:meth:`SessionStore.sink`); a
+front end follows it (:meth:`SessionStore.follow`: each batch once stored, writes
+failing and succeeding again), so that it reports as stored only what is. Opening a
+stored session repairs crash damage first (reporting it on ``session.load_issues``),
+and brings the catalog up to date if it fell behind. The catalog is derived: what it
 misses is indexed, and what it lists that storage no longer holds is dropped, as it
 is looked at (:meth:`SessionStore.index_missing`); opening a session by its full id
 never needs it.
@@ -16,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -110,6 +112,33 @@ class SessionSink(Protocol):
         """Why the last write failed, while its events wait to be written."""
         ...
 
+    def stored(self) -> int:
+        """How many of the session's events storage holds (0: the session is not
+        stored at all, and there is nothing to resume)."""
+        ...
+
+
+StoredBatch = Callable[[Sequence[SessionEvent]], None]
+"""Told each batch of a session's events once storage holds it, in order."""
+Failing = Callable[[BaseException | None], None]
+"""Told when a session's writes start failing (the error), and when they succeed
+again (None)."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Follower:
+    written: StoredBatch | None
+    failing: Failing | None
+
+
+@dataclass(frozen=True)
+class _Left:
+    """What storage holds of a session this store closed with events it could not
+    write: how many, and why not."""
+
+    stored: int
+    error: BaseException | None
+
 
 class SessionStore:
     def __init__(
@@ -138,6 +167,9 @@ class SessionStore:
         self._never_indexed: set[SessionId] = set()
         """Sessions whose first batch is queued: indexed at once, not after the delay,
         so that a new session is found by ``--continue`` as soon as possible."""
+        self._followers: dict[SessionId, list[_Follower]] = {}
+        self._left: dict[SessionId, _Left] = {}
+        """Sessions closed with events left unstored (rare: a failing disk)."""
 
     @classmethod
     def at(
@@ -242,15 +274,56 @@ class SessionStore:
         return forked
 
     def _attach(self, session: Session, *, stored: int) -> None:
+        self._left.pop(session.id, None)
         self._writers[session.id] = SessionWriter(
             session,
             self.persistence,
             stored=stored,
             window=self._window,
             on_written=self._written,
+            on_failing=self._failing,
         )
 
+    def follow(
+        self,
+        session: Session,
+        *,
+        written: StoredBatch | None = None,
+        failing: Failing | None = None,
+    ) -> Callable[[], None]:
+        """Hear of ``session``'s storage from now on: ``written(events)`` with each
+        batch once storage holds it (it survives the process being killed from then
+        on), in order; ``failing(error)`` when its writes start failing, and
+        ``failing(None)`` when they succeed again. What was stored before is
+        ``session.events[:stored(session)]``. Returns the function that stops it."""
+        follower = _Follower(written, failing)
+        self._followers.setdefault(session.id, []).append(follower)
+
+        def stop() -> None:
+            followers = self._followers.get(session.id, [])
+            if follower in followers:
+                followers.remove(follower)
+            if not followers:
+                self._followers.pop(session.id, None)
+
+        return stop
+
+    def _failing(self, session: Session, error: BaseException | None) -> None:
+        for follower in list(self._followers.get(session.id, ())):
+            if follower.failing is not None:
+                try:
+                    follower.failing(error)
+                except Exception:
+                    _log.exception("session %s: a storage follower failed", session.id)
+
     async def _written(self, session: Session, events: Sequence[SessionEvent]) -> None:
+        # The followers first: they report to people what is stored, in order.
+        for follower in list(self._followers.get(session.id, ())):
+            if follower.written is not None:
+                try:
+                    follower.written(events)
+                except Exception:
+                    _log.exception("session %s: a storage follower failed", session.id)
         if self.catalog is None:
             return
         self._index_queue.put_nowait((session.header, list(events)))
@@ -336,9 +409,23 @@ class SessionStore:
         return await writer.flush(sync=sync) if writer is not None else True
 
     def write_error(self, session: Session) -> BaseException | None:
-        """Why the session's last write failed, while its events wait to be written."""
+        """Why the session's last write failed, while its events wait to be written
+        (for a session this store closed, why what was left could not be)."""
         writer = self._writers.get(session.id)
-        return writer.error if writer is not None else None
+        if writer is not None:
+            return writer.error
+        left = self._left.get(session.id)
+        return left.error if left is not None else None
+
+    def stored(self, session: Session) -> int:
+        """How many of ``session``'s events storage holds, as far as this store wrote
+        them (0: nothing, not even the session itself). Known for a session it has open
+        or has closed."""
+        writer = self._writers.get(session.id)
+        if writer is not None:
+            return writer.stored
+        left = self._left.get(session.id)
+        return left.stored if left is not None else len(session.events)
 
     def write_soon(self, session: Session) -> None:
         """Start storing what ``session`` appended so far; the writer owns the write."""
@@ -364,11 +451,23 @@ class SessionStore:
         return _StoreSink(self, session)
 
     async def close(self, session: Session) -> bool:
-        """Write what is queued, stop following the session, and index it."""
-        writer = self._writers.pop(session.id, None)
-        written = await writer.close() if writer is not None else True
+        """Write what is queued, stop following the session, and index it. False when
+        some of it could not be written (:meth:`stored` and :meth:`write_error` say
+        what and why)."""
+        written = await self._close_writer(session.id)
         self._release(session.id)
         await self.indexed()
+        return written
+
+    async def _close_writer(self, session_id: SessionId) -> bool:
+        writer = self._writers.get(session_id)
+        if writer is None:
+            return True
+        written = await writer.close()
+        del self._writers[session_id]
+        self._followers.pop(session_id, None)
+        if writer.stored < len(writer.session.events):
+            self._left[session_id] = _Left(writer.stored, writer.error)
         return written
 
     def _release(self, session_id: str) -> None:
@@ -377,8 +476,7 @@ class SessionStore:
 
     async def aclose(self) -> None:
         for session_id in list(self._writers):
-            writer = self._writers.pop(session_id)
-            await writer.close()
+            await self._close_writer(session_id)
         if self.locks is not None:
             self.locks.release_all()
         await self.indexed()
@@ -489,9 +587,8 @@ class SessionStore:
 
     async def delete(self, id_or_prefix: str) -> SessionId:
         resolved = await self.resolve(id_or_prefix)
-        writer = self._writers.pop(resolved, None)
-        if writer is not None:
-            await writer.close()
+        await self._close_writer(resolved)
+        self._left.pop(resolved, None)
         if self.locks is not None:
             self.locks.acquire(resolved)  # not from under another process writing it
         try:
@@ -520,3 +617,6 @@ class _StoreSink:
 
     def write_error(self) -> BaseException | None:
         return self.store.write_error(self.session)
+
+    def stored(self) -> int:
+        return self.store.stored(self.session)

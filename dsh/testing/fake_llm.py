@@ -4,7 +4,8 @@
 ``GET /models`` and DeepSeek's web tools, ``POST /tools/search`` and ``POST
 /tools/fetch`` (each with or without a ``/v1`` prefix). Each chat request consumes the next
 :class:`Reply` of its :class:`Script`, streamed in DeepSeek's byte format, or answered
-with a fault: an HTTP error, a slow first byte, a stream cut short or a malformed line.
+with a fault: an HTTP error, a slow first byte, a stream cut short, held open or
+waiting with keep-alive comments, or a malformed line.
 Every request is recorded in :attr:`FakeLLM.requests`, together with when its client
 went away if it did so before the response was complete.
 
@@ -280,6 +281,14 @@ class FakeLLM:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._connection_count = 0
+        self._gates: dict[str, asyncio.Event] = {}
+
+    def _gate(self, name: str) -> asyncio.Event:
+        return self._gates.setdefault(name, asyncio.Event())
+
+    def open_gate(self, name: str) -> None:
+        """Let the replies held by the gate ``name`` (``Reply.gate``) be answered."""
+        self._gate(name).set()
 
     async def __aenter__(self) -> FakeLLM:
         await self.start()
@@ -394,9 +403,10 @@ class FakeLLM:
         )
         self.requests.append(record)
         try:
-            send = self._answer(record, keep=head.keep_alive)
+            keep = head.keep_alive and self.script.keep_alive
+            send = self._answer(record, keep=keep)
             complete = await self._send_watched(connection, writer, record, send)
-            return complete and head.keep_alive
+            return complete and keep
         finally:
             record.done.set()
             if self._on_response is not None:
@@ -591,6 +601,8 @@ class FakeLLM:
         streaming = body.get("stream") is True
 
         async def send(writer: asyncio.StreamWriter) -> bool:
+            if reply.gate is not None:
+                await self._gate(reply.gate).wait()
             if reply.first_byte_delay_ms:
                 await asyncio.sleep(reply.first_byte_delay_ms / 1000)
             if reply.fault is not None:
@@ -667,12 +679,18 @@ class FakeLLM:
         record.status = 200
         writer.write(response_head(200, headers))
         await writer.drain()
+        interval = reply.keepalive_interval_ms
+        if reply.first_event_delay_ms:
+            await _wait_alive(writer, reply.first_event_delay_ms / 1000, interval)
         writes = ([KEEPALIVE_COMMENT] if reply.keepalive else []) + events
         delay = reply.chunk_delay_ms / 1000
         sent_events = 0
         for position, data in enumerate(writes):
             if reply.cut_after is not None and sent_events >= reply.cut_after:
                 break
+            if reply.hold_after is not None and sent_events >= reply.hold_after:
+                # Held open until the client leaves: the watcher ends the response.
+                await _wait_alive(writer, None, interval)
             if position and delay:
                 await asyncio.sleep(delay)
             writer.write(chunk(data))
@@ -681,9 +699,34 @@ class FakeLLM:
                 sent_events += 1
         if reply.cut_after is not None:
             return False  # the connection closes without the terminating chunk
+        if reply.hold_after is not None:
+            await _wait_alive(writer, None, interval)  # held after its last event
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
+
+
+async def _wait_alive(
+    writer: asyncio.StreamWriter, seconds: float | None, interval_ms: float | None
+) -> None:
+    """Wait ``seconds`` (None: until cancelled, when the client leaves), sending a
+    keep-alive comment every ``interval_ms`` meanwhile, when given."""
+    loop = asyncio.get_running_loop()
+    until = None if seconds is None else loop.time() + seconds
+    every = None if interval_ms is None else interval_ms / 1000
+    while True:
+        left = None if until is None else until - loop.time()
+        if left is not None and left <= 0:
+            return
+        if every is None and left is None:
+            await asyncio.Event().wait()
+        if every is None:
+            await asyncio.sleep(left or 0)
+            return
+        await asyncio.sleep(every if left is None else min(every, left))
+        if until is None or loop.time() < until:
+            writer.write(chunk(KEEPALIVE_COMMENT))
+            await writer.drain()
 
 
 def _user_text(body: JsonObject) -> str:

@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     NonNegativeFloat,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     ValidationError,
     field_validator,
@@ -137,8 +138,25 @@ class Reply(_ScriptModel):
     ``[DONE]``). A non-streaming answer becomes that text."""
     keepalive: bool = False
     """Send a ``: keep-alive`` comment before the first event."""
+    first_event_delay_ms: NonNegativeFloat = 0
+    """Pause after the response headers, before the first event: a request waiting to
+    be scheduled (DeepSeek sends ``: keep-alive`` comments meanwhile, see
+    ``keepalive_interval_ms``)."""
+    hold_after: NonNegativeInt | None = None
+    """Send this many events, then hold the connection open, sending nothing more (but
+    keep-alive comments, with ``keepalive_interval_ms``) until the client leaves: 0 is
+    the headers alone; the number of ``[DONE]`` is a whole answer, final chunk and
+    usage included, whose stream never ends."""
+    keepalive_interval_ms: PositiveFloat | None = None
+    """While the reply waits before its first event or holds, a ``: keep-alive``
+    comment this often."""
     model: str | None = None
     """The model named in the answer. Default: the one the request asked for."""
+    gate: str | None = None
+    """Hold the answer (before its headers) until the test opens the gate of this name
+    with :meth:`FakeLLM.open_gate` (a gate opened earlier does not hold it): for a
+    test that needs a request in flight, for as long as it needs, without a guess at
+    how long that is."""
     when: str | None = None
     """Answer only a request one of whose user messages contains this text: each request
     takes the first reply left whose ``when`` it matches or that has none. For requests
@@ -186,6 +204,9 @@ class Script(_ScriptModel):
     """What every web search answers (at most its ``count``); none: no results."""
     pages: dict[str, Page] = Field(default_factory=dict)
     """What a web fetch of each URL answers; any other URL: a 404."""
+    keep_alive: bool = True
+    """False: every response says ``Connection: close`` and its connection closes after
+    it, as some servers and proxies do; the client connects anew for each request."""
     after_last: Reply | None = None
     """The answer to every chat request once ``replies`` ran out (default: a 500
     saying the script is exhausted)."""

@@ -10,7 +10,9 @@ Resolving follows symlinks, so it touches the disk: tools call it through
 ``asyncio.to_thread``.
 
 What a file holds is read and written through the ``workspace-files`` service
-(:class:`WorkspaceFiles`): the disk, unless a front end stands in for it.
+(:class:`WorkspaceFiles`): the disk, unless a front end stands in for it. A file
+read from the disk directly (instructions, profiles, a mention) goes through
+:func:`read_regular_file`, which a named pipe or a device cannot hang.
 """
 
 from __future__ import annotations
@@ -24,6 +26,19 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from dsh.regular_files import FileTooLarge, NotRegularFile, read_regular_file
+
+__all__ = [
+    "DiskFiles",
+    "FileTooLarge",
+    "NotRegularFile",
+    "Target",
+    "WorkspaceFiles",
+    "display_path",
+    "read_regular_file",
+    "resolve",
+]
 
 
 @dataclass(frozen=True)
@@ -118,7 +133,7 @@ class DiskFiles:
 
 
 def _read_text(path: Path) -> str:
-    data = path.read_bytes()
+    data = read_regular_file(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -80,7 +80,8 @@ E = TypeVar("E", bound="Entry")
 
 ToolStatus = Literal["awaiting-approval", "running", "done", "failed", "denied", "cancelled"]
 State = str
-"""``idle``, ``thinking``, ``answering``, ``running-tool``, ``waiting-for-you``, or an
+"""``idle``, ``thinking``, ``answering``, ``running-tool``, ``waiting-for-you``,
+``retrying`` (a model request failed and is tried again), or an
 activity a plugin's fold step names (:meth:`dsh.transcript.Transcript.set_activity`)."""
 
 DENIAL_CODES = frozenset({"DENIED", "BLOCKED"})
@@ -272,12 +273,9 @@ class TranscriptFold:
                 self.status.context_window = data.context_window
                 self._set_state("thinking")
             case LlmRetry():
-                seconds = data.delay_ms / 1000
-                text = (
-                    f"{data.provider}: {data.failure.message} - retry {data.retry} of "
-                    f"{data.max_retries} in {seconds:.1f} s"
-                )
-                text = visible(text)
+                # Until the next attempt streams, the status says it is a retry.
+                self._set_state("retrying")
+                text = visible(data.notice())
                 return [
                     self._add(NoticeEntry(f"retry:{data.retry_id}", event.seq, "warning", text))
                 ]

@@ -3,8 +3,10 @@
 Output formats (see docs/headless.md): ``text`` streams the assistant's text to stdout
 as it arrives (tool activity goes to stderr); ``json`` prints one result record at the
 end (status, ``sessionId``, ``numTurns``, ``durationMs``, ``usage``, ``costUsd``);
-``stream-json`` prints every session event as one JSON line as it happens, each with
-the ``sessionId``, and the same result record last. Keys are camelCase throughout.
+``stream-json`` prints every session event as one JSON line once it is stored (the
+session's writer hands over each stored batch, in order: a printed event survives
+dsh being killed, and its ``seq`` is never given to another), each with the
+``sessionId``, and the same result record last. Keys are camelCase throughout.
 
 With ``--input-format stream-json``, stdin carries commands, one JSON object a line:
 ``{"type": "prompt" | "followup" | "steer" | "inject", "text": "..."}``,
@@ -16,11 +18,13 @@ With ``--input-format stream-json``, stdin carries commands, one JSON object a l
 too). dsh runs until stdin closes and the agent is idle. Without stdin commands nobody can approve: what needs approval is
 denied unless ``--permission-mode`` allows it, and the model is told why.
 
-Exit status: 0 when the turn completed (or stopped at the output limit), 1 with a
-one-line reason on stderr when it failed, 130 when it was cancelled (SIGINT), 143
-when it was ended with SIGTERM (the turn cancelled and the session closed as at any
-end, its SessionEnd hooks run; a second SIGTERM ends it at once). Cancelling writes
-the turn's closing events, so the session can be resumed.
+Exit status: 0 when the turn completed (or stopped at the output limit) and every
+event of the run is stored, 1 with a one-line reason on stderr when it failed or its
+session log could not be written (then the result names no session if none of it was
+stored), 130 when it was cancelled (SIGINT), 143 when it was ended with SIGTERM (the
+turn cancelled and the session closed as at any end, its SessionEnd hooks run; a
+second SIGTERM ends it at once). Cancelling writes the turn's closing events, so the
+session can be resumed.
 """
 
 from __future__ import annotations
@@ -61,8 +65,10 @@ from dsh.session.events import (
     CommandDone,
     GrantsIgnored,
     InboxDiscarded,
+    LlmRetry,
     ModelRenamed,
 )
+from dsh.session.writer import unstored_message
 from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
@@ -117,21 +123,32 @@ class Printer:
         self._text_open = False
 
     def __call__(self, event: SessionEvent) -> None:
-        if self.format == "stream-json":
-            # Every record says whose it is, so a script can --resume what it started.
-            record = event.to_dict()
-            self.json_line({"sessionId": self.session_id, **record} if self.session_id else record)
-        elif self.format == "text":
+        """An event as it is logged: the text streams, notes are said. Its stream-json
+        record waits until it is stored (:meth:`record`)."""
+        if self.format == "text":
             self._text(event)
         if isinstance(event.data, CommandDone) and event.data.kind == "error":
             # A slash command given as the prompt failed: said once, whatever the format.
             self.command_failed = True
             self.end_line()
             self.note(f"dsh: {event.data.text}\n")
-        if isinstance(event.data, GrantsIgnored | ModelRenamed):
+        if isinstance(event.data, GrantsIgnored | ModelRenamed | LlmRetry):
             # A warning for the person, whatever the format: stdout may be a program's.
             self.end_line()
             self.note(f"dsh: {event.data.notice()}\n")
+
+    def record(self, event: SessionEvent) -> None:
+        """A stored event's stream-json line."""
+        if self.format == "stream-json":
+            # Every record says whose it is, so a script can --resume what it started.
+            record = event.to_dict()
+            self.json_line({"sessionId": self.session_id, **record} if self.session_id else record)
+
+    def records(self, events: Sequence[SessionEvent], since: int) -> None:
+        """The stream-json lines of a stored batch, from seq ``since`` on."""
+        for event in events:
+            if event.seq >= since:
+                self.record(event)
 
     def json_line(self, value: Any) -> None:
         """One JSON line; lone surrogates as their escapes, so it reads back the same."""
@@ -284,7 +301,7 @@ async def _run(
             ui.err.write("dsh: --title: no plugin titles sessions (is one disabled?)\n")
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-        await runtime.sessions.flush(agent.session)
+        stored = await runtime.sessions.flush(agent.session)
 
     events = list(agent.session.events[first_live:])
     ends = [e.data for e in events if isinstance(e.data, TurnEnd)]
@@ -299,11 +316,19 @@ async def _run(
     code, reason = outcome(ends[-1].reason if ends else None, blocked if not ends else None)
     if command_failed and code == EXIT_OK:
         code = EXIT_FAILED
+    sessions = runtime.sessions
+    kept = sessions.stored(agent.session)
+    if not stored:
+        # Whatever the turn said, what it did is not all stored: that is the outcome.
+        code = EXIT_FAILED if code == EXIT_OK else code
+        reason = unstored_message(agent.id, sessions.write_error(agent.session), kept)
     printer.end_line()
     if printer.closed:
         return EXIT_CLOSED_OUTPUT  # the reader left: say nothing more, as `yes | head` does
     if request.output_format in ("json", "stream-json"):
         result = _result(runtime, agent, events, code, reason, started, len(ends))
+        if not kept:
+            result["sessionId"] = None  # no stored session has that id
         printer.json_line(result)
     if reason is not None:
         printer.note(f"dsh: {reason}\n" if not reason.startswith("note:") else f"dsh {reason}\n")
@@ -352,7 +377,7 @@ class HeadlessUI:
         )
         self.failed = False
         """A slash command given as the prompt failed."""
-        self._unsubscribe: Callable[[], None] | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
 
     @property
     def answers(self) -> bool:
@@ -376,23 +401,34 @@ class HeadlessUI:
             self.printer.note(f"dsh: {line}\n")
 
     async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
+        from dsh.services import SESSIONS
+
         self.agent = agent
         self.printer.session_id = agent.id
         if self.control is not None:
             self.control.session_id = agent.id
         # From what this run logged, including what resuming logged before the agent
-        # existed (grants that no longer hold).
-        self._unsubscribe = agent.session.subscribe(self.printer, from_seq=agent.opened_at)
+        # existed (grants that no longer hold): as it is logged, and once it is stored.
+        since = agent.opened_at
+        sessions = agent.ctx.get(SESSIONS)
+        self.printer.records(agent.session.events[since : sessions.stored(agent.session)], since)
+        self._unsubscribe = [
+            agent.session.subscribe(self.printer, from_seq=since),
+            sessions.follow(
+                agent.session, written=lambda batch: self.printer.records(batch, since)
+            ),
+        ]
 
     def detach(self) -> None:
         self.agent = None
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
 
     async def show_read_only(self, events: Sequence[SessionEvent]) -> None:
-        for event in events:
+        for event in events:  # read from storage: stored
             self.printer(event)
+            self.printer.record(event)
 
     async def quit(self) -> None:
         pass  # the run ends with its turn
@@ -408,11 +444,28 @@ class HeadlessUI:
 
     async def ask_approval(self, request: ApprovalRequest) -> ApprovalDecision:
         assert self.control is not None  # wired only when someone answers
+        if not await self._stored(request.session_id):
+            return ApprovalDecision(
+                outcome="unavailable", feedback="not asked: the session log cannot be written"
+            )
         return await self.control.approve(request)
 
     async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
         assert self.control is not None
+        if self.agent is not None and not await self._stored(self.agent.id):
+            return None
         return await self.control.answer(questions)
+
+    async def _stored(self, session_id: str) -> bool:
+        """Store what the session logged so far, before a request line names it: the
+        printed ``sessionId`` exists, and the events before the request are printed
+        before it."""
+        from dsh.services import AGENTS
+
+        if self.agent is None:
+            return True
+        asking = self.agent.ctx.get(AGENTS).get(session_id)
+        return asking is None or await asking.flush(sync=False)
 
     async def choose(
         self, title: str, items: Sequence[str], *, current: int | None = None

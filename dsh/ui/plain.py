@@ -38,9 +38,10 @@ from rich.text import Text
 
 from dsh.hooks import AGENT_STATUS
 from dsh.paths import dsh_home
-from dsh.services import TOOLS
+from dsh.services import SESSIONS, TOOLS
 from dsh.session import SessionBusyError, SessionEvent
 from dsh.session.events import CancelByUser
+from dsh.session.writer import RECOVERED_MESSAGE, failing_message
 from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
@@ -183,11 +184,14 @@ class PlainApp:
                 if self.request.prompt:
                     await controller.submit(self.request.prompt)
                 await self._loop()
-            return EXIT_OK
         finally:
             if self._line is not None:
                 self._line.reader.close()
             await controller.close("exit")
+        # Said last, after the transcript: what is not stored is the outcome of the run.
+        for line in controller.unsaved:
+            self.show(f"dsh: {line}", level="error")
+        return EXIT_FAILED if controller.unsaved else EXIT_OK
 
     def _open_input(self) -> None:
         reader = self._reader(self.input, self.output)
@@ -292,7 +296,14 @@ class PlainApp:
         else:
             for event in events:
                 self.fold.apply(event)
-        self._unsubscribe = agent.session.subscribe(printer, from_seq=len(events))
+        stop_printing = agent.session.subscribe(printer, from_seq=len(events))
+        stop_following = agent.ctx.get(SESSIONS).follow(agent.session, failing=self._storage)
+
+        def unsubscribe() -> None:
+            stop_printing()
+            stop_following()
+
+        self._unsubscribe = unsubscribe
         model = agent.options.model
         if replay:
             title = self.fold.status.title
@@ -304,6 +315,13 @@ class PlainApp:
                 "/help for commands, Ctrl+D to quit",
                 level="dim",
             )
+
+    def _storage(self, error: BaseException | None) -> None:
+        """Said the moment the session's writes start failing, and when they work again."""
+        if error is None:
+            self.show(RECOVERED_MESSAGE, level="green")
+        else:
+            self.show(failing_message(error), level="error")
 
     def detach(self) -> None:
         if self._unsubscribe is not None:

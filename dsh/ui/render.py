@@ -68,6 +68,7 @@ STATE_LABELS = {
     "answering": "answering",
     "running-tool": "running",
     "waiting-for-you": "waiting for you",
+    "retrying": "retrying",
 }
 """The core's states; a plugin's activity shows as it names it."""
 NOTICE_STYLES = {"info": ("•", "cyan"), "warning": ("⚠", "yellow"), "error": ("✗", "bold red")}
@@ -506,7 +507,7 @@ def render_status(status: Status, *, queued: int = 0) -> Text:
     state = STATE_LABELS.get(status.state, status.state)
     if status.state in ("running-tool", "waiting-for-you") and status.tool:
         state = f"{state} {status.tool}" if status.state == "running-tool" else state
-    parts.append((state, "yellow" if status.state == "waiting-for-you" else ""))
+    parts.append((state, "yellow" if status.state in ("waiting-for-you", "retrying") else ""))
     if status.usage is not None:
         parts.append((f"{format_tokens(status.usage.total_tokens)} tokens", ""))
     ratio = status.context_ratio

@@ -216,7 +216,12 @@ class SessionController:
         self.read_only: SessionBusyError | None = None
         """Set when the person chose only to read a session another dsh writes."""
         self.resumable: str | None = None
-        """The session last shown, once closed, if anything was said in it."""
+        """The session last shown, once closed, if anything was said in it (and
+        stored: there is something to resume)."""
+        self.unsaved: list[str] = []
+        """What this run could not store: a line for each session it closed with events
+        its storage lacks, or one of whose turns a failing write stopped. A front end
+        that ends with any says them and exits with 1."""
         self._ctx: Context | None = None
         self._commands: CommandView | None = None
         self._closing = False
@@ -385,7 +390,11 @@ class SessionController:
         self.ui.detach()
         if agent is not None and self.runtime is not None:
             await close_agent(self.runtime, agent, reason)
-            self.resumable = agent.id if agent.session.last_turn > 0 else None
+            stored = self.runtime.sessions.stored(agent.session)
+            self.resumable = agent.id if agent.session.last_turn > 0 and stored else None
+            problem = storage_problem(self.runtime, agent)
+            if problem is not None:
+                self.unsaved.append(problem)
 
     def running(self) -> bool:
         """Whether a turn of the session on screen runs."""
@@ -605,6 +614,27 @@ async def close_agent(runtime: Runtime, agent: Agent, reason: str = "other") -> 
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(agent.when_idle(), CLOSE_TIMEOUT)
     await runtime.agents.dispose(agent, reason)
+
+
+def storage_problem(runtime: Runtime, agent: Agent) -> str | None:
+    """Why a closed session's run is not all stored, or None: events its storage lacks,
+    or a turn stopped because its log could not be written (since stored or not)."""
+    from dsh.session import TurnEnd, TurnFailed
+    from dsh.session.writer import SESSION_WRITE_FAILED, unstored_message
+
+    sessions, session = runtime.sessions, agent.session
+    stored = sessions.stored(session)
+    if stored < len(session.events):
+        return unstored_message(agent.id, sessions.write_error(session), stored)
+    for event in reversed(session.events[agent.opened_at :]):
+        data = event.data
+        if (
+            isinstance(data, TurnEnd)
+            and isinstance(data.reason, TurnFailed)
+            and data.reason.error.code == SESSION_WRITE_FAILED
+        ):
+            return data.reason.error.message
+    return None
 
 
 def help_text(commands: list[Command], keys: str) -> str:

@@ -32,6 +32,7 @@ import httpx
 from pydantic import PositiveInt
 
 from dsh import __version__
+from dsh.control_chars import visible
 from dsh.credentials import CredentialError, KeyDestination
 from dsh.llm import (
     BlockEnd,
@@ -473,8 +474,14 @@ class ChatStreamTranslator:
         )
         return out
 
+    @property
+    def finish_reason(self) -> str | None:
+        """The ``finish_reason`` the stream has sent, if any: the answer is whole."""
+        return self._finish_reason
+
     def done(self) -> list[StreamChunk]:
-        """The closing chunks, at ``[DONE]``."""
+        """The closing chunks, at ``[DONE]`` (or once the stream has said how it
+        finished and then ended or gone quiet)."""
         out: list[StreamChunk] = [BlockEnd(index=b.index, block=b.block()) for b in self._blocks]
         if self._usage is not None:
             out.append(UsageChunk(usage=self._usage))
@@ -530,9 +537,84 @@ _WAITED_S = 0.0005
 _BACKLOG = 16 * 1024
 """Bytes read without waiting that make a backlog rather than a trickle."""
 
+HEADERS_TIMEOUT_S = 60.0
+"""The default bound on the wait for the response headers (see docs/settings.md)."""
+STREAM_IDLE_TIMEOUT_S = 120.0
+"""The default bound on a silence once the headers came (see docs/settings.md)."""
+END_GRACE_S = 2.0
+"""How long a stream that has said how it finished (a ``finish_reason``, or
+``[DONE]``) may take to send the rest (usage, ``[DONE]``, the end of the body): a
+server sends them at once, so a stream still open after this has forgotten to end.
+Keep-alive comments do not extend it."""
+_DRAIN_LIMIT = 64 * 1024
+"""Bytes read after ``[DONE]`` to reach the end of the body; a server sending more
+has its connection closed instead."""
+_SNIFF_LIMIT = 2048
+"""Bytes of a body that is not an event stream read to say what it is."""
+_SSE_STARTS = (b"data:", b":", b"event:", b"id:", b"retry:")
+
+
+class _Silence(Exception):
+    """A read of the body waited out its bound."""
+
+
+class _Body:
+    """A response body read piece by piece, no read waiting longer than ``idle_s``, nor
+    past ``until`` once that is set (the grace of a stream that has finished)."""
+
+    def __init__(self, response: Any, idle_s: float) -> None:
+        self._pieces: AsyncIterator[bytes] = response.aiter_bytes()
+        self.idle_s = idle_s
+        self.until: float | None = None
+        self._ahead: list[bytes] = []
+        self.ended = False
+
+    def push_back(self, piece: bytes) -> None:
+        if piece:
+            self._ahead.append(piece)
+
+    async def read(self) -> bytes | None:
+        """The next piece, or None at the end of the body. Raises :class:`_Silence`."""
+        if self._ahead:
+            return self._ahead.pop(0)
+        if self.ended:
+            return None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.idle_s
+        if self.until is not None:
+            deadline = min(deadline, self.until)
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await anext(self._pieces)
+        except StopAsyncIteration:
+            self.ended = True
+            return None
+        except TimeoutError:
+            raise _Silence from None
+
+    def grace(self, seconds: float = END_GRACE_S) -> None:
+        """From now on, read for ``seconds`` more at most."""
+        if self.until is None:
+            self.until = asyncio.get_running_loop().time() + seconds
+
+    async def drain(self) -> bool:
+        """Read to the end of the body within the grace, so that its connection can
+        carry the next request; False when it did not end in time."""
+        self.grace()
+        read = 0
+        while read <= _DRAIN_LIMIT:
+            try:
+                piece = await self.read()
+            except (_Silence, httpx.HTTPError):
+                return False  # the connection is closed instead: the answer is whole
+            if piece is None:
+                return True
+            read += len(piece)
+        return False
+
 
 async def _sse_lines(
-    response: httpx.Response,
+    body: _Body,
     *,
     clock: Callable[[], float] = time.monotonic,
     pause: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -546,13 +628,11 @@ async def _sse_lines(
     one waits :data:`READ_PAUSE_S` first, and reads what came meanwhile at once. After
     a backlog it does not: the server is ahead, and pausing would only hold it up."""
     lines = SseLines()
-    pieces = response.aiter_bytes()
     since_wait = 0
     while True:
         asked = clock()
-        try:
-            piece = await anext(pieces)
-        except StopAsyncIteration:
+        piece = await body.read()
+        if piece is None:
             break
         trickle = False
         if clock() - asked > _WAITED_S:
@@ -564,6 +644,36 @@ async def _sse_lines(
             await pause(READ_PAUSE_S)
     for line in lines.end():
         yield line
+
+
+async def _not_an_event_stream(body: _Body, content_type: str) -> str | None:
+    """None when the body is an event stream (by its type, or by how it starts: some
+    servers send one as another type); else what came instead, to show the person."""
+    media = content_type.partition(";")[0].strip().lower()
+    if media == "text/event-stream":
+        return None
+    head = b""
+    while not head.strip() and len(head) < _SNIFF_LIMIT:
+        piece = await body.read()
+        if piece is None:
+            break
+        head += piece
+    if head.lstrip().startswith(_SSE_STARTS):
+        body.push_back(head)
+        return None
+    body.grace()  # enough of it to say what it is, not all of a slow page
+    while len(head) < _SNIFF_LIMIT:
+        try:
+            piece = await body.read()
+        except _Silence:
+            break
+        if piece is None:
+            break
+        head += piece
+    text = " ".join(head[:_SNIFF_LIMIT].decode("utf-8", errors="replace").split())
+    shown = visible(text[:300] + ("…" if len(text) > 300 else ""), one_line=True)
+    kind = media or "no content type"
+    return f"{kind}, not an event stream: {shown}" if shown else f"{kind}, an empty body"
 
 
 def _malformed(what: str) -> LlmFailure:
@@ -707,7 +817,8 @@ class ChatCompletionsAdapter(LlmAdapter):
         credential: str | None = None,
         key_required: bool = True,
         headers: Mapping[str, str] | None = None,
-        read_timeout: float = 300.0,
+        headers_timeout: float = HEADERS_TIMEOUT_S,
+        stream_idle_timeout: float = STREAM_IDLE_TIMEOUT_S,
         connect_timeout: float = 30.0,
         retry_policy: RetryPolicy | None = None,
         list_models_path: str | None = "/models",
@@ -730,7 +841,22 @@ class ChatCompletionsAdapter(LlmAdapter):
         self._list_models_path = list_models_path
         if retry_policy is not None:
             self.retry_policy = retry_policy
-        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self.headers_timeout = headers_timeout
+        """From sending a request to its response headers, at most (seconds)."""
+        self.stream_idle_timeout = stream_idle_timeout
+        """A silence of the stream once the headers came, at most (seconds); any byte
+        breaks it, keep-alive comments included."""
+        self.connect_timeout = connect_timeout
+        # The stream's own waits are bounded here (headers, silence, the end's grace),
+        # so httpx's read timeout is left off for it; every other request has its own.
+        self._timeout = httpx.Timeout(
+            max(headers_timeout, stream_idle_timeout),
+            connect=connect_timeout,
+            pool=headers_timeout,
+        )
+        self._stream_timeout = httpx.Timeout(
+            None, connect=connect_timeout, write=headers_timeout, pool=headers_timeout
+        )
         self._client = client
         self._owns_client = client is None
         self._tls = TlsContext(self.base_url) if client is None else None
@@ -835,10 +961,14 @@ class ChatCompletionsAdapter(LlmAdapter):
         return listed
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """One attempt. The response's connection is released (read to its end and
+        back in the pool, or closed) before the finish is handed on: a consumer that
+        stops reading at the finish, as every consumer does, leaves nothing open."""
         headers, key = self._request_headers(options.provider)
         body = request_body(
             options, self.model(options.model), replay_reasoning=self.replay_reasoning
         )
+        provider = options.provider
         translator = ChatStreamTranslator()
 
         def hide(text: str) -> str:
@@ -848,79 +978,137 @@ class ChatCompletionsAdapter(LlmAdapter):
             return LlmFailure(message=hide(message), code=code)
 
         client = await self._http()
+        request = client.build_request(
+            "POST",
+            self.base_url + "/chat/completions",
+            content=_json_body(body),
+            headers=headers,
+            timeout=self._stream_timeout,
+        )
+        response = await self._send(client, request, provider, failure)
+        closing: list[StreamChunk] | None = None
         try:
-            async with client.stream(
-                "POST",
-                self.base_url + "/chat/completions",
-                content=_json_body(body),
-                headers=headers,
-            ) as response:
-                if response.status_code != 200:
-                    text = (await response.aread()).decode("utf-8", errors="replace")
-                    problem = http_failure(
-                        response.status_code,
-                        response.headers,
-                        hide(text),
-                        provider=options.provider,
-                        credential=self.credential,
+            if response.status_code != 200:
+                raise LlmError(await self._refusal(response, provider, hide))
+            reader = _Body(response, self.stream_idle_timeout)
+            try:
+                instead = await _not_an_event_stream(
+                    reader, response.headers.get("content-type", "")
+                )
+                if instead is not None:
+                    raise LlmError(
+                        failure(f"{provider} answered 200 with {instead}", "NOT_EVENT_STREAM")
                     )
-                    if problem.request_id is not None:  # a proxy may echo the key anywhere
-                        problem = problem.model_copy(
-                            update={"request_id": hide(problem.request_id)}
-                        )
-                    raise LlmError(problem)
                 parser = SseParser()
-                async for line in _sse_lines(response):
+                ended = False  # [DONE] came
+                async for line in _sse_lines(reader):
                     data = parser.feed(line)
                     if data is None:
                         continue
                     if data == "[DONE]":
-                        for chunk in translator.done():
-                            yield chunk
-                        return
+                        ended = True
+                        break
                     try:
-                        decoded = json.loads(data)
+                        chunks = translator.event(json.loads(data))
                     except ValueError:
-                        for chunk in translator.failed(
-                            _malformed(f"an event that is not JSON: {data[:200]!r}")
-                        ):
-                            yield chunk
-                        return
-                    try:
-                        chunks = translator.event(decoded)
+                        problem = _malformed(f"an event that is not JSON: {data[:200]!r}")
+                        closing = translator.failed(problem)
+                        break
                     except LlmError as error:
-                        for chunk in translator.failed(error.failure):
-                            yield chunk
-                        return
+                        closing = translator.failed(error.failure)
+                        break
                     for chunk in chunks:
                         yield chunk
-                if parser.end() == "[DONE]":
-                    for chunk in translator.done():
-                        yield chunk
-                    return
-                message = "the model server closed the stream before it finished"
-                for chunk in translator.failed(failure(message, "STREAM_CLOSED")):
-                    yield chunk
-        except httpx.TimeoutException as error:
-            for chunk in translator.failed(
-                failure(
-                    f"no data from {options.provider} for too long ({type(error).__name__})",
-                    "TIMEOUT",
-                )
-            ):
-                yield chunk
-        except httpx.TransportError as error:
-            if translator.events:
-                for chunk in translator.failed(
-                    failure(f"the connection to {options.provider} broke: {error}", "STREAM_CLOSED")
-                ):
-                    yield chunk
-            else:
-                raise LlmError(
-                    failure(
-                        f"cannot reach {options.provider} at {self.base_url}: {error}", "TRANSPORT"
+                    if translator.finish_reason is not None:
+                        reader.grace()  # what may follow a finish comes at once or never
+                else:
+                    ended = parser.end() == "[DONE]"
+                if closing is None and ended:
+                    closing = translator.done()
+                    await reader.drain()
+            except _Silence:
+                if translator.finish_reason is None:
+                    message = (
+                        f"{provider} sent nothing for {self.stream_idle_timeout:g} s "
+                        "(stream_idle_timeout)"
                     )
-                ) from None
+                    closing = translator.failed(failure(message, "TIMEOUT"))
+            except httpx.TransportError as error:
+                if translator.finish_reason is None:
+                    detail = str(error) or type(error).__name__
+                    if not translator.events:
+                        message = f"the connection to {provider} broke before its answer: {detail}"
+                        raise LlmError(failure(message, "TRANSPORT")) from None
+                    message = f"the connection to {provider} broke: {detail}"
+                    closing = translator.failed(failure(message, "STREAM_CLOSED"))
+            if closing is None:
+                if translator.finish_reason is not None:
+                    # It said how it finished, then ended or went quiet without
+                    # [DONE]: the answer is whole, and is not called interrupted.
+                    closing = translator.done()
+                else:
+                    message = "the model server closed the stream before it finished"
+                    closing = translator.failed(failure(message, "STREAM_CLOSED"))
+        finally:
+            await response.aclose()  # back to the pool when read to its end, else closed
+        for chunk in closing:
+            yield chunk
+
+    async def _send(
+        self,
+        client: httpx.AsyncClient,
+        request: httpx.Request,
+        provider: str,
+        failure: Callable[[str, str], LlmFailure],
+    ) -> httpx.Response:
+        """Send ``request``, waiting for the response headers at most
+        ``headers_timeout``."""
+        try:
+            async with asyncio.timeout(self.headers_timeout):
+                return await client.send(request, stream=True)
+        except TimeoutError:
+            message = (
+                f"{provider} did not answer within {self.headers_timeout:g} s (headers_timeout)"
+            )
+            raise LlmError(failure(message, "TIMEOUT")) from None
+        except httpx.PoolTimeout:
+            message = (
+                f"no free connection to {provider} within {self.headers_timeout:g} s: "
+                "every one is in use"
+            )
+            raise LlmError(failure(message, "TIMEOUT")) from None
+        except httpx.ConnectTimeout:
+            message = (
+                f"cannot reach {provider} at {self.base_url}: no connection within "
+                f"{self.connect_timeout:g} s"
+            )
+            raise LlmError(failure(message, "TRANSPORT")) from None
+        except httpx.TimeoutException as error:
+            message = f"no answer from {provider} in time ({type(error).__name__})"
+            raise LlmError(failure(message, "TIMEOUT")) from None
+        except httpx.TransportError as error:
+            message = f"cannot reach {provider} at {self.base_url}: {error}"
+            raise LlmError(failure(message, "TRANSPORT")) from None
+
+    async def _refusal(
+        self, response: httpx.Response, provider: str, hide: Callable[[str], str]
+    ) -> LlmFailure:
+        """What an HTTP error status means; its body is read within the idle bound."""
+        try:
+            async with asyncio.timeout(self.stream_idle_timeout):
+                raw = await response.aread()
+        except (TimeoutError, httpx.HTTPError):
+            raw = b""
+        problem = http_failure(
+            response.status_code,
+            response.headers,
+            hide(raw.decode("utf-8", errors="replace")),
+            provider=provider,
+            credential=self.credential,
+        )
+        if problem.request_id is not None:  # a proxy may echo the key anywhere
+            problem = problem.model_copy(update={"request_id": hide(problem.request_id)})
+        return problem
 
     def api_base_url(self, provider: str) -> str | None:
         return self.base_url
@@ -971,7 +1159,8 @@ def connection_test(
         api_key=lambda: key,
         credential=form.key_ref(choice),
         key_required=form.key_required,
-        read_timeout=timeout_s,
+        headers_timeout=timeout_s,
+        stream_idle_timeout=timeout_s,
         connect_timeout=min(timeout_s, 10.0),
         list_models_path=None,
     )

@@ -218,10 +218,18 @@ def read_image_file(path: Path, name: str) -> Prepared:
 def looks_like_image(path: Path) -> bool:
     """Whether a file's first bytes say it is an image a model could take. Blocking."""
     try:
-        with open(path, "rb") as handle:
-            return media_type(handle.read(16)) is not None
+        # Not a plain open: a named pipe would wait for a writer forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return media_type(os.read(fd, 16)) is not None
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def block(prepared: Prepared, digest: str, name: str) -> ImageBlock:

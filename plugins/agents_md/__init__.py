@@ -22,6 +22,7 @@ from dsh.kernel import Context, Plugin
 from dsh.paths import dsh_home
 from dsh.prompt import PromptContext, per_workspace
 from dsh.services import PROMPT
+from dsh.tools.files import read_regular_file
 
 ENTRY = "project-instructions"
 PREAMBLE = (
@@ -86,7 +87,8 @@ def read_instructions(cwd: Path, home: Path) -> list[Instructions]:
     files: list[Instructions] = []
     for path, kind in candidate_files(cwd, home):
         try:
-            text = path.read_text(encoding="utf-8", errors="replace").strip()
+            # is_file() was checked, but the file may have been swapped for a pipe since.
+            text = read_regular_file(path).decode("utf-8", errors="replace").strip()
         except OSError:
             continue  # unreadable (permissions, a race with a delete): as if absent
         if text:

@@ -91,7 +91,20 @@ class BashArguments(BaseModel):
     def _not_blank(cls, command: str) -> str:
         if not command.strip():
             raise ValueError("the command is empty")
+        if "\x00" in command:
+            # bash -c takes the command as a C string, which ends at the first NUL.
+            raise ValueError(
+                "the command contains a NUL character, which a command line cannot hold "
+                "(to produce a NUL byte, write printf '\\0')"
+            )
         return command
+
+    @field_validator("workdir")
+    @classmethod
+    def _no_nul(cls, workdir: str | None) -> str | None:
+        if workdir is not None and "\x00" in workdir:
+            raise ValueError("workdir must not contain a NUL character")
+        return workdir
 
     @field_validator("timeout_ms")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 MAX_READ_LINES = 2000
 
@@ -212,6 +212,14 @@ class GrepArguments(BaseModel):
     def _pattern(cls, value: str) -> str:
         if not value:
             raise ValueError("pattern must not be empty")
+        return value
+
+    @field_validator("pattern", "path", "include")
+    @classmethod
+    def _no_nul(cls, value: str, info: ValidationInfo) -> str:
+        # ripgrep takes each as a command-line argument, which cannot hold a NUL.
+        if "\x00" in value:
+            raise ValueError(f"{info.field_name} must not contain a NUL character")
         return value
 
     @field_validator("path", mode="before")

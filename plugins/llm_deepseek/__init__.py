@@ -13,7 +13,9 @@ ids the table names (``deepseek-v4-flash``) are sent as their successor
 through unchanged, with no output cap sent; they take the same reasoning efforts, and
 an effort chosen for one is sent with DeepSeek's ``thinking`` switch. Reasoning a
 response carried goes back with every later request (``replay_reasoning = false``
-turns that off, for a server that rejects the field).
+turns that off, for a server that rejects the field). Every wait has a bound:
+``headers_timeout`` (60 s) for the response headers, ``stream_idle_timeout`` (120 s)
+for a silence of the stream, keep-alive comments breaking it (docs/settings.md).
 
 Its setup form (the first run's screen) asks for a key and a model, and offers the
 setup whenever DeepSeek is the configured provider and its key is nowhere to be found.
@@ -37,6 +39,8 @@ from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice
 from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
+HEADERS_TIMEOUT_S = 60.0
+STREAM_IDLE_TIMEOUT_S = 120.0
 BASE_URL_ENV = "DEEPSEEK_BASE_URL"
 KEY_ENV = "DEEPSEEK_API_KEY"
 PROVIDER = "deepseek"
@@ -98,7 +102,14 @@ class Config(BaseModel):
     api_key_env: str = KEY_ENV
     models: dict[str, ChatModel] = Field(default_factory=dict)
     """Per-model overrides (context window, output cap, prices...) and extra models."""
-    read_timeout: PositiveFloat = 300.0
+    headers_timeout: PositiveFloat | None = None
+    """Seconds from sending a request to its response headers, at most (default 60:
+    DeepSeek answers at once, then sends keep-alive comments while a request waits)."""
+    stream_idle_timeout: PositiveFloat | None = None
+    """Seconds a stream may send nothing at all once the headers came (default 120:
+    DeepSeek streams its reasoning as it thinks and keep-alives while it waits)."""
+    read_timeout: PositiveFloat | None = None
+    """The older setting: the default of both of the above."""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     replay_reasoning: bool = True
     """Send reasoning back as ``reasoning_content``; false for a server rejecting it."""
@@ -130,7 +141,10 @@ def apply(ctx: Context, config: Config) -> None:
         replay_reasoning=config.replay_reasoning,
         api_key=key_reader(ctx.get(CREDENTIALS, None), config.api_key_env),
         credential=config.api_key_env,
-        read_timeout=config.read_timeout,
+        headers_timeout=config.headers_timeout or config.read_timeout or HEADERS_TIMEOUT_S,
+        stream_idle_timeout=(
+            config.stream_idle_timeout or config.read_timeout or STREAM_IDLE_TIMEOUT_S
+        ),
         retry_policy=config.retry,
         key_destination=_key_destination(ctx, config, from_env),
     )

@@ -13,7 +13,8 @@ Models are listed from the server's ``/models`` when it has one; any model id is
 accepted. Reasoning a response carried (``reasoning_content`` or ``reasoning``) goes
 back as ``reasoning_content`` with every later request, unless the provider sets
 ``replay_reasoning = false``. A provider without ``api_key_env`` sends no key; one with it sends the key
-only to the ``base_url`` the user's own settings give that provider.
+only to the ``base_url`` the user's own settings give that provider. ``headers_timeout``
+and ``stream_idle_timeout`` (300 s each) bound the waits (docs/settings.md).
 
 Its setup form (the first run's screen) asks for the server, a name for its route, a
 model and optionally a key, and adds that provider to the list.
@@ -36,6 +37,8 @@ from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, 
 
 PLUGIN = "llm-openai-compat"
 KEY_ENV = "OPENAI_COMPAT_API_KEY"
+WAIT_S = 300.0
+"""The default of both waits: what Codex CLI gives a silent stream."""
 """Where the setup stores a pasted key, unless the person names another variable."""
 
 
@@ -48,7 +51,14 @@ class Provider(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     models: dict[str, ChatModel] = Field(default_factory=dict)
     list_models: bool = True
-    read_timeout: PositiveFloat = 300.0
+    headers_timeout: PositiveFloat | None = None
+    """Seconds from sending a request to its response headers, at most (default 300: a
+    local server may load the model and read the whole prompt before it answers)."""
+    stream_idle_timeout: PositiveFloat | None = None
+    """Seconds a stream may send nothing at all once the headers came (default 300: a
+    reasoning model that streams nothing of its thinking may be silent for minutes)."""
+    read_timeout: PositiveFloat | None = None
+    """The older setting: the default of both of the above."""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     replay_reasoning: bool = True
     """Send reasoning back as ``reasoning_content``; false for a server rejecting it."""
@@ -97,7 +107,8 @@ def apply(ctx: Context, config: Config) -> None:
             credential=provider.api_key_env,
             key_required=provider.api_key_env is not None,
             headers=provider.headers,
-            read_timeout=provider.read_timeout,
+            headers_timeout=provider.headers_timeout or provider.read_timeout or WAIT_S,
+            stream_idle_timeout=provider.stream_idle_timeout or provider.read_timeout or WAIT_S,
             retry_policy=provider.retry,
             list_models_path="/models" if provider.list_models else None,
             replay_reasoning=provider.replay_reasoning,

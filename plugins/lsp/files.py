@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from dsh.tools import ToolError
-from dsh.tools.files import Target
+from dsh.tools.files import Target, read_regular_file
 from plugins._shared.files import os_error, require_regular, sniff
 
 MAX_SOURCE_BYTES = 8 * 1024 * 1024
@@ -85,10 +85,8 @@ def read_source(path: Path, shown: str) -> Source:
 def read_lines_quietly(path: Path) -> str | None:
     """A file's text for showing result lines, or None if it cannot be read."""
     try:
-        if path.stat().st_size > MAX_SOURCE_BYTES:
-            return None
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
+        return read_regular_file(path, MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
+    except OSError:  # too large, gone, or a pipe that would hang the thread
         return None
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dsh.tools.files import read_regular_file
 from dsh.tools.protected import refusal
 from plugins._shared.images import format_size
 
@@ -231,11 +232,16 @@ class _Ignore:
     match: Callable[[str], bool]
 
 
+MAX_GITIGNORE_BYTES = 1024 * 1024
+"""A larger ``.gitignore`` is not read (it is not one a person wrote)."""
+
+
 def _gitignore(folder: Path) -> _Ignore | None:
     try:
-        lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        data = read_regular_file(folder / ".gitignore", MAX_GITIGNORE_BYTES)
+    except OSError:  # none, too large, or a pipe that would hang the thread
         return None
+    lines = data.decode("utf-8", errors="replace").splitlines()
     import pathspec
 
     spec = pathspec.GitIgnoreSpec.from_lines(lines)

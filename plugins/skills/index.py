@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dsh.tools.files import read_regular_file
 from plugins._shared.frontmatter import FrontMatterError, parse_bool, split_front_matter
 
 _log = logging.getLogger("dsh.plugins.skills")
@@ -183,7 +184,7 @@ class SkillIndex:
             found = Problem(path, f"larger than {MAX_FILE_BYTES // 1024} KiB")
         else:
             try:
-                text = path.read_text(encoding="utf-8", errors="replace")
+                text = read_regular_file(path).decode("utf-8", errors="replace")
                 found = load_skill(entry_name, path, base_dir, text)
             except OSError as error:
                 found = Problem(path, f"cannot be read: {error.strerror or error}")

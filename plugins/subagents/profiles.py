@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from dsh.tools.files import FileTooLarge, read_regular_file
 from plugins._shared.frontmatter import FrontMatterError, split_front_matter
 
 MAX_BYTES = 256 * 1024
@@ -79,9 +80,9 @@ def scan(home: Path, project: Path | None) -> tuple[dict[str, Profile], list[Ski
 
 def load(path: Path, origin: str) -> Profile | Skipped:
     try:
-        if path.stat().st_size > MAX_BYTES:
-            return Skipped(path, f"larger than {MAX_BYTES // 1024} KB")
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path, MAX_BYTES).decode("utf-8")
+    except FileTooLarge:
+        return Skipped(path, f"larger than {MAX_BYTES // 1024} KB")
     except (OSError, UnicodeDecodeError) as error:
         return Skipped(path, f"cannot be read ({error})")
     try:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from dsh.tools import (
     Action,
@@ -124,6 +124,14 @@ class OpenArguments(BaseModel):
     rows: int | None = Field(default=None, ge=5, le=200, description="screen height")
     cols: int | None = Field(default=None, ge=20, le=500, description="screen width")
     name: str = Field(default="", description="a short label")
+
+    @field_validator("command", "cwd")
+    @classmethod
+    def _no_nul(cls, value: str, info: ValidationInfo) -> str:
+        # Both go to the operating system as C strings, which end at the first NUL.
+        if "\x00" in value:
+            raise ValueError(f"{info.field_name} must not contain a NUL character")
+        return value
 
 
 class SendArguments(BaseModel):

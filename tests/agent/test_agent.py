@@ -50,6 +50,7 @@ from dsh.testing.reconstruct import check_requests
 from dsh.tools import ToolContext, ToolDefinition, ToolOutput
 from plugins._shared.chat_completions import ChatModel, request_body
 from plugins.llm_deepseek import DEFAULT_MODELS
+from tests.support.waits import HANG_S
 
 
 class EchoArgs(BaseModel):
@@ -229,23 +230,37 @@ async def test_max_steps_ends_a_runaway_turn(
 async def test_read_only_calls_run_side_by_side(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
+    # Each call waits until all four have started: run one after the other, the first
+    # would wait alone until its bound. (No clock: a loaded machine cannot fail it.)
+    barrier = asyncio.Barrier(4)
+
+    async def meet(args: EchoArgs, context: ToolContext) -> str:
+        try:
+            async with asyncio.timeout(HANG_S):
+                await barrier.wait()
+        except TimeoutError:
+            return f"alone: {args.text}"
+        return f"met: {args.text}"
+
+    runtime.root.get(TOOLS).register(
+        "meet",
+        ToolDefinition(
+            name="meet",
+            description="Wait for the others.",
+            arguments=EchoArgs,
+            execute=meet,
+            read_only=True,
+        ),
+    )
     fake_llm.add(
-        Reply(
-            tool_calls=[
-                ToolCallSpec(name="echo", arguments={"text": str(n), "delay": 0.3})
-                for n in range(4)
-            ]
-        )
+        Reply(tool_calls=[ToolCallSpec(name="meet", arguments={"text": str(n)}) for n in range(4)])
     )
     fake_llm.add(Reply(text="all back"))
     agent = await new_agent(runtime, tmp_path)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     agent.followup(user_text("four at once"))
     await agent.when_idle()
-    assert loop.time() - started < 1.0  # four 0.3 s calls, not one after the other
     results = [e.data.message.result.content[0].text for e in of(agent, "tool/result")]
-    assert results == [f"echo: {n}" for n in range(4)]  # logged in the model's order
+    assert results == [f"met: {n}" for n in range(4)]  # logged in the model's order
     reconstructable(agent, fake_llm)
 
 

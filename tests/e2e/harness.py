@@ -54,6 +54,9 @@ class Dsh:
     server: FakeLLM
     key: str | None = "sk-test"
     children: list[asyncio.subprocess.Process] = field(default_factory=list)
+    wrapper: tuple[str, ...] = ()
+    """A command the child runs under (it ends by running ``python -m dsh ARGS``), such
+    as a cap on the size of the files it may write (tests/support/file_limit.py)."""
 
     def __post_init__(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -89,6 +92,7 @@ class Dsh:
     ) -> asyncio.subprocess.Process:
         """``python -m dsh ARGS``, its streams piped unless told otherwise."""
         child = await asyncio.create_subprocess_exec(
+            *self.wrapper,
             sys.executable,
             "-m",
             "dsh",

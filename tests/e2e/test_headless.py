@@ -186,6 +186,9 @@ async def test_a_request_error_is_retried_with_the_same_body(dsh: Dsh, fake_llm:
 
     assert done.code == 0, done.stderr
     assert done.stdout == "Made it.\n"
+    # Said to the person as it happens: a wait with nothing on screen looks like a hang.
+    [said] = done.stderr.splitlines()
+    assert said.startswith("dsh: deepseek server error (503): Server Overloaded - retry 1 of 5")
     events = await dsh.checked_events()
     [retry] = of_type(events, "llm/retry")
     assert retry.data.retry == 1

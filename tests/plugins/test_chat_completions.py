@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 
 from dsh.llm import GenerateOptions, LlmError, user_text
-from plugins._shared.chat_completions import _BACKLOG, ChatCompletionsAdapter, _sse_lines
+from plugins._shared.chat_completions import (
+    _BACKLOG,
+    ChatCompletionsAdapter,
+    _Body,
+    _sse_lines,
+)
 
 OPTIONS = GenerateOptions(provider="local", model="m", messages=(user_text("hi"),))
 
@@ -47,7 +52,8 @@ async def test_a_trickle_is_read_a_batch_at_a_time_and_a_backlog_straight_throug
     async def pause(seconds: float) -> None:
         paused.append(lines)
 
-    async for _line in _sse_lines(Body(), clock=lambda: now, pause=pause):  # type: ignore[arg-type]
+    body = _Body(Body(), idle_s=60.0)
+    async for _line in _sse_lines(body, clock=lambda: now, pause=pause):
         lines += 1
     backlog_lines = 2 * backlog.count(b"\n\n")
     assert paused == [2, 4, 2 + 2 + backlog_lines + 2 + 2 + 2]

@@ -7,13 +7,18 @@ scripted server and is killed by SIGKILL in one of three phases, chosen in turn:
 - *tool*: while the echo tool sleeps in the middle of a step;
 - *approval*: while a ``shout`` call waits for an approval nobody gives.
 
-The next link resumes the session (``--resume ID``) with a new prompt and is killed
-again; the last link resumes it to a completed turn. After every kill the stored log
-must load, pass ``check_log`` once crash repair has closed the open turn, and hold:
+The next link continues the session (``--continue``: the folder also holds an older
+session, which it must never pick instead) with a new prompt and is killed again; the
+last link continues it to a completed turn. After every kill the stored log must
+load, pass ``check_log`` once crash repair has closed the open turn, and hold:
 
 - every event the process reported as written (the flush probe's reports);
-- exactly what it printed, for every event it stored, and every event earlier links
-  stored, unchanged.
+- every event it printed, exactly as printed (stream-json prints an event only once
+  it is stored), and every event earlier links stored, unchanged;
+- the session every printed line names.
+
+No ``seq`` is ever printed twice for different events, by any link, and the final log
+holds every event any link printed.
 
 The log is written as a turn goes (the writer's window is 200 ms), not only at its
 end: in most kills the probe had already reported events of the turn being killed as
@@ -42,12 +47,13 @@ from typing import Any
 
 import pytest
 
-from dsh.session import check_log
+from dsh.session import SessionStore, check_log
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import Dsh
 from tests.reliability.procs import ExecLauncher, ForkLauncher, Launcher
 from tests.reliability.runs import (
     LONG,
+    Line,
     Watched,
     dicts,
     installation,
@@ -55,6 +61,7 @@ from tests.reliability.runs import (
     rebuilt_bodies,
     stored,
 )
+from tests.session.turns import complete_turn
 
 KILLS = int(os.environ.get("DSH_CRASH_KILLS", 1000 if LONG else 100))
 CHAIN = 5  # kills per session before it is resumed to its end
@@ -156,10 +163,37 @@ class Link:
 class ChainState:
     chain: Chain
     dsh: Dsh
+    older: str  # a session of the same folder, finished before the chain began
     session_id: str | None = None
     stored: list[dict[str, Any]] = field(default_factory=list)  # the file, as checked last
+    printed: dict[int, dict[str, Any]] = field(default_factory=dict)  # by seq, every link's
     links: list[Link] = field(default_factory=list)
     mid_turn: int = 0  # kills after which events of the killed turn were reported written
+
+    def note_printed(self, run: Watched, where: str) -> dict[int, Line]:
+        """What ``run`` printed, by seq, checked against what earlier links printed: a
+        seq printed again must be the same event."""
+        named = {line.value["sessionId"] for line in run.lines if "sessionId" in line.value}
+        if self.session_id is not None:
+            assert named <= {self.session_id}, f"{where}: continued {named}, not {self.session_id}"
+        printed = {line.value["seq"]: line for line in run.events}
+        for seq, line in printed.items():
+            earlier = self.printed.setdefault(seq, line.value)
+            assert earlier == line.value, f"{where}: seq {seq} printed again, as another event"
+        return printed
+
+
+async def older_session(dsh: Dsh) -> str:
+    """A finished session of the project's folder, older than any the chain makes: what
+    ``--continue`` would wrongly pick if it missed the session a kill left."""
+    store = SessionStore.at(dsh.home)
+    try:
+        session = await store.create(str(dsh.project.resolve()))
+        complete_turn(session, "an older conversation", "long done")
+        await store.close(session)
+    finally:
+        await store.aclose()
+    return session.id
 
 
 async def run_chain(chain: Chain, root: Path, launchers: dict[str, Launcher]) -> ChainState:
@@ -168,7 +202,8 @@ async def run_chain(chain: Chain, root: Path, launchers: dict[str, Launcher]) ->
     for link, kill in enumerate(chain.kills):
         async with FakeLLM(script(kill.phase, link)) as server:
             if state is None:
-                state = ChainState(chain, installation(root, server))
+                dsh = installation(root, server)
+                state = ChainState(chain, dsh, await older_session(dsh))
             state.dsh.server = server
             await kill_link(state, launcher, server, link, kill)
     assert state is not None
@@ -184,7 +219,7 @@ async def kill_link(
     where = f"chain {state.chain.index} (seed {state.chain.seed}), link {link} ({kill.phase})"
     argv = ["-p", "--input-format", "stream-json", "--output-format", "stream-json"]
     if state.session_id is not None:
-        argv += ["--resume", state.session_id]
+        argv += ["--continue"]
     run = await Watched.start(launcher, state.dsh, argv)
     await run.send({"type": "prompt", "text": f"link {link}: work"})
     seen = await run.until(trigger(kill.phase), f"the {kill.phase} phase")
@@ -197,16 +232,19 @@ async def kill_link(
     assert not any(v.get("type") == PHASE_OVER[kill.phase] for v in after), (
         f"{where}: the phase was over before the kill"
     )
-    printed = {line.value["seq"]: line for line in run.events}
+    printed = state.note_printed(run, where)
     state.links.append(Link(min(printed, default=None), [r.body for r in server.chat_requests]))
 
     if state.session_id is None:
-        ids = await state.dsh.session_ids()
+        ids = [i for i in await state.dsh.session_ids() if i != state.older]
         if not ids:
             # Killed before anything reached the disk: only allowed if nothing was
-            # reported written. The chain starts over with a new session.
+            # reported written, nor printed. The chain starts over with a new session.
             assert run.last_written == -1, f"{where}: written events but no session"
+            named = [line.value for line in run.lines if line.value.get("sessionId")]
+            assert named == [], f"{where}: printed a session that was never stored: {named}"
             state.links.clear()
+            state.printed.clear()
             return
         [state.session_id] = ids
     loaded = await stored(state.dsh.home, state.session_id)
@@ -224,6 +262,9 @@ async def kill_link(
         line = printed.get(event["seq"])
         if line is not None:
             assert event == line.value, f"{where}: seq {event['seq']} differs from the printed"
+    # And every event it printed was stored: printed means stored.
+    lost = sorted(set(printed) - {event["seq"] for event in now})
+    assert lost == [], f"{where}: printed, then lost with the process: seqs {lost}"
     # Every event reported written is there.
     assert len(events) > run.last_written, (
         f"{where}: written through {run.last_written}, the file holds {len(events)}"
@@ -237,14 +278,14 @@ async def finish_chain(state: ChainState, launcher: Launcher, server: FakeLLM) -
     where = f"chain {state.chain.index} (seed {state.chain.seed}), the last link"
     argv = ["-p", "finish the work", "--output-format", "stream-json"]
     if state.session_id is not None:
-        argv += ["--resume", state.session_id]
+        argv += ["--continue"]
     run = await Watched.start(launcher, state.dsh, argv)
     code = await run.finish()
     assert code == 0, f"{where}: exit {code}\n{run.tail()}"
-    printed = {line.value["seq"]: line.value for line in run.events}
+    printed = {seq: line.value for seq, line in state.note_printed(run, where).items()}
     state.links.append(Link(min(printed), [r.body for r in server.chat_requests], True))
     if state.session_id is None:
-        [state.session_id] = await state.dsh.session_ids()
+        [state.session_id] = [i for i in await state.dsh.session_ids() if i != state.older]
 
     loaded = await stored(state.dsh.home, state.session_id)
     assert loaded.issues == [], f"{where}: {loaded.issues}"
@@ -253,6 +294,8 @@ async def finish_chain(state: ChainState, launcher: Launcher, server: FakeLLM) -
     now = dicts(loaded.events)
     assert now[: len(state.stored)] == state.stored, f"{where}: earlier events changed"
     assert {e["seq"]: e for e in now if e["seq"] in printed} == printed, where
+    # Nothing any link printed was lost or given to another event later.
+    assert {e["seq"]: e for e in now if e["seq"] in state.printed} == state.printed, where
     assert now[-1]["type"] == "turn/end"
     assert now[-1]["data"]["reason"]["kind"] == "completed"
 

@@ -78,6 +78,20 @@ def small_home(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(home)], capture_output=True, timeout=30)
 
 
+def fill(path: Path) -> None:
+    """Write ``path`` until the filesystem holding it has no room left."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        block = b"\0" * 4096
+        while True:
+            try:
+                os.write(fd, block)
+            except OSError:
+                return
+    finally:
+        os.close(fd)
+
+
 def grow(home: Path) -> None:
     subprocess.run(
         ["mount", "-o", "remount,size=64m", str(home)], check=True, capture_output=True, timeout=30
@@ -215,3 +229,28 @@ async def test_a_short_write_never_leaves_a_file_shorter_than_recorded(
         await fresh.close()
     assert loaded.issues == []
     assert [e.to_dict() for e in loaded.events] == [e.to_dict() for e in session.events]
+
+
+async def test_a_new_session_on_a_full_disk_is_an_error_naming_no_session(
+    small_home: Path, fake_llm: FakeLLM
+) -> None:
+    # The filesystem is full before dsh starts: not a byte of the session can be
+    # written, and the run must not say otherwise.
+    dsh = Dsh(small_home.parent, fake_llm)
+    await asyncio.to_thread(fill, small_home / "filler")
+    fake_llm.add(Reply(text="Hello there."))
+    try:
+        done = await dsh.run("-p", "hi", "--output-format", "json")
+    finally:
+        await dsh.kill_leftovers()
+    nothing = (
+        "the session log cannot be written (No space left on device), so dsh stopped; "
+        "nothing of this session was stored"
+    )
+    assert done.code == 1, done.stderr
+    assert [line for line in done.stderr.splitlines() if line.startswith("dsh: ")] == [
+        f"dsh: {nothing}"
+    ]
+    [result] = done.json_lines()
+    assert (result["subtype"], result["error"], result["sessionId"]) == ("error", nothing, None)
+    assert await dsh.session_ids() == []

@@ -123,9 +123,13 @@ async def test_two_dsh_runs_on_one_session(dsh: Dsh) -> None:
 
     # A run holds the session while its (slow) answer streams; a second one started
     # meanwhile says who holds it and what to do, and writes nothing.
-    dsh.server.add(Reply(text="slow answer", first_byte_delay_ms=1500))
+    dsh.server.add(Reply(text="slow answer", gate="holder"))
     holder = await dsh.start("-p", "two", "--resume", session_id)
-    await asyncio.sleep(0.8)  # inside the first byte's delay: it holds the lock
+    # Once its request has arrived it holds the lock (taken as it opened the session),
+    # and it keeps it while its answer is held back.
+    async with asyncio.timeout(TIMEOUT):
+        while len(dsh.server.chat_requests) < 2:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
     second = await dsh.run("-p", "three", "--resume", session_id[:8])
     assert second.code == 1
     assert f"session {session_id[:8]} is open in another dsh (pid {holder.pid}" in second.stderr
@@ -133,9 +137,13 @@ async def test_two_dsh_runs_on_one_session(dsh: Dsh) -> None:
     assert "--wait" in second.stderr
     assert len(dsh.server.chat_requests) == 2  # the second run asked nothing
 
-    # --wait: goes on once the first run has closed the session.
+    # --wait: goes on once the first run has closed the session. (A head start to
+    # reach the lock before the holder's answer is let through; should it not get
+    # there first, it finds the session free, which the asserts below accept too.)
     dsh.server.add(Reply(text="waited answer"))
     waiting = await dsh.start("-p", "four", "--resume", session_id, "--wait")
+    await asyncio.sleep(0.5)
+    dsh.server.open_gate("holder")
     first = await finish(holder)
     assert first.code == 0, first.stderr
     assert "slow answer" in first.stdout

@@ -16,6 +16,7 @@ from dsh.session import (
     SessionEvent,
     SessionNotFoundError,
     SessionStore,
+    StepEnd,
     StepStart,
     TurnCompleted,
     TurnEnd,
@@ -27,6 +28,7 @@ from dsh.session.jsonl import JsonlPersistence
 from dsh.session.store import make_persistence
 from plugins.title.events import SessionTitle
 from tests.session.turns import complete_turn
+from tests.support.waits import HANG_S
 
 
 @pytest.fixture(params=["jsonl", "sqlite"])
@@ -160,6 +162,74 @@ async def test_a_failed_write_is_kept_and_retried(tmp_path: Path) -> None:
     await store.aclose()
     loaded = await JsonlPersistence(tmp_path).load(session.id)
     assert [e.type for e in loaded.events[:2]] == ["turn/start", "step/start"]
+
+
+class FailingDisk(JsonlPersistence):
+    """Appends fail while ``full`` is set, as on a full disk."""
+
+    full = True
+
+    async def append(
+        self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
+    ) -> None:
+        if self.full:
+            raise OSError(28, "No space left on device")
+        await super().append(session_id, events, sync=sync)
+
+
+async def test_followers_hear_stored_batches_in_order_and_when_writes_fail_and_recover(
+    tmp_path: Path,
+) -> None:
+    disk = FailingDisk(tmp_path)
+    store = SessionStore(disk, window=10)
+    session = await store.create("/w")
+    heard: list[object] = []
+    stop = store.follow(
+        session, written=lambda batch: heard.append([e.seq for e in batch]), failing=heard.append
+    )
+    session.append("turn/start", TurnStart(turn=1))
+    assert not await store.flush(session)
+    session.append("step/start", StepStart(turn=1, step=1))
+    assert not await store.flush(session)  # a second failure in a row is no news
+    assert store.stored(session) == 0
+    [failing] = heard
+    assert isinstance(failing, OSError)
+    disk.full = False
+    assert await store.flush(session)
+    assert heard[1:] == [None, [0, 1]]  # working again, then what it stored
+    assert store.stored(session) == 2
+    stop()
+    session.append("step/end", StepEnd(turn=1, step=1))
+    assert await store.flush(session)
+    assert len(heard) == 3  # nothing after stop()
+    await store.aclose()
+
+
+async def test_a_failed_write_is_retried_without_new_events_and_closing_says_what_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "RETRY_S", (0.01,))
+    disk = FailingDisk(tmp_path)
+    store = SessionStore(disk, window=10)
+    session = await store.create("/w")
+    recovered = asyncio.Event()
+    store.follow(session, failing=lambda error: error is None and recovered.set())
+    session.append("turn/start", TurnStart(turn=1))
+    assert not await store.flush(session)
+    disk.full = False  # the disk freed: the writer's own retry stores it, unasked
+    await asyncio.wait_for(recovered.wait(), HANG_S)
+    assert store.stored(session) == 1
+    assert store.write_error(session) is None
+
+    disk.full = True
+    session.append("step/start", StepStart(turn=1, step=1))
+    assert not await store.close(session)
+    # Closed with an event it could not write: said after the writer is gone.
+    assert store.stored(session) == 1
+    assert isinstance(store.write_error(session), OSError)
+    await store.aclose()
+    loaded = await JsonlPersistence(tmp_path).load(session.id)
+    assert [e.type for e in loaded.events[:1]] == ["turn/start"]
 
 
 async def test_open_by_unique_prefix_and_refuse_ambiguous_ones(store: SessionStore) -> None:

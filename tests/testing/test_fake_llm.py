@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import sys
@@ -85,7 +86,7 @@ async def stream_until_error(
     async with client.stream("POST", url, json=body) as response:
         try:
             async for piece in response.aiter_bytes():
-                received += piece
+                received.extend(piece)
         except httpx.TransportError as error:
             return response, bytes(received), error
     return response, bytes(received), None
@@ -372,6 +373,71 @@ async def test_a_slow_first_byte_delays_the_headers(client: httpx.AsyncClient) -
         body = await response.aread()
     assert response.status_code == 200
     assert "".join(d.get("content") or "" for d in deltas(body)) == "late"
+
+
+async def read_for(response: httpx.Response, seconds: float) -> bytes:
+    """What a stream sends within ``seconds`` (it may never end)."""
+    received = bytearray()
+
+    async def read() -> None:
+        async for piece in response.aiter_bytes():
+            received.extend(piece)
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(read(), seconds)
+    return bytes(received)
+
+
+async def test_a_held_reply_sends_its_first_events_then_nothing_until_the_client_leaves(
+    client: httpx.AsyncClient,
+) -> None:
+    # Events: 0 the role chunk, 1 "ab", 2 the final chunk, 3 [DONE].
+    script = [
+        Reply(text="ab", chunk_size=2, hold_after=0),
+        Reply(text="ab", chunk_size=2, hold_after=3, keepalive_interval_ms=50),
+        Reply(text="ab", chunk_size=2, hold_after=4),
+    ]
+    async with FakeLLM(script) as server:
+        seen: list[bytes] = []
+        for _ in script:
+            async with client.stream("POST", server.base_url + CHAT, json=chat()) as response:
+                assert response.status_code == 200
+                seen.append(await read_for(response, 0.5))
+        for record in server.requests:
+            await asyncio.wait_for(record.done.wait(), HANG_S)
+
+    headers_only, finished_then_pings, done_then_open = seen
+    assert headers_only == b""
+    sent = [json.loads(p) for p in payloads(finished_then_pings)]
+    assert sent[-1]["choices"][0]["finish_reason"] == "stop"
+    assert finished_then_pings.count(b": keep-alive\n\n") >= 2
+    assert "[DONE]" not in payloads(finished_then_pings)
+    assert payloads(done_then_open)[-1] == "[DONE]"
+    assert all(r.finished_at is None and r.disconnected_at is not None for r in server.requests)
+
+
+async def test_a_reply_waits_before_its_first_event_with_keep_alives(
+    client: httpx.AsyncClient,
+) -> None:
+    reply = Reply(text="late", first_event_delay_ms=300, keepalive_interval_ms=50)
+    async with (
+        FakeLLM([reply]) as server,
+        client.stream("POST", server.base_url + CHAT, json=chat()) as response,
+    ):
+        body = await response.aread()
+    assert body.startswith(b": keep-alive\n\n")
+    assert body.count(b": keep-alive\n\n") >= 2
+    assert "".join(d.get("content") or "" for d in deltas(body)) == "late"
+
+
+async def test_a_server_that_closes_each_connection_says_so(client: httpx.AsyncClient) -> None:
+    script = Script(replies=[Reply(text="one"), Reply(text="two")], keep_alive=False)
+    async with FakeLLM(script) as server:
+        first = await client.post(server.base_url + CHAT, json=chat())
+        second = await client.post(server.base_url + CHAT, json=chat(stream=False))
+    assert first.headers["connection"] == second.headers["connection"] == "close"
+    assert server.requests[0].connection != server.requests[1].connection
+    assert all(r.finished_at is not None for r in server.requests)
 
 
 async def test_a_client_that_times_out_waiting_is_recorded_as_gone() -> None:

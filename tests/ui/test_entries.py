@@ -280,3 +280,42 @@ def test_a_legacy_model_notice_shows_in_the_transcript_and_plain_mode() -> None:
     assert notice.level == "info"
     assert notice.text.startswith(said)
     assert out.getvalue().count(said) == 1
+
+
+def test_a_retry_is_said_in_the_transcript_and_plain_mode_and_the_status_says_retrying() -> None:
+    from rich.console import Console
+
+    from dsh.llm import BlockStart, LlmFailure
+    from dsh.session import AssistantChunk
+    from dsh.session.events import LlmRetry
+    from dsh.ui.plain_printer import TranscriptPrinter
+    from dsh.ui.render import render_status
+
+    fold = TranscriptFold()
+    out = io.StringIO()
+    printer = TranscriptPrinter(Console(file=out, width=200), None, fold)
+    printer(SessionEvent("turn/start", 0, 1000, TurnStart(turn=1)))
+    failure = LlmFailure(message="deepseek sent nothing for 120 s", code="TIMEOUT")
+    retry = LlmRetry(
+        retry_id="r",
+        turn=1,
+        step=1,
+        provider="deepseek",
+        retry=2,
+        max_retries=5,
+        delay_ms=1000,
+        failure=failure,
+    )
+    printer(SessionEvent("llm/retry", 1, 1001, retry))
+
+    (notice,) = fold.entries
+    said = "deepseek sent nothing for 120 s - retry 2 of 5 in 1.0 s"
+    assert isinstance(notice, NoticeEntry)
+    assert notice.level == "warning"
+    assert notice.text == said
+    assert out.getvalue().count(said) == 1
+    assert fold.status.state == "retrying"
+    assert "retrying" in render_status(fold.status).plain
+    chunk = AssistantChunk(turn=1, step=1, chunk=BlockStart(index=0, block_type="text"))
+    printer(SessionEvent("assistant/chunk", 2, 1002, chunk))
+    assert fold.status.state == "answering"  # the attempt streams again

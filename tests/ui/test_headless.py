@@ -39,8 +39,7 @@ def test_stream_json_escapes_lone_surrogates_and_drops_no_event() -> None:
     session = session_with_half_an_emoji()
     out, err = utf8_stream(), utf8_stream()
     printer = Printer("stream-json", out, err)
-    for event in session.events:
-        printer(event)
+    printer.records(session.events, 0)  # as the session's writer hands them over, stored
     lines = written(out).splitlines()
     assert [json.loads(line) for line in lines] == [e.to_dict() for e in session.events]
     assert "\\ud83d" in written(out)

@@ -18,6 +18,7 @@ anything else the process or its children write or read. The log goes to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -57,7 +58,7 @@ def start_log(home: Path) -> Path:
     folder = private_dir(home / "logs")
     path = folder / f"acp-{time.strftime('%Y-%m-%d')}.log"
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = LogFile(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -66,6 +67,31 @@ def start_log(home: Path) -> Path:
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return path
+
+
+class LogFile(logging.FileHandler):
+    """The log file, which may fail to take a line (a full disk): said once on stderr,
+    in one line, rather than a traceback for every line it could not write. It goes on
+    trying, and says so again if it failed again after a line went in."""
+
+    failing = False
+    _failed_now = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed_now = False
+        super().emit(record)  # a failure comes back through handleError
+        if not self._failed_now:
+            self.failing = False  # a line went in: the next failure is news again
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        self._failed_now = True
+        if self.failing:
+            return
+        self.failing = True
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"dsh acp: the log {self.baseFilename} cannot be written: {error}\n")
+            sys.stderr.flush()
 
 
 def claim_stdio() -> tuple[int, int]:

@@ -47,9 +47,11 @@ from dsh.session.events import (
     InboxDiscarded,
     TurnAborted,
     TurnBlocked,
+    TurnFailed,
     TurnMaxSteps,
     TurnMaxTokens,
 )
+from dsh.session.writer import SESSION_WRITE_FAILED
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
 from dsh.ui.acp import permissions
@@ -78,6 +80,7 @@ MODE_NAMES: dict[PermissionMode, tuple[str, str]] = {
 
 
 MODEL_OPTION = "model"
+INTERNAL_ERROR = -32603  # JSON-RPC's code for a request the server could not carry out
 
 
 class AcpSession:
@@ -320,7 +323,34 @@ class AcpSession:
         self.announce_mode()
         await self.flush()
         events = agent.session.events[start:]
+        unsaved = await self._unsaved(events)
+        if unsaved is not None:
+            # Not an ending the editor may take for a normal one: what it showed is
+            # not all stored, so the prompt itself failed.
+            raise RequestError(INTERNAL_ERROR, unsaved, {"code": SESSION_WRITE_FAILED})
         return PromptResponse(stop_reason=self._stop_reason(events), usage=self._usage(start))
+
+    async def _unsaved(self, events: Sequence[SessionEvent]) -> str | None:
+        """Why the prompt's work is not (all) stored: its events cannot be written, or a
+        failing write stopped its turn. None when it is stored."""
+        from dsh.session.writer import unstored_message
+
+        agent, runtime = self.agent, self.controller.runtime
+        assert agent is not None
+        assert runtime is not None
+        sessions = runtime.sessions
+        if not await sessions.flush(agent.session, sync=False):
+            error = sessions.write_error(agent.session)
+            return unstored_message(agent.id, error, sessions.stored(agent.session))
+        for event in events:
+            data = event.data
+            if (
+                isinstance(data, TurnEnd)
+                and isinstance(data.reason, TurnFailed)
+                and data.reason.error.code == SESSION_WRITE_FAILED
+            ):
+                return data.reason.error.message
+        return None
 
     async def _attach(self, media: Sequence[Media]) -> Attached:
         if not media:
@@ -444,7 +474,24 @@ class AcpSession:
                 if replay and self.replay:
                     await self.client.session_update(session_id=agent.id, update=update)
         self.updates.echo_user = False
-        self._unsubscribe = agent.session.subscribe(self._on_event, from_seq=len(events))
+        stop_updates = agent.session.subscribe(self._on_event, from_seq=len(events))
+        stop_following = runtime.sessions.follow(agent.session, failing=self._storage)
+
+        def unsubscribe() -> None:
+            stop_updates()
+            stop_following()
+
+        self._unsubscribe = unsubscribe
+
+    def _storage(self, error: BaseException | None) -> None:
+        """Said in the answer the moment the session's writes start failing, and when
+        they work again."""
+        from dsh.session.writer import RECOVERED_MESSAGE, failing_message
+
+        if error is None:
+            self.show(RECOVERED_MESSAGE)
+        else:
+            self.show(failing_message(error), level="error")
 
     def use_editor_terminals(self, capabilities: ClientCapabilities | None) -> None:
         """The agent's shell commands run in the editor's terminals, when it offers them

@@ -138,7 +138,7 @@ class DshApp(App[int]):
         self.end_reason = "exit"
         """Why the session on screen ends when the app does (``agent/session-end``):
         the person quit, unless dsh was ended with a signal."""
-        self._unsubscribe: Callable[[], None] | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
         self._early: list[tuple[str, bool]] = []
         """What was sent before the runtime was ready."""
         self._start_notes: list[tuple[str, str]] = []
@@ -403,7 +403,10 @@ class DshApp(App[int]):
         with collector_paused():
             for event in events:
                 fold.apply(event)
-        self._unsubscribe = agent.session.subscribe(self._on_event, from_seq=len(events))
+        self._unsubscribe = [
+            agent.session.subscribe(self._on_event, from_seq=len(events)),
+            self.runtime.sessions.follow(agent.session, failing=self._storage),
+        ]
         self.prompt_area.forget_files(agent.cwd)
         self.prompt_area.prompts.load(_history_file(self, agent.cwd))
         await self.transcript.show(fold)
@@ -411,6 +414,7 @@ class DshApp(App[int]):
             fold.status.model = agent.options.model
         self.status_bar.fold = fold
         self.status_bar.note = ""
+        self.status_bar.unsaved = False  # a session of its own: its writes say
         if replay:
             said = f" · {fold.status.title}" if fold.status.title else ""
             self.show(f"Resumed session {agent.id[:8]}{said}", level="info")
@@ -469,10 +473,22 @@ class DshApp(App[int]):
         self._terminal_title = wanted
         driver.write(f"\x1b]2;{visible(wanted, one_line=True)[:120]}\x07")
 
+    def _storage(self, error: BaseException | None) -> None:
+        """The session's writes started failing (said at once, and marked on the status
+        line while they fail), or work again."""
+        from dsh.session.writer import RECOVERED_MESSAGE, failing_message
+
+        self.status_bar.unsaved = error is not None
+        self.status_bar.show()
+        if error is None:
+            self.show(RECOVERED_MESSAGE, level="info")
+        else:
+            self.show(failing_message(error), level="error")
+
     def detach(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
 
     def _turn_running(self) -> bool:
         return self.controller.running()
@@ -808,6 +824,10 @@ async def run_tui(request: TuiRequest, *, mouse: bool = True, resume_hint: bool 
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
         await app.shutdown()
-    if resume_hint and app.resumable is not None:  # the terminal is the shell's again
+    # The terminal is the shell's again.
+    for line in app.controller.unsaved:  # what could not be stored, said where it stays
+        sys.stderr.write(f"dsh: {line}\n")
+    if resume_hint and app.resumable is not None:
         sys.stdout.write(f"Resume this session with: dsh --resume {app.resumable}\n")
-    return code if isinstance(code, int) else app.exit_code
+    code = code if isinstance(code, int) else app.exit_code
+    return EXIT_FAILED if app.controller.unsaved and code == EXIT_OK else code

@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dsh.regular_files import read_regular_file
+
 if TYPE_CHECKING:
     from dsh.commands import Command
 
 MAX_FILES = 5000
 MAX_CHOICES = 8
+MAX_GITIGNORE_BYTES = 1024 * 1024
 SKIPPED_DIRS = frozenset({"node_modules", "__pycache__", "venv", "target", "dist", "build"})
 _MENTION = re.compile(r"(?:^|\s)@(\S*)$")
 
@@ -130,9 +133,10 @@ def list_files(root: Path, limit: int = MAX_FILES) -> list[str]:
 
 def _gitignore(root: Path) -> Callable[[str], bool] | None:
     try:
-        lines = (root / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        data = read_regular_file(root / ".gitignore", MAX_GITIGNORE_BYTES)
+    except OSError:  # none, too large, or a pipe that would hang the thread
         return None
+    lines = data.decode("utf-8", errors="replace").splitlines()
     import pathspec
 
     spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)

@@ -32,6 +32,8 @@ class StatusBar(Static):
         """The model the next request will use, shown while idle."""
         self.mode = "default"
         """The permission mode, shown when it is not ``default``."""
+        self.unsaved = False
+        """The session's writes are failing: what happens now is not stored."""
         self._frame = 0
         self._shown: Text | None = None
 
@@ -68,6 +70,8 @@ class StatusBar(Static):
             status.append(f"  ⏵ {self.mode}", style=style)
         if self.note:
             status.append(f"  {self.note}", style="italic")
+        if self.unsaved:
+            status.append("  ⚠ not saved", style="bold red")
         self._put(status, layout)
 
     def _put(self, status: Text, layout: bool) -> None:
