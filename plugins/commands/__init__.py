@@ -142,7 +142,8 @@ async def sessions(context: CommandContext, args: str) -> None:
     catalog = context.root.get(SESSIONS).catalog
     if catalog is None:
         raise CommandError("the session index is off")
-    await context.root.get(SESSIONS).indexed()
+    # Up to date with storage: sessions the index lost listed again, vanished ones not.
+    await context.root.get(SESSIONS).index_missing(agent.session.header.cwd)
     entries = await catalog.list(cwd=agent.session.header.cwd, limit=20)
     if not entries:
         context.host.show("No sessions here yet.")

@@ -147,3 +147,22 @@ async def test_closing_a_session_mid_reply_ends_its_prompt(dsh: Dsh, fake_llm: F
     events = await dsh.checked_events(sid)
     [end] = [e for e in events if e.type == "turn/end"]
     assert end.data.reason.kind == "aborted"
+
+
+async def test_the_editors_list_is_brought_up_to_date_with_storage(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """The index is derived: lost, the editor's list is rebuilt from the logs; an entry
+    whose log is gone is not listed (issue 34)."""
+    fake_llm.add(Reply(text="kept"), Reply(text="lost"))
+    assert (await dsh.run("-p", "kept")).code == 0
+    assert (await dsh.run("-p", "lost")).code == 0
+    kept, lost = await dsh.session_ids()
+    for name in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm"):
+        (dsh.home / name).unlink(missing_ok=True)
+    [log] = [p for p in dsh.home.rglob("session.jsonl") if lost in str(p)]
+    log.unlink()
+
+    async with editor_session(dsh, Editor()) as (conn, _):
+        listed = await asyncio.wait_for(conn.list_sessions(cwd=str(dsh.project)), TIMEOUT)
+    assert [(s.session_id, s.title) for s in listed.sessions] == [(kept, "kept")]

@@ -518,3 +518,24 @@ async def test_temperature_is_sent_only_with_thinking_off(dsh: Dsh, fake_llm: Fa
     assert "temperature" not in first
     assert second["thinking"] == {"type": "disabled"}
     assert second["temperature"] == 0.3
+
+
+async def test_sessions_command_lists_what_storage_holds(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    """``/sessions`` reads the index brought up to date with the logs first: a lost
+    index is rebuilt, a session whose log is gone is not listed (issue 34)."""
+    fake_llm.add(Reply(text="kept"), Reply(text="lost"), Reply(text="current"))
+    assert (await dsh.run("-p", "kept")).code == 0
+    assert (await dsh.run("-p", "lost")).code == 0
+    assert (await dsh.run("-p", "current")).code == 0
+    kept, lost, current = await dsh.session_ids()
+    for name in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm"):
+        (dsh.home / name).unlink(missing_ok=True)
+    [log] = [p for p in dsh.home.rglob("session.jsonl") if lost in str(p)]
+    log.unlink()
+
+    done = await dsh.run("-p", "/sessions", "--resume", current)
+
+    assert done.code == 0, done.stderr
+    assert current[:8] in done.stdout
+    assert kept[:8] in done.stdout
+    assert lost[:8] not in done.stdout

@@ -300,19 +300,29 @@ class DshAgent:
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
         """The stored sessions (of ``cwd``), newest first, a page at a time; the
-        cursor is where the next page starts."""
+        cursor is where the next page starts. The index is brought up to date with
+        storage first, as ``dsh sessions list`` does: a session it lost (a damaged or
+        deleted index) is listed again, one whose log is gone is not."""
         from dsh.paths import dsh_home
-        from dsh.session.catalog import Catalog
+        from dsh.session import SessionStore
+        from dsh.settings import SettingsError, load_settings
 
         try:
             start = int(cursor) if cursor else 0
         except ValueError:
             raise RequestError.invalid_params({"cursor": "not a cursor dsh gave"}) from None
-        catalog = Catalog(self.home or dsh_home())
+        home = self.home or dsh_home()
         try:
-            found = await catalog.list(cwd=cwd, limit=start + LIST_PAGE + 1)
+            backend = load_settings(home, Path(cwd or Path.cwd()), check=False).storage.backend
+        except SettingsError:
+            backend = "jsonl"  # the settings' own error is for session/new to report
+        store = SessionStore.at(home, backend)
+        try:
+            await store.index_missing(cwd)
+            assert store.catalog is not None
+            found = await store.catalog.list(cwd=cwd, limit=start + LIST_PAGE + 1)
         finally:
-            await catalog.close()
+            await store.aclose()
         page = found[start : start + LIST_PAGE]
         return ListSessionsResponse(
             sessions=[
