@@ -276,9 +276,14 @@ class TranscriptFold:
                 # Until the next attempt streams, the status says it is a retry.
                 self._set_state("retrying")
                 text = visible(data.notice())
-                return [
-                    self._add(NoticeEntry(f"retry:{data.retry_id}", event.seq, "warning", text))
-                ]
+                key = f"retry:{data.retry_id}"
+                shown = self._by_key.get(key)
+                if isinstance(shown, NoticeEntry):
+                    # The same request tried again: its one notice says the latest
+                    # attempt (a second entry under the key would never be drawn).
+                    shown.text = text
+                    return [shown]
+                return [self._add(NoticeEntry(key, event.seq, "warning", text))]
             case InboxEnqueued():
                 self.queued[data.item_id] = Queued(
                     data.item_id, visible(data.message.text()), data.placement

@@ -319,3 +319,38 @@ def test_a_retry_is_said_in_the_transcript_and_plain_mode_and_the_status_says_re
     chunk = AssistantChunk(turn=1, step=1, chunk=BlockStart(index=0, block_type="text"))
     printer(SessionEvent("assistant/chunk", 2, 1002, chunk))
     assert fold.status.state == "answering"  # the attempt streams again
+
+
+def test_the_retries_of_one_request_are_one_notice_saying_the_latest() -> None:
+    """A request tried again and again keeps one notice in the transcript, updated to
+    the latest attempt (a second entry under its key was never drawn by the TUI, which
+    went on showing "retry 1"); plain mode prints a line for each."""
+    from rich.console import Console
+
+    from dsh.llm import LlmFailure
+    from dsh.session.events import LlmRetry
+    from dsh.ui.plain_printer import TranscriptPrinter
+
+    fold = TranscriptFold()
+    out = io.StringIO()
+    printer = TranscriptPrinter(Console(file=out, width=200), None, fold)
+    printer(SessionEvent("turn/start", 0, 1000, TurnStart(turn=1)))
+    failure = LlmFailure(message="deepseek server error (500)", code="SERVER")
+    for number in (1, 2, 3):
+        retry = LlmRetry(
+            retry_id="r",
+            turn=1,
+            step=1,
+            provider="deepseek",
+            retry=number,
+            max_retries=5,
+            delay_ms=500 * number,
+            failure=failure,
+        )
+        printer(SessionEvent("llm/retry", number, 1000 + number, retry))
+
+    (notice,) = fold.entries
+    assert isinstance(notice, NoticeEntry)
+    assert notice.text == "deepseek server error (500) - retry 3 of 5 in 1.5 s"
+    printed = out.getvalue()
+    assert [f"retry {n} of 5" in printed for n in (1, 2, 3)] == [True, True, True]
