@@ -174,7 +174,9 @@ class Turn:
                 )
         finally:
             settled = isinstance(self.ends, TurnFailed | TurnAborted)
-            if not settled and not await self._log_written():
+            # Written now, not just "no write has failed yet": the last events may be
+            # waiting in the writer's window, and a turn can end within it.
+            if not settled and not await self.sink.flush(sync=False):
                 # The work is done but not stored: the turn did not succeed.
                 self.ends = TurnFailed(error=self._write_failure())
             reason = self.ends or TurnCompleted()

@@ -676,3 +676,31 @@ async def test_tool_context_and_concluding_tools(
     assert agent.inbox.staged == ()
     assert of(agent, "user/message")[-1].data.text() == "a note for later"  # kept, after the turn
     assert of(agent, "user/message")[-1].seq > of(agent, "turn/end")[0].seq
+
+
+async def test_a_turn_whose_events_cannot_be_written_does_not_complete(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills while the answer streams, and the turn ends before the writer
+    has tried (its window is 0.2 s, the answer a few milliseconds): the turn's end
+    still finds out, and the turn fails rather than complete unstored (issue 34)."""
+    fake_llm.add(Reply(text="an answer that cannot be stored"))
+    agent = await new_agent(runtime, tmp_path)
+    persistence = runtime.sessions.persistence
+    append = persistence.append
+
+    async def full_once_the_answer_streams(
+        session_id: Any, events: Any, *, sync: bool = True
+    ) -> None:
+        if any(event.type == "assistant/chunk" for event in events):
+            raise OSError(28, "No space left on device")
+        await append(session_id, events, sync=sync)
+
+    monkeypatch.setattr(persistence, "append", full_once_the_answer_streams)
+    agent.followup(user_text("answer"))
+    await agent.when_idle()
+
+    reason = of(agent, "turn/end")[0].data.reason
+    assert reason.kind == "error"
+    assert reason.error.code == "SESSION_WRITE_FAILED"
+    assert "No space left on device" in reason.error.message
