@@ -633,7 +633,11 @@ def storage_problem(runtime: Runtime, agent: Agent) -> str | None:
             and isinstance(data.reason, TurnFailed)
             and data.reason.error.code == SESSION_WRITE_FAILED
         ):
-            return data.reason.error.message
+            # Its own message said what to do then; storage has since caught up.
+            return (
+                f"turn {data.turn} stopped because the session log could not be written "
+                f"then; all of it is stored now: resume the session {agent.id}"
+            )
     return None
 
 

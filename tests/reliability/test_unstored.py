@@ -192,3 +192,43 @@ async def test_the_tui_shows_at_once_that_writes_fail_and_exits_with_1(
     assert f"dsh: {NOTHING_STORED}" in after
     assert "Resume this session" not in after  # there is no session to resume
     assert await dsh.session_ids() == []
+
+
+async def test_plain_mode_says_what_is_true_after_storage_caught_up(
+    dsh: Dsh, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """A turn stopped by a failing write, then the disk freed: everything is stored in
+    the end, and the last line says so (not "free the space"); the exit is still 1,
+    since the turn stopped."""
+    opened = tmp_path / "gate"
+    fake_llm.add(Reply(tool_calls=[gate(opened)]), Reply(text="Done."))
+    child = await dsh.start("--plain")
+    assert child.stdin is not None
+    assert child.stdout is not None
+    child.stdin.write(b"wait at the gate\n")
+    await child.stdin.drain()
+
+    async def read_until(wanted: bytes) -> bytes:
+        shown = b""
+        while wanted not in shown:
+            line = await asyncio.wait_for(child.stdout.readline(), TIMEOUT)  # type: ignore[union-attr]
+            assert line, f"plain mode ended before {wanted!r}: {shown!r}"
+            shown += line
+        return shown
+
+    await read_until(b"cannot be written")
+    opened.touch()
+    await read_until(b"turn 1 \xc2\xb7 failed")
+    lift(child.pid)  # the disk freed: the writer's own retry stores what it kept
+    await read_until(b"written again: nothing was lost")
+    child.stdin.close()
+    done = await finish(child, None)
+
+    assert done.code == 1, done.stdout + done.stderr
+    [session_id] = await dsh.session_ids()
+    assert done.stdout.splitlines()[-1] == (
+        "dsh: turn 1 stopped because the session log could not be written then; all of "
+        f"it is stored now: resume the session {session_id}"
+    )
+    events = await dsh.checked_events(session_id)
+    assert events[-1].type == "turn/end"
