@@ -109,6 +109,10 @@ def _prepare(dsh: Dsh, group: Group) -> None:
 
 def _decision(tool: str, text: str) -> str:
     if text.startswith("Error: the arguments do not fit"):
+        if "NUL character" in text:
+            # Refused before the rules are asked (no command line can hold a NUL):
+            # stricter than asking, so it stands for "ask" and "deny" alike.
+            return "refused"
         return "invalid"  # never decided: the corpus is wrong
     if text.startswith(f"Error: {tool} is not allowed"):
         return "deny"
@@ -144,7 +148,7 @@ async def test_the_corpus_through_dsh_p(group: Group, dsh: Dsh, fake_llm: FakeLL
         text = str(results[f"call_{index}"])
         decided = _decision(tool, text)
         shown = (calls[index].arguments_text[:160], text[:200])
-        if decided != case.expect:
+        if decided != case.expect and not (decided == "refused" and case.expect != "allow"):
             wrong.append((index, f"{decided} (expected {case.expect})", *shown))
         made = (dsh.project / marker).exists() or (dsh.project / "src" / marker).exists()
         if made != (case.expect == "allow" and case.creates):
