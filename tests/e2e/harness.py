@@ -89,10 +89,12 @@ class Dsh:
         cwd: Path | None = None,
         stdin: IO[Any] | int = asyncio.subprocess.PIPE,
         stdout: IO[Any] | int = asyncio.subprocess.PIPE,
+        wrapper: Sequence[str] | None = None,
     ) -> asyncio.subprocess.Process:
-        """``python -m dsh ARGS``, its streams piped unless told otherwise."""
+        """``python -m dsh ARGS``, its streams piped unless told otherwise, run under
+        ``wrapper`` (default: :attr:`wrapper`)."""
         child = await asyncio.create_subprocess_exec(
-            *self.wrapper,
+            *(self.wrapper if wrapper is None else wrapper),
             sys.executable,
             "-m",
             "dsh",

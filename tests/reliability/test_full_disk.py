@@ -100,22 +100,14 @@ def grow(home: Path) -> None:
 
 async def run_until_full(dsh: Dsh, fake_llm: FakeLLM, *prefix: str) -> Finished:
     fake_llm.add(*conversation())
-    child = await asyncio.create_subprocess_exec(
-        *prefix,
-        sys.executable,
-        "-m",
-        "dsh",
+    child = await dsh.start(
         "-p",
         "echo and mark, eight times",
         "--permission-mode",
         "bypass",
-        cwd=dsh.project,
-        env=dsh.env(),
         stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        wrapper=prefix,
     )
-    dsh.children.append(child)
     return await finish(child, None)
 
 

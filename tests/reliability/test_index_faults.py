@@ -219,19 +219,7 @@ def make_unwritable(how: str, home: Path, mounted: Path | None) -> None:
 
 
 async def run_in(dsh: Dsh, prefix: list[str], *args: str) -> Finished:
-    child = await asyncio.create_subprocess_exec(
-        *prefix,
-        sys.executable,
-        "-m",
-        "dsh",
-        *args,
-        cwd=dsh.project,
-        env=dsh.env(),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    dsh.children.append(child)
+    child = await dsh.start(*args, stdin=asyncio.subprocess.DEVNULL, wrapper=prefix)
     return await finish(child, None)
 
 

@@ -92,21 +92,8 @@ sys.exit(done.returncode)
 
 async def peak_of(dsh: Dsh, *args: str) -> tuple[Finished, int]:
     """Run ``dsh ARGS`` and measure its peak resident memory, in KiB."""
-    child = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        PEAK,
-        sys.executable,
-        "-m",
-        "dsh",
-        *args,
-        cwd=dsh.project,
-        env=dsh.env(),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    dsh.children.append(child)
+    wrapper = (sys.executable, "-c", PEAK)
+    child = await dsh.start(*args, stdin=asyncio.subprocess.DEVNULL, wrapper=wrapper)
     done = await finish(child, None)
     [peak] = [int(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("peak")]
     return done, peak
