@@ -232,16 +232,7 @@ class Catalog:
     async def _open_file(self) -> aiosqlite.Connection:
         # The catalog is an index, rebuilt from the logs on demand: it needs to survive
         # the process dying (WAL gives that), not a power cut, so commits skip the fsync.
-        db = await open_private(self.path, "", ("synchronous=NORMAL",))
-        try:
-            await _check_tables(db)
-            await db.executescript(SCHEMA)
-            await db.commit()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await db.close()
-            raise
-        return db
+        return await open_private(self.path, SCHEMA, ("synchronous=NORMAL",), check=_check_tables)
 
     async def _fresh(self, damage: BaseException) -> aiosqlite.Connection:
         """A new, empty index in place of the damaged file (in memory if no new file

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiosqlite
@@ -90,9 +91,16 @@ async def open_read_only(path: Path) -> aiosqlite.Connection:
     raise failure
 
 
-async def open_private(path: Path, schema: str, pragmas: tuple[str, ...]) -> aiosqlite.Connection:
+async def open_private(
+    path: Path,
+    schema: str,
+    pragmas: tuple[str, ...],
+    *,
+    check: Callable[[aiosqlite.Connection], Awaitable[None]] | None = None,
+) -> aiosqlite.Connection:
     """``path`` opened for writing: made private to the user (0600 in a 0700 folder)
-    if it is new, in WAL mode, with its schema applied."""
+    if it is new, in WAL mode, with its schema applied (after ``check``, which raises
+    when what the file already holds is not what the schema is for)."""
 
     def make() -> None:
         private_dir(path.parent)
@@ -104,6 +112,8 @@ async def open_private(path: Path, schema: str, pragmas: tuple[str, ...]) -> aio
     try:
         for pragma in ("journal_mode=WAL", *pragmas):
             await db.execute(f"PRAGMA {pragma}")
+        if check is not None:
+            await check(db)
         await db.executescript(schema)
         await db.commit()
     except BaseException:
