@@ -273,9 +273,8 @@ class JsonlPersistence:
         with _open_log(known) as handle:
             end = handle.seek(0, os.SEEK_END)
             if end < known.size:
-                raise LogLostError(
-                    f"the session log {known.path} was truncated while dsh was writing it "
-                    f"({end} bytes left of the {known.size} written)"
+                raise LogLostError.truncated(
+                    f"the session log {known.path}", f"{end} bytes left of the {known.size} written"
                 )
             if end != known.size:
                 raise PersistenceError(
@@ -413,15 +412,11 @@ def _open_log(known: _File) -> io.FileIO:
     try:
         handle = open(known.path, "r+b", buffering=0)  # noqa: SIM115 (returned: the caller closes it)
     except FileNotFoundError:
-        raise LogLostError(
-            f"the session log {known.path} was deleted while dsh was writing it"
-        ) from None
+        raise LogLostError.deleted(f"the session log {known.path}") from None
     status = os.fstat(handle.fileno())
     if known.identity is not None and (status.st_dev, status.st_ino) != known.identity:
         handle.close()
-        raise LogLostError(
-            f"the session log {known.path} was replaced by another file while dsh was writing it"
-        )
+        raise LogLostError.replaced(f"the session log {known.path}")
     return handle
 
 
@@ -429,9 +424,7 @@ def _fsync_log(known: _File) -> None:
     try:
         fd = os.open(known.path, os.O_RDONLY)
     except FileNotFoundError:
-        raise LogLostError(
-            f"the session log {known.path} was deleted while dsh was writing it"
-        ) from None
+        raise LogLostError.deleted(f"the session log {known.path}") from None
     try:
         os.fsync(fd)
     finally:

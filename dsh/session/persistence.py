@@ -52,7 +52,21 @@ class SeqMismatchError(PersistenceError):
 class LogLostError(PersistenceError):
     """The stored log (a JSONL file, the SQLite database) was deleted, truncated or
     replaced under the process writing it: appending would write into nothing, or
-    after a hole, so nothing is appended."""
+    after a hole, so nothing is appended. ``what`` names the file to the person
+    ("the session log X")."""
+
+    @classmethod
+    def deleted(cls, what: str) -> LogLostError:
+        return cls(f"{what} was deleted while dsh was writing it")
+
+    @classmethod
+    def replaced(cls, what: str) -> LogLostError:
+        return cls(f"{what} was replaced by another file while dsh was writing it")
+
+    @classmethod
+    def truncated(cls, what: str, left: str) -> LogLostError:
+        """``left``: how much of it is left, in the backend's words."""
+        return cls(f"{what} was truncated while dsh was writing it ({left})")
 
 
 IssueKind = Literal["torn-tail", "corrupt-line", "corrupt-header", "interrupted-turn"]

@@ -203,23 +203,16 @@ class SqlitePersistence:
         opened = self._database.opened
         if opened is None:
             return
+        what = f"the session database {self.path}"
         try:
             device, inode, size = await asyncio.to_thread(identity, self.path)
         except FileNotFoundError:
-            raise LogLostError(
-                f"the session database {self.path} was deleted while dsh was writing it"
-            ) from None
+            raise LogLostError.deleted(what) from None
         if (device, inode) != opened[:2]:
-            raise LogLostError(
-                f"the session database {self.path} was replaced by another file while dsh "
-                "was writing it"
-            )
+            raise LogLostError.replaced(what)
         self._size = max(self._size, opened[2])
         if size < self._size:
-            raise LogLostError(
-                f"the session database {self.path} was truncated while dsh was writing it "
-                f"({size} bytes left of {self._size})"
-            )
+            raise LogLostError.truncated(what, f"{size} bytes left of {self._size}")
         self._size = size
 
     async def create(self, header: SessionHeader) -> None:
