@@ -616,9 +616,11 @@ async def close_agent(runtime: Runtime, agent: Agent, reason: str = "other") -> 
     await runtime.agents.dispose(agent, reason)
 
 
-def storage_problem(runtime: Runtime, agent: Agent) -> str | None:
-    """Why a closed session's run is not all stored, or None: events its storage lacks,
-    or a turn stopped because its log could not be written (since stored or not)."""
+def storage_problem(runtime: Runtime, agent: AgentHandle, since: int | None = None) -> str | None:
+    """Why a session's run is not all stored, or None: events its storage lacks, or a
+    turn stopped because its log could not be written (since stored or not). The turns
+    looked at are those logged from seq ``since`` (default: since the agent opened the
+    session)."""
     from dsh.session import TurnEnd, TurnFailed
     from dsh.session.writer import SESSION_WRITE_FAILED, unstored_message
 
@@ -626,7 +628,7 @@ def storage_problem(runtime: Runtime, agent: Agent) -> str | None:
     stored = sessions.stored(session)
     if stored < len(session.events):
         return unstored_message(agent.id, sessions.write_error(session), stored)
-    for event in reversed(session.events[agent.opened_at :]):
+    for event in reversed(session.events[agent.opened_at if since is None else since :]):
         data = event.data
         if (
             isinstance(data, TurnEnd)

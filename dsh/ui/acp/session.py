@@ -47,7 +47,6 @@ from dsh.session.events import (
     InboxDiscarded,
     TurnAborted,
     TurnBlocked,
-    TurnFailed,
     TurnMaxSteps,
     TurnMaxTokens,
 )
@@ -59,7 +58,7 @@ from dsh.ui.acp.prompt import Media, PromptBlock, attach, media_of, prompt_messa
 from dsh.ui.acp.updates import Update, Updates, usage_of
 from dsh.ui.entries import ToolEntry, TranscriptFold, TurnFooter
 from dsh.ui.opening import BusyChoice
-from dsh.ui.session_controller import SessionChoice, SessionController
+from dsh.ui.session_controller import SessionChoice, SessionController, storage_problem
 
 if TYPE_CHECKING:
     from acp.schema import ClientCapabilities
@@ -323,34 +322,22 @@ class AcpSession:
         self.announce_mode()
         await self.flush()
         events = agent.session.events[start:]
-        unsaved = await self._unsaved(events)
+        unsaved = await self._unsaved(start)
         if unsaved is not None:
             # Not an ending the editor may take for a normal one: what it showed is
             # not all stored, so the prompt itself failed.
             raise RequestError(INTERNAL_ERROR, unsaved, {"code": SESSION_WRITE_FAILED})
         return PromptResponse(stop_reason=self._stop_reason(events), usage=self._usage(start))
 
-    async def _unsaved(self, events: Sequence[SessionEvent]) -> str | None:
-        """Why the prompt's work is not (all) stored: its events cannot be written, or a
-        failing write stopped its turn. None when it is stored."""
-        from dsh.session.writer import unstored_message
-
+    async def _unsaved(self, start: int) -> str | None:
+        """Why the prompt's work (its events from seq ``start``) is not all stored: its
+        events cannot be written, or a failing write stopped its turn. None when it is
+        stored."""
         agent, runtime = self.agent, self.controller.runtime
         assert agent is not None
         assert runtime is not None
-        sessions = runtime.sessions
-        if not await sessions.flush(agent.session, sync=False):
-            error = sessions.write_error(agent.session)
-            return unstored_message(agent.id, error, sessions.stored(agent.session))
-        for event in events:
-            data = event.data
-            if (
-                isinstance(data, TurnEnd)
-                and isinstance(data.reason, TurnFailed)
-                and data.reason.error.code == SESSION_WRITE_FAILED
-            ):
-                return data.reason.error.message
-        return None
+        await runtime.sessions.flush(agent.session, sync=False)
+        return storage_problem(runtime, agent, since=start)
 
     async def _attach(self, media: Sequence[Media]) -> Attached:
         if not media:
