@@ -66,6 +66,7 @@ from typing import Literal
 from dsh.permission_modes import MODES as MODES
 from dsh.permission_modes import PermissionMode as PermissionMode
 from dsh.tools.definition import Action, ToolDefinition
+from dsh.tools.git_config import repository_programs
 from dsh.tools.grant_policy import grant_words
 from dsh.tools.programs import SYSTEM_DIRS, base_name
 from dsh.tools.protected import (
@@ -300,6 +301,8 @@ def rules_cover(rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd
     relevant = [rule for rule in rules if rule.applies(tool, action)]
     if not relevant or action.unchecked is not None:
         return False
+    if action.command is not None and git_elsewhere(action, cwd) is not None:
+        return False
     if action.command is not None:
         commands = [rule for rule in relevant if _about_commands(rule)]
         return commands_covered(commands, analyse(action.command))
@@ -466,7 +469,7 @@ def assess(
         return Assessment("allow", "an allow rule in settings", by="rule")
     if mode != "read-only" and rules_cover(granted, tool, action, cwd):
         return Assessment("allow", "allowed for this session", by="rule")
-    unchecked = _unchecked(action)
+    unchecked = _unchecked(action, cwd)
     if unchecked is not None:
         return Assessment(
             "ask",
@@ -477,14 +480,31 @@ def assess(
     return Assessment("ask", f"{action.risk} needs approval", grantable=mode != "read-only")
 
 
-def _unchecked(action: Action) -> str | None:
+def _unchecked(action: Action, cwd: Path) -> str | None:
     if action.unchecked is not None:
         return action.unchecked
     if action.command is not None:
         analysis = analyse(action.command)
         if analysis.unchecked:
             return analysis.unchecked[0]
+        return git_elsewhere(action, cwd)
     return None
+
+
+def git_elsewhere(action: Action, cwd: Path) -> str | None:
+    """Why the git a command runs may obey programs no rule saw, or None: it runs
+    outside the project, or in a repository whose own config names programs under
+    names of its choosing (a filter or diff driver, an alias, an include), which no
+    setting of :mod:`dsh.tools.git_config` can override by name."""
+    if action.command is None:
+        return None
+    programs = analyse(action.command).programs
+    if programs is not None and "git" not in programs:
+        return None
+    where = action.workdir or cwd
+    if not inside(where, cwd):
+        return f"git runs outside the project, in {where}"
+    return repository_programs(where)
 
 
 # ----------------------------------------------------------------- session grants

@@ -189,6 +189,9 @@ def _env(values: list[str | None], found: Unwrapped) -> int | None:
             found.fail("env -S splits a string into a command")
         return -1
     while i < len(values) and values[i] is not None and "=" in (values[i] or "")[1:]:
+        name = (values[i] or "").split("=", 1)[0]
+        if name.startswith("GIT_"):
+            found.fail(f"env sets {name}, which changes what git reads or runs", hides=False)
         i += 1
     return i
 
@@ -401,6 +404,13 @@ _GIT_GLOBAL_FLAGS = (
     "--man-path",
     "--info-path",
 )
+_GIT_ELSEWHERE = {
+    "-C": "runs git in another folder, on the repository found there",
+    "--git-dir": "names the repository git reads",
+    "--work-tree": "names the work tree git reads",
+    "--bare": "makes the folder it runs in a repository",
+}
+"""Global options choosing the repository: never vouched for by a rule."""
 _GIT_SAFE_KEYS = (
     r"(color|advice|column|i18n|user|author|committer|status|log|format|pretty|init|help"
     r"|gc|pack|fetch\.prune|pull\.rebase|pull\.ff|push\.default|merge\.conflictstyle"
@@ -440,6 +450,11 @@ def _git(argv: tuple[Word, ...], found: Unwrapped) -> tuple[Word, ...]:
         if not value.startswith("-"):
             break
         name, _, attached = value.partition("=")
+        if name in _GIT_ELSEWHERE:
+            # Another repository than the project's, whose config may name programs
+            # (a bare-shaped folder a project ships): git's own safe.bareRepository
+            # lets an explicit one through.
+            found.fail(f"git {name} {_GIT_ELSEWHERE[name]}", hides=False)
         if name in _GIT_GLOBAL_FLAGS:
             i += 1
             continue

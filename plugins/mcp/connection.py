@@ -56,7 +56,14 @@ from dsh.credentials import Secret, redact
 from dsh.kernel import Context
 from dsh.llm import TextBlock, ToolSchema
 from dsh.processes import helper_command
-from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import (
+    Action,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+    with_safe_git,
+)
 from plugins.mcp.auth import DshOAuth, FileTokenStorage, LoginRequired
 from plugins.mcp.config import MissingVariable, ServerConfig, expand
 from plugins.mcp.login import Login, LoginFailed
@@ -469,7 +476,7 @@ class Connection:
         parameters = StdioServerParameters(
             command=argv[0],
             args=argv[1:],
-            env={key: value.reveal() for key, value in env.items()},
+            env=with_safe_git({key: value.reveal() for key, value in env.items()}),
             cwd=cwd if cwd.is_absolute() else self._cwd / cwd,
         )
         return stdio_client(parameters, errlog=errors)

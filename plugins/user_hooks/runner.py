@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh.processes import child_options
+from dsh.tools import with_safe_git
 
 MAX_OUTPUT = 64 * 1024
 BLOCKING = 2
@@ -53,7 +54,7 @@ class Ran:
 
 async def run_hook(command: str, payload: dict[str, Any], cwd: Path, limit_s: float) -> Ran:
     began = time.monotonic()
-    env = {**os.environ, "DSH_PROJECT_DIR": str(cwd), "CLAUDE_PROJECT_DIR": str(cwd)}
+    env = with_safe_git({**os.environ, "DSH_PROJECT_DIR": str(cwd), "CLAUDE_PROJECT_DIR": str(cwd)})
     try:
         process = await asyncio.create_subprocess_exec(
             "bash",

@@ -50,6 +50,10 @@ class Group:
     cases: tuple[Case, ...] = ()
     git: bool = False
     """The project is a git repository with one commit."""
+    files: tuple[tuple[str, str], ...] = ()
+    """Files the project holds besides (path, text), written after ``git``; ``{ALL}``
+    in a text stands for every case's marker, in the folder the program runs in and
+    the one above it (a planted program that runs makes every case fail)."""
 
 
 def ask(*commands: str) -> tuple[Case, ...]:
@@ -316,12 +320,12 @@ GIT = Group(
             "git rebase -x 'touch {P}' HEAD",
             "git clone -u 'touch {P}' . x",
             "git --bogus-option status",
+            "git -C . status --short",
         ),
         *allow(
             "git status",
             "git -c color.ui=never status",
             "git --no-pager log --oneline -1",
-            "git -C . status --short",
             "git config --get user.name",
         ),
     ),
@@ -499,6 +503,82 @@ READ_DENIED = Group(
     ),
 )
 
+
+def _git_call(command: str, workdir: str, expect: Verdict = "ask") -> Case:
+    arguments = {"command": command, "workdir": workdir, "description": "corpus"}
+    return Case(expect, tool="bash", arguments=arguments)
+
+
+_PLANTED = "touch {ALL}; false"
+GIT_CONFIG_RUNS = Group(
+    "git-config-runs",
+    "default",
+    allow=(
+        "bash(git status:*)",
+        "bash(git log:*)",
+        "bash(git diff:*)",
+        "bash(cd:*)",
+        "bash(env:*)",
+    ),
+    git=True,
+    files=(
+        ("evil/HEAD", "ref: refs/heads/main\n"),
+        (
+            "evil/config",
+            "[core]\n\tbare = false\n\tworktree = ..\n"
+            f'\tfsmonitor = "{_PLANTED}"\n\tpager = "{_PLANTED}"\n'
+            f'[filter "x"]\n\tclean = "{_PLANTED}"\n\tsmudge = "{_PLANTED}"\n'
+            f'[alias]\n\tst = "!{_PLANTED}"\n',
+        ),
+        ("evil/objects/info/.keep", ""),
+        ("evil/refs/heads/.keep", ""),
+        ("nested/.git/HEAD", "ref: refs/heads/main\n"),
+        (
+            "nested/.git/config",
+            f'[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = "{_PLANTED}"\n',
+        ),
+        ("nested/.git/objects/info/.keep", ""),
+        ("nested/.git/refs/heads/.keep", ""),
+        ("nested/n.txt", "n\n"),
+        (".gitattributes", "*.txt filter=x\n"),
+    ),
+    cases=(
+        *ask(
+            "git -C evil status",
+            "git --git-dir=evil --work-tree=. status",
+            "git --git-dir evil status",
+            "git --work-tree=. --git-dir=evil log",
+            "git --bare status",
+            "git -C nested status",
+            "git -C nested log -1",
+            "GIT_DIR=evil git status",
+            "GIT_DIR=evil GIT_WORK_TREE=. git status",
+            "env GIT_DIR=evil git status",
+            "env GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor "
+            "GIT_CONFIG_VALUE_0='touch {P}' git status",
+            "export GIT_DIR=evil; git status",
+            "GIT_CONFIG_PARAMETERS=\"'core.fsmonitor'='touch {P}'\" git status",
+            "env -u HOME GIT_EXEC_PATH=/tmp git status",
+            "env GIT_SSH_COMMAND='touch {P}' git log -1",
+            "cd evil && git --bare status",
+            "git --git-dir=nested/.git status",
+        ),
+        _git_call("git status", "/"),
+        _git_call("git status", "evil/..", "allow"),  # the project itself: a control
+        *allow(
+            "git status",
+            "git log --oneline -1",
+            "git diff",
+            "cd evil && git status",
+            "cd nested && git status",
+            "cd nested && git log -1",
+            "git --no-pager log -1",
+        ),
+        _git_call("git status", "evil", "allow"),
+        _git_call("git status", "nested", "allow"),
+    ),
+)
+
 GROUPS = (
     EXPANSIONS,
     WRAPPERS,
@@ -509,6 +589,7 @@ GROUPS = (
     TOOLS,
     TERMINAL_DEFAULT,
     READ_DENIED,
+    GIT_CONFIG_RUNS,
 )
 
 

@@ -105,6 +105,11 @@ def _prepare(dsh: Dsh, group: Group) -> None:
             ],
         ):
             subprocess.run(command, cwd=project, check=True, capture_output=True, timeout=30)
+    markers = [_names(group, index)[0] for index in range(len(group.cases))]
+    every = " ".join([*markers, *(f"../{marker}" for marker in markers)])
+    for path, text in group.files:
+        (project / path).parent.mkdir(parents=True, exist_ok=True)
+        (project / path).write_text(text.replace("{ALL}", every))
 
 
 def _decision(tool: str, text: str) -> str:
