@@ -12,8 +12,10 @@ which git reads after the repository's and which therefore win:
   being where git looks (only through ``--git-dir``/``GIT_DIR``, which the permission
   engine never vouches for);
 - each key that names a program takes the user's own value (their ``--global`` or
-  ``--system`` config, read once with ``cwd=/`` so that no repository is read, or the
-  environment git would fall back on), else a neutral one: fsmonitor off, hooks off.
+  ``--system`` config, read once in the folder dsh started in, so that an
+  ``includeIf`` of theirs for this project applies; only their files are read), or
+  else what git would fall back on without config, or a neutral value: fsmonitor
+  off, hooks off.
 
 What cannot be overridden by name (``filter.<driver>.*``, ``diff.<driver>.command``,
 ``diff.external``, ``alias.*``: a repository chooses the names) is the judge's: see
@@ -78,20 +80,25 @@ def _fallback(key: str, env: Mapping[str, str]) -> str | None:
 @functools.cache
 def user_git_config() -> dict[str, tuple[str, ...]]:
     """The user's own git settings (``--system`` then ``--global``), keys in lower case,
-    values in order. Read once, outside any repository; {} without git."""
+    values in order; {} without git. Read once, in the folder dsh started in (their
+    ``includeIf "gitdir:..."`` sections apply as they would to git there); git reads
+    only the user's files for it and runs nothing."""
     found: dict[str, list[str]] = {}
     env = {
-        **os.environ,
+        **without_exported(os.environ),
         "GIT_CONFIG_COUNT": "1",
         "GIT_CONFIG_KEY_0": "safe.bareRepository",
         "GIT_CONFIG_VALUE_0": "explicit",
-        "GIT_CEILING_DIRECTORIES": "/",
     }
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = "/"
     for scope in ("--system", "--global"):
         try:
             done = subprocess.run(
                 ["git", "config", scope, "--list", "-z"],
-                cwd="/",
+                cwd=here,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
@@ -187,22 +194,31 @@ _DRIVER_KEYS = re.compile(
     | credential\.[^\n]+\.helper
     | remote\.[^\n]+\.(uploadpack|receivepack|vcs)
     | core\.gitproxy
+    | pager\.[^\n]+
+    | interactive\.difffilter
+    | submodule\.[^\n]+\.update
+    | (browser|man|guitool|difftool|mergetool)\.[^\n]+\.(cmd|path)
+    | (sendemail|instaweb)\.[^\n]+
     """,
     re.IGNORECASE | re.VERBOSE,
 )
 """Settings naming programs under names the repository chooses (a driver, an alias,
-a remote, a URL), which no command-scope setting can override by name; an include
-brings in a file whose settings cannot be seen here."""
+a remote, a URL, a command's pager), which no command-scope setting can override by
+name; an include brings in a file whose settings cannot be seen here; and the rarer
+commands' programs (``git add -p``'s diff filter, ``git help``'s viewer, ``git
+send-email``'s sendmail), judged here rather than given neutral values."""
+_BOOLEAN = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0"})
+"""A ``pager.<command>`` value that turns the pager on or off rather than naming one."""
 
 _SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(.*)')
-_KEY = re.compile(r"\s*([A-Za-z][A-Za-z0-9-]*)\s*(=|$|[;#])")
+_KEY = re.compile(r"\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*)|$|[;#])")
 
 
 def config_programs(text: str) -> str | None:
     """The first setting in a git config file's ``text`` that names a program under a
     chosen name (see ``_DRIVER_KEYS``), or None."""
     section = ""
-    for line in text.splitlines():
+    for line in text.removeprefix("\ufeff").splitlines():
         while True:
             header = _SECTION.match(line)
             if header is None:
@@ -215,8 +231,12 @@ def config_programs(text: str) -> str | None:
         if key is None or not section:
             continue
         full = f"{section}.{key.group(1)}"
-        if _DRIVER_KEYS.fullmatch(full):
-            return full
+        if not _DRIVER_KEYS.fullmatch(full):
+            continue
+        value = (key.group(2) or "").split("#")[0].split(";")[0].strip().strip('"').lower()
+        if full.lower().startswith("pager.") and value in _BOOLEAN:
+            continue
+        return full
     return None
 
 

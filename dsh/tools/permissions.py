@@ -498,13 +498,43 @@ def git_elsewhere(action: Action, cwd: Path) -> str | None:
     setting of :mod:`dsh.tools.git_config` can override by name."""
     if action.command is None:
         return None
-    programs = analyse(action.command).programs
+    analysis = analyse(action.command)
+    programs = analysis.programs
     if programs is not None and "git" not in programs:
         return None
     where = action.workdir or cwd
-    if not inside(where, cwd):
-        return f"git runs outside the project, in {where}"
-    return repository_programs(where)
+    folders = _folders_entered(analysis, where)
+    if isinstance(folders, str):
+        return folders
+    for folder in (where, *folders):
+        if not inside(folder, cwd):
+            return f"git runs outside the project, in {folder}"
+        found = repository_programs(folder)
+        if found is not None:
+            return found
+    return None
+
+
+def _folders_entered(analysis: Analysis, where: Path) -> list[Path] | str:
+    """The folders a command's ``cd``/``pushd`` go to (each from ``where`` and from
+    the one before), or why they cannot be told."""
+    folders: list[Path] = []
+    current = where
+    for invocation in analysis.invocations:
+        argv = invocation.argv
+        if not argv or argv[0].value not in ("cd", "pushd"):
+            continue
+        words = [word.value for word in argv[1:]]
+        if any(word is None for word in words):
+            return "git after a cd to a folder computed at run time"
+        targets = [w for w in words if w is not None and (w == "-" or not w.startswith("-"))]
+        target = targets[0] if targets else "~"
+        if target == "-" or target.startswith("+") or (argv[0].value == "pushd" and not targets):
+            return "git after a cd to a folder from the directory stack"
+        path = Path(target).expanduser()
+        current = Path(os.path.realpath(current / path))
+        folders += [current, Path(os.path.realpath(where / path))]
+    return folders
 
 
 # ----------------------------------------------------------------- session grants

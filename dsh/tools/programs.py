@@ -188,6 +188,9 @@ def _env(values: list[str | None], found: Unwrapped) -> int | None:
         if any(v is not None and v.startswith(("-S", "--split-string")) for v in values):
             found.fail("env -S splits a string into a command")
         return -1
+    if any(v is not None and v.startswith(("-C", "--chdir")) for v in values[1:i]):
+        # git there reads whatever repository that folder holds.
+        found.fail("env -C runs the command in another folder", hides=False)
     while i < len(values) and values[i] is not None and "=" in (values[i] or "")[1:]:
         name = (values[i] or "").split("=", 1)[0]
         if name.startswith("GIT_"):
@@ -510,6 +513,13 @@ def _find(argv: tuple[Word, ...], found: Unwrapped) -> None:
             end = i + 1
             while end < len(values) and values[end] not in (";", "+"):
                 end += 1
+            if value in ("-execdir", "-okdir") and i + 1 < end:
+                runs = program_name(argv[i + 1])
+                if runs is None or runs == "git" or runs in WRAPPERS or runs in SHELLS:
+                    # In every folder found: git there reads that folder's repository.
+                    found.fail(
+                        f"find {value} runs {runs or 'a program'} in every folder", hides=False
+                    )
             if i + 1 < len(argv) and end > i + 1:
                 found.nested.append(argv[i + 1 : end])
             else:

@@ -94,6 +94,14 @@ class Terminal:
         self._loop.add_reader(self._fd, self._on_readable)
         self._reaper: asyncio.Task[None] | None = None
 
+    def current_cwd(self) -> Path:
+        """Where the program is now, which a line typed next runs in (a shell may have
+        changed folders since it started); where it started when that cannot be read."""
+        try:
+            return Path(os.readlink(f"/proc/{self.pid}/cwd"))
+        except OSError:
+            return self.cwd
+
     # ------------------------------------------------------------------ output
 
     def _on_readable(self) -> None:

@@ -409,7 +409,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             command=into.command,
             reads=tuple(refused),
             unchecked=into.unknown,
-            workdir=terminal.cwd,
+            workdir=terminal.current_cwd(),  # where git would find its repository
         )
 
     return [

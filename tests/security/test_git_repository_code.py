@@ -292,3 +292,66 @@ def test_the_users_own_values_win_over_neutral_ones_and_exports_are_kept() -> No
 )
 def test_settings_under_names_a_repository_chooses_are_found(text: str, found: str | None) -> None:
     assert config_programs(text) == found
+
+
+async def test_git_is_judged_in_the_repository_it_will_read_after_a_cd(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """A nested repository's alias, reached by ``cd`` in the command, by the bash tool's
+    ``workdir``, or by a ``cd`` typed earlier into a terminal: asked. The user's own
+    alias of the same name in the project itself still runs unasked."""
+    project = dsh.project
+    repository(project)
+    with (user_home(dsh) / ".gitconfig").open("a") as config:
+        config.write("[alias]\n\tst = status --short --branch\n")
+    nested = project / "nested"
+    nested.mkdir()
+    git(nested, "init", "-q")
+    with (nested / ".git" / "config").open("a") as config:
+        config.write(f'[alias]\n\tst = "!touch {project}/PWNED-alias-nested"\n')
+    allow(dsh, "bash(git st:*)", "bash(cd:*)", "terminal_open(shell)")
+    fake_llm.add(
+        Reply(
+            tool_calls=[
+                bash("cd nested && git st", "cd"),
+                bash("git st", "workdir", workdir="nested"),
+                bash("cd nested; cd ..; git st", "back"),
+                bash("git st", "control"),
+                ToolCallSpec(name="terminal_open", arguments={}, id="open"),
+            ]
+        ),
+        Reply(
+            tool_calls=[
+                ToolCallSpec(
+                    name="terminal_send",
+                    arguments={"terminal_id": "t1", "text": "cd nested\n"},
+                    id="terminal_cd",
+                )
+            ]
+        ),
+        Reply(
+            tool_calls=[
+                ToolCallSpec(
+                    name="terminal_send",
+                    arguments={"terminal_id": "t1", "text": "git st\n"},
+                    id="terminal_git",
+                )
+            ]
+        ),
+        Reply(text="Done."),
+    )
+
+    done = await dsh.run("-p", "look at the nested repository")
+
+    assert done.code == 0, done.stderr
+    assert planted(dsh.root) == [], "git ran the nested repository's alias"
+    results = {
+        m["tool_call_id"]: str(m["content"])
+        for m in fake_llm.chat_requests[-1].body["messages"]
+        if m["role"] == "tool"
+    }
+    for call in ("cd", "workdir", "back", "terminal_git"):
+        assert ASKED in results[call], (call, results[call])
+        assert "names a program for git to run: alias.st" in results[call], results[call]
+    assert "## " in results["control"], results["control"]  # the user's alias ran
+    assert not results["terminal_cd"].startswith("Error"), results["terminal_cd"]
