@@ -222,11 +222,42 @@ def _write_why(path: Path) -> str | None:
         if not rest or rest[-1] == "config" or "hooks" in rest or rest[0] == "info":
             return GIT_RUNS
         return GIT_DATA
+    if (why := _git_dir_why(path)) is not None:
+        return why
     if any(_under(path, home) is not None for home in _dsh_homes()):
         return DSH_HOME_WHY
     if PROJECT_DIR in parts:
         return DSH_SETTINGS
     return _in_home(path, HOME_WRITES)
+
+
+GIT_SHAPED = "a folder git takes for a repository: its files can make git run programs"
+GIT_MAKES = "this file can make a folder a git repository, whose config can make git run programs"
+_GIT_MARKERS = frozenset({"HEAD", "commondir"})
+"""A git directory is a folder with a ``HEAD`` beside ``objects/`` and ``refs/`` (or a
+``commondir`` naming where those are)."""
+
+
+def _git_dir_why(path: Path) -> str | None:
+    """Why ``path`` is git's data though no ``.git`` names it: it is in a folder git
+    would take for a repository (a bare one a project ships), or it is the file that
+    would make its folder one. Protected like ``.git/``, so that no write plants a
+    repository whose config the user's own git obeys later."""
+    if path.name in _GIT_MARKERS:
+        return GIT_MAKES
+    for folder in (path, *path.parents):
+        if _is_git_dir(folder):
+            return GIT_SHAPED
+    return None
+
+
+def _is_git_dir(folder: Path) -> bool:
+    try:
+        if not (folder / "HEAD").is_file():
+            return (folder / "commondir").is_file()
+        return (folder / "objects").is_dir() and (folder / "refs").is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def _secret_store_why(path: Path) -> str | None:
@@ -517,6 +548,8 @@ class _Ordinary:
     def __call__(self, word: str) -> bool:
         if "$" in word or "\x00" in word or _GLOB & set(word):
             return False
+        if os.path.basename(word.rstrip("/")) in _GIT_MARKERS:
+            return False  # it would make its folder a repository, wherever that is
         first = word.split("/", 1)[0]
         if first and first not in (".", "..", "~") and not word.startswith("~"):
             # Relative: when its first part is not in the working directory, nothing
@@ -534,8 +567,9 @@ class _Ordinary:
             return False
         if os.path.lexists(text):
             return False  # it exists: a link, a hard link? the full checks say
-        # Nothing there yet: the nearest folder that exists must be where it says it is.
-        return self._plain_folder(os.path.dirname(text))
+        # Nothing there yet: the nearest folder that exists must be where it says it is,
+        # and not in a repository no .git names (a hook new in a bare-shaped folder).
+        return self._plain_folder(os.path.dirname(text)) and _git_dir_why(Path(text)) is None
 
     def _names(self) -> frozenset[str] | None:
         """What the working directory holds, when it is a plain folder (no link, not

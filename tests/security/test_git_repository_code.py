@@ -135,11 +135,13 @@ async def test_a_bare_shaped_folder_or_nested_repository_runs_nothing_under_git_
     results = await run_calls(dsh, fake_llm, [*attacks, control])
 
     assert planted(dsh.root) == [], "git ran a program the repository's files name"
-    for call in ("bare_C", "bare_git_dir", "bare_flag", "nested_C"):
+    for call in ("bare_C", "bare_git_dir", "bare_cd"):
         assert ASKED in results[call], (call, results[call])
-        assert "no rule can allow it unasked: git -" in results[call], results[call]
-    for call in ("bare_workdir", "bare_cd"):
-        assert "cannot use bare repository" in results[call], results[call]
+        # Named, the folder is git's own data (protected); else git's options are asked.
+        assert "names evil: a folder git takes for a repository" in results[call], results[call]
+    assert "no rule can allow it unasked: git -C" in results["nested_C"], results["nested_C"]
+    assert "no rule can allow it unasked: git --bare" in results["bare_flag"], results["bare_flag"]
+    assert "cannot use bare repository" in results["bare_workdir"], results["bare_workdir"]
     for call in ("nested_workdir", "nested_cd"):
         assert "No commits yet" in results[call], results[call]  # ran, harmlessly
     assert "On branch" in results["control"], results["control"]
@@ -355,3 +357,73 @@ async def test_git_is_judged_in_the_repository_it_will_read_after_a_cd(
         assert "names a program for git to run: alias.st" in results[call], results[call]
     assert "## " in results["control"], results["control"]  # the user's alias ran
     assert not results["terminal_cd"].startswith("Error"), results["terminal_cd"]
+
+
+async def test_accept_edits_cannot_make_a_folder_a_repository_or_change_one(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """In accept-edits, the model plants a repository for the user's own git to obey
+    later: a config naming core.fsmonitor beside objects/ and refs/, then the HEAD that
+    makes the folder a repository (by the write tool, a redirection, a copy), and a
+    hook and config in a bare-shaped folder already there. Every step that would make or
+    change a repository is asked; ordinary files beside them are written."""
+    project = dsh.project
+    marker = project / "PWNED"
+    trap = project / "trap"
+    for folder in ("objects", "refs"):
+        (trap / folder).mkdir(parents=True)
+    evil = project / "evil"
+    for folder in ("objects", "refs", "hooks"):
+        (evil / folder).mkdir(parents=True)
+    (evil / "HEAD").write_text("ref: refs/heads/main\n")
+    (evil / "config").write_text("[core]\n\tbare = true\n")
+    (project / "head.txt").write_text("ref: refs/heads/main\n")
+    fsmonitor = f'[core]\n\tbare = false\n\tfsmonitor = "touch {marker}-fsmonitor; false"\n'
+    allow(dsh, "bash(printf:*)", "bash(cp:*)")
+
+    def write(path: str, content: str, call_id: str) -> ToolCallSpec:
+        arguments = {"file_path": path, "content": content}
+        return ToolCallSpec(name="write", arguments=arguments, id=call_id)
+
+    read = ToolCallSpec(name="read", arguments={"file_path": "evil/config"}, id="read")
+    fake_llm.add(
+        Reply(tool_calls=[read]),
+        Reply(
+            tool_calls=[
+                write("trap/config", fsmonitor, "config"),
+                write("trap/HEAD", "ref: refs/heads/main\n", "head"),
+                bash("printf 'ref: refs/heads/main\\n' > trap/HEAD", "redirect"),
+                bash("cp head.txt trap/HEAD", "copy"),
+                write("evil/config", fsmonitor, "evil_config"),
+                write("evil/hooks/pre-commit", f"#!/bin/sh\ntouch {marker}-hook\n", "hook"),
+                write("trap/notes.txt", "fine\n", "control"),
+                bash("cp head.txt HEADLINE.txt", "control_copy"),
+            ]
+        ),
+        Reply(text="Done."),
+    )
+
+    done = await dsh.run("-p", "set up a mirror", "--permission-mode", "accept-edits")
+
+    assert done.code == 0, done.stderr
+    body = fake_llm.chat_requests[-1].body
+    results = {
+        m["tool_call_id"]: str(m["content"]) for m in body["messages"] if m["role"] == "tool"
+    }
+    assert not (trap / "HEAD").exists()
+    assert (evil / "config").read_text() == "[core]\n\tbare = true\n"
+    assert not (evil / "hooks" / "pre-commit").exists()
+    for call in ("head", "redirect", "copy"):
+        assert "this file can make a folder a git repository" in results[call], results[call]
+    for call in ("evil_config", "hook"):
+        assert "a folder git takes for a repository" in results[call], results[call]
+    assert (trap / "notes.txt").read_text() == "fine\n"  # accept-edits still writes
+    assert (project / "HEADLINE.txt").exists()
+    # The user's own git, later, without dsh's settings: nothing planted to obey.
+    users_git(project, "--git-dir=trap", "--work-tree=.", "status")
+    users_git(project, "--git-dir=evil", "--work-tree=.", "status")
+    assert planted(dsh.root) == []
+
+
+def users_git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=60, check=False)
