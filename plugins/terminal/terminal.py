@@ -95,12 +95,17 @@ class Terminal:
         self._reaper: asyncio.Task[None] | None = None
 
     def current_cwd(self) -> Path:
-        """Where the program is now, which a line typed next runs in (a shell may have
-        changed folders since it started); where it started when that cannot be read."""
-        try:
-            return Path(os.readlink(f"/proc/{self.pid}/cwd"))
-        except OSError:
-            return self.cwd
+        """Where what reads the terminal's input is now, which a line typed next runs in
+        (a shell may have changed folders since it started, or started another shell):
+        the foreground process group's leader, else the program dsh started, else where
+        it started when neither can be read."""
+        leaders = [self.pid]
+        with contextlib.suppress(OSError):
+            leaders.insert(0, os.tcgetpgrp(self._fd))
+        for leader in leaders:
+            with contextlib.suppress(OSError):
+                return Path(os.readlink(f"/proc/{leader}/cwd"))
+        return self.cwd
 
     # ------------------------------------------------------------------ output
 
