@@ -188,7 +188,11 @@ def _env(values: list[str | None], found: Unwrapped) -> int | None:
         if any(v is not None and v.startswith(("-S", "--split-string")) for v in values):
             found.fail("env -S splits a string into a command")
         return -1
-    if any(v is not None and v.startswith(("-C", "--chdir")) for v in values[1:i]):
+    if any(
+        v is not None and (v.startswith("--chdir") or (v[:2] != "--" and "C" in v[1:]))
+        for v in values[1:i]
+        if v is not None and v.startswith("-")
+    ):
         # git there reads whatever repository that folder holds.
         found.fail("env -C runs the command in another folder", hides=False)
     while i < len(values) and values[i] is not None and "=" in (values[i] or "")[1:]:

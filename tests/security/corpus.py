@@ -567,6 +567,7 @@ GIT_CONFIG_RUNS = Group(
             "git --git-dir=nested/.git status",
             "env -C nested git status",
             "env --chdir=nested git status",
+            "env -iC nested git status",
             "find . -path ./nested/n.txt -execdir git status \\;",
             "find . -path ./nested/n.txt -execdir sh -c 'git status' \\;",
             "cd $HOME && git status",
