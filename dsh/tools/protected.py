@@ -617,6 +617,8 @@ class _Ordinary:
     def __call__(self, word: str) -> bool:
         if "$" in word or "\x00" in word or _GLOB & set(word):
             return False
+        if "-packages" in word and SITE_FOLDERS.intersection(word.split("/")):
+            return False  # a site-packages folder is protected wherever it is
         first = word.split("/", 1)[0]
         if first and first not in (".", "..", "~") and not word.startswith("~"):
             # Relative: when its first part is not in the working directory, nothing
@@ -628,7 +630,7 @@ class _Ordinary:
             word = os.path.expanduser(word)
         text = os.path.normpath(os.path.join(self._cwd, word))
         parts = text.split("/")
-        if ".git" in parts or PROJECT_DIR in parts or SITE_FOLDERS.intersection(parts):
+        if ".git" in parts or PROJECT_DIR in parts:
             return False
         if text in self._roots or text.startswith(self._under_roots):
             return False

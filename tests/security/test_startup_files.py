@@ -12,8 +12,8 @@ the table, path by path.
 
 from __future__ import annotations
 
+import asyncio
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from dsh.tools import Action, ToolDefinition
 from dsh.tools.permissions import Rule, assess
 from dsh.tools.protected import command_protections, write_protection
 from tests.e2e.harness import Dsh
+from tests.support.waits import HANG_S
 
 SITE = f".local/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
 PLANT = "open('PWNED', 'w').close()\n"
@@ -62,9 +63,7 @@ async def test_accept_edits_in_home_writes_no_start_up_file(dsh: Dsh, fake_llm: 
     calls.append(write("notes.txt", "an ordinary file\n"))  # the control
     fake_llm.add(Reply(tool_calls=calls), Reply(text="Done."))
 
-    done = await dsh.run(
-        "-p", "set things up", "--permission-mode", "accept-edits", cwd=home
-    )
+    done = await dsh.run("-p", "set things up", "--permission-mode", "accept-edits", cwd=home)
 
     assert done.code == 0, done.stderr
     texts = tool_texts(fake_llm)
@@ -77,9 +76,11 @@ async def test_accept_edits_in_home_writes_no_start_up_file(dsh: Dsh, fake_llm: 
     # And the next python3 runs nothing of the model's.
     env = {**os.environ, "HOME": str(home)}
     env.pop("PYTHONNOUSERSITE", None)
-    subprocess.run(
-        ["python3", "-c", "pass"], cwd=home, env=env, check=True, capture_output=True, timeout=60
+    python = await asyncio.create_subprocess_exec(
+        "python3", "-c", "pass", cwd=home, env=env, stderr=asyncio.subprocess.PIPE
     )
+    _, err = await asyncio.wait_for(python.communicate(), HANG_S)
+    assert python.returncode == 0, err
     assert not (home / "PWNED").exists()
 
 
