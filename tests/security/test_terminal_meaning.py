@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from plugins.terminal.meaning import Meaning, unreadable
 from tests.e2e.harness import Dsh, close_stdin, finish, send, stream_events
 
 RULES = ["terminal_open(shell)", "bash(echo:*)", "bash(ls:*)"]
@@ -198,3 +199,88 @@ async def test_keys_that_run_the_line_without_enter_are_never_granted(
     assert texts[2].startswith(NOT_RUN), texts
     assert texts[3].startswith(NOT_RUN), texts
     assert not texts[5].startswith("Error"), texts[5]
+
+
+# ---------------------------------------------------------------------- line by line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ls !!:2 !!:4-5",
+        'echo "!!"',
+        "echo !$",
+        "echo !-2",
+        "^ls^rm",
+        "fc -s",
+        "history -s 'rm -rf ~'",
+        "alias ls='rm -rf ~'",
+        "ls() { rm -rf ~; }",
+        "function ls { rm -rf ~; }",
+        "BASH_ALIASES[ls]=rm",
+        "BASH_CMDS[ls]=/tmp/rm",
+        "PATH=.:$PATH",
+        "export PATH=.:$PATH",
+        "declare -x PATH=.",
+        "read PATH",
+        "printf -v PATH .",
+        "echo ${PATH:=.}",
+        "IFS=/",
+        "PROMPT_COMMAND='rm -rf ~'",
+        "PS1='$(rm -rf ~)'",
+        "trap 'rm -rf ~' DEBUG",
+        "set -H",
+        "set -o vi",
+        "shopt -s expand_aliases",
+        "bind -x '\"\\C-t\": rm'",
+        "enable -n echo",
+        "hash -p /tmp/rm ls",
+        "source ./x",
+        ". ./x",
+        "eval ls",
+        "exec bash --rcfile x",
+        "command source x",
+        "declare $name=1",
+    ],
+)
+def test_lines_that_do_not_read_as_written(line: str) -> None:
+    assert unreadable(line) is not None, line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ls -la",
+        "echo 'a!b'",
+        "echo hi!",
+        "echo \\!\\!",
+        "[ ! -f x ] && echo no",
+        "echo $PATH",
+        "grep PATH notes.txt",
+        "export DEBUG=1",
+        "x=1",
+        "history",
+        "history 5",
+        "alias",
+        "set",
+        "shopt extglob",
+        "bind -p",
+        "git status",
+        "ls --color=auto",
+    ],
+)
+def test_lines_that_read_as_written(line: str) -> None:
+    assert unreadable(line) is None, line
+
+
+def test_a_terminal_remembers_what_its_lines_defined() -> None:
+    meaning = Meaning()
+    meaning.ran("alias ll='ls -l'; f() { echo; }")
+    assert meaning.judge("ll") is not None
+    assert meaning.judge("f x") is not None
+    assert meaning.judge("ls") is None  # a name nobody defined still reads as written
+    meaning.ran("export DEBUG=1")
+    assert meaning.judge("ls") is None
+    meaning.ran("PATH=.:$PATH")
+    assert meaning.judge("ls") is not None  # every line, from now on
+    assert meaning.judge("echo hi") is not None
