@@ -135,22 +135,24 @@ starts. docs/security.md lists them with why."""
 
 SITE_FOLDERS = frozenset({"site-packages", "dist-packages"})
 SITE_STARTS = "python runs it at every start (a start-up file of site-packages)"
+SITE_FOLDER = "python runs the *.pth and sitecustomize files put here at every start"
 
 
-def _site_startup(path: PurePosixPath | Path) -> bool:
-    """Whether ``path`` is a site-packages folder itself (a copy into it can name any
-    file) or what python runs from one at every start: ``*.pth``, ``sitecustomize``,
-    ``usercustomize`` (a module, a compiled one or a package), in any environment."""
+def _site_startup(path: PurePosixPath | Path) -> str | None:
+    """Why ``path`` matters when it is a site-packages folder itself (a copy into it
+    can name any file) or what python runs from one at every start: ``*.pth``,
+    ``sitecustomize``, ``usercustomize`` (a module, a compiled one or a package), in
+    any environment."""
     parts = path.parts
     for index, part in enumerate(parts):
         if part not in SITE_FOLDERS:
             continue
         if index == len(parts) - 1:
-            return True
+            return SITE_FOLDER
         name = parts[index + 1]
         if name.endswith(".pth") or name.split(".", 1)[0] in ("sitecustomize", "usercustomize"):
-            return True
-    return False
+            return SITE_STARTS
+    return None
 
 
 # Relative to the home folder; a trailing "/" means the folder and all in it.
@@ -324,9 +326,7 @@ def _write_why(path: Path) -> str | None:
         return DSH_HOME_WHY
     if PROJECT_DIR in parts:
         return DSH_SETTINGS
-    if _site_startup(path):
-        return SITE_STARTS
-    return _in_home(path, HOME_WRITES)
+    return _site_startup(path) or _in_home(path, HOME_WRITES)
 
 
 def _secret_store_why(path: Path) -> str | None:
