@@ -11,7 +11,10 @@ Three lists, each checked against a path as named and with symlinks followed:
   approval: any ``.git`` folder (``core.fsmonitor`` in its ``config`` runs on the next
   ``git status``; hooks run on commit) and a worktree's ``.git`` file, a project's
   ``.dsh`` folder and all of ``$DSH_HOME`` (settings can set the permission mode),
-  shell start-up files, ``~/.ssh``, git's user settings, login autostarts. Always
+  shell start-up files, ``~/.ssh``, git's user settings, login autostarts, the
+  start-up files of other programs (:data:`STARTUP_WRITES`: ``~/.local/bin``, editor,
+  package manager and interpreter settings) and python's start-up files in any
+  ``site-packages`` (``*.pth``, ``sitecustomize``, ``usercustomize``). Always
   asked, even in accept-edits; never granted for the session nor covered by an allow
   rule. Bypass allows them.
 - **Secret stores** in the home folder (``~/.ssh``, ``~/.aws``, ``~/.netrc``...):
@@ -56,6 +59,102 @@ DSH_SETTINGS = "dsh's own settings: they can change what runs without asking"
 DSH_HOME_WHY = "dsh's own folder: its settings can change what runs without asking"
 SHELL_STARTUP = "this file runs in every new shell"
 
+_PYTHON_STARTS = "python runs it when it starts"
+_PATH_FOLDER = "a program here runs in place of the one you name (it is early in $PATH)"
+_EDITOR_STARTS = "your editor runs it when it starts"
+_FETCHES = "it decides where packages are fetched from and what installs run"
+STARTUP_WRITES: dict[str, str] = {
+    **dict.fromkeys((".local/bin/", "bin/", ".cargo/bin/", "go/bin/"), _PATH_FOLDER),
+    **dict.fromkeys(
+        (".pythonrc", ".pythonrc.py", ".pythonstartup", ".config/python/", ".ipython/"),
+        _PYTHON_STARTS,
+    ),
+    ".jupyter/": "jupyter runs its configuration files as Python",
+    **dict.fromkeys(
+        (
+            ".config/pip/",
+            ".pip/",
+            ".pydistutils.cfg",
+            ".condarc",
+            ".npmrc",
+            ".yarnrc",
+            ".yarnrc.yml",
+            ".config/yarn/",
+            ".gemrc",
+            ".cargo/config",
+            ".cargo/config.toml",
+            ".config/go/",
+        ),
+        _FETCHES,
+    ),
+    ".pypirc": "it names where and as whom your packages are published",
+    **dict.fromkeys((".irbrc", ".pryrc", ".Rprofile"), "the interpreter runs it when it starts"),
+    **dict.fromkeys(
+        (
+            ".vimrc",
+            ".gvimrc",
+            ".exrc",
+            ".vim/",
+            ".config/nvim/",
+            ".emacs",
+            ".emacs.el",
+            ".emacs.d/",
+            ".config/emacs/",
+            ".nanorc",
+            ".config/nano/",
+            ".config/Code/User/settings.json",
+            ".config/Code/User/tasks.json",
+            ".config/Code/User/keybindings.json",
+            ".config/VSCodium/User/settings.json",
+            ".config/VSCodium/User/tasks.json",
+        ),
+        _EDITOR_STARTS,
+    ),
+    ".config/direnv/": "direnv runs it in every folder you enter",
+    ".inputrc": "it can bind keys to commands in every shell",
+    **dict.fromkeys(
+        (".tmux.conf", ".config/tmux/", ".screenrc"), "it can run programs when a terminal starts"
+    ),
+    **dict.fromkeys(
+        (".curlrc", ".wgetrc"), "it changes where and how every download goes, and what it writes"
+    ),
+    ".docker/config.json": "it names programs docker runs for logins",
+    ".config/containers/": "it names programs podman runs",
+    **dict.fromkeys(
+        (".mailcap", ".config/mimeapps.list", ".local/share/applications/"),
+        "it decides which program opens a file",
+    ),
+    **dict.fromkeys(
+        (".gdbinit", ".config/gdb/", ".lldbinit", ".psqlrc", ".sqliterc", ".my.cnf"),
+        "the program runs the commands in it when it starts",
+    ),
+}
+"""Start-up files of other programs in the home folder (a write asks, as for
+:data:`HOME_WRITES`): each makes a program run code, or fetch it, the next time it
+starts. docs/security.md lists them with why."""
+
+SITE_FOLDERS = frozenset({"site-packages", "dist-packages"})
+SITE_STARTS = "python runs it at every start (a start-up file of site-packages)"
+SITE_FOLDER = "python runs the *.pth and sitecustomize files put here at every start"
+
+
+def _site_startup(path: PurePosixPath | Path) -> str | None:
+    """Why ``path`` matters when it is a site-packages folder itself (a copy into it
+    can name any file) or what python runs from one at every start: ``*.pth``,
+    ``sitecustomize``, ``usercustomize`` (a module, a compiled one or a package), in
+    any environment."""
+    parts = path.parts
+    for index, part in enumerate(parts):
+        if part not in SITE_FOLDERS:
+            continue
+        if index == len(parts) - 1:
+            return SITE_FOLDER
+        name = parts[index + 1]
+        if name.endswith(".pth") or name.split(".", 1)[0] in ("sitecustomize", "usercustomize"):
+            return SITE_STARTS
+    return None
+
+
 # Relative to the home folder; a trailing "/" means the folder and all in it.
 HOME_WRITES: dict[str, str] = {
     **dict.fromkeys(
@@ -94,6 +193,7 @@ HOME_WRITES: dict[str, str] = {
     "when you connect",
     ".gitconfig": "git's settings for all your projects: they can make git run programs",
     ".config/git/": "git's settings for all your projects: they can make git run programs",
+    **STARTUP_WRITES,
 }
 """Files in the home folder a write must ask for, and why."""
 
@@ -228,7 +328,7 @@ def _write_why(path: Path) -> str | None:
         return DSH_HOME_WHY
     if PROJECT_DIR in parts:
         return DSH_SETTINGS
-    return _in_home(path, HOME_WRITES)
+    return _site_startup(path) or _in_home(path, HOME_WRITES)
 
 
 GIT_SHAPED = "a folder git takes for a repository: its files can make git run programs"
@@ -550,6 +650,8 @@ class _Ordinary:
             return False
         if os.path.basename(word.rstrip("/")) in _GIT_MARKERS:
             return False  # it would make its folder a repository, wherever that is
+        if "-packages" in word and SITE_FOLDERS.intersection(word.split("/")):
+            return False  # a site-packages folder is protected wherever it is
         first = word.split("/", 1)[0]
         if first and first not in (".", "..", "~") and not word.startswith("~"):
             # Relative: when its first part is not in the working directory, nothing

@@ -22,6 +22,7 @@ from pathlib import Path
 from ptyprocess import PtyProcess
 
 from dsh.processes import adopt, child_options
+from plugins.terminal.meaning import Meaning
 
 ANSI = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC … BEL / ST
@@ -63,6 +64,8 @@ class Terminal:
         """The program typed into, when not a shell (see ``tools.repl_program``)."""
         self.line: str | None = ""
         """A shell's command line typed so far (None: edited by keys, unknown)."""
+        self.meaning = Meaning()
+        """What earlier lines typed into a shell did to the meaning of later ones."""
         self.rows, self.cols = rows, cols
         self.started = time.monotonic()
         import pyte  # 15-20 ms, paid when the first terminal opens, not at every start

@@ -601,6 +601,110 @@ GIT_CONFIG_RUNS = Group(
     ),
 )
 
+
+def _typed(expect: Verdict, text: str = "", keys: tuple[str, ...] = ()) -> Case:
+    arguments: dict[str, Any] = {"terminal_id": "t1", "text": text}
+    if keys:
+        arguments["keys"] = list(keys)
+    return Case(expect, tool="terminal_send", arguments=arguments)
+
+
+TERMINAL_MEANING = Group(
+    # Lines of one shell terminal, in order: each attack makes an allowed line mean
+    # something else (history, aliases, functions, PATH, options, traps, keys). Each is
+    # refused headless, so the shell's state stays as it was for the next case.
+    "terminal-meaning",
+    "default",
+    allow=("terminal_open(shell)", "bash(ls:*)", "bash(echo:*)", "terminal_send(shell)"),
+    cases=(
+        Case("allow", tool="terminal_open", arguments={}),
+        _typed("allow", "echo X; echo touch {P}\n"),
+        _typed("ask", "ls !!:2 !!:4-5\n"),
+        _typed("ask", 'echo "!!:4-5"\n'),
+        _typed("ask", "ls !-1:4-5\n"),
+        _typed("ask", "ls !echo:4-5\n"),
+        _typed("ask", "^X^; touch {P}\n"),
+        _typed("ask", "fc -s 'echo '=\n"),
+        _typed("ask", "history -s 'touch {P}'\n"),
+        _typed("ask", "alias ls='touch {P}'\n"),
+        _typed("ask", "ls() { touch {P}; }\n"),
+        _typed("ask", "function echo { touch {P}; }\n"),
+        _typed("ask", "BASH_ALIASES[ls]='touch {P}'\n"),
+        _typed("ask", "PATH=.:$PATH\n"),
+        _typed("ask", "export PATH=.:$PATH\n"),
+        _typed("ask", "PROMPT_COMMAND='touch {P}'\n"),
+        _typed("ask", "trap 'touch {P}' DEBUG\n"),
+        _typed("ask", "set -H\n"),
+        _typed("ask", "set -o histexpand\n"),
+        _typed("ask", "shopt -s expand_aliases\n"),
+        _typed("ask", "bind -x '\"\\C-t\": touch {P}'\n"),
+        _typed("ask", "hash -p /usr/bin/touch ls\n"),
+        _typed("ask", "source /dev/null\n"),
+        _typed("ask", "enable -n echo\n"),
+        _typed("allow", "touch {P}"),  # typed, not run: nothing runs before Enter
+        _typed("ask", keys=("C-o",)),
+        _typed("ask", keys=("C-x", "C-e")),
+        _typed("ask", keys=("Esc",)),
+        _typed("allow", keys=("C-u",)),
+        _typed("allow", keys=("Up",)),
+        _typed("allow", keys=("C-u",)),
+        _typed("allow", "ls\n"),
+        _typed("allow", "echo 'a!b' hi! \\!x\n"),
+        _typed("allow", "echo $PATH\n"),
+    ),
+)
+
+STARTUP_FILES = Group(
+    # accept-edits writes files in the project unasked; what python runs at every start
+    # from a site-packages folder (a .venv's too) is asked, by any tool or command.
+    "startup-files",
+    "accept-edits",
+    allow=("bash(cp:*)", "bash(tee:*)", "bash(echo:*)"),
+    cases=(
+        Case(
+            "ask",
+            tool="write",
+            arguments={
+                "file_path": "{P}/lib/python3.11/site-packages/usercustomize.py",
+                "content": "x",
+            },
+        ),
+        Case(
+            "ask",
+            tool="write",
+            arguments={"file_path": "{P}/site-packages/sitecustomize.py", "content": "x"},
+        ),
+        Case(
+            "ask",
+            tool="write",
+            arguments={"file_path": "{P}/site-packages/evil.pth", "content": "x"},
+        ),
+        Case(
+            "ask", tool="write", arguments={"file_path": "{P}/dist-packages/x.pth", "content": "x"}
+        ),
+        Case(
+            "ask",
+            tool="write",
+            arguments={"file_path": "{P}/site-packages/sitecustomize/x.py", "content": "x"},
+        ),
+        Case(
+            "ask",
+            tool="write",
+            arguments={"file_path": "{P}/site-packages/usercustomize.pyc", "content": "x"},
+        ),
+        *ask(
+            "cp notes.txt {P}/site-packages/x.pth",
+            "cp notes.txt {P}/lib/python3.12/site-packages/sitecustomize.py",
+            "tee {P}/site-packages/usercustomize.py < notes.txt",
+            "echo 'import os' > {P}/site-packages/a.pth",
+        ),
+        Case("allow", tool="write", arguments={"file_path": "{P}", "content": "x"}, creates=True),
+        Case("allow", "cp notes.txt {P}", creates=True),
+        Case("allow", tool="write", arguments={"file_path": "src/{P}.pth.md", "content": "x"}),
+        *allow("echo sitecustomize.py notes.pth site-packages-notes"),
+    ),
+)
+
 GROUPS = (
     EXPANSIONS,
     WRAPPERS,
@@ -612,6 +716,8 @@ GROUPS = (
     TERMINAL_DEFAULT,
     READ_DENIED,
     GIT_CONFIG_RUNS,
+    TERMINAL_MEANING,
+    STARTUP_FILES,
 )
 
 
