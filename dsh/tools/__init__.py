@@ -15,7 +15,7 @@ from dsh.tools.definition import (
     ToolKind,
     ToolOutput,
 )
-from dsh.tools.environment import child_environment, scrubbed
+from dsh.tools.environment import child_environment, scrubbed, user_passthrough
 from dsh.tools.permissions import MODES, PermissionMode, Rule, RuleError, parse_rules
 from dsh.tools.presentation import (
     AgentView,
@@ -87,4 +87,5 @@ __all__ = [
     "parse_arguments",
     "parse_rules",
     "scrubbed",
+    "user_passthrough",
 ]
