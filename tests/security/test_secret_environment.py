@@ -110,6 +110,71 @@ async def test_dshs_own_environment_holds_no_secret_while_it_runs(
     assert fake_llm.chat_requests[0].headers["authorization"] == f"Bearer {KEY}"
 
 
+@pytest.mark.parametrize("mode", ["read-only", "default", "bypass"])
+async def test_no_tool_reads_the_key_from_proc(dsh: Dsh, fake_llm: FakeLLM, mode: str) -> None:
+    child = await dsh.start(
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--permission-mode",
+        mode,
+    )
+    pid = child.pid  # python -m dsh itself: the model guessed dsh's pid
+    fake_llm.add(
+        call("grep", pattern="sk-", path="/proc/self/environ"),
+        call("grep", pattern="sk-", path=f"/proc/{pid}/environ"),
+        call("read", file_path="/proc/self/environ"),
+        call("read", file_path=f"/proc/{pid}/environ"),
+        call("read", file_path=f"/proc/{pid}/task/{pid}/environ"),
+        call("grep", pattern="canary", path="/proc/self", glob="environ"),
+        call("read", file_path="/proc/thread-self/environ"),
+        call("read", file_path=str(dsh.home / "settings.toml")),  # the control
+        Reply(text="Nothing there."),
+    )
+    await send(child, {"type": "prompt", "text": "find the key"})
+    await close_stdin(child)
+    done = await finish(child, stdin=None)
+
+    assert done.code == 0, done.stderr[-3000:]
+    assert leaked(dsh, fake_llm) == []
+    texts = tool_texts(fake_llm)
+    assert "tests.support.echo_tool" in texts[-1]  # a file is read: not vacuous
+    for refused in texts[:-1]:
+        assert REFUSED in refused, refused
+        assert "environment" in refused, refused
+
+
+async def test_bash_cannot_read_a_process_environment_even_in_bypass(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    # The key sits in the environment of the process that started dsh too (a shell
+    # usually): a wrapper that stays dsh's parent holds it here.
+    dsh.wrapper = ("bash", "-c", '"$@"; exit $?', "wrapper")
+    out = dsh.root / "out"
+    fake_llm.add(
+        bash("tr '\\0' '\\n' < /proc/$PPID/environ"),
+        bash("cat /proc/$PPID/environ"),
+        bash(f"cat /proc/$(ps -o ppid= -p $PPID | tr -d ' ')/environ > {out}"),
+        bash("grep -a canary /proc/*/environ"),
+        bash("cat /proc/self/environ; cat /proc/thread-self/environ"),
+        bash("cd /proc/$PPID && cat environ"),
+        bash("xxd /pro?/[0-9]*/envir*"),
+        bash("echo hello-from-bash"),  # the control
+        Reply(text="Done."),
+    )
+    done = await dsh.run("-p", "find the key", "--permission-mode", "bypass")
+
+    assert done.code == 0, done.stderr[-3000:]
+    assert leaked(dsh, fake_llm) == []
+    assert not out.exists()
+    texts = tool_texts(fake_llm)
+    assert "hello-from-bash" in texts[-1]
+    for refused in texts[:-1]:
+        assert REFUSED in refused, refused
+
+
 # ---------------------------------------------------------- other names (class 9)
 
 
