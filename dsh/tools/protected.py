@@ -68,7 +68,10 @@ _PROC_SAMPLES = tuple(
     )
 )
 """What a glob word is tried against: it could name a process's environment."""
-_PROC_TEXT = re.compile(r"proc\b", re.IGNORECASE)
+_PROC_TEXT = re.compile(r"(?<![\w.-])/?proc(?![\w.-])")
+"""``/proc`` or ``proc`` as a word of its own (``cd / && cd proc``), not a part of a
+name (``PWNED_proc-x``)."""
+_ENVIRON_TEXT = re.compile(r"(?<![\w.-])environ(?![\w.-])")
 _PROC_OWN_TEXT = re.compile(
     r"/proc/+(?:self|thread-self|\$\$|\$\{?(?:PPID|BASHPID)\}?|\$\{\$\})(?![\w-])"
 )
@@ -556,7 +559,7 @@ def _mentions_proc(command: str, words: list[str], cwd: Path) -> list[Protection
     where = PROC / "<pid>"
     if any(_PROC_OWN_TEXT.search(text) for text in texts):
         found.append(Protection(where, f"names /proc: {PROC_OWN}", True, PROC_OWN))
-    elif any(_PROC_TEXT.search(t) and "environ" in t for t in texts):
+    elif any(_PROC_TEXT.search(t) and _ENVIRON_TEXT.search(t) for t in texts):
         why = PROC_ENVIRON
         found.append(Protection(where, f"names /proc: {why}", True, why))
     for word in words:
