@@ -54,8 +54,8 @@ PROC = Path("/proc")
 PROC_OWN = f"dsh's own process: its memory and environment hold your keys: {_NEVER}"
 PROC_ENVIRON = f"a process's environment, which can hold your keys: {_NEVER}"
 PROC_UNKNOWN = (
-    f"a file of /proc that cannot be told from a process's environment, which can hold "
-    f"your keys: {_NEVER}"
+    f"a file of /proc that cannot be told from dsh's own process or a process's "
+    f"environment, which can hold your keys: {_NEVER}"
 )
 _PROC_SELF = frozenset({"self", "thread-self"})
 _PROC_SAMPLES = tuple(
@@ -72,6 +72,8 @@ _PROC_TEXT = re.compile(r"(?<![\w.-])/?proc(?![\w.-])")
 """``/proc`` or ``proc`` as a word of its own (``cd / && cd proc``), not a part of a
 name (``PWNED_proc-x``)."""
 _ENVIRON_TEXT = re.compile(r"(?<![\w.-])environ(?![\w.-])")
+_PROC_COMPUTED_TEXT = re.compile(r"/proc/+[$`*?\[]")
+"""A process chosen at run time (``/proc/$(pgrep dsh)/``, ``/proc/*/``): it may be dsh."""
 _PROC_OWN_TEXT = re.compile(
     r"/proc/+(?:self|thread-self|\$\$|\$\{?(?:PPID|BASHPID)\}?|\$\{\$\})(?![\w-])"
 )
@@ -562,6 +564,8 @@ def _mentions_proc(command: str, words: list[str], cwd: Path) -> list[Protection
     elif any(_PROC_TEXT.search(t) and _ENVIRON_TEXT.search(t) for t in texts):
         why = PROC_ENVIRON
         found.append(Protection(where, f"names /proc: {why}", True, why))
+    elif _PROC_COMPUTED_TEXT.search(command):
+        found.append(Protection(where, f"names /proc: {PROC_UNKNOWN}", True, PROC_UNKNOWN))
     for word in words:
         for candidate in _candidates(word):
             if _GLOB & set(candidate):
@@ -571,7 +575,7 @@ def _mentions_proc(command: str, words: list[str], cwd: Path) -> list[Protection
                     found.append(
                         Protection(path, f"names {candidate}: {why}", refused=True, why=why)
                     )
-            elif "$" in candidate and "proc/" in candidate:
+            elif "$" in candidate and _PROC_TEXT.search(candidate):
                 path = PROC / "<pid>"
                 found.append(
                     Protection(path, f"names {candidate}: {PROC_UNKNOWN}", True, PROC_UNKNOWN)
