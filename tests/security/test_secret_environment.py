@@ -222,6 +222,30 @@ async def test_the_users_passthrough_still_passes_a_name(
     assert KEY not in written
 
 
+async def test_a_terminal_gets_no_secret_but_the_users_passthrough(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    (dsh.home / "settings.toml").write_text(
+        SETTINGS + '[environment]\npassthrough = ["GITHUB_PAT"]\n'
+    )
+    fake_llm.add(
+        call("terminal_open", command="env; echo END-OF-ENV"),
+        # A bound only: the program ends as soon as env has printed.
+        call("terminal_read", terminal_id="t1", wait="exit", timeout_ms=60_000),
+        Reply(text="Done."),
+    )
+    done = await dsh.run("-p", "show the environment", "--permission-mode", "bypass")
+
+    assert done.code == 0, done.stderr[-3000:]
+    shown = "\n".join(tool_texts(fake_llm))
+    assert "END-OF-ENV" in shown, shown[-2000:]
+    assert "PATH=" in shown
+    assert f"GITHUB_PAT={OTHERS['GITHUB_PAT']}" in shown
+    for name, secret in {**OTHERS, "DEEPSEEK_API_KEY": KEY}.items():
+        if name != "GITHUB_PAT":
+            assert secret not in shown, name
+
+
 async def test_a_projects_passthrough_passes_nothing(dsh: Dsh, fake_llm: FakeLLM) -> None:
     (dsh.project / ".dsh").mkdir()
     (dsh.project / ".dsh" / "settings.toml").write_text(
