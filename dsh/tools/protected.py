@@ -53,6 +53,34 @@ REFUSED_FILES: dict[str, str] = {
 }
 """The files of ``$DSH_HOME`` no tool touches, and why."""
 
+PROC = Path("/proc")
+PROC_OWN = f"dsh's own process: its memory and environment hold your keys: {_NEVER}"
+PROC_ENVIRON = f"a process's environment, which can hold your keys: {_NEVER}"
+PROC_UNKNOWN = (
+    f"a file of /proc that cannot be told from dsh's own process or a process's "
+    f"environment, which can hold your keys: {_NEVER}"
+)
+_PROC_SELF = frozenset({"self", "thread-self"})
+_PROC_SAMPLES = tuple(
+    Path(p)
+    for p in (
+        "/proc/1/environ",
+        "/proc/self/environ",
+        "/proc/thread-self/environ",
+        "/proc/1/task/1/environ",
+    )
+)
+"""What a glob word is tried against: it could name a process's environment."""
+_PROC_TEXT = re.compile(r"(?<![\w.-])/?proc(?![\w.-])")
+"""``/proc`` or ``proc`` as a word of its own (``cd / && cd proc``), not a part of a
+name (``PWNED_proc-x``)."""
+_ENVIRON_TEXT = re.compile(r"(?<![\w.-])environ(?![\w.-])")
+_PROC_COMPUTED_TEXT = re.compile(r"/proc/+[$`*?\[]")
+"""A process chosen at run time (``/proc/$(pgrep dsh)/``, ``/proc/*/``): it may be dsh."""
+_PROC_OWN_TEXT = re.compile(
+    r"/proc/+(?:self|thread-self|\$\$|\$\{?(?:PPID|BASHPID)\}?|\$\{\$\})(?![\w-])"
+)
+
 GIT_RUNS = "this file can make git run programs"
 GIT_DATA = "git's own folder: a change there can make git run programs or lose history"
 DSH_SETTINGS = "dsh's own settings: they can change what runs without asking"
@@ -308,6 +336,22 @@ def _refused_why(path: Path) -> str | None:
     return None
 
 
+def _proc_why(path: Path, *, named: bool = True) -> str | None:
+    """Why ``path`` (absolute, normalised) is refused as a process's secrets: any
+    process's ``environ`` (its tasks' too), and everything of dsh's own process as
+    named. Followed from another name (``named`` False), only an ``environ``: here
+    ``/dev/stdin`` leads to dsh's own descriptors, while the command or tool that
+    opens it reads its own."""
+    parts = path.parts
+    if len(parts) < 3 or parts[1] != "proc" or parts[0] != "/":
+        return None
+    if named and (parts[2] in _PROC_SELF or parts[2] == str(os.getpid())):
+        return PROC_OWN
+    if "environ" in parts[3:]:
+        return PROC_ENVIRON
+    return None
+
+
 def refused_paths() -> list[Path]:
     """Every form (named, real) of every refused file, whether it exists or not."""
     return [home / name for home in _dsh_homes() for name in REFUSED_FILES]
@@ -395,7 +439,7 @@ def refusal(path: Path | str, cwd: Path, verb: str = "reads") -> Protection | No
     through a symlink, or as a hard link), else None."""
     forms = _forms(path, cwd)
     for form in forms:
-        why = _refused_why(form)
+        why = _refused_why(form) or _proc_why(form, named=form is forms[0])
         if why is not None:
             return Protection(form, f"{verb} {shown(form, cwd)}: {why}", refused=True, why=why)
     same = _same_file(forms[-1])
@@ -456,7 +500,9 @@ class SecretFilter:
                     stores.append(store)
         self._stores = stores
         self._anywhere = root is None or any(
-            _under(secret, r) is not None for secret in (*self._refused, *stores) for r in roots
+            _under(secret, r) is not None
+            for secret in (*self._refused, *stores, PROC)
+            for r in roots
         )
         self._folders: dict[str, Path] = {}
         self.skipped = 0
@@ -476,7 +522,11 @@ class SecretFilter:
         if real_folder is None:
             real_folder = self._folders[folder] = Path(os.path.realpath(folder))
         for form in (path, real_folder / path.name):
-            if form in self._refused or any(_under(form, s) is not None for s in self._stores):
+            if (
+                form in self._refused
+                or any(_under(form, s) is not None for s in self._stores)
+                or _proc_why(form) is not None
+            ):
                 self.skipped += 1
                 return True
         return False
@@ -625,7 +675,43 @@ def command_protections(command: str, cwd: Path) -> list[Protection]:
             if protection is not None:
                 found.append(protection)
     found.extend(_refused_name(path, cwd) for path in _mentions_refused(command))
+    found.extend(_mentions_proc(command, words, cwd))
     return _unique(found)
+
+
+def _mentions_proc(command: str, words: list[str], cwd: Path) -> list[Protection]:
+    """Refusals for a command that could read a process's environment or dsh's own
+    process through ``/proc``: by a spelling its static words hide (``/proc/$PPID``,
+    ``/proc/$$``, ``cd /proc/1 && cat environ``, a glob such as ``/pro?/*/envir*``),
+    not only by a path the words name outright (:func:`refusal` sees those)."""
+    texts = [command, " ".join(words)]
+    # A glob may spell "proc" (`/pr?c/1/environ`): those are tried below.
+    if not any(_PROC_TEXT.search(t) for t in texts) and not any(_GLOB & set(w) for w in words):
+        return []
+    found: list[Protection] = []
+    where = PROC / "<pid>"
+    if any(_PROC_OWN_TEXT.search(text) for text in texts):
+        found.append(Protection(where, f"names /proc: {PROC_OWN}", True, PROC_OWN))
+    elif any(_PROC_TEXT.search(t) and _ENVIRON_TEXT.search(t) for t in texts):
+        why = PROC_ENVIRON
+        found.append(Protection(where, f"names /proc: {why}", True, why))
+    elif _PROC_COMPUTED_TEXT.search(command):
+        found.append(Protection(where, f"names /proc: {PROC_UNKNOWN}", True, PROC_UNKNOWN))
+    for word in words:
+        for candidate in _candidates(word):
+            if _GLOB & set(candidate):
+                path = _expand(candidate, cwd)
+                if path is not None and any(_glob_matches(path, s) for s in _PROC_SAMPLES):
+                    why = PROC_ENVIRON
+                    found.append(
+                        Protection(path, f"names {candidate}: {why}", refused=True, why=why)
+                    )
+            elif "$" in candidate and _PROC_TEXT.search(candidate):
+                path = PROC / "<pid>"
+                found.append(
+                    Protection(path, f"names {candidate}: {PROC_UNKNOWN}", True, PROC_UNKNOWN)
+                )
+    return found
 
 
 class _Ordinary:

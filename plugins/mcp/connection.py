@@ -65,7 +65,7 @@ from dsh.tools import (
     with_safe_git,
 )
 from plugins.mcp.auth import DshOAuth, FileTokenStorage, LoginRequired
-from plugins.mcp.config import MissingVariable, ServerConfig, expand
+from plugins.mcp.config import MissingVariable, ServerConfig, WithheldVariable, expand
 from plugins.mcp.login import Login, LoginFailed
 from plugins.mcp.prompts import PromptCall
 from plugins.mcp.results import images_of, result_text
@@ -263,6 +263,9 @@ class Connection:
             headers = await asyncio.to_thread(expand, self.config.headers, self._lookup)
         except MissingVariable as missing:
             self._fail(f"{missing}: set it in the environment or `dsh config`")
+            return
+        except WithheldVariable as withheld:
+            self._fail(str(withheld))
             return
         self._secrets = [*env.values(), *headers.values()]
         errors: TextIO | None = None

@@ -54,8 +54,10 @@ class Settings(BaseModel):
 class Terminals:
     """The ``terminals`` service: every open terminal, by owning session."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, passthrough: tuple[str, ...] = ()) -> None:
         self.settings = settings
+        self.passthrough = passthrough
+        """The user's own ``[plugins.bash] env_passthrough``: secrets a shell gets."""
         self._terminals: dict[str, Terminal] = {}
         self._counter = 0
 
@@ -290,7 +292,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
         if not cwd.is_dir():
             raise ToolError(f"no such directory: {arguments.cwd}", "TERMINAL_BAD_CWD")
         argv = ["bash", "-c", arguments.command] if arguments.command.strip() else SHELL
-        env = child_environment(os.environ)
+        env = child_environment(os.environ, passthrough=service.passthrough)
         env.update(
             TERM="xterm-256color",
             PS1="$ ",
