@@ -39,6 +39,22 @@ from pathlib import Path, PurePosixPath
 
 from dsh.paths import CREDENTIALS_FILE, HOME_ENV_FILE, INSTALLATION_KEY_FILE, TRUST_FILE, dsh_home
 from dsh.settings import PROJECT_DIR
+from dsh.tools.globs import (
+    ANYTHING,
+    MAX_MATCHES,
+    UNDER,
+    Tokens,
+    absolute_patterns,
+    bash_tokens,
+    could_match_any,
+    fn_tokens,
+    is_literal,
+    literal,
+    on_disk,
+    options_possible,
+    pattern_text,
+)
+from dsh.tools.readers import recursive_reads
 from dsh.tools.shell import analyse
 
 _NEVER = "no tool may read or change it, in any mode"
@@ -494,6 +510,9 @@ def command_protections(command: str, cwd: Path) -> list[Protection]:
             if protection is not None:
                 found.append(protection)
     found.extend(_refused_name(path, cwd) for path in _mentions_refused(command))
+    found += store_protections(command, cwd)
+    found += pattern_protections(command, cwd)
+    found += recursive_protections(command, cwd)
     return _unique(found)
 
 
@@ -606,3 +625,166 @@ def _unique(found: Iterable[Protection]) -> list[Protection]:
     for protection in found:
         seen.setdefault((protection.path, protection.refused), protection)
     return sorted(seen.values(), key=lambda p: not p.refused)
+
+
+# ---------------------------------------------------------------------- patterns
+
+
+@dataclass(frozen=True)
+class _Covered:
+    """A protected or secret path as fnmatch patterns, for comparing with globs."""
+
+    patterns: tuple[Tokens, ...]
+    shown: str
+    why: str
+    refused: bool = False
+    read: bool = False
+    """Its reading is protected (dsh's keys, a secret store), not only its writing."""
+
+
+def _entry(base: Path, entry: str, why: str, cwd: Path, **kind: bool) -> _Covered:
+    path = base / entry.rstrip("/")
+    exact = literal(os.fspath(path))
+    patterns = (exact, exact + literal("/") + ANYTHING) if entry.endswith("/") else (exact,)
+    return _Covered(patterns, shown(path, cwd) + ("/" if entry.endswith("/") else ""), why, **kind)
+
+
+def _covered(cwd: Path) -> list[_Covered]:
+    """Every protected, refused and secret path, as patterns; refusals first."""
+    found = [
+        _Covered((literal(os.fspath(path)),), shown(path, cwd), why, refused=True, read=True)
+        for path in refused_paths()
+        if (why := _refused_why(path)) is not None
+    ]
+    for home in _homes():
+        found += [_entry(home, e, why, cwd, read=True) for e, why in SECRET_STORES.items()]
+    for name, why in ((".git", GIT_DATA), (PROJECT_DIR, DSH_SETTINGS)):
+        found.append(_Covered((fn_tokens(f"*/{name}"), fn_tokens(f"*/{name}/*")), f"{name}/", why))
+    found += [_entry(home, "", DSH_HOME_WHY, cwd) for home in _dsh_homes()]
+    for home in _homes():
+        found += [_entry(home, e, why, cwd) for e, why in HOME_WRITES.items()]
+    return found
+
+
+def _variables() -> dict[str, str]:
+    return {"HOME": os.path.expanduser("~"), "DSH_HOME": os.fspath(dsh_home())}
+
+
+def pattern_forms(word: str, cwd: Path) -> list[Tokens]:
+    """A pattern word (``.gi?/config``, ``--out=*.txt``, ``~/.bas{h,}rc``) as the
+    absolute bash patterns it could expand to, from ``cwd`` as named and resolved."""
+    found: list[Tokens] = []
+    variables = _variables()
+    for candidate in _candidates(word):
+        for base in _folder_forms(os.fspath(cwd)):
+            found += [bash_tokens(t) for t in absolute_patterns(candidate, base, variables)]
+    return list(dict.fromkeys(found))
+
+
+def pattern_protections(command: str, cwd: Path) -> list[Protection]:
+    """What the glob and brace words of a command could name that is protected,
+    refused or secret, whether or not it exists yet (``cp x .gi?/config`` could write
+    ``.git/config``); and what they match on disk now, checked as a named path is
+    (a link to ``.git`` under another name). A word bash expands differently once
+    ``dotglob``, ``globstar`` or ``nocaseglob`` is on is read as if they were, when
+    the command could set them."""
+    parsed = analyse(command)
+    words = [
+        w
+        for w in dict.fromkeys(parsed.patterns)
+        if (not w.startswith("-") or "=" in w) and is_path_text(w)
+    ]
+    if not words:
+        return []
+    options = options_possible(command)
+    covered = _covered(cwd)
+    found: list[Protection] = []
+    for word in words:
+        said = word.replace("\\", "")
+        for tokens in pattern_forms(word, cwd):
+            path = Path(pattern_text(tokens))
+            for entry in covered:
+                if could_match_any(tokens, entry.patterns, options=options):
+                    reason = f"names {said}, which could be {entry.shown}: {entry.why}"
+                    found.append(Protection(path, reason, refused=entry.refused, why=entry.why))
+                    break
+            found += _matched_now(tokens, said, cwd, hidden=options)
+    return _unique(found)
+
+
+def _matched_now(tokens: Tokens, said: str, cwd: Path, *, hidden: bool) -> list[Protection]:
+    matches = on_disk(tokens, hidden=hidden)
+    if matches is None:
+        many = f"it matches more than {MAX_MATCHES} files, too many to check"
+        return [Protection(Path(pattern_text(tokens)), f"names {said}: {many}", why=many)]
+    found: list[Protection] = []
+    for match in matches:
+        protection = refusal(match, cwd, "names")
+        why = _word_why(match) or _store_why(match)
+        if protection is None and why is not None:
+            reason = f"names {said}, which is {shown(match, cwd)}: {why}"
+            protection = Protection(match, reason, why=why)
+        if protection is not None:
+            found.append(protection)
+    return found
+
+
+def _store_why(path: Path) -> str | None:
+    for form in _forms(path, Path("/")):
+        why = _secret_store_why(form)
+        if why is not None:
+            return why
+    return None
+
+
+def store_protections(command: str, cwd: Path) -> list[Protection]:
+    """Secret stores a command's static words name (``cat ~/.aws/credentials``): read
+    only when asked, as the file tools read them."""
+    found: list[Protection] = []
+    ordinary = _Ordinary(cwd)
+    for word in dict.fromkeys(analyse(command).words):
+        if (word.startswith("-") and "=" not in word) or not is_path_text(word):
+            continue
+        for candidate in _candidates(word):
+            if ordinary(candidate) or _GLOB & set(candidate):
+                continue
+            path = _expand(candidate, cwd)
+            if path is not None and (why := _store_why(path)) is not None:
+                found.append(Protection(path, f"names {shown(path, cwd)}: {why}", why=why))
+    return found
+
+
+def recursive_protections(command: str, cwd: Path) -> list[Protection]:
+    """Folders a command reads whole (``grep -r x ~``, ``tar c .``) that hold dsh's
+    keys (refused) or a secret store (asked): their files would be read unnamed."""
+    found: list[Protection] = []
+    covered = [entry for entry in _covered(cwd) if entry.read]
+    options = options_possible(command)
+    for read in recursive_reads(analyse(command)):
+        for tokens in folder_forms(read.folder, cwd):
+            for entry in covered:
+                if could_match_any(tokens + UNDER, entry.patterns, options=options):
+                    folder = read.folder.replace("\\", "")
+                    reason = f"{read.program} reads all of {folder}, which holds {entry.shown}: "
+                    found.append(
+                        Protection(
+                            Path(pattern_text(tokens)),
+                            reason + entry.why,
+                            refused=entry.refused,
+                            why=entry.why,
+                        )
+                    )
+                    break
+    return _unique(found)
+
+
+def folder_forms(folder: str, cwd: Path) -> list[Tokens]:
+    """A folder word of a command (a pattern, as :attr:`Word.pattern`) as absolute
+    bash patterns, named and resolved."""
+    forms = pattern_forms(folder, cwd)
+    for tokens in list(forms):
+        if is_literal(tokens):
+            text = pattern_text(tokens)
+            if os.path.lexists(text):
+                forms.append(literal(os.path.realpath(text)))
+    return list(dict.fromkeys(forms))
