@@ -34,11 +34,15 @@ MAX_ALTERNATIVES = 64
 """Brace expansions beyond this many words are read as ``*`` (matches more)."""
 MAX_MATCHES = 512
 """On-disk matches looked at per pattern; a pattern matching more is asked about."""
+MAX_PATTERNS = 64
+"""Pattern words compared per command; a command with more is asked about."""
+MAX_PATTERN_LENGTH = 1024
+"""Longer pattern words (longer than any path) are asked about, not compared."""
 _OTHER = "\ue000"  # a character no pattern names: stands for "any other character"
 _OPTIONS = re.compile(r"dotglob|globstar|nocaseglob|GLOBIGNORE|BASHOPTS|shopt")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # hashed by identity: cheap as a key
 class _Token:
     kind: str
     """``lit``, ``any`` (one character), ``star`` (any run), ``class``; ``all`` (any
@@ -133,7 +137,8 @@ def bash_tokens(text: str) -> Tokens:
             tokens.append(_Token("star", first=first))
             pos = end
         elif c == "*":
-            tokens.append(_Token("star", first=first))
+            if not (tokens and tokens[-1].kind == "star" and not first):
+                tokens.append(_Token("star", first=first))  # ** is * but for globstar
             pos += 1
         elif c == "?":
             tokens.append(_Token("any", first=first))
@@ -270,6 +275,13 @@ def could_match(pattern: Tokens, other: Tokens, *, dotglob: bool = False) -> boo
     """Whether some string is matched by both ``pattern`` (bash) and ``other``
     (fnmatch). ``dotglob``: a wildcard may match a name's leading dot (and ``**``
     may cross ``/``: the options come together)."""
+    head, other_head = _head(pattern), _head(other)
+    if not (head.startswith(other_head) or other_head.startswith(head)):
+        return False  # most pairs: two paths that part before any wildcard
+    return _walk(pattern, other, dotglob=dotglob)
+
+
+def _walk(pattern: Tokens, other: Tokens, *, dotglob: bool) -> bool:
     start = (0, 0, True)
     seen = {start}
     stack = [start]
@@ -285,8 +297,18 @@ def could_match(pattern: Tokens, other: Tokens, *, dotglob: bool = False) -> boo
             moves.append((i + 1, j, fresh))
         if b is not None and b.kind == "star":
             moves.append((i, j + 1, fresh))
-        if a is not None and b is not None:
-            for char in {*a.candidates(), *b.candidates(), "/", ".", _OTHER}:
+        if a is not None and b is not None and a.kind == b.kind == "lit":
+            # Most steps: two literal characters (a folder's path against a table's).
+            if a.chars == b.chars:
+                leading = a.chars == "." and fresh and not dotglob and not a.first
+                if not leading:
+                    moves.append((i + 1, j + 1, a.chars == "/"))
+        elif a is not None and b is not None:
+            if a.kind == "lit" or b.kind == "lit":
+                chars = {a.chars if a.kind == "lit" else b.chars}
+            else:
+                chars = _candidates(a, b)
+            for char in chars:
                 if not a.accepts(char, slash=dotglob and a.kind == "star"):
                     continue
                 if not b.accepts(char, slash=True):
@@ -301,6 +323,26 @@ def could_match(pattern: Tokens, other: Tokens, *, dotglob: bool = False) -> boo
                 seen.add(move)
                 stack.append(move)
     return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _head(tokens: Tokens) -> str:
+    """The literal text a pattern starts with."""
+    out = []
+    for token in tokens:
+        if token.kind != "lit":
+            break
+        out.append(token.chars)
+    return "".join(out)
+
+
+_RULE_CHARACTERS = frozenset(("/", ".", _OTHER))
+
+
+def _candidates(a: _Token, b: _Token) -> set[str]:
+    """Characters that stand for every way both tokens can match one: their own,
+    and the few that decide the rules (``/``, a dot, any other)."""
+    return {*a.candidates(), *b.candidates(), *_RULE_CHARACTERS}
 
 
 def suffixes_after(pattern: Tokens, prefix: str) -> list[Tokens]:
@@ -421,8 +463,11 @@ def absolute_patterns(word: str, cwd: Path, variables: dict[str, str]) -> list[s
         text = _substitute(alternative, variables)
         if text is None:
             continue
-        if text == "~" or text.startswith("~/"):
-            text = _escaped(variables.get("HOME", "~")) + text[1:]
+        if text.startswith("~"):
+            head, slash, rest = text.partition("/")
+            home = variables.get("HOME", "~") if head == "~" else os.path.expanduser(head)
+            if not home.startswith("~"):  # ~user of a user that does not exist stays
+                text = _escaped(home) + slash + rest
         if not text.startswith("/"):
             text = _escaped(os.fspath(cwd)) + "/" + text
         found.append(_folded_dots(text))
@@ -446,8 +491,17 @@ def _substitute(text: str, variables: dict[str, str]) -> str | None:
     return None if unknown else text
 
 
+_SPECIAL = re.compile(r"([\\*?\[\]{}(),|])")
+
+
 def _escaped(text: str) -> str:
-    return re.sub(r"([\\*?\[\]{}(),|])", r"\\\1", text)
+    return _SPECIAL.sub(r"\\\1", text) if _SPECIAL.search(text) else text
+
+
+def plain_path(pattern: str) -> str | None:
+    """A pattern that names one path (no pattern character, escaped or not) as that
+    path's text; None for any other."""
+    return None if _SPECIAL.search(pattern) else pattern
 
 
 def _folded_dots(text: str) -> str:

@@ -42,6 +42,8 @@ from dsh.settings import PROJECT_DIR
 from dsh.tools.globs import (
     ANYTHING,
     MAX_MATCHES,
+    MAX_PATTERN_LENGTH,
+    MAX_PATTERNS,
     UNDER,
     Tokens,
     absolute_patterns,
@@ -53,6 +55,7 @@ from dsh.tools.globs import (
     on_disk,
     options_possible,
     pattern_text,
+    plain_path,
 )
 from dsh.tools.readers import recursive_reads
 from dsh.tools.shell import analyse
@@ -505,12 +508,11 @@ def command_protections(command: str, cwd: Path) -> list[Protection]:
                     found.append(_refused_name(matched[0], cwd))
                 continue
             protection = refusal(path, cwd, "names")
-            if protection is None and (why := _word_why(path)) is not None:
+            if protection is None and (why := _word_why(path) or _store_why(path)) is not None:
                 protection = Protection(path, f"names {shown(path, cwd)}: {why}", why=why)
             if protection is not None:
                 found.append(protection)
     found.extend(_refused_name(path, cwd) for path in _mentions_refused(command))
-    found += store_protections(command, cwd)
     found += pattern_protections(command, cwd)
     found += recursive_protections(command, cwd)
     return _unique(found)
@@ -635,35 +637,60 @@ class _Covered:
     """A protected or secret path as fnmatch patterns, for comparing with globs."""
 
     patterns: tuple[Tokens, ...]
-    shown: str
+    path: Path | None
+    """The path, or None for a name protected anywhere (``.git``)."""
+    name: str
+    """For a name protected anywhere: that name."""
+    folder: bool
+    """The folder and all in it."""
     why: str
     refused: bool = False
     read: bool = False
     """Its reading is protected (dsh's keys, a secret store), not only its writing."""
 
+    def shown(self, cwd: Path) -> str:
+        if self.path is None:
+            return f"{self.name}/"
+        return shown(self.path, cwd) + ("/" if self.folder else "")
 
-def _entry(base: Path, entry: str, why: str, cwd: Path, **kind: bool) -> _Covered:
+    def under(self, folder: str) -> bool:
+        """Whether this path lies under ``folder`` (absolute, normalised), or the
+        folder inside it."""
+        if self.path is None:
+            return True
+        text = os.fspath(self.path)
+        base = folder.rstrip("/") + "/"
+        return text.startswith(base) or (self.folder and (folder + "/").startswith(text + "/"))
+
+
+def _entry(base: Path, entry: str, why: str, **kind: bool) -> _Covered:
     path = base / entry.rstrip("/")
     exact = literal(os.fspath(path))
-    patterns = (exact, exact + literal("/") + ANYTHING) if entry.endswith("/") else (exact,)
-    return _Covered(patterns, shown(path, cwd) + ("/" if entry.endswith("/") else ""), why, **kind)
+    folder = entry.endswith("/") or not entry
+    patterns = (exact, exact + literal("/") + ANYTHING) if folder else (exact,)
+    return _Covered(patterns, path, "", folder, why, **kind)
 
 
-def _covered(cwd: Path) -> list[_Covered]:
+def _covered(cwd: Path) -> tuple[_Covered, ...]:
     """Every protected, refused and secret path, as patterns; refusals first."""
-    found = [
-        _Covered((literal(os.fspath(path)),), shown(path, cwd), why, refused=True, read=True)
-        for path in refused_paths()
-        if (why := _refused_why(path)) is not None
-    ]
-    for home in _homes():
-        found += [_entry(home, e, why, cwd, read=True) for e, why in SECRET_STORES.items()]
+    return _covered_in(_homes(), _dsh_homes())
+
+
+@functools.lru_cache(maxsize=8)
+def _covered_in(homes: tuple[Path, ...], dsh_homes: tuple[Path, ...]) -> tuple[_Covered, ...]:
+    found = []
+    for home in dsh_homes:
+        for name, why in REFUSED_FILES.items():
+            found.append(_entry(home, name, why, refused=True, read=True))
+    for home in homes:
+        found += [_entry(home, e, why, read=True) for e, why in SECRET_STORES.items()]
     for name, why in ((".git", GIT_DATA), (PROJECT_DIR, DSH_SETTINGS)):
-        found.append(_Covered((fn_tokens(f"*/{name}"), fn_tokens(f"*/{name}/*")), f"{name}/", why))
-    found += [_entry(home, "", DSH_HOME_WHY, cwd) for home in _dsh_homes()]
-    for home in _homes():
-        found += [_entry(home, e, why, cwd) for e, why in HOME_WRITES.items()]
-    return found
+        patterns = (fn_tokens(f"*/{name}"), fn_tokens(f"*/{name}/*"))
+        found.append(_Covered(patterns, None, name, True, why))
+    found += [_entry(home, "", DSH_HOME_WHY) for home in dsh_homes]
+    for home in homes:
+        found += [_entry(home, e, why) for e, why in HOME_WRITES.items()]
+    return tuple(found)
 
 
 def _variables() -> dict[str, str]:
@@ -696,16 +723,21 @@ def pattern_protections(command: str, cwd: Path) -> list[Protection]:
     ]
     if not words:
         return []
+    found: list[Protection] = []
+    checked = [w for w in words if len(w) <= MAX_PATTERN_LENGTH][:MAX_PATTERNS]
+    if len(checked) < len(words):
+        # Comparing takes time for each: past a bound, the user looks instead.
+        too_many = f"more than {MAX_PATTERNS} patterns, or one longer than any path"
+        found.append(Protection(cwd, f"names {too_many}: too many to check", why=too_many))
     options = options_possible(command)
     covered = _covered(cwd)
-    found: list[Protection] = []
-    for word in words:
+    for word in checked:
         said = word.replace("\\", "")
         for tokens in pattern_forms(word, cwd):
             path = Path(pattern_text(tokens))
             for entry in covered:
                 if could_match_any(tokens, entry.patterns, options=options):
-                    reason = f"names {said}, which could be {entry.shown}: {entry.why}"
+                    reason = f"names {said}, which could be {entry.shown(cwd)}: {entry.why}"
                     found.append(Protection(path, reason, refused=entry.refused, why=entry.why))
                     break
             found += _matched_now(tokens, said, cwd, hidden=options)
@@ -737,23 +769,6 @@ def _store_why(path: Path) -> str | None:
     return None
 
 
-def store_protections(command: str, cwd: Path) -> list[Protection]:
-    """Secret stores a command's static words name (``cat ~/.aws/credentials``): read
-    only when asked, as the file tools read them."""
-    found: list[Protection] = []
-    ordinary = _Ordinary(cwd)
-    for word in dict.fromkeys(analyse(command).words):
-        if (word.startswith("-") and "=" not in word) or not is_path_text(word):
-            continue
-        for candidate in _candidates(word):
-            if ordinary(candidate) or _GLOB & set(candidate):
-                continue
-            path = _expand(candidate, cwd)
-            if path is not None and (why := _store_why(path)) is not None:
-                found.append(Protection(path, f"names {shown(path, cwd)}: {why}", why=why))
-    return found
-
-
 def recursive_protections(command: str, cwd: Path) -> list[Protection]:
     """Folders a command reads whole (``grep -r x ~``, ``tar c .``) that hold dsh's
     keys (refused) or a secret store (asked): their files would be read unnamed."""
@@ -761,18 +776,26 @@ def recursive_protections(command: str, cwd: Path) -> list[Protection]:
     covered = [entry for entry in _covered(cwd) if entry.read]
     options = options_possible(command)
     for read in recursive_reads(analyse(command)):
-        for tokens in folder_forms(read.folder, cwd):
+        plain = plain_path(read.folder)  # most folders: compared as paths
+        named = _expand(plain, cwd) if plain is not None else None
+        if named is not None:
+            # A folder not there yet holds nothing to read (and has no link to follow).
+            paths = _forms(named, cwd) if os.path.lexists(named) else (named,)
+            forms: list[tuple[str, Tokens]] = [(os.fspath(f), ()) for f in paths]
+        else:
+            forms = [(pattern_text(t), t) for t in folder_forms(read.folder, cwd)]
+        folder = read.folder.replace("\\", "")
+        for text, tokens in forms:
             for entry in covered:
-                if could_match_any(tokens + UNDER, entry.patterns, options=options):
-                    folder = read.folder.replace("\\", "")
-                    reason = f"{read.program} reads all of {folder}, which holds {entry.shown}: "
+                if tokens:
+                    holds = could_match_any(tokens + UNDER, entry.patterns, options=options)
+                else:
+                    holds = entry.under(text)
+                if holds:
+                    said = f"{read.program} reads all of {folder}, which holds {entry.shown(cwd)}"
+                    reason = f"{said}: {entry.why}"
                     found.append(
-                        Protection(
-                            Path(pattern_text(tokens)),
-                            reason + entry.why,
-                            refused=entry.refused,
-                            why=entry.why,
-                        )
+                        Protection(Path(text), reason, refused=entry.refused, why=entry.why)
                     )
                     break
     return _unique(found)

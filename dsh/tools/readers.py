@@ -139,6 +139,12 @@ _READERS_BY_NAME = frozenset(
 )
 
 
+_WALKERS = frozenset(
+    {"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "ack-grep", "git", "cp", "scp"}
+    | {"rsync", "diff", "zip", "tar", "find"}
+)
+
+
 def _values(argv: tuple[Word, ...]) -> list[str | None]:
     """The words after the program, as patterns (a static word's pattern characters
     escaped; a glob or brace word as bash will match it); None when computed."""
@@ -286,9 +292,11 @@ def recursive_reads(analysis: Analysis) -> list[RecursiveRead]:
         if not argv or argv[0].value is None:
             continue
         name = base_name(argv[0].value)
-        words = _values(argv)
         if invocation.open_ended and name in _READERS_BY_NAME:
             open_ended.append(invocation)
+        if name not in _WALKERS:
+            continue
+        words = _values(argv)
         match name:
             case "grep" | "egrep" | "fgrep" | "zgrep":
                 found += _searches(name, words, _GREP_VALUES, always=False)
