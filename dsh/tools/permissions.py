@@ -415,21 +415,20 @@ def _could_cover(rule: Rule, tokens: Tokens, cwd: Path, *, options: bool) -> boo
 
 
 def _read_around(rule: Rule, command: str, workdir: Path, cwd: Path) -> Denial | None:
-    """A path rule against what a command's patterns could name (``cat .en?``: denied
-    when it matches a covered file now, asked when it could match one later) and, for
-    ``read(...)``, against the folders it reads whole (``grep -r x .``: asked when one
-    could hold a covered file, as its files are read unnamed)."""
+    """A path rule against what a command's patterns could name (``cat .en?``), and,
+    for ``read(...)``, against the folders it reads whole (``grep -r x .``): denied as
+    the plain spelling is, whether or not the covered file exists yet."""
     analysis = analyse(command)
     options = options_possible(command)
     for word in dict.fromkeys(analysis.patterns):
         said = word.replace("\\", "")
         for tokens in pattern_forms(word, workdir):
-            if not _could_cover(rule, tokens, cwd, options=options):
-                continue
+            if _could_cover(rule, tokens, cwd, options=options):
+                return Denial(rule, True, f"the pattern {said} could name a file it covers")
+            # What it matches now, links followed (lin? naming a link to the folder).
             matches = on_disk(tokens, hidden=options)
             if matches is None or any(rule.matches_path(m, cwd) for m in matches):
                 return Denial(rule, True, f"the pattern {said} names a file it covers")
-            return Denial(rule, False, f"the pattern {said} could name a file it covers")
     if rule.kind != "read":
         return None
     for read in recursive_reads(analysis):
@@ -437,7 +436,7 @@ def _read_around(rule: Rule, command: str, workdir: Path, cwd: Path) -> Denial |
             if _could_cover(rule, tokens + UNDER, cwd, options=True):
                 folder = read.folder.replace("\\", "")
                 why = f"{read.program} reads all of {folder}, which may hold files it covers"
-                return Denial(rule, False, why)
+                return Denial(rule, True, why)
     return None
 
 
@@ -492,7 +491,8 @@ def assess(
         return Assessment("deny", found[0].reason, grantable=False)
     denied = rules_deny(deny, tool, action, cwd)
     if denied is not None and denied.certain:
-        return Assessment("deny", f"denied by the rule {denied.rule}", by="rule")
+        said = f": {denied.why}" if denied.why else ""
+        return Assessment("deny", f"denied by the rule {denied.rule}{said}", by="rule")
     if denied is not None:
         reason = f"the deny rule {denied.rule} cannot be checked: {denied.why}"
         return Assessment(
