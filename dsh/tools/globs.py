@@ -410,10 +410,13 @@ def on_disk(pattern: Tokens, *, hidden: bool) -> list[Path] | None:
     None when it matches more than :data:`MAX_MATCHES`."""
     text = "".join(_python_glob(t) for t in pattern)
     found: list[Path] = []
-    for match in globbing.iglob(text, include_hidden=hidden):
-        found.append(Path(match))
-        if len(found) > MAX_MATCHES:
-            return None
+    try:
+        for match in globbing.iglob(text, include_hidden=hidden):
+            found.append(Path(match))
+            if len(found) > MAX_MATCHES:
+                return None
+    except (ValueError, UnicodeError):
+        return []  # a NUL or a lone surrogate: no file has such a name
     return found
 
 

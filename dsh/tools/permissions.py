@@ -81,6 +81,7 @@ from dsh.tools.protected import (
     Protection,
     command_protections,
     folder_forms,
+    is_path_text,
     named_paths,
     pattern_forms,
     read_protection,
@@ -421,6 +422,8 @@ def _read_around(rule: Rule, command: str, workdir: Path, cwd: Path) -> Denial |
     analysis = analyse(command)
     options = options_possible(command)
     for word in dict.fromkeys(analysis.patterns):
+        if not is_path_text(word):
+            continue
         said = word.replace("\\", "")
         for tokens in pattern_forms(word, workdir):
             if _could_cover(rule, tokens, cwd, options=options):
@@ -432,10 +435,15 @@ def _read_around(rule: Rule, command: str, workdir: Path, cwd: Path) -> Denial |
     if rule.kind != "read":
         return None
     for read in recursive_reads(analysis):
+        if not is_path_text(read.folder):
+            continue
         for tokens in folder_forms(read.folder, workdir):
             if _could_cover(rule, tokens + UNDER, cwd, options=True):
                 folder = read.folder.replace("\\", "")
-                why = f"{read.program} reads all of {folder}, which may hold files it covers"
+                why = (
+                    f"{read.program} reads all of {folder}, which may hold files it covers "
+                    "(the grep tool searches a folder and leaves them out)"
+                )
                 return Denial(rule, True, why)
     return None
 

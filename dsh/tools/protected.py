@@ -776,6 +776,8 @@ def recursive_protections(command: str, cwd: Path) -> list[Protection]:
     covered = [entry for entry in _covered(cwd) if entry.read]
     options = options_possible(command)
     for read in recursive_reads(analyse(command)):
+        if not is_path_text(read.folder):
+            continue
         plain = plain_path(read.folder)  # most folders: compared as paths
         named = _expand(plain, cwd) if plain is not None else None
         if named is not None:
