@@ -438,7 +438,7 @@ def _read_around(rule: Rule, command: str, workdir: Path, cwd: Path) -> Denial |
         if not is_path_text(read.folder):
             continue
         for tokens in folder_forms(read.folder, workdir):
-            if _could_cover(rule, tokens + UNDER, cwd, options=True):
+            if _could_cover(rule, tokens + UNDER, cwd, options=options):
                 folder = read.folder.replace("\\", "")
                 why = (
                     f"{read.program} reads all of {folder}, which may hold files it covers "

@@ -655,7 +655,7 @@ class _Covered:
 
     def under(self, folder: str) -> bool:
         """Whether this path lies under ``folder`` (absolute, normalised), or the
-        folder inside it."""
+        folder inside it (a name protected anywhere may lie under any folder)."""
         if self.path is None:
             return True
         text = os.fspath(self.path)
@@ -671,7 +671,7 @@ def _entry(base: Path, entry: str, why: str, **kind: bool) -> _Covered:
     return _Covered(patterns, path, "", folder, why, **kind)
 
 
-def _covered(cwd: Path) -> tuple[_Covered, ...]:
+def _covered() -> tuple[_Covered, ...]:
     """Every protected, refused and secret path, as patterns; refusals first."""
     return _covered_in(_homes(), _dsh_homes())
 
@@ -730,7 +730,7 @@ def pattern_protections(command: str, cwd: Path) -> list[Protection]:
         too_many = f"more than {MAX_PATTERNS} patterns, or one longer than any path"
         found.append(Protection(cwd, f"names {too_many}: too many to check", why=too_many))
     options = options_possible(command)
-    covered = _covered(cwd)
+    covered = _covered()
     for word in checked:
         said = word.replace("\\", "")
         for tokens in pattern_forms(word, cwd):
@@ -773,7 +773,7 @@ def recursive_protections(command: str, cwd: Path) -> list[Protection]:
     """Folders a command reads whole (``grep -r x ~``, ``tar c .``) that hold dsh's
     keys (refused) or a secret store (asked): their files would be read unnamed."""
     found: list[Protection] = []
-    covered = [entry for entry in _covered(cwd) if entry.read]
+    covered = [entry for entry in _covered() if entry.read]
     options = options_possible(command)
     for read in recursive_reads(analyse(command)):
         if not is_path_text(read.folder):
