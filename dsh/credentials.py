@@ -4,7 +4,8 @@ Configuration holds a :data:`CredentialRef`, the name of an environment variable
 as ``DEEPSEEK_API_KEY``, never the value. :meth:`CredentialStore.resolve` looks the
 name up afresh for every operation, in four layers, the first non-empty value winning:
 
-1. the process environment (never written);
+1. the process environment (never written), as dsh started with it: the secrets
+   :mod:`dsh.held_secrets` took out of it at start are read from there;
 2. ``$DSH_HOME/credentials.json``, a 0600 JSON object of name → value, which
    :meth:`~CredentialStore.set` and :meth:`~CredentialStore.unset` maintain;
 3. ``<cwd>/.env``;
@@ -33,6 +34,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import AfterValidator
 
+from dsh import held_secrets
 from dsh.paths import CREDENTIALS_FILE, PRIVATE_FILE, dsh_home, private_dir, private_lock
 from dsh.regular_files import read_regular_file
 
@@ -289,8 +291,9 @@ class CredentialStore:
 
     def environ(self) -> Mapping[str, str]:
         # os.environ looked up at each call, not bound at construction, so a test's
-        # monkeypatching or a late os.environ assignment is seen.
-        return os.environ if self._environ is None else self._environ
+        # monkeypatching or a late os.environ assignment is seen; beneath it, what
+        # dsh took out of its environment at start (dsh.held_secrets).
+        return held_secrets.environment() if self._environ is None else self._environ
 
     # --- reading ----------------------------------------------------------------
 
@@ -547,7 +550,7 @@ def key_reader(store: CredentialStore | None, ref: str) -> Callable[[], str | No
 
     def read() -> str | None:
         if store is None:
-            return os.environ.get(ref) or None
+            return held_secrets.value_of(ref)
         found = store.resolve(ref)
         if found is None and (unread := store.withheld(ref)) is not None:
             raise CredentialError(

@@ -35,6 +35,7 @@ from dsh.settings_tables import PermissionsTable
 from dsh.tools import ToolService
 from dsh.tools.approval import ApprovalService
 from dsh.tools.files import DiskFiles
+from dsh.tools.git_config import user_git_config
 from dsh.tools.permissions import PermissionMode, Rule, RuleError
 from dsh.tools.questions import QuestionService
 from dsh.tools.spill import SpillStore
@@ -115,8 +116,10 @@ async def start_runtime(
     root.provide(COMMANDS, CommandService())  # each context gets its own view
     root.provide(WORKSPACE_FILES, DiskFiles())  # a front end may stand in for an agent
     # What an earlier dsh that died left running (if its watchdog died with it) ends
-    # now, before anything here starts children of its own.
-    await asyncio.to_thread(sweep, data)
+    # now, before anything here starts children of its own; the user's own git
+    # settings, which every child's git environment carries, are read meanwhile
+    # (once, in a thread: a child's environment is built on the loop).
+    await asyncio.gather(asyncio.to_thread(sweep, data), asyncio.to_thread(user_git_config))
     host = PluginHost(root)
     await host.load(
         discover(settings.plugin_modules()) if candidates is None else candidates,

@@ -411,6 +411,12 @@ def _tui_model() -> Any:
     return TuiTable
 
 
+def _environment_model() -> Any:
+    from dsh.settings_tables import EnvironmentTable
+
+    return EnvironmentTable
+
+
 def _storage_model() -> Any:
     from dsh.settings_tables import StorageTable
 
@@ -424,4 +430,5 @@ CORE_TABLES = {
     "permissions": _permissions_model,
     "tui": _tui_model,
     "storage": _storage_model,
+    "environment": _environment_model,
 }

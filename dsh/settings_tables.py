@@ -8,9 +8,9 @@ are checked before the runtime is built, by a module the runtime is built on."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, PositiveInt, StringConstraints
 
 from dsh.permission_modes import PermissionMode
 from dsh.settings_tui import TuiTable as TuiTable
@@ -52,3 +52,19 @@ class StorageTable(BaseModel):
     backend: Backend = "jsonl"
     """``jsonl`` (a file per session) or ``sqlite`` (one database); either way under
     ``$DSH_HOME``, indexed in the same catalog."""
+
+
+VariableName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class EnvironmentTable(BaseModel):
+    """``[environment]``: what the programs dsh starts get of the user's environment.
+    Variables that look like secrets are taken out of dsh's own environment at start
+    and given to no child (:mod:`dsh.held_secrets`); ``passthrough`` names those the
+    user hands on anyway (``GH_TOKEN`` for ``gh``): to commands, terminals and the
+    user's own hooks. Read from the user's own layers only: a project, even trusted,
+    cannot pass the user's secrets on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passthrough: list[VariableName] = []

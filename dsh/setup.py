@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dsh import held_secrets
 from dsh.credentials import CredentialStore, Secret, check_ref
 from dsh.kernel import Candidate, discover
 from dsh.llm import GenerateOptions, LlmAdapter, LlmError, user_text
@@ -234,7 +234,7 @@ async def check_connection(
         return str(error)
     key = choice.key.reveal() if choice.key is not None else None
     if key is None and choice.key_env:
-        key = os.environ.get(choice.key_env) or None
+        key = held_secrets.value_of(choice.key_env)
         if key is None:
             return f"{choice.key_env} is not set in this environment"
     try:

@@ -15,6 +15,7 @@ from dsh.llm import LlmService
 from dsh.prompt import PromptService
 from dsh.services import WORKSPACE_FILES
 from dsh.session import Session, SessionStore
+from dsh.session.events import SessionMoved
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService
 
@@ -90,13 +91,15 @@ class AgentService:
         session_id: str,
         options: AgentOptions | None = None,
         *,
+        cwd: Path | None = None,
         setup: Setup | None = None,
         wait: bool = False,
     ) -> Agent:
-        """An agent continuing a stored session (by id or unique prefix). Its provider
-        and model are the session's last ones unless ``options`` says otherwise. Raises
-        :class:`~dsh.session.SessionBusyError` when another process writes the
-        session, or with ``wait`` waits until it lets the session go."""
+        """An agent continuing a stored session (by id or unique prefix), working in
+        ``cwd`` (None: the process's working directory), never in the folder its log
+        names. Its provider and model are the session's last ones unless ``options``
+        says otherwise. Raises :class:`~dsh.session.SessionBusyError` when another
+        process writes the session, or with ``wait`` waits until it lets the session go."""
         session = await self._sessions.open(session_id, wait=wait)
         opened_at = len(session.events)
         approvals = self.services.tools.approvals
@@ -104,22 +107,38 @@ class AgentService:
             # At once, not at the first tool call: the person hears of grants that no
             # longer hold when the session opens, even if no tool is ever called.
             approvals.restore(session)
-        return await self._continue(session, options, setup, opened_at)
+        return await self._continue(session, options, setup, opened_at, cwd)
 
     async def fork(
-        self, session_id: str, options: AgentOptions | None = None, *, setup: Setup | None = None
+        self,
+        session_id: str,
+        options: AgentOptions | None = None,
+        *,
+        cwd: Path | None = None,
+        setup: Setup | None = None,
     ) -> Agent:
         """An agent on a new session that continues a stored one (by id or unique
-        prefix) from its last finished turn; the stored one is only read, so this works
-        while another process writes it."""
-        session = await self._sessions.fork(session_id)
-        return await self._continue(session, options, setup, len(session.events))
+        prefix) from its last finished turn, working in ``cwd`` as :meth:`resume`
+        does; the stored one is only read, so this works while another process
+        writes it."""
+        cwd = (cwd or Path.cwd()).resolve()
+        session = await self._sessions.fork(session_id, cwd=str(cwd))
+        # What the fork logged after the copied events (session/moved) is news: shown.
+        opened_at = session.header.seed_length or len(session.events)
+        return await self._continue(session, options, setup, opened_at, cwd)
 
     async def _continue(
-        self, session: Session, options: AgentOptions | None, setup: Setup | None, opened_at: int
+        self,
+        session: Session,
+        options: AgentOptions | None,
+        setup: Setup | None,
+        opened_at: int,
+        cwd: Path | None,
     ) -> Agent:
         """An agent on a session that already holds a conversation: with the session's
-        last provider and model unless ``options`` says otherwise."""
+        last provider and model unless ``options`` says otherwise. It works in ``cwd``:
+        a log is a file anyone can write or import, so the folder its header names
+        decides nothing (that folder, when another, is said in ``session/moved``)."""
         if options is None:
             header = session.request_header()
             options = self.defaults
@@ -127,7 +146,10 @@ class AgentService:
                 options = options.model_copy(
                     update={"provider": header.config.provider, "model": header.config.model}
                 )
-        cwd = Path(session.header.cwd) if session.header.cwd else Path.cwd()
+        cwd = (cwd or Path.cwd()).resolve()
+        stored = session.header.cwd
+        if stored is not None and stored != str(cwd):
+            session.append("session/moved", SessionMoved(stored=stored, cwd=str(cwd)))
         agent = await self._start(session, options, cwd, "resume", setup, opened_at)
         agent.inbox.restore(session.events)
         return agent

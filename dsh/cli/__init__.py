@@ -153,7 +153,11 @@ def build_command_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from dsh.control_chars import VisibleStream
+    from dsh.held_secrets import hold
 
+    # First of all: the keys leave the environment (and /proc/<pid>/environ) before
+    # anything can start a child or a thread that would copy them.
+    hold()
     # Every note on stderr, whoever writes it and whatever it quotes (a file name the
     # model chose, a line of a stored log), shows control characters as pictures.
     sys.stderr = VisibleStream.around(sys.stderr)

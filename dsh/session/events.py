@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -384,6 +385,24 @@ class GrantsIgnored(Frozen):
         )
 
 
+class SessionMoved(Frozen):
+    """Logged when a session is resumed (or forked) in another folder than the one its
+    log names: the agent works where it was resumed, since a log, imported or edited,
+    is text anyone can write (``--cwd`` chooses the folder)."""
+
+    stored: str
+    """The folder the log's header names."""
+    cwd: str
+    """Where the agent works now."""
+
+    def notice(self) -> str:
+        """What to tell the person (every front end says the same)."""
+        return (
+            f"this session was made in {self.stored}; working in {self.cwd} "
+            f"(resume it with --cwd {shlex.quote(self.stored)} to work there)"
+        )
+
+
 class ModelRenamed(Frozen):
     """Logged once per session, at the first request for a model id its provider now
     serves (and dsh sends) under another id: a legacy id mapped to its successor."""
@@ -612,6 +631,7 @@ _core_event("approval/requested", ApprovalRequested)
 _core_event("approval/resolved", ApprovalResolved)
 _core_event("approval/grants-ignored", GrantsIgnored)
 _core_event("model/renamed", ModelRenamed)
+_core_event("session/moved", SessionMoved)
 _core_event("command/run", CommandRun)
 _core_event("command/done", CommandDone)
 _core_event("inbox/enqueued", InboxEnqueued)

@@ -27,7 +27,7 @@ from dsh.bulk import collector_paused
 from dsh.llm import SessionId, new_session_id
 from dsh.session.blobs import Blobs, is_digest
 from dsh.session.catalog import Catalog, CatalogEntry, stored_events
-from dsh.session.events import SessionEvent
+from dsh.session.events import SessionEvent, SessionMoved
 from dsh.session.header import SessionHeader
 from dsh.session.jsonl import JsonlPersistence
 from dsh.session.lock import SessionLocks
@@ -241,10 +241,13 @@ class SessionStore:
         self._attach(session, stored=len(loaded.events))
         return session
 
-    async def fork(self, source_id: str, at_seq: int | None = None) -> Session:
+    async def fork(
+        self, source_id: str, at_seq: int | None = None, *, cwd: str | None = None
+    ) -> Session:
         """A new session continuing from ``source_id``'s events up to ``at_seq`` (by
-        default its last finished turn: another process may be in the middle of one).
-        The source is only read."""
+        default its last finished turn: another process may be in the middle of one),
+        in ``cwd`` (None: the source's folder; when another, ``session/moved`` says
+        which the source's was). The source is only read."""
         resolved = await self.resolve(source_id)
         loaded = await self.persistence.inspect(resolved)
         events = loaded.events
@@ -265,8 +268,14 @@ class SessionStore:
                 f"seq {boundary} is inside an unfinished turn; fork at or after its turn/end"
             )
         forked = await self.create(
-            loaded.header.cwd, model=loaded.header.model, seed=seed, parent=resolved, origin="fork"
+            cwd if cwd is not None else loaded.header.cwd,
+            model=loaded.header.model,
+            seed=seed,
+            parent=resolved,
+            origin="fork",
         )
+        if cwd is not None and loaded.header.cwd is not None and loaded.header.cwd != cwd:
+            forked.append("session/moved", SessionMoved(stored=loaded.header.cwd, cwd=cwd))
         # The copied events refer to blobs by digest; the fork gets its own copies.
         source = self.persistence.blob_dir(loaded.header)
         target = self.persistence.blob_dir(forked.header)

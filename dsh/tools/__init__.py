@@ -15,7 +15,12 @@ from dsh.tools.definition import (
     ToolKind,
     ToolOutput,
 )
-from dsh.tools.environment import child_environment, scrubbed
+from dsh.tools.environment import (
+    child_environment,
+    scrubbed,
+    user_passthrough,
+    with_safe_git,
+)
 from dsh.tools.permissions import MODES, PermissionMode, Rule, RuleError, parse_rules
 from dsh.tools.presentation import (
     AgentView,
@@ -87,4 +92,6 @@ __all__ = [
     "parse_arguments",
     "parse_rules",
     "scrubbed",
+    "user_passthrough",
+    "with_safe_git",
 ]

@@ -1,27 +1,59 @@
 """The environment a child process gets: ours, minus what looks like a credential.
 
 Anything a tool starts (a shell command, a terminal, a language server) can print its
-environment into the transcript and from there to a provider, so names that look like
-secrets are dropped, and so is dsh's own ``DSH_*`` configuration. Names the user lists
-in ``passthrough`` (``GH_TOKEN`` for ``gh``) are kept.
+environment into the transcript and from there to a provider, so variables that look
+like secrets (:func:`dsh.held_secrets.looks_secret`: by name, ``*_TOKEN``,
+``*_PAT``, ``*_PWD``, ``*_DSN``..., or an address holding a password) are dropped, and
+so is dsh's own ``DSH_*`` configuration. dsh took such variables out of its own
+environment at start (:mod:`dsh.held_secrets`); names the user lists in
+``passthrough`` (``GH_TOKEN`` for ``gh``) are handed back from there.
+
+Every child also gets the git settings of :mod:`dsh.tools.git_config`, under which
+no git it runs obeys a program a repository's files name.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING
 
-SECRET_NAME = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
+from dsh.held_secrets import looks_secret, passed_through
+from dsh.tools.git_config import git_environment_overrides, without_exported
+
+if TYPE_CHECKING:
+    from dsh.settings import Settings
 
 
-def scrubbed(name: str) -> bool:
+def scrubbed(name: str, value: str = "") -> bool:
     """Whether a variable is withheld from child processes."""
-    return bool(SECRET_NAME.search(name)) or name.startswith("DSH_")
+    return looks_secret(name, value) or name.startswith("DSH_")
 
 
 def child_environment(
     base: Mapping[str, str], *, passthrough: Collection[str] = ()
 ) -> dict[str, str]:
-    return {
-        name: value for name, value in base.items() if name in passthrough or not scrubbed(name)
+    env = {
+        name: value
+        for name, value in base.items()
+        if name in passthrough or not scrubbed(name, value)
     }
+    env.update(passed_through(name for name in passthrough if name not in env))
+    return with_safe_git(env)
+
+
+def user_passthrough(settings: Settings | None) -> tuple[str, ...]:
+    """``[environment] passthrough`` as the user's own layers set it (their settings
+    file, the environment; checked when settings load): a project, trusted or not,
+    cannot hand the user's secrets to the programs tools start."""
+    if settings is None:
+        return ()
+    names = settings.own_section("environment").get("passthrough", ())
+    if not isinstance(names, list | tuple):
+        return ()
+    return tuple(name for name in names if isinstance(name, str))
+
+
+def with_safe_git(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the git settings every child runs under (its own exported
+    ``GIT_CONFIG_COUNT`` entries kept, after dsh's)."""
+    return {**without_exported(env), **git_environment_overrides(env)}

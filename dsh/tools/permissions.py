@@ -66,6 +66,7 @@ from typing import Literal
 from dsh.permission_modes import MODES as MODES
 from dsh.permission_modes import PermissionMode as PermissionMode
 from dsh.tools.definition import Action, ToolDefinition
+from dsh.tools.git_config import repository_programs
 from dsh.tools.globs import (
     UNDER,
     Tokens,
@@ -313,6 +314,8 @@ def rules_cover(rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd
     relevant = [rule for rule in rules if rule.applies(tool, action)]
     if not relevant or action.unchecked is not None:
         return False
+    if action.command is not None and git_elsewhere(action, cwd) is not None:
+        return False
     if action.command is not None:
         commands = [rule for rule in relevant if _about_commands(rule)]
         return commands_covered(commands, analyse(action.command))
@@ -536,7 +539,7 @@ def assess(
         return Assessment("allow", "an allow rule in settings", by="rule")
     if mode != "read-only" and rules_cover(granted, tool, action, cwd):
         return Assessment("allow", "allowed for this session", by="rule")
-    unchecked = _unchecked(action)
+    unchecked = _unchecked(action, cwd)
     if unchecked is not None:
         return Assessment(
             "ask",
@@ -547,14 +550,61 @@ def assess(
     return Assessment("ask", f"{action.risk} needs approval", grantable=mode != "read-only")
 
 
-def _unchecked(action: Action) -> str | None:
+def _unchecked(action: Action, cwd: Path) -> str | None:
     if action.unchecked is not None:
         return action.unchecked
     if action.command is not None:
         analysis = analyse(action.command)
         if analysis.unchecked:
             return analysis.unchecked[0]
+        return git_elsewhere(action, cwd)
     return None
+
+
+def git_elsewhere(action: Action, cwd: Path) -> str | None:
+    """Why the git a command runs may obey programs no rule saw, or None: it runs
+    outside the project, or in a repository whose own config names programs under
+    names of its choosing (a filter or diff driver, an alias, an include), which no
+    setting of :mod:`dsh.tools.git_config` can override by name."""
+    if action.command is None:
+        return None
+    analysis = analyse(action.command)
+    programs = analysis.programs
+    if programs is not None and "git" not in programs:
+        return None
+    where = action.workdir or cwd
+    folders = _folders_entered(analysis, where)
+    if isinstance(folders, str):
+        return folders
+    for folder in (where, *folders):
+        if not inside(folder, cwd):
+            return f"git runs outside the project, in {folder}"
+        found = repository_programs(folder)
+        if found is not None:
+            return found
+    return None
+
+
+def _folders_entered(analysis: Analysis, where: Path) -> list[Path] | str:
+    """The folders a command's ``cd``/``pushd`` go to (each from ``where`` and from
+    the one before), or why they cannot be told."""
+    folders: list[Path] = []
+    current = where
+    for invocation in analysis.invocations:
+        argv = invocation.argv
+        if not argv or argv[0].value not in ("cd", "pushd"):
+            continue
+        words = [word.value for word in argv[1:]]
+        if any(word is None for word in words):
+            return "git after a cd to a folder computed at run time"
+        targets = [w for w in words if w is not None and (w == "-" or not w.startswith("-"))]
+        target = targets[0] if targets else "~"
+        if target == "-" or target.startswith("+") or (argv[0].value == "pushd" and not targets):
+            return "git after a cd to a folder from the directory stack"
+        path = Path(target).expanduser()
+        current = Path(os.path.realpath(current / path))
+        folders += [current, Path(os.path.realpath(where / path))]
+    return folders
 
 
 # ----------------------------------------------------------------- session grants

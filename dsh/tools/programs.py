@@ -188,7 +188,17 @@ def _env(values: list[str | None], found: Unwrapped) -> int | None:
         if any(v is not None and v.startswith(("-S", "--split-string")) for v in values):
             found.fail("env -S splits a string into a command")
         return -1
+    if any(
+        v is not None and (v.startswith("--chdir") or (v[:2] != "--" and "C" in v[1:]))
+        for v in values[1:i]
+        if v is not None and v.startswith("-")
+    ):
+        # git there reads whatever repository that folder holds.
+        found.fail("env -C runs the command in another folder", hides=False)
     while i < len(values) and values[i] is not None and "=" in (values[i] or "")[1:]:
+        name = (values[i] or "").split("=", 1)[0]
+        if name.startswith("GIT_"):
+            found.fail(f"env sets {name}, which changes what git reads or runs", hides=False)
         i += 1
     return i
 
@@ -401,6 +411,13 @@ _GIT_GLOBAL_FLAGS = (
     "--man-path",
     "--info-path",
 )
+_GIT_ELSEWHERE = {
+    "-C": "runs git in another folder, on the repository found there",
+    "--git-dir": "names the repository git reads",
+    "--work-tree": "names the work tree git reads",
+    "--bare": "makes the folder it runs in a repository",
+}
+"""Global options choosing the repository: never vouched for by a rule."""
 _GIT_SAFE_KEYS = (
     r"(color|advice|column|i18n|user|author|committer|status|log|format|pretty|init|help"
     r"|gc|pack|fetch\.prune|pull\.rebase|pull\.ff|push\.default|merge\.conflictstyle"
@@ -440,6 +457,11 @@ def _git(argv: tuple[Word, ...], found: Unwrapped) -> tuple[Word, ...]:
         if not value.startswith("-"):
             break
         name, _, attached = value.partition("=")
+        if name in _GIT_ELSEWHERE:
+            # Another repository than the project's, whose config may name programs
+            # (a bare-shaped folder a project ships): git's own safe.bareRepository
+            # lets an explicit one through.
+            found.fail(f"git {name} {_GIT_ELSEWHERE[name]}", hides=False)
         if name in _GIT_GLOBAL_FLAGS:
             i += 1
             continue
@@ -495,6 +517,13 @@ def _find(argv: tuple[Word, ...], found: Unwrapped) -> None:
             end = i + 1
             while end < len(values) and values[end] not in (";", "+"):
                 end += 1
+            if value in ("-execdir", "-okdir") and i + 1 < end:
+                runs = program_name(argv[i + 1])
+                if runs is None or runs == "git" or runs in WRAPPERS or runs in SHELLS:
+                    # In every folder found: git there reads that folder's repository.
+                    found.fail(
+                        f"find {value} runs {runs or 'a program'} in every folder", hides=False
+                    )
             if i + 1 < len(argv) and end > i + 1:
                 found.nested.append(argv[i + 1 : end])
             else:

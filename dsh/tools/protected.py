@@ -11,7 +11,10 @@ Three lists, each checked against a path as named and with symlinks followed:
   approval: any ``.git`` folder (``core.fsmonitor`` in its ``config`` runs on the next
   ``git status``; hooks run on commit) and a worktree's ``.git`` file, a project's
   ``.dsh`` folder and all of ``$DSH_HOME`` (settings can set the permission mode),
-  shell start-up files, ``~/.ssh``, git's user settings, login autostarts. Always
+  shell start-up files, ``~/.ssh``, git's user settings, login autostarts, the
+  start-up files of other programs (:data:`STARTUP_WRITES`: ``~/.local/bin``, editor,
+  package manager and interpreter settings) and python's start-up files in any
+  ``site-packages`` (``*.pth``, ``sitecustomize``, ``usercustomize``). Always
   asked, even in accept-edits; never granted for the session nor covered by an allow
   rule. Bypass allows them.
 - **Secret stores** in the home folder (``~/.ssh``, ``~/.aws``, ``~/.netrc``...):
@@ -69,11 +72,135 @@ REFUSED_FILES: dict[str, str] = {
 }
 """The files of ``$DSH_HOME`` no tool touches, and why."""
 
+PROC = Path("/proc")
+PROC_OWN = f"dsh's own process: its memory and environment hold your keys: {_NEVER}"
+PROC_ENVIRON = f"a process's environment, which can hold your keys: {_NEVER}"
+PROC_UNKNOWN = (
+    f"a file of /proc that cannot be told from dsh's own process or a process's "
+    f"environment, which can hold your keys: {_NEVER}"
+)
+_PROC_SELF = frozenset({"self", "thread-self"})
+_PROC_SAMPLES = tuple(
+    Path(p)
+    for p in (
+        "/proc/1/environ",
+        "/proc/self/environ",
+        "/proc/thread-self/environ",
+        "/proc/1/task/1/environ",
+    )
+)
+"""What a glob word is tried against: it could name a process's environment."""
+_PROC_TEXT = re.compile(r"(?<![\w.-])/?proc(?![\w.-])")
+"""``/proc`` or ``proc`` as a word of its own (``cd / && cd proc``), not a part of a
+name (``PWNED_proc-x``)."""
+_ENVIRON_TEXT = re.compile(r"(?<![\w.-])environ(?![\w.-])")
+_PROC_COMPUTED_TEXT = re.compile(r"/proc/+[$`*?\[]")
+"""A process chosen at run time (``/proc/$(pgrep dsh)/``, ``/proc/*/``): it may be dsh."""
+_PROC_OWN_TEXT = re.compile(
+    r"/proc/+(?:self|thread-self|\$\$|\$\{?(?:PPID|BASHPID)\}?|\$\{\$\})(?![\w-])"
+)
+
 GIT_RUNS = "this file can make git run programs"
 GIT_DATA = "git's own folder: a change there can make git run programs or lose history"
 DSH_SETTINGS = "dsh's own settings: they can change what runs without asking"
 DSH_HOME_WHY = "dsh's own folder: its settings can change what runs without asking"
 SHELL_STARTUP = "this file runs in every new shell"
+
+_PYTHON_STARTS = "python runs it when it starts"
+_PATH_FOLDER = "a program here runs in place of the one you name (it is early in $PATH)"
+_EDITOR_STARTS = "your editor runs it when it starts"
+_FETCHES = "it decides where packages are fetched from and what installs run"
+STARTUP_WRITES: dict[str, str] = {
+    **dict.fromkeys((".local/bin/", "bin/", ".cargo/bin/", "go/bin/"), _PATH_FOLDER),
+    **dict.fromkeys(
+        (".pythonrc", ".pythonrc.py", ".pythonstartup", ".config/python/", ".ipython/"),
+        _PYTHON_STARTS,
+    ),
+    ".jupyter/": "jupyter runs its configuration files as Python",
+    **dict.fromkeys(
+        (
+            ".config/pip/",
+            ".pip/",
+            ".pydistutils.cfg",
+            ".condarc",
+            ".npmrc",
+            ".yarnrc",
+            ".yarnrc.yml",
+            ".config/yarn/",
+            ".gemrc",
+            ".cargo/config",
+            ".cargo/config.toml",
+            ".config/go/",
+        ),
+        _FETCHES,
+    ),
+    ".pypirc": "it names where and as whom your packages are published",
+    **dict.fromkeys((".irbrc", ".pryrc", ".Rprofile"), "the interpreter runs it when it starts"),
+    **dict.fromkeys(
+        (
+            ".vimrc",
+            ".gvimrc",
+            ".exrc",
+            ".vim/",
+            ".config/nvim/",
+            ".emacs",
+            ".emacs.el",
+            ".emacs.d/",
+            ".config/emacs/",
+            ".nanorc",
+            ".config/nano/",
+            ".config/Code/User/settings.json",
+            ".config/Code/User/tasks.json",
+            ".config/Code/User/keybindings.json",
+            ".config/VSCodium/User/settings.json",
+            ".config/VSCodium/User/tasks.json",
+        ),
+        _EDITOR_STARTS,
+    ),
+    ".config/direnv/": "direnv runs it in every folder you enter",
+    ".inputrc": "it can bind keys to commands in every shell",
+    **dict.fromkeys(
+        (".tmux.conf", ".config/tmux/", ".screenrc"), "it can run programs when a terminal starts"
+    ),
+    **dict.fromkeys(
+        (".curlrc", ".wgetrc"), "it changes where and how every download goes, and what it writes"
+    ),
+    ".docker/config.json": "it names programs docker runs for logins",
+    ".config/containers/": "it names programs podman runs",
+    **dict.fromkeys(
+        (".mailcap", ".config/mimeapps.list", ".local/share/applications/"),
+        "it decides which program opens a file",
+    ),
+    **dict.fromkeys(
+        (".gdbinit", ".config/gdb/", ".lldbinit", ".psqlrc", ".sqliterc", ".my.cnf"),
+        "the program runs the commands in it when it starts",
+    ),
+}
+"""Start-up files of other programs in the home folder (a write asks, as for
+:data:`HOME_WRITES`): each makes a program run code, or fetch it, the next time it
+starts. docs/security.md lists them with why."""
+
+SITE_FOLDERS = frozenset({"site-packages", "dist-packages"})
+SITE_STARTS = "python runs it at every start (a start-up file of site-packages)"
+SITE_FOLDER = "python runs the *.pth and sitecustomize files put here at every start"
+
+
+def _site_startup(path: PurePosixPath | Path) -> str | None:
+    """Why ``path`` matters when it is a site-packages folder itself (a copy into it
+    can name any file) or what python runs from one at every start: ``*.pth``,
+    ``sitecustomize``, ``usercustomize`` (a module, a compiled one or a package), in
+    any environment."""
+    parts = path.parts
+    for index, part in enumerate(parts):
+        if part not in SITE_FOLDERS:
+            continue
+        if index == len(parts) - 1:
+            return SITE_FOLDER
+        name = parts[index + 1]
+        if name.endswith(".pth") or name.split(".", 1)[0] in ("sitecustomize", "usercustomize"):
+            return SITE_STARTS
+    return None
+
 
 # Relative to the home folder; a trailing "/" means the folder and all in it.
 HOME_WRITES: dict[str, str] = {
@@ -113,6 +240,7 @@ HOME_WRITES: dict[str, str] = {
     "when you connect",
     ".gitconfig": "git's settings for all your projects: they can make git run programs",
     ".config/git/": "git's settings for all your projects: they can make git run programs",
+    **STARTUP_WRITES,
 }
 """Files in the home folder a write must ask for, and why."""
 
@@ -227,6 +355,22 @@ def _refused_why(path: Path) -> str | None:
     return None
 
 
+def _proc_why(path: Path, *, named: bool = True) -> str | None:
+    """Why ``path`` (absolute, normalised) is refused as a process's secrets: any
+    process's ``environ`` (its tasks' too), and everything of dsh's own process as
+    named. Followed from another name (``named`` False), only an ``environ``: here
+    ``/dev/stdin`` leads to dsh's own descriptors, while the command or tool that
+    opens it reads its own."""
+    parts = path.parts
+    if len(parts) < 3 or parts[1] != "proc" or parts[0] != "/":
+        return None
+    if named and (parts[2] in _PROC_SELF or parts[2] == str(os.getpid())):
+        return PROC_OWN
+    if "environ" in parts[3:]:
+        return PROC_ENVIRON
+    return None
+
+
 def refused_paths() -> list[Path]:
     """Every form (named, real) of every refused file, whether it exists or not."""
     return [home / name for home in _dsh_homes() for name in REFUSED_FILES]
@@ -241,11 +385,42 @@ def _write_why(path: Path) -> str | None:
         if not rest or rest[-1] == "config" or "hooks" in rest or rest[0] == "info":
             return GIT_RUNS
         return GIT_DATA
+    if (why := _git_dir_why(path)) is not None:
+        return why
     if any(_under(path, home) is not None for home in _dsh_homes()):
         return DSH_HOME_WHY
     if PROJECT_DIR in parts:
         return DSH_SETTINGS
-    return _in_home(path, HOME_WRITES)
+    return _site_startup(path) or _in_home(path, HOME_WRITES)
+
+
+GIT_SHAPED = "a folder git takes for a repository: its files can make git run programs"
+GIT_MAKES = "this file can make a folder a git repository, whose config can make git run programs"
+_GIT_MARKERS = frozenset({"HEAD", "commondir"})
+"""A git directory is a folder with a ``HEAD`` beside ``objects/`` and ``refs/`` (or a
+``commondir`` naming where those are)."""
+
+
+def _git_dir_why(path: Path) -> str | None:
+    """Why ``path`` is git's data though no ``.git`` names it: it is in a folder git
+    would take for a repository (a bare one a project ships), or it is the file that
+    would make its folder one. Protected like ``.git/``, so that no write plants a
+    repository whose config the user's own git obeys later."""
+    if path.name in _GIT_MARKERS:
+        return GIT_MAKES
+    for folder in (path, *path.parents):
+        if _is_git_dir(folder):
+            return GIT_SHAPED
+    return None
+
+
+def _is_git_dir(folder: Path) -> bool:
+    try:
+        if not (folder / "HEAD").is_file():
+            return (folder / "commondir").is_file()
+        return (folder / "objects").is_dir() and (folder / "refs").is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def _secret_store_why(path: Path) -> str | None:
@@ -283,7 +458,7 @@ def refusal(path: Path | str, cwd: Path, verb: str = "reads") -> Protection | No
     through a symlink, or as a hard link), else None."""
     forms = _forms(path, cwd)
     for form in forms:
-        why = _refused_why(form)
+        why = _refused_why(form) or _proc_why(form, named=form is forms[0])
         if why is not None:
             return Protection(form, f"{verb} {shown(form, cwd)}: {why}", refused=True, why=why)
     same = _same_file(forms[-1])
@@ -344,7 +519,9 @@ class SecretFilter:
                     stores.append(store)
         self._stores = stores
         self._anywhere = root is None or any(
-            _under(secret, r) is not None for secret in (*self._refused, *stores) for r in roots
+            _under(secret, r) is not None
+            for secret in (*self._refused, *stores, PROC)
+            for r in roots
         )
         self._folders: dict[str, Path] = {}
         self.skipped = 0
@@ -364,7 +541,11 @@ class SecretFilter:
         if real_folder is None:
             real_folder = self._folders[folder] = Path(os.path.realpath(folder))
         for form in (path, real_folder / path.name):
-            if form in self._refused or any(_under(form, s) is not None for s in self._stores):
+            if (
+                form in self._refused
+                or any(_under(form, s) is not None for s in self._stores)
+                or _proc_why(form) is not None
+            ):
                 self.skipped += 1
                 return True
         return False
@@ -513,9 +694,45 @@ def command_protections(command: str, cwd: Path) -> list[Protection]:
             if protection is not None:
                 found.append(protection)
     found.extend(_refused_name(path, cwd) for path in _mentions_refused(command))
+    found.extend(_mentions_proc(command, words, cwd))
     found += pattern_protections(command, cwd)
     found += recursive_protections(command, cwd)
     return _unique(found)
+
+
+def _mentions_proc(command: str, words: list[str], cwd: Path) -> list[Protection]:
+    """Refusals for a command that could read a process's environment or dsh's own
+    process through ``/proc``: by a spelling its static words hide (``/proc/$PPID``,
+    ``/proc/$$``, ``cd /proc/1 && cat environ``, a glob such as ``/pro?/*/envir*``),
+    not only by a path the words name outright (:func:`refusal` sees those)."""
+    texts = [command, " ".join(words)]
+    # A glob may spell "proc" (`/pr?c/1/environ`): those are tried below.
+    if not any(_PROC_TEXT.search(t) for t in texts) and not any(_GLOB & set(w) for w in words):
+        return []
+    found: list[Protection] = []
+    where = PROC / "<pid>"
+    if any(_PROC_OWN_TEXT.search(text) for text in texts):
+        found.append(Protection(where, f"names /proc: {PROC_OWN}", True, PROC_OWN))
+    elif any(_PROC_TEXT.search(t) and _ENVIRON_TEXT.search(t) for t in texts):
+        why = PROC_ENVIRON
+        found.append(Protection(where, f"names /proc: {why}", True, why))
+    elif _PROC_COMPUTED_TEXT.search(command):
+        found.append(Protection(where, f"names /proc: {PROC_UNKNOWN}", True, PROC_UNKNOWN))
+    for word in words:
+        for candidate in _candidates(word):
+            if _GLOB & set(candidate):
+                path = _expand(candidate, cwd)
+                if path is not None and any(_glob_matches(path, s) for s in _PROC_SAMPLES):
+                    why = PROC_ENVIRON
+                    found.append(
+                        Protection(path, f"names {candidate}: {why}", refused=True, why=why)
+                    )
+            elif "$" in candidate and _PROC_TEXT.search(candidate):
+                path = PROC / "<pid>"
+                found.append(
+                    Protection(path, f"names {candidate}: {PROC_UNKNOWN}", True, PROC_UNKNOWN)
+                )
+    return found
 
 
 class _Ordinary:
@@ -538,6 +755,10 @@ class _Ordinary:
     def __call__(self, word: str) -> bool:
         if "$" in word or "\x00" in word or _GLOB & set(word):
             return False
+        if os.path.basename(word.rstrip("/")) in _GIT_MARKERS:
+            return False  # it would make its folder a repository, wherever that is
+        if "-packages" in word and SITE_FOLDERS.intersection(word.split("/")):
+            return False  # a site-packages folder is protected wherever it is
         first = word.split("/", 1)[0]
         if first and first not in (".", "..", "~") and not word.startswith("~"):
             # Relative: when its first part is not in the working directory, nothing
@@ -555,8 +776,9 @@ class _Ordinary:
             return False
         if os.path.lexists(text):
             return False  # it exists: a link, a hard link? the full checks say
-        # Nothing there yet: the nearest folder that exists must be where it says it is.
-        return self._plain_folder(os.path.dirname(text))
+        # Nothing there yet: the nearest folder that exists must be where it says it is,
+        # and not in a repository no .git names (a hook new in a bare-shaped folder).
+        return self._plain_folder(os.path.dirname(text)) and _git_dir_why(Path(text)) is None
 
     def _names(self) -> frozenset[str] | None:
         """What the working directory holds, when it is a plain folder (no link, not

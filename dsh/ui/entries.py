@@ -54,6 +54,7 @@ from dsh.session.events import (
     LlmRetry,
     ModelRenamed,
     RequestContext,
+    SessionMoved,
     ToolCall,
     ToolProgress,
     ToolResult,
@@ -311,6 +312,9 @@ class TranscriptFold:
             case ModelRenamed():
                 text = visible(data.notice())
                 return [self._add(NoticeEntry(f"renamed:{event.seq}", event.seq, "info", text))]
+            case SessionMoved():
+                text = visible(data.notice())
+                return [self._add(NoticeEntry(f"moved:{event.seq}", event.seq, "warning", text))]
             case CommandRun():
                 label = visible(f"/{data.name}" + (f" {data.args}" if data.args else ""))
                 entry = NoticeEntry(f"command:{data.command_id}", event.seq, "info", label)

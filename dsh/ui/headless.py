@@ -67,6 +67,7 @@ from dsh.session.events import (
     InboxDiscarded,
     LlmRetry,
     ModelRenamed,
+    SessionMoved,
 )
 from dsh.session.writer import unstored_message
 from dsh.settings import Settings
@@ -132,7 +133,7 @@ class Printer:
             self.command_failed = True
             self.end_line()
             self.note(f"dsh: {event.data.text}\n")
-        if isinstance(event.data, GrantsIgnored | ModelRenamed | LlmRetry):
+        if isinstance(event.data, GrantsIgnored | ModelRenamed | LlmRetry | SessionMoved):
             # A warning for the person, whatever the format: stdout may be a program's.
             self.end_line()
             self.note(f"dsh: {event.data.notice()}\n")

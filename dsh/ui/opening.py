@@ -52,10 +52,11 @@ async def open_agent(
             if latest is None:
                 raise NothingToContinue(f"no earlier session in {cwd} to continue")
             target = latest.id
+        # Where it is resumed, never the folder its log names (a log is only text).
         if fork:
-            agent = await agents.fork(target)
+            agent = await agents.fork(target, cwd=cwd)
         else:
-            agent = await agents.resume(target, wait=wait)
+            agent = await agents.resume(target, cwd=cwd, wait=wait)
         agent.set_options(**changes)
         return agent, True
     return await agents.create(cwd, agents.defaults.model_copy(update=changes)), False

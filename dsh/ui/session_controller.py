@@ -503,7 +503,7 @@ class SessionController:
             return
         await self._detach("resume")
         try:
-            agent = await runtime.agents.resume(resolved)
+            agent = await runtime.agents.resume(resolved, cwd=self.cwd)
         except (LookupError, ValueError, OSError, PersistenceError) as error:
             self.ui.show(f"Could not resume {resolved}: {error}", level="error")
             await self.new_session()

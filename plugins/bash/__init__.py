@@ -8,7 +8,9 @@ spills whole to a file (``capture``), and the result is rendered with the marker
 ``background``), which tells the agent when a job it started has ended.
 
 Settings (``[plugins.bash]``): ``default_timeout_ms`` and ``env_passthrough``, names
-of environment variables passed on even though they look like credentials.
+of environment variables passed on to commands even though they look like credentials
+(the older spelling of ``[environment] passthrough``, which terminals and hooks honour
+too; either is read from the user's own settings only).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from dsh.agent import PromptDecision, PromptSubmit
 from dsh.hooks import AGENT_DISPOSED, AGENT_PROMPT_SUBMIT
 from dsh.kernel import Context, Next, Plugin, ServiceKey
 from dsh.llm import UserSource
-from dsh.services import TOOLS
+from dsh.services import SETTINGS, TOOLS
+from dsh.tools import user_passthrough
 from plugins.bash.job_tools import job_tools
 from plugins.bash.jobs import JobService
 from plugins.bash.tool import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, BashSettings, bash_tool
@@ -43,7 +46,14 @@ def apply(ctx: Context, config: Config) -> None:
     ctx.effect(lambda: jobs.aclose)
     ctx.provide(JOBS, jobs)
 
-    settings = BashSettings(config.default_timeout_ms, tuple(config.env_passthrough))
+    # Only the user's own layers pass a secret on: a trusted project's table is merged
+    # into ``config`` but names nothing here (dsh.tools.user_passthrough).
+    own = ctx.get(SETTINGS, None)
+    passthrough = tuple(config.env_passthrough)
+    if own is not None:
+        mine = own.own_section("plugins", plugin.name).get("env_passthrough", ())
+        passthrough = tuple(dict.fromkeys((*user_passthrough(own), *_names(mine))))
+    settings = BashSettings(config.default_timeout_ms, passthrough)
     for tool in (bash_tool(jobs, settings), *job_tools(jobs)):
         ctx.get(TOOLS).register(tool.name, tool)
 
@@ -60,10 +70,17 @@ def apply(ctx: Context, config: Config) -> None:
     ctx.on(AGENT_DISPOSED, lambda agent: jobs.close_owner(str(agent.id)))
 
 
+def _names(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(name for name in value if isinstance(name, str))
+
+
 plugin = Plugin(
     name="bash",
     description="Shell commands (bash -c) and background jobs",
     inject=(TOOLS,),
+    optional=(SETTINGS,),
     provides=(JOBS,),
     config=Config,
     apply=apply,

@@ -143,8 +143,8 @@ async def sessions(context: CommandContext, args: str) -> None:
     if catalog is None:
         raise CommandError("the session index is off")
     # Up to date with storage: sessions the index lost listed again, vanished ones not.
-    await context.root.get(SESSIONS).index_missing(agent.session.header.cwd)
-    entries = await catalog.list(cwd=agent.session.header.cwd, limit=20)
+    await context.root.get(SESSIONS).index_missing(str(agent.cwd))
+    entries = await catalog.list(cwd=str(agent.cwd), limit=20)
     if not entries:
         context.host.show("No sessions here yet.")
         return

@@ -19,6 +19,7 @@ from dsh.kernel import Context, Plugin
 from dsh.processes import helper_command
 from dsh.prompt import PromptContext, Render, per_workspace
 from dsh.services import PROMPT
+from dsh.tools import with_safe_git
 
 GIT_TIMEOUT = 2.0
 """Seconds git may take before the status is reported as unavailable."""
@@ -115,15 +116,17 @@ def git_environment() -> dict[str, str]:
     # C locale: the "not a git repository" test below reads git's message.
     # No optional locks: a status run must not take the index lock from the user's git
     # (nor write the index, which would run hooks).
-    return {
-        **os.environ,
-        "LC_ALL": "C",
-        "GIT_OPTIONAL_LOCKS": "0",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_PAGER": "cat",
-        "PAGER": "cat",
-    }
+    return with_safe_git(
+        {
+            **os.environ,
+            "LC_ALL": "C",
+            "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_PAGER": "cat",
+            "PAGER": "cat",
+        }
+    )
 
 
 async def _git(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, bytes, bytes]:

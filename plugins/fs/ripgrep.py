@@ -4,6 +4,7 @@ the turn is cancelled or the time is up, and never allowed to flood memory."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 from contextlib import suppress
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsh.processes import adopt, child_options
-from dsh.tools import ToolError
+from dsh.tools import ToolError, child_environment
 
 TIMEOUT_S = 30.0
 MAX_RAW_BYTES = 20 * 1024 * 1024
@@ -69,6 +70,8 @@ async def run_rg(
         "--no-config",
         *args,
         cwd=cwd,
+        # Scrubbed like every child's: rg reads its own /proc/self/environ as a file.
+        env=child_environment(os.environ),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -29,18 +29,27 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from dsh import held_secrets
 from dsh.agent import AgentHandle, MentionChoice, PromptAllow, PromptDecision, PromptSubmit
 from dsh.commands import Command, CommandContext, CommandError, parse_command
 from dsh.control_chars import visible
 from dsh.credentials import CredentialError, Secret
 from dsh.frontend import front_end
+from dsh.held_secrets import looks_secret
 from dsh.hooks import AGENT_PROMPT_SUBMIT, PROMPT_MENTIONS, TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
 from dsh.kernel import CliCommand, Context, Next, Plugin
 from dsh.llm import UserSource, user_text
 from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
 from dsh.tools import ToolDefinition
 from plugins.mcp import guard
-from plugins.mcp.config import PROJECT_FILE, TABLE, ConfigError, ServerConfig, read_table
+from plugins.mcp.config import (
+    PROJECT_FILE,
+    TABLE,
+    ConfigError,
+    ServerConfig,
+    WithheldVariable,
+    read_table,
+)
 from plugins.mcp.service import MCP, McpService, status_lines
 from plugins.mcp.status import Status
 
@@ -60,10 +69,15 @@ def apply(ctx: Context, config: object) -> None:
     problems: list[str] = []
     project_file: Path | None = None
     ignored_file: Path | None = None
+    own: set[str] = set()
     cwd = Path.cwd()
     if settings is not None:
         try:
             servers = read_table(settings.section(TABLE), settings.origin(TABLE))
+            mine = read_table(settings.own_section(TABLE), settings.origin(TABLE))
+            # A server is the user's when the user's own layers configure it as it
+            # runs; one a trusted project added or changed is the project's.
+            own = {name for name, config in servers.items() if mine.get(name) == config}
         except ConfigError as error:
             problems.append(str(error))
         if settings.root is not None:
@@ -82,6 +96,22 @@ def apply(ctx: Context, config: object) -> None:
                 found = None
             if found is not None:
                 return found.value
+        value = held_secrets.value_of(name)
+        return Secret(value) if value else None
+
+    def project_lookup(name: str) -> Secret | None:
+        """For a project's server: a variable of the environment, never one of the
+        user's credentials (what looks like a secret, what dsh holds, what its
+        credential files hold)."""
+        if looks_secret(name) or held_secrets.held(name) is not None:
+            raise WithheldVariable(name)
+        if credentials is not None:
+            try:
+                found = credentials.resolve(name)
+            except CredentialError:
+                raise WithheldVariable(name) from None
+            if found is not None and found.source.kind != "environment":
+                raise WithheldVariable(name)
         value = os.environ.get(name)
         return Secret(value) if value else None
 
@@ -104,6 +134,8 @@ def apply(ctx: Context, config: object) -> None:
         register=register,
         register_command=register_command if commands is not None else None,
         lookup=lookup,
+        project_lookup=project_lookup,
+        own=own,
         cwd=cwd,
         project_file=project_file,
         ignored_file=ignored_file,

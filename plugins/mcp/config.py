@@ -8,7 +8,10 @@ read) is read only when the project is trusted too. A server named in both wins 
 the settings.
 
 ``${VAR}`` (and ``${VAR:-default}``) in ``env`` and ``headers`` values name a
-credential, resolved when the server starts (:func:`expand`); the values are
+credential, resolved when the server starts (:func:`expand`). Only a server of the
+user's own settings (or the editor's) may name the user's credentials; in a project's
+server (its ``.mcp.json``, its ``[mcp.servers]``), a ``${VAR}`` naming one is refused
+(:class:`WithheldVariable`) and the server does not start. The values are
 :class:`~dsh.credentials.Secret` until handed to the transport, and never appear in a
 status line or error.
 """
@@ -202,6 +205,18 @@ class MissingVariable(Exception):
 
     def __init__(self, name: str) -> None:
         super().__init__(f"${{{name}}} is not set")
+        self.name = name
+
+
+class WithheldVariable(Exception):
+    """A ``${VAR}`` in a project's server naming one of the user's credentials."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"${{{name}}} names one of your credentials, which a project's configuration "
+            "may not send anywhere: not expanded, nothing sent (configure this server in "
+            "your own settings, $DSH_HOME/settings.toml, to pass it)"
+        )
         self.name = name
 
 

@@ -56,9 +56,16 @@ from dsh.credentials import Secret, redact
 from dsh.kernel import Context
 from dsh.llm import TextBlock, ToolSchema
 from dsh.processes import helper_command
-from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import (
+    Action,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+    with_safe_git,
+)
 from plugins.mcp.auth import DshOAuth, FileTokenStorage, LoginRequired
-from plugins.mcp.config import MissingVariable, ServerConfig, expand
+from plugins.mcp.config import MissingVariable, ServerConfig, WithheldVariable, expand
 from plugins.mcp.login import Login, LoginFailed
 from plugins.mcp.prompts import PromptCall
 from plugins.mcp.results import images_of, result_text
@@ -256,6 +263,9 @@ class Connection:
             headers = await asyncio.to_thread(expand, self.config.headers, self._lookup)
         except MissingVariable as missing:
             self._fail(f"{missing}: set it in the environment or `dsh config`")
+            return
+        except WithheldVariable as withheld:
+            self._fail(str(withheld))
             return
         self._secrets = [*env.values(), *headers.values()]
         errors: TextIO | None = None
@@ -469,7 +479,7 @@ class Connection:
         parameters = StdioServerParameters(
             command=argv[0],
             args=argv[1:],
-            env={key: value.reveal() for key, value in env.items()},
+            env=with_safe_git({key: value.reveal() for key, value in env.items()}),
             cwd=cwd if cwd.is_absolute() else self._cwd / cwd,
         )
         return stdio_client(parameters, errlog=errors)

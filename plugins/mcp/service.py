@@ -42,6 +42,8 @@ class McpService:
         lookup: Callable[[str], Secret | None],
         cwd: Path,
         project_file: Path | None,
+        project_lookup: Callable[[str], Secret | None] | None = None,
+        own: set[str] | None = None,
         ignored_file: Path | None = None,
         problems: list[str] | None = None,
     ) -> None:
@@ -50,6 +52,10 @@ class McpService:
         self._register = register
         self._register_command = register_command
         self._lookup = lookup
+        self._project_lookup = project_lookup
+        self._own = set(own) if own is not None else set(servers)
+        """The servers the user's own settings (or the client) configure: only these
+        may name the user's credentials; every other one uses ``project_lookup``."""
         self._cwd = cwd
         self._project_file = project_file
         self._ignored_file = ignored_file
@@ -114,6 +120,7 @@ class McpService:
             except ValueError as error:
                 self.problems.append(f"the client's server {server.name}: {error}")
                 continue
+            self._own.add(server.name)  # the editor's own configuration: the user's
             self._connect(module, server.name, config)
 
     async def settled(self) -> None:
@@ -134,11 +141,16 @@ class McpService:
             config,
             register=self._register,
             register_command=self._register_command,
-            lookup=self._lookup,
+            lookup=self._lookup if name in self._own else self._withheld_lookup,
             cwd=self._cwd,
             login=login,
         )
         return connection
+
+    def _withheld_lookup(self, name: str) -> Secret | None:
+        if self._project_lookup is None:
+            return self._lookup(name)
+        return self._project_lookup(name)
 
     def restart(self, name: str) -> bool:
         """Start server ``name`` again (after a failure, or to pick up a change of its

@@ -16,14 +16,15 @@ from __future__ import annotations
 from dsh.agent import AgentHandle
 from dsh.hooks import AGENT_DISPOSED
 from dsh.kernel import Context, Plugin, ServiceKey
-from dsh.services import TOOLS
+from dsh.services import SETTINGS, TOOLS
+from dsh.tools import user_passthrough
 from plugins.terminal.tools import Settings, Terminals, terminal_tools
 
 TERMINALS: ServiceKey[Terminals] = ServiceKey("terminals")
 
 
 def apply(ctx: Context, config: Settings) -> None:
-    service = Terminals(config)
+    service = Terminals(config, user_passthrough(ctx.get(SETTINGS, None)))
     ctx.effect(lambda: service.aclose)
     ctx.provide(TERMINALS, service)
     for tool in terminal_tools(service):
@@ -39,6 +40,7 @@ plugin = Plugin(
     name="terminal",
     description="Programs in pseudo-terminals: terminal_open, _send, _read, _snapshot, ...",
     inject=(TOOLS,),
+    optional=(SETTINGS,),
     provides=(TERMINALS,),
     config=Settings,
     apply=apply,

@@ -22,6 +22,7 @@ from pathlib import Path
 from ptyprocess import PtyProcess
 
 from dsh.processes import adopt, child_options
+from plugins.terminal.meaning import Meaning
 
 ANSI = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC … BEL / ST
@@ -63,6 +64,8 @@ class Terminal:
         """The program typed into, when not a shell (see ``tools.repl_program``)."""
         self.line: str | None = ""
         """A shell's command line typed so far (None: edited by keys, unknown)."""
+        self.meaning = Meaning()
+        """What earlier lines typed into a shell did to the meaning of later ones."""
         self.rows, self.cols = rows, cols
         self.started = time.monotonic()
         import pyte  # 15-20 ms, paid when the first terminal opens, not at every start
@@ -93,6 +96,19 @@ class Terminal:
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._fd, self._on_readable)
         self._reaper: asyncio.Task[None] | None = None
+
+    def current_cwd(self) -> Path:
+        """Where what reads the terminal's input is now, which a line typed next runs in
+        (a shell may have changed folders since it started, or started another shell):
+        the foreground process group's leader, else the program dsh started, else where
+        it started when neither can be read."""
+        leaders = [self.pid]
+        with contextlib.suppress(OSError):
+            leaders.insert(0, os.tcgetpgrp(self._fd))
+        for leader in leaders:
+            with contextlib.suppress(OSError):
+                return Path(os.readlink(f"/proc/{leader}/cwd"))
+        return self.cwd
 
     # ------------------------------------------------------------------ output
 

@@ -36,7 +36,9 @@ from plugins.terminal.terminal import Terminal
 from plugins.terminal.typing import typed as typing_into
 
 SIGNALS = {"INT", "TERM", "KILL", "HUP", "TSTP", "QUIT", "CONT"}
-SHELL = ["bash", "--noprofile", "--norc", "-i"]
+SHELL = ["bash", "--noprofile", "--norc", "+H", "-i"]
+"""An interactive bash without start-up files and without history expansion (``!!``
+would make a line run words of earlier ones): what is typed is what runs."""
 
 
 class Settings(BaseModel):
@@ -52,8 +54,10 @@ class Settings(BaseModel):
 class Terminals:
     """The ``terminals`` service: every open terminal, by owning session."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, passthrough: tuple[str, ...] = ()) -> None:
         self.settings = settings
+        self.passthrough = passthrough
+        """The user's own ``[plugins.bash] env_passthrough``: secrets a shell gets."""
         self._terminals: dict[str, Terminal] = {}
         self._counter = 0
 
@@ -288,10 +292,12 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
         if not cwd.is_dir():
             raise ToolError(f"no such directory: {arguments.cwd}", "TERMINAL_BAD_CWD")
         argv = ["bash", "-c", arguments.command] if arguments.command.strip() else SHELL
-        env = child_environment(os.environ)
+        env = child_environment(os.environ, passthrough=service.passthrough)
         env.update(
             TERM="xterm-256color",
             PS1="$ ",
+            # Readline's own key bindings, not the user's: which keys run a line is known.
+            INPUTRC="/dev/null",
             DSH_SESSION_ID=owner(context),
             COLUMNS=str(arguments.cols or service.settings.default_cols),
             LINES=str(arguments.rows or service.settings.default_rows),
@@ -309,6 +315,12 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
         except OSError as error:
             raise ToolError(f"could not start the terminal: {error}", "TERMINAL_SPAWN") from None
         terminal.repl = repl_program(arguments.command)
+        if arguments.command.strip() and terminal.repl is None:
+            # A shell started by a command reads start-up files (aliases, functions,
+            # options) dsh does not, or lines go to a program dsh cannot name.
+            terminal.meaning.changed = (
+                f"was started as `{arguments.command[:60]}`, which dsh does not follow"
+            )
         settle = ReadArguments(terminal_id=terminal.id, wait="quiet", timeout_ms=2_000)
         await wait_for(terminal, settle, context.signal)
         head = f"started terminal {terminal.id} ({terminal.name}), {terminal.cols}x{terminal.rows}"
@@ -324,7 +336,15 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             )
         data = _typed_bytes(arguments)
         if terminal.repl is None:
-            terminal.line = typing_into(terminal.line, data.decode(errors="replace")).rest
+            into = typing_into(terminal.line, data.decode(errors="replace"))
+            terminal.line = into.rest
+            if into.unknown is not None:
+                # Approved, but what ran is unknown: so is what it defined.
+                terminal.meaning.changed = (
+                    terminal.meaning.changed or "ran a line dsh could not read"
+                )
+            elif into.command is not None:
+                terminal.meaning.ran(into.command)
         terminal.write(data)
         settle = ReadArguments(
             terminal_id=terminal.id, wait="quiet", timeout_ms=2_000, quiet_ms=200
@@ -399,17 +419,24 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             return Action(risk="exec", summary=summary, reads=tuple(refused), target=terminal.repl)
         into = typing_into(terminal.line, _typed_bytes(arguments).decode(errors="replace"))
         if into.command is None:
-            # Nothing runs before Enter; keys that edit the line are still the user's call.
-            risk: Risk = "read" if into.rest is not None else "exec"
-            return Action(risk=risk, summary=summary, reads=tuple(refused), target="shell")
+            # Nothing runs before Enter; keys that edit the line are still the user's call,
+            # and keys that may run it (C-o) are asked every time.
+            risk: Risk = "read" if into.rest is not None and into.unknown is None else "exec"
+            return Action(
+                risk=risk,
+                summary=summary,
+                reads=tuple(refused),
+                target="shell",
+                unchecked=into.unknown,
+            )
         return Action(
             risk="exec",
             summary=summary,
             details=into.command,
             command=into.command,
             reads=tuple(refused),
-            unchecked=into.unknown,
-            workdir=terminal.cwd,
+            unchecked=into.unknown or terminal.meaning.judge(into.command),
+            workdir=terminal.current_cwd(),  # where git would find its repository
         )
 
     return [

@@ -4,7 +4,9 @@ A terminal that runs a shell runs each line the model completes with Enter, so w
 typed there is judged as a bash command: the line typed so far (kept per terminal)
 plus this call's text, up to its last Enter. Keys that move the cursor, complete or
 recall history change the line in ways not followed here: the command is then
-unknown, and always asked about.
+unknown, and always asked about. Keys that can run the line without Enter (``C-o``,
+``C-x C-e``, Meta bindings) make it unknown too, Enter or not. Whether a line read as
+written runs what it reads in that shell is :mod:`plugins.terminal.meaning`'s question.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ from dataclasses import dataclass
 
 _KILL_LINE = {"\x03", "\x15"}  # C-c, C-u: the line is dropped
 _ERASE = {"\x7f", "\x08"}
+# Keys that can run the line without Enter under readline's own bindings (terminals
+# read no ~/.inputrc): C-o (operate-and-get-next), C-x (C-x C-e edits and runs it),
+# and Esc before anything but a cursor key's sequence (Meta bindings, such as M-#).
+_RUNS_LINE = {"\x0f": "C-o", "\x18": "C-x"}
+RUNS_WITHOUT_ENTER = "keys that can run the line without Enter"
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,15 @@ def typed(line: str | None, data: str) -> Typed:
     current = line
     completed: list[str] = []
     unknown: str | None = None
-    for char in data:
+    for index, char in enumerate(data):
+        runs = _RUNS_LINE.get(char)
+        if runs is None and char == "\x1b" and data[index + 1 : index + 2] not in ("[", "O"):
+            runs = "Esc"
+        if runs is not None:
+            # What runs is the line as edited so far: not known here, and never vouched for.
+            unknown = unknown or f"{RUNS_WITHOUT_ENTER} ({runs})"
+            current = None
+            continue
         if char in "\r\n":
             if current is None:
                 unknown = unknown or "keys edited the command line before Enter"

@@ -82,6 +82,7 @@ from dsh.tools import (
     Rewrite,
     ToolContext,
     ToolDefinition,
+    user_passthrough,
 )
 from dsh.transcript import Transcript, register_entries
 from plugins.user_hooks.config import Hook, read_hooks
@@ -174,8 +175,19 @@ def apply(ctx: Context, config: NoConfig) -> None:
     settings = ctx.get(SETTINGS, None)
     hooks: list[Hook] = []
     problems: list[str] = []
+    own: set[tuple[str, str, str]] = set()
+    passthrough: tuple[str, ...] = ()
     if settings is not None:
         hooks, problems = read_hooks(settings.section("hooks"), settings.origin("hooks"))
+        # A hook the user's own layers configure may get the user's passthrough
+        # secrets; one a (trusted) project added gets none.
+        mine, _ = read_hooks(settings.own_section("hooks"), "")
+        own = {(h.event, h.matcher, h.command) for h in mine}
+        passthrough = user_passthrough(settings)
+
+    def earned(hook: Hook) -> tuple[str, ...] | None:
+        return passthrough if (hook.event, hook.matcher, hook.command) in own else None
+
     sessions = ctx.get(SESSIONS, None)
 
     async def run_all(
@@ -189,7 +201,9 @@ def apply(ctx: Context, config: NoConfig) -> None:
             payload["transcript_path"] = str(sessions.log_path(agent.session))
             # What a hook reads of the log is the session so far, not an older write.
             await agent.flush(sync=False)
-        ran = await asyncio.gather(*(run_hook(h.command, payload, cwd, h.timeout) for h in chosen))
+        ran = await asyncio.gather(
+            *(run_hook(h.command, payload, cwd, h.timeout, passthrough=earned(h)) for h in chosen)
+        )
         return list(zip(chosen, ran, strict=True))
 
     def log(agent: AgentHandle | None, hook: Hook, ran: Ran, outcome: str, said: str) -> None:

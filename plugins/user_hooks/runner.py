@@ -2,7 +2,10 @@
 
 The command runs in the session's folder, in a process group of its own that dies
 with dsh, with ``DSH_PROJECT_DIR`` (and ``CLAUDE_PROJECT_DIR``, which existing scripts
-read) set. What it prints is kept up to :data:`MAX_OUTPUT` bytes a stream. Past its
+read) set, and the environment its settings earn: a hook of the user's own settings
+gets the user's environment without what looks like a secret (the user's
+``[plugins.bash] env_passthrough`` names put back), a project's hook the scrubbed
+environment commands get. What it prints is kept up to :data:`MAX_OUTPUT` bytes a stream. Past its
 timeout the whole group is killed. Its answer is read as other agents' hooks give it:
 exit 0 (stdout may be a JSON object with a ``decision``, a ``reason``,
 ``hookSpecificOutput``...), exit 2 (blocking: stderr says why), anything else (an
@@ -21,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsh.held_secrets import looks_secret, passed_through
 from dsh.processes import child_options
+from dsh.tools import child_environment, with_safe_git
 
 MAX_OUTPUT = 64 * 1024
 BLOCKING = 2
@@ -51,9 +56,33 @@ class Ran:
         return value if isinstance(value, dict) else {}
 
 
-async def run_hook(command: str, payload: dict[str, Any], cwd: Path, limit_s: float) -> Ran:
+async def run_hook(
+    command: str,
+    payload: dict[str, Any],
+    cwd: Path,
+    limit_s: float,
+    *,
+    passthrough: tuple[str, ...] | None = None,
+) -> Ran:
+    """Run one hook. ``passthrough``: the user's own list of secrets to pass on, for a
+    hook of the user's own settings; None for a project's hook, which gets the
+    scrubbed environment and none of the user's secrets."""
     began = time.monotonic()
-    env = {**os.environ, "DSH_PROJECT_DIR": str(cwd), "CLAUDE_PROJECT_DIR": str(cwd)}
+    env = (
+        child_environment(os.environ)
+        if passthrough is None
+        else with_safe_git(
+            {
+                **{
+                    name: value
+                    for name, value in os.environ.items()
+                    if not looks_secret(name, value)
+                },
+                **passed_through(passthrough),
+            }
+        )
+    )
+    env.update(DSH_PROJECT_DIR=str(cwd), CLAUDE_PROJECT_DIR=str(cwd))
     try:
         process = await asyncio.create_subprocess_exec(
             "bash",

@@ -50,6 +50,10 @@ class Group:
     cases: tuple[Case, ...] = ()
     git: bool = False
     """The project is a git repository with one commit."""
+    files: tuple[tuple[str, str], ...] = ()
+    """Files the project holds besides (path, text), written after ``git``; ``{ALL}``
+    in a text stands for every case's marker, in the folder the program runs in and
+    the one above it (a planted program that runs makes every case fail)."""
 
 
 def ask(*commands: str) -> tuple[Case, ...]:
@@ -316,12 +320,12 @@ GIT = Group(
             "git rebase -x 'touch {P}' HEAD",
             "git clone -u 'touch {P}' . x",
             "git --bogus-option status",
+            "git -C . status --short",
         ),
         *allow(
             "git status",
             "git -c color.ui=never status",
             "git --no-pager log --oneline -1",
-            "git -C . status --short",
             "git config --get user.name",
         ),
     ),
@@ -592,6 +596,276 @@ DENY_READ_AROUND_BYPASS = Group(
     ),
 )
 
+
+def _git_call(command: str, workdir: str, expect: Verdict = "ask") -> Case:
+    arguments = {"command": command, "workdir": workdir, "description": "corpus"}
+    return Case(expect, tool="bash", arguments=arguments)
+
+
+_PLANTED = "touch {ALL}; false"
+GIT_CONFIG_RUNS = Group(
+    "git-config-runs",
+    "default",
+    allow=(
+        "bash(git status:*)",
+        "bash(git log:*)",
+        "bash(git diff:*)",
+        "bash(cd:*)",
+        "bash(env:*)",
+        "bash(find:*)",
+        "bash(cp:*)",
+        "bash(printf:*)",
+    ),
+    git=True,
+    files=(
+        ("evil/HEAD", "ref: refs/heads/main\n"),
+        (
+            "evil/config",
+            "[core]\n\tbare = false\n\tworktree = ..\n"
+            f'\tfsmonitor = "{_PLANTED}"\n\tpager = "{_PLANTED}"\n'
+            f'[filter "x"]\n\tclean = "{_PLANTED}"\n\tsmudge = "{_PLANTED}"\n'
+            f'[alias]\n\tst = "!{_PLANTED}"\n',
+        ),
+        ("evil/objects/info/.keep", ""),
+        ("evil/refs/heads/.keep", ""),
+        ("nested/.git/HEAD", "ref: refs/heads/main\n"),
+        (
+            "nested/.git/config",
+            f'[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = "{_PLANTED}"\n',
+        ),
+        ("nested/.git/objects/info/.keep", ""),
+        ("nested/.git/refs/heads/.keep", ""),
+        ("nested/n.txt", "n\n"),
+        (".gitattributes", "*.txt filter=x\n"),
+    ),
+    cases=(
+        *ask(
+            "git -C evil status",
+            "git --git-dir=evil --work-tree=. status",
+            "git --git-dir evil status",
+            "git --work-tree=. --git-dir=evil log",
+            "git --bare status",
+            "git -C nested status",
+            "git -C nested log -1",
+            "GIT_DIR=evil git status",
+            "GIT_DIR=evil GIT_WORK_TREE=. git status",
+            "env GIT_DIR=evil git status",
+            "env GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor "
+            "GIT_CONFIG_VALUE_0='touch {P}' git status",
+            "export GIT_DIR=evil; git status",
+            "GIT_CONFIG_PARAMETERS=\"'core.fsmonitor'='touch {P}'\" git status",
+            "env -u HOME GIT_EXEC_PATH=/tmp git status",
+            "env GIT_SSH_COMMAND='touch {P}' git log -1",
+            "cd evil && git --bare status",
+            "git --git-dir=nested/.git status",
+            "env -C nested git status",
+            "env --chdir=nested git status",
+            "env -iC nested git status",
+            "find . -path ./nested/n.txt -execdir git status \\;",
+            "find . -path ./nested/n.txt -execdir sh -c 'git status' \\;",
+            "cd $HOME && git status",
+            "cd && git status",
+            "cd / && git status",
+            "cd nested && cd - && git status",
+            "cd /tmp; git status",
+            "cd evil && git status",
+            "cp notes.txt evil/hooks/pre-commit",
+            "cp notes.txt evil/config",
+            "cp notes.txt src/HEAD",
+            "printf 'ref: refs/heads/main\\n' > src/HEAD",
+            "cp -t src notes.txt nested/.git/HEAD",
+        ),
+        _git_call("git status", "/"),
+        _git_call("git status", "evil/..", "allow"),  # the project itself: a control
+        *allow(
+            "git status",
+            "git log --oneline -1",
+            "git diff",
+            "cd nested && git status",
+            "cd nested && git log -1",
+            "git --no-pager log -1",
+            "cd src && git status",
+            "cd ./src/ && git log -1",
+            "find . -name '*.txt' -exec git status \\;",
+            "cp notes.txt src/HEADLINE.txt",
+        ),
+        _git_call("git status", "evil", "allow"),
+        _git_call("git status", "nested", "allow"),
+    ),
+)
+
+
+def _creates(*commands: str) -> tuple[Case, ...]:
+    return tuple(Case("allow", command, creates=True) for command in commands)
+
+
+PROC_ENVIRON = Group(
+    # Issue 35, class 3: the environment of dsh's parent holds the provider key (and
+    # dsh's own did); every spelling is refused even in bypass, and would leave {P}.
+    "proc-environ",
+    "bypass",
+    cases=(
+        *deny(
+            "cat /proc/$PPID/environ > {P}",
+            "tr '\\0' '\\n' < /proc/$PPID/environ > {P}",
+            "cat /proc/${PPID}/environ > {P}",
+            "cat /proc/self/environ > {P}",
+            "cat /proc/thread-self/environ > {P}",
+            "cat /proc/$$/environ > {P}",
+            "cat /proc/$BASHPID/environ > {P}",
+            "cat /proc/1/environ > {P}",
+            "grep -a KEY /proc/*/environ > {P}",
+            "xxd /pro?/[0-9]*/envir* > {P}",
+            "(cd /proc/$PPID && cat environ) > {P}",
+            "cat /proc/$PPID/task/$PPID/environ > {P}",
+            "strings /proc/$PPID/environ > {P}",
+            "sed -n p /proc/$PPID/environ > {P}",
+            "base64 /proc/self/environ > {P}",
+            "cat $'/proc/self/environ' > {P}",
+            'cat "/proc/"$PPID"/environ" > {P}',
+            "cat /proc/self/cmdline /proc/self/status > {P}",
+            "p=/proc/$PPID; cat $p/environ > {P}",
+            "head -c 100000 /proc/$PPID/mem > {P}",
+            "ls /proc/$(echo $PPID)/ > {P}",
+            "cat /proc/`echo $PPID`/cmdline > {P}",
+        ),
+        *_creates(
+            "grep -c . /proc/cpuinfo > {P}",
+            "echo environ > {P}",
+            "env | grep -c PATH > {P}",
+            "ls /proc/1 > {P}",
+            "cat /proc/1/status > {P}",
+        ),
+    ),
+)
+
+PROC_TOOLS = Group(
+    # Issue 35, class 3: the never-asked reading tools, in read-only mode.
+    "proc-tools",
+    "read-only",
+    cases=(
+        Case("deny", tool="read", arguments={"file_path": "/proc/self/environ"}),
+        Case("deny", tool="read", arguments={"file_path": "/proc/1/environ"}),
+        Case("deny", tool="read", arguments={"file_path": "/proc/./self/environ"}),
+        Case("deny", tool="read", arguments={"file_path": "/proc/self/task/../environ"}),
+        Case("deny", tool="read", arguments={"file_path": "/proc/thread-self/environ"}),
+        Case("deny", tool="read", arguments={"file_path": "/proc/self/status"}),
+        Case("deny", tool="grep", arguments={"pattern": "KEY", "path": "/proc/self/environ"}),
+        Case("deny", tool="grep", arguments={"pattern": "KEY", "path": "/proc/1/environ"}),
+        Case("deny", tool="grep", arguments={"pattern": "KEY", "path": "/proc/self"}),
+        Case("deny", tool="glob", arguments={"pattern": "*", "path": "/proc/self"}),
+        Case("deny", "cat /proc/$PPID/environ"),
+        Case("ask", "cat /proc/cpuinfo"),
+        Case("allow", tool="read", arguments={"file_path": "/proc/cpuinfo"}),
+        Case("allow", tool="grep", arguments={"pattern": "processor", "path": "/proc/cpuinfo"}),
+        Case("allow", tool="read", arguments={"file_path": "notes.txt"}),
+    ),
+)
+
+
+def _typed(expect: Verdict, text: str = "", keys: tuple[str, ...] = ()) -> Case:
+    arguments: dict[str, Any] = {"terminal_id": "t1", "text": text}
+    if keys:
+        arguments["keys"] = list(keys)
+    return Case(expect, tool="terminal_send", arguments=arguments)
+
+
+TERMINAL_MEANING = Group(
+    # Lines of one shell terminal, in order: each attack makes an allowed line mean
+    # something else (history, aliases, functions, PATH, options, traps, keys). Each is
+    # refused headless, so the shell's state stays as it was for the next case.
+    "terminal-meaning",
+    "default",
+    allow=("terminal_open(shell)", "bash(ls:*)", "bash(echo:*)", "terminal_send(shell)"),
+    cases=(
+        Case("allow", tool="terminal_open", arguments={}),
+        _typed("allow", "echo X; echo touch {P}\n"),
+        _typed("ask", "ls !!:2 !!:4-5\n"),
+        _typed("ask", 'echo "!!:4-5"\n'),
+        _typed("ask", "ls !-1:4-5\n"),
+        _typed("ask", "ls !echo:4-5\n"),
+        _typed("ask", "^X^; touch {P}\n"),
+        _typed("ask", "fc -s 'echo '=\n"),
+        _typed("ask", "history -s 'touch {P}'\n"),
+        _typed("ask", "alias ls='touch {P}'\n"),
+        _typed("ask", "ls() { touch {P}; }\n"),
+        _typed("ask", "function echo { touch {P}; }\n"),
+        _typed("ask", "BASH_ALIASES[ls]='touch {P}'\n"),
+        _typed("ask", "PATH=.:$PATH\n"),
+        _typed("ask", "export PATH=.:$PATH\n"),
+        _typed("ask", "PROMPT_COMMAND='touch {P}'\n"),
+        _typed("ask", "trap 'touch {P}' DEBUG\n"),
+        _typed("ask", "set -H\n"),
+        _typed("ask", "set -o histexpand\n"),
+        _typed("ask", "shopt -s expand_aliases\n"),
+        _typed("ask", "bind -x '\"\\C-t\": touch {P}'\n"),
+        _typed("ask", "hash -p /usr/bin/touch ls\n"),
+        _typed("ask", "source /dev/null\n"),
+        _typed("ask", "enable -n echo\n"),
+        _typed("allow", "touch {P}"),  # typed, not run: nothing runs before Enter
+        _typed("ask", keys=("C-o",)),
+        _typed("ask", keys=("C-x", "C-e")),
+        _typed("ask", keys=("Esc",)),
+        _typed("allow", keys=("C-u",)),
+        _typed("allow", keys=("Up",)),
+        _typed("allow", keys=("C-u",)),
+        _typed("allow", "ls\n"),
+        _typed("allow", "echo 'a!b' hi! \\!x\n"),
+        _typed("allow", "echo $PATH\n"),
+    ),
+)
+
+STARTUP_FILES = Group(
+    # accept-edits writes files in the project unasked; what python runs at every start
+    # from a site-packages folder (a .venv's too) is asked, by any tool or command.
+    "startup-files",
+    "accept-edits",
+    allow=("bash(cp:*)", "bash(tee:*)", "bash(echo:*)"),
+    cases=(
+        Case(
+            "ask",
+            tool="write",
+            arguments={
+                "file_path": "{P}/lib/python3.11/site-packages/usercustomize.py",
+                "content": "x",
+            },
+        ),
+        Case(
+            "ask",
+            tool="write",
+            arguments={"file_path": "{P}/site-packages/sitecustomize.py", "content": "x"},
+        ),
+        Case(
+            "ask",
+            tool="write",
+            arguments={"file_path": "{P}/site-packages/evil.pth", "content": "x"},
+        ),
+        Case(
+            "ask", tool="write", arguments={"file_path": "{P}/dist-packages/x.pth", "content": "x"}
+        ),
+        Case(
+            "ask",
+            tool="write",
+            arguments={"file_path": "{P}/site-packages/sitecustomize/x.py", "content": "x"},
+        ),
+        Case(
+            "ask",
+            tool="write",
+            arguments={"file_path": "{P}/site-packages/usercustomize.pyc", "content": "x"},
+        ),
+        *ask(
+            "cp notes.txt {P}/site-packages/x.pth",
+            "cp notes.txt {P}/lib/python3.12/site-packages/sitecustomize.py",
+            "tee {P}/site-packages/usercustomize.py < notes.txt",
+            "echo 'import os' > {P}/site-packages/a.pth",
+        ),
+        Case("allow", tool="write", arguments={"file_path": "{P}", "content": "x"}, creates=True),
+        Case("allow", "cp notes.txt {P}", creates=True),
+        Case("allow", tool="write", arguments={"file_path": "src/{P}.pth.md", "content": "x"}),
+        *allow("echo sitecustomize.py notes.pth site-packages-notes"),
+    ),
+)
+
 GROUPS = (
     EXPANSIONS,
     WRAPPERS,
@@ -602,6 +876,11 @@ GROUPS = (
     TOOLS,
     TERMINAL_DEFAULT,
     READ_DENIED,
+    GIT_CONFIG_RUNS,
+    TERMINAL_MEANING,
+    STARTUP_FILES,
+    PROC_ENVIRON,
+    PROC_TOOLS,
     PROTECTED_GLOBS,
     DENY_READ_AROUND,
     DENY_READ_AROUND_BYPASS,

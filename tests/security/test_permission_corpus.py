@@ -61,6 +61,7 @@ def test_each_command_is_decided_as_the_corpus_says(
     marker, victim = _names(group, index)
     _, arguments = case.call(marker, victim)
     command = arguments["command"]
+    _write_files(tmp_path, group)  # what is on disk decides some (a folder git reads)
     action = Action(risk="exec", summary=command[:80], command=command)
     verdict = assess(
         group.mode,  # type: ignore[arg-type]
@@ -105,6 +106,15 @@ def _prepare(dsh: Dsh, group: Group) -> None:
             ],
         ):
             subprocess.run(command, cwd=project, check=True, capture_output=True, timeout=30)
+    _write_files(project, group)
+
+
+def _write_files(project: Path, group: Group) -> None:
+    markers = [_names(group, index)[0] for index in range(len(group.cases))]
+    every = " ".join([*markers, *(f"../{marker}" for marker in markers)])
+    for path, text in group.files:
+        (project / path).parent.mkdir(parents=True, exist_ok=True)
+        (project / path).write_text(text.replace("{ALL}", every))
 
 
 def _decision(tool: str, text: str) -> str:

@@ -46,7 +46,10 @@ def echoes() -> list[Reply]:
     return [
         Reply(fault=Fault(status=429, body=echoed, retry_after=0.05, headers=headers)),
         bash(f'env; echo "key=$DEEPSEEK_API_KEY"; printenv | grep -c {CANARY[:10]} || true'),
-        bash("cat /proc/self/environ | tr '\\0' '\\n'; head -c 200000 /dev/zero | tr '\\0' k"),
+        # Refused since issue 35 (a process's environment is read by no tool); the
+        # output that spills comes from the call after it.
+        bash("cat /proc/self/environ | tr '\\0' '\\n'"),
+        bash("env | tr '\\0' '\\n'; head -c 200000 /dev/zero | tr '\\0' k"),
         Reply(text="All clear."),
     ]
 

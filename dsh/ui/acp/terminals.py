@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,6 +29,7 @@ from acp.exceptions import RequestError
 from acp.interfaces import Client
 from acp.schema import EnvVariable, TerminalExitStatus, WaitForTerminalExitResponse
 
+from dsh import held_secrets
 from dsh.kernel import Context
 from dsh.llm import CallId
 from dsh.services import COMMAND_RUNNER
@@ -69,7 +69,9 @@ class EditorTerminals:
                 session_id=self._session_id,
                 command="bash",
                 args=["-c", run.command],
-                env=editor_environment(run.env, os.environ),
+                # What dsh took out of its environment at start is blanked too: the
+                # editor may have started dsh with the same secrets in its own.
+                env=editor_environment(run.env, held_secrets.environment()),
                 cwd=str(run.cwd),
                 output_byte_limit=run.output_limit,
             )
