@@ -67,15 +67,28 @@ from dsh.permission_modes import MODES as MODES
 from dsh.permission_modes import PermissionMode as PermissionMode
 from dsh.tools.definition import Action, ToolDefinition
 from dsh.tools.git_config import repository_programs
+from dsh.tools.globs import (
+    UNDER,
+    Tokens,
+    could_match_any,
+    fn_tokens,
+    on_disk,
+    options_possible,
+    suffixes_after,
+)
 from dsh.tools.grant_policy import grant_words
 from dsh.tools.programs import SYSTEM_DIRS, base_name
 from dsh.tools.protected import (
     Protection,
     command_protections,
+    folder_forms,
+    is_path_text,
     named_paths,
+    pattern_forms,
     read_protection,
     write_protection,
 )
+from dsh.tools.readers import recursive_reads
 from dsh.tools.shell import Analysis, Invocation, analyse
 from dsh.tools.shell_words import Word
 
@@ -353,6 +366,10 @@ def rules_deny(
                 named = named_paths(action.command, action.workdir or cwd)
             if any(rule.matches_path(path, cwd) for path in named):
                 return Denial(rule, True)
+            around = _read_around(rule, action.command, action.workdir or cwd, cwd)
+            if around is not None and around.certain:
+                return around
+            maybe = maybe or around
         if not rule.applies(tool, action):
             continue
         if action.command is not None and _about_commands(rule):
@@ -380,6 +397,58 @@ def rules_deny(
         ):
             return Denial(rule, True)
     return maybe
+
+
+def _rule_patterns(pattern: str) -> tuple[Tokens, ...]:
+    """A path rule's pattern as the fnmatch patterns :func:`_glob_path` tries."""
+    if pattern.endswith("/**"):
+        texts = [pattern[:-3], pattern[:-3] + "/*", pattern.replace("/**", "/*")]
+    else:
+        texts = [pattern, pattern.replace("**/", "")]
+    return tuple(fn_tokens(text) for text in dict.fromkeys(texts))
+
+
+def _could_cover(rule: Rule, tokens: Tokens, cwd: Path, *, options: bool) -> bool:
+    """Whether a path the bash pattern ``tokens`` (absolute) names could be one the
+    rule covers, in any of the forms :func:`_path_forms` gives it."""
+    patterns = _rule_patterns(rule.pattern or "*")
+    forms = [tokens]
+    for root in dict.fromkeys((os.fspath(cwd), os.path.realpath(cwd))):
+        forms += suffixes_after(tokens, root.rstrip("/"))
+    return any(could_match_any(form, patterns, options=options) for form in forms)
+
+
+def _read_around(rule: Rule, command: str, workdir: Path, cwd: Path) -> Denial | None:
+    """A path rule against what a command's patterns could name (``cat .en?``), and,
+    for ``read(...)``, against the folders it reads whole (``grep -r x .``): denied as
+    the plain spelling is, whether or not the covered file exists yet."""
+    analysis = analyse(command)
+    options = options_possible(command)
+    for word in dict.fromkeys(analysis.patterns):
+        if not is_path_text(word):
+            continue
+        said = word.replace("\\", "")
+        for tokens in pattern_forms(word, workdir):
+            if _could_cover(rule, tokens, cwd, options=options):
+                return Denial(rule, True, f"the pattern {said} could name a file it covers")
+            # What it matches now, links followed (lin? naming a link to the folder).
+            matches = on_disk(tokens, hidden=options)
+            if matches is None or any(rule.matches_path(m, cwd) for m in matches):
+                return Denial(rule, True, f"the pattern {said} names a file it covers")
+    if rule.kind != "read":
+        return None
+    for read in recursive_reads(analysis):
+        if not is_path_text(read.folder):
+            continue
+        for tokens in folder_forms(read.folder, workdir):
+            if _could_cover(rule, tokens + UNDER, cwd, options=options):
+                folder = read.folder.replace("\\", "")
+                why = (
+                    f"{read.program} reads all of {folder}, which may hold files it covers "
+                    "(the grep tool searches a folder and leaves them out)"
+                )
+                return Denial(rule, True, why)
+    return None
 
 
 def read_denied(rules: Iterable[Rule], path: Path, cwd: Path) -> Rule | None:
@@ -433,7 +502,8 @@ def assess(
         return Assessment("deny", found[0].reason, grantable=False)
     denied = rules_deny(deny, tool, action, cwd)
     if denied is not None and denied.certain:
-        return Assessment("deny", f"denied by the rule {denied.rule}", by="rule")
+        said = f": {denied.why}" if denied.why else ""
+        return Assessment("deny", f"denied by the rule {denied.rule}{said}", by="rule")
     if denied is not None:
         reason = f"the deny rule {denied.rule} cannot be checked: {denied.why}"
         return Assessment(

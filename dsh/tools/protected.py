@@ -42,6 +42,25 @@ from pathlib import Path, PurePosixPath
 
 from dsh.paths import CREDENTIALS_FILE, HOME_ENV_FILE, INSTALLATION_KEY_FILE, TRUST_FILE, dsh_home
 from dsh.settings import PROJECT_DIR
+from dsh.tools.globs import (
+    ANYTHING,
+    MAX_MATCHES,
+    MAX_PATTERN_LENGTH,
+    MAX_PATTERNS,
+    UNDER,
+    Tokens,
+    absolute_patterns,
+    bash_tokens,
+    could_match_any,
+    fn_tokens,
+    is_literal,
+    literal,
+    on_disk,
+    options_possible,
+    pattern_text,
+    plain_path,
+)
+from dsh.tools.readers import recursive_reads
 from dsh.tools.shell import analyse
 
 _NEVER = "no tool may read or change it, in any mode"
@@ -670,12 +689,14 @@ def command_protections(command: str, cwd: Path) -> list[Protection]:
                     found.append(_refused_name(matched[0], cwd))
                 continue
             protection = refusal(path, cwd, "names")
-            if protection is None and (why := _word_why(path)) is not None:
+            if protection is None and (why := _word_why(path) or _store_why(path)) is not None:
                 protection = Protection(path, f"names {shown(path, cwd)}: {why}", why=why)
             if protection is not None:
                 found.append(protection)
     found.extend(_refused_name(path, cwd) for path in _mentions_refused(command))
     found.extend(_mentions_proc(command, words, cwd))
+    found += pattern_protections(command, cwd)
+    found += recursive_protections(command, cwd)
     return _unique(found)
 
 
@@ -828,3 +849,189 @@ def _unique(found: Iterable[Protection]) -> list[Protection]:
     for protection in found:
         seen.setdefault((protection.path, protection.refused), protection)
     return sorted(seen.values(), key=lambda p: not p.refused)
+
+
+# ---------------------------------------------------------------------- patterns
+
+
+@dataclass(frozen=True)
+class _Covered:
+    """A protected or secret path as fnmatch patterns, for comparing with globs."""
+
+    patterns: tuple[Tokens, ...]
+    path: Path | None
+    """The path, or None for a name protected anywhere (``.git``)."""
+    name: str
+    """For a name protected anywhere: that name."""
+    folder: bool
+    """The folder and all in it."""
+    why: str
+    refused: bool = False
+    read: bool = False
+    """Its reading is protected (dsh's keys, a secret store), not only its writing."""
+
+    def shown(self, cwd: Path) -> str:
+        if self.path is None:
+            return f"{self.name}/"
+        return shown(self.path, cwd) + ("/" if self.folder else "")
+
+    def under(self, folder: str) -> bool:
+        """Whether this path lies under ``folder`` (absolute, normalised), or the
+        folder inside it (a name protected anywhere may lie under any folder)."""
+        if self.path is None:
+            return True
+        text = os.fspath(self.path)
+        base = folder.rstrip("/") + "/"
+        return text.startswith(base) or (self.folder and (folder + "/").startswith(text + "/"))
+
+
+def _entry(base: Path, entry: str, why: str, **kind: bool) -> _Covered:
+    path = base / entry.rstrip("/")
+    exact = literal(os.fspath(path))
+    folder = entry.endswith("/") or not entry
+    patterns = (exact, exact + literal("/") + ANYTHING) if folder else (exact,)
+    return _Covered(patterns, path, "", folder, why, **kind)
+
+
+def _covered() -> tuple[_Covered, ...]:
+    """Every protected, refused and secret path, as patterns; refusals first."""
+    return _covered_in(_homes(), _dsh_homes())
+
+
+@functools.lru_cache(maxsize=8)
+def _covered_in(homes: tuple[Path, ...], dsh_homes: tuple[Path, ...]) -> tuple[_Covered, ...]:
+    found = []
+    for home in dsh_homes:
+        for name, why in REFUSED_FILES.items():
+            found.append(_entry(home, name, why, refused=True, read=True))
+    for home in homes:
+        found += [_entry(home, e, why, read=True) for e, why in SECRET_STORES.items()]
+    for name, why in ((".git", GIT_DATA), (PROJECT_DIR, DSH_SETTINGS)):
+        patterns = (fn_tokens(f"*/{name}"), fn_tokens(f"*/{name}/*"))
+        found.append(_Covered(patterns, None, name, True, why))
+    found += [_entry(home, "", DSH_HOME_WHY) for home in dsh_homes]
+    for home in homes:
+        found += [_entry(home, e, why) for e, why in HOME_WRITES.items()]
+    return tuple(found)
+
+
+def _variables() -> dict[str, str]:
+    return {"HOME": os.path.expanduser("~"), "DSH_HOME": os.fspath(dsh_home())}
+
+
+def pattern_forms(word: str, cwd: Path) -> list[Tokens]:
+    """A pattern word (``.gi?/config``, ``--out=*.txt``, ``~/.bas{h,}rc``) as the
+    absolute bash patterns it could expand to, from ``cwd`` as named and resolved."""
+    found: list[Tokens] = []
+    variables = _variables()
+    for candidate in _candidates(word):
+        for base in _folder_forms(os.fspath(cwd)):
+            found += [bash_tokens(t) for t in absolute_patterns(candidate, base, variables)]
+    return list(dict.fromkeys(found))
+
+
+def pattern_protections(command: str, cwd: Path) -> list[Protection]:
+    """What the glob and brace words of a command could name that is protected,
+    refused or secret, whether or not it exists yet (``cp x .gi?/config`` could write
+    ``.git/config``); and what they match on disk now, checked as a named path is
+    (a link to ``.git`` under another name). A word bash expands differently once
+    ``dotglob``, ``globstar`` or ``nocaseglob`` is on is read as if they were, when
+    the command could set them."""
+    parsed = analyse(command)
+    words = [
+        w
+        for w in dict.fromkeys(parsed.patterns)
+        if (not w.startswith("-") or "=" in w) and is_path_text(w)
+    ]
+    if not words:
+        return []
+    found: list[Protection] = []
+    checked = [w for w in words if len(w) <= MAX_PATTERN_LENGTH][:MAX_PATTERNS]
+    if len(checked) < len(words):
+        # Comparing takes time for each: past a bound, the user looks instead.
+        too_many = f"more than {MAX_PATTERNS} patterns, or one longer than any path"
+        found.append(Protection(cwd, f"names {too_many}: too many to check", why=too_many))
+    options = options_possible(command)
+    covered = _covered()
+    for word in checked:
+        said = word.replace("\\", "")
+        for tokens in pattern_forms(word, cwd):
+            path = Path(pattern_text(tokens))
+            for entry in covered:
+                if could_match_any(tokens, entry.patterns, options=options):
+                    reason = f"names {said}, which could be {entry.shown(cwd)}: {entry.why}"
+                    found.append(Protection(path, reason, refused=entry.refused, why=entry.why))
+                    break
+            found += _matched_now(tokens, said, cwd, hidden=options)
+    return _unique(found)
+
+
+def _matched_now(tokens: Tokens, said: str, cwd: Path, *, hidden: bool) -> list[Protection]:
+    matches = on_disk(tokens, hidden=hidden)
+    if matches is None:
+        many = f"it matches more than {MAX_MATCHES} files, too many to check"
+        return [Protection(Path(pattern_text(tokens)), f"names {said}: {many}", why=many)]
+    found: list[Protection] = []
+    for match in matches:
+        protection = refusal(match, cwd, "names")
+        why = _word_why(match) or _store_why(match)
+        if protection is None and why is not None:
+            reason = f"names {said}, which is {shown(match, cwd)}: {why}"
+            protection = Protection(match, reason, why=why)
+        if protection is not None:
+            found.append(protection)
+    return found
+
+
+def _store_why(path: Path) -> str | None:
+    for form in _forms(path, Path("/")):
+        why = _secret_store_why(form)
+        if why is not None:
+            return why
+    return None
+
+
+def recursive_protections(command: str, cwd: Path) -> list[Protection]:
+    """Folders a command reads whole (``grep -r x ~``, ``tar c .``) that hold dsh's
+    keys (refused) or a secret store (asked): their files would be read unnamed."""
+    found: list[Protection] = []
+    covered = [entry for entry in _covered() if entry.read]
+    options = options_possible(command)
+    for read in recursive_reads(analyse(command)):
+        if not is_path_text(read.folder):
+            continue
+        plain = plain_path(read.folder)  # most folders: compared as paths
+        named = _expand(plain, cwd) if plain is not None else None
+        if named is not None:
+            # A folder not there yet holds nothing to read (and has no link to follow).
+            paths = _forms(named, cwd) if os.path.lexists(named) else (named,)
+            forms: list[tuple[str, Tokens]] = [(os.fspath(f), ()) for f in paths]
+        else:
+            forms = [(pattern_text(t), t) for t in folder_forms(read.folder, cwd)]
+        folder = read.folder.replace("\\", "")
+        for text, tokens in forms:
+            for entry in covered:
+                if tokens:
+                    holds = could_match_any(tokens + UNDER, entry.patterns, options=options)
+                else:
+                    holds = entry.under(text)
+                if holds:
+                    said = f"{read.program} reads all of {folder}, which holds {entry.shown(cwd)}"
+                    reason = f"{said}: {entry.why}"
+                    found.append(
+                        Protection(Path(text), reason, refused=entry.refused, why=entry.why)
+                    )
+                    break
+    return _unique(found)
+
+
+def folder_forms(folder: str, cwd: Path) -> list[Tokens]:
+    """A folder word of a command (a pattern, as :attr:`Word.pattern`) as absolute
+    bash patterns, named and resolved."""
+    forms = pattern_forms(folder, cwd)
+    for tokens in list(forms):
+        if is_literal(tokens):
+            text = pattern_text(tokens)
+            if os.path.lexists(text):
+                forms.append(literal(os.path.realpath(text)))
+    return list(dict.fromkeys(forms))

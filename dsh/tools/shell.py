@@ -115,6 +115,9 @@ class Analysis:
     words: list[str] = field(default_factory=list)
     """Every static word anywhere in the command (names, arguments, assigned values,
     redirection targets), unquoted as :attr:`writes`."""
+    patterns: list[str] = field(default_factory=list)
+    """Every word bash may replace with file names (``*.py``, ``.gi?``, ``{a,b}``), as
+    :attr:`dsh.tools.shell_words.Word.pattern`: for paths a pattern could name."""
 
     @functools.cached_property
     def programs(self) -> frozenset[str] | None:
@@ -232,6 +235,8 @@ class _Analyser:
 
     def word(self, raw: str, depth: int) -> Word:
         word = read_word(raw)
+        if word.pattern is not None:
+            self.found.patterns.append(word.pattern)
         if word.unchecked or word.scripts or word.hides:
             self.absorb(word, depth)
         elif word.template:

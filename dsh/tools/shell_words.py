@@ -36,6 +36,11 @@ class Word:
     as ``$HOME/.ssh``); None when anything else is computed."""
     glob: bool = False
     """Has unquoted pattern characters: bash may replace it with file names."""
+    pattern: str | None = None
+    """For a word bash may replace with file names (unquoted ``*?[``, extglob, or a
+    brace expansion ``{a,b}``): the word as a pattern, quoted characters escaped with
+    a backslash, braces and ``${NAME}`` kept as written. None for other words, and for
+    words with anything computed but plain variables."""
     scripts: list[str] = field(default_factory=list)
     """What its substitutions run, innermost text as written."""
     unchecked: list[str] = field(default_factory=list)
@@ -56,6 +61,8 @@ class _Reader:
         self.dynamic = False
         self.only_variables = True
         self.word = Word(raw)
+        self.pattern: list[str] = []  # as out, with quoted pattern characters escaped
+        self.braces = False
 
     def run(self) -> Word:
         raw, word = self.raw, self.word
@@ -69,6 +76,7 @@ class _Reader:
                 if end < 0:
                     return self.broken("an unterminated quote")
                 self.out.append(raw[self.pos + 1 : end])
+                self.pattern.append(_literal(raw[self.pos + 1 : end]))
                 self.pos = end + 1
             elif c == '"':
                 self.pos += 1
@@ -90,14 +98,17 @@ class _Reader:
             elif (c in _EXTGLOB and raw.startswith("(", self.pos + 1)) or c in "*?[":
                 word.glob = True
                 self.out.append(c)
+                self.pattern.append(c)
                 self.pos += 1
             elif c == "{" and self.brace():
                 pass
             elif c == "~" and first:
                 self.out.append(c)  # kept: paths are compared with ~ as written
+                self.pattern.append(c)
                 self.pos += 1
             else:
                 self.out.append(c)
+                self.pattern.append(c)
                 self.pos += 1
             first = False
         return self.finish()
@@ -109,7 +120,13 @@ class _Reader:
             word.value = text
         if not self.dynamic or self.only_variables:
             word.template = text
+        if (word.glob or self.braces) and self.nothing_hidden():
+            word.pattern = "".join(self.pattern)
         return word
+
+    def nothing_hidden(self) -> bool:
+        """Nothing computed in the word but plain variables and brace expansions."""
+        return not (self.word.scripts or self.word.unchecked or self.word.hides)
 
     def broken(self, what: str) -> Word:
         self.word.unchecked.append(f"{what} in {self.raw[:60]!r}")
@@ -122,6 +139,7 @@ class _Reader:
         raw = self.raw
         if self.pos + 1 >= len(raw):
             self.out.append("\\")
+            self.pattern.append("\\\\")
             self.pos += 1
             return
         nxt = raw[self.pos + 1]
@@ -129,8 +147,10 @@ class _Reader:
             pass  # a line continuation
         elif quoted and nxt not in '$`"\\':
             self.out.append("\\" + nxt)
+            self.pattern.append(_literal("\\" + nxt))
         else:
             self.out.append(nxt)
+            self.pattern.append(_literal(nxt))
         self.pos += 2
 
     def double_quoted(self, *, heredoc: bool = False) -> bool:
@@ -149,6 +169,7 @@ class _Reader:
                 self.backticks()
             else:
                 self.out.append(c)
+                self.pattern.append(_literal(c))
                 self.pos += 1
         return False
 
@@ -191,12 +212,14 @@ class _Reader:
             self.variable(name)
         else:
             self.out.append("$")
+            self.pattern.append("$")
             self.pos += 1
 
     def variable(self, name: str) -> None:
         """A plain ``$NAME``: computed, harmless, kept in the template."""
         self.dynamic = True
         self.out.append("${" + name + "}")
+        self.pattern.append("${" + name + "}")
 
     def braced(self) -> None:
         raw, start = self.raw, self.pos
@@ -267,8 +290,10 @@ class _Reader:
             if raw[pos] == "\\" and pos + 1 < len(raw):
                 decoded, pos = _ansi_escape(raw, pos)
                 self.out.append(decoded)
+                self.pattern.append(_literal(decoded))
                 continue
             self.out.append(raw[pos])
+            self.pattern.append(_literal(raw[pos]))
             pos += 1
         if pos >= len(raw):
             self.pos = len(raw)
@@ -287,9 +312,19 @@ class _Reader:
             return False
         self.scan_operand(inner)
         self.out.append(raw[start:end])
+        self.pattern.append(raw[start:end])  # quotes inside are the pattern reader's
+        self.braces = True
         self.pos = end
         self.computed()
         return True
+
+
+_PATTERN_CHARACTERS = re.compile(r"([\\*?\[\]{}(),|])")
+
+
+def _literal(text: str) -> str:
+    """Quoted text in a pattern: its pattern characters escaped."""
+    return _PATTERN_CHARACTERS.sub(r"\\\1", text)
 
 
 def _closing(text: str, pos: int, opening: str, closing: str, *, depth: int) -> int:

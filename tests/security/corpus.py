@@ -503,6 +503,99 @@ READ_DENIED = Group(
     ),
 )
 
+PROTECTED_GLOBS = Group(
+    # Issue 35, class 4: a protected path spelled as a pattern bash expands later.
+    "protected-globs",
+    "default",
+    allow=("bash(cp:*)", "bash(cat:*)", "bash(ls:*)", "bash(git status:*)"),
+    git=True,
+    cases=(
+        *ask(
+            "cp notes.txt .gi?/config",
+            "cp notes.txt .gi[t]/hooks/pre-commit",
+            "cp notes.txt .gi{t,x}/config",
+            "cp notes.txt .gi'{t,x}'/config .gi{t,}/config",
+            "cp notes.txt ./.g*/config",
+            "cp notes.txt .git/hook?/post-checkout",
+            "cp notes.txt .[g]it/*/",
+            "cp notes.txt src/../.gi?/info/attributes",
+            "cp notes.txt .ds?/settings.toml",
+            "cp notes.txt .dsh*/settings.toml",
+            "cp -r src .gi?/",
+            "cp notes.txt --target-directory=.gi?/hooks",
+            "shopt -s dotglob; cp notes.txt */config",
+            "shopt -s nocaseglob; cp notes.txt .GI?/config",
+            "cat ~/.aw?/dsh-corpus-none",
+            "cat ~/.ss?/dsh-corpus-none",
+            "cat ${HOME}/.ne?rc",
+        ),
+        *allow(
+            "cp notes.txt src/",
+            "cat *.txt",
+            "ls *",
+            "ls src/*",
+            "git status --short",
+        ),
+        Case("allow", "cp notes.txt {P}", creates=True),
+    ),
+)
+
+DENY_READ_AROUND = Group(
+    # Issue 35, class 5: a read deny rule read around by patterns and recursion.
+    "deny-read-around",
+    "default",
+    allow=tuple(
+        f"bash({p}:*)"
+        for p in ("cat", "head", "tail", "grep", "rg", "find", "tar", "cp", "ls", "xargs")
+    ),
+    deny=("read(secrets/**)",),
+    cases=(
+        *deny(
+            "cat secret?/token.txt",
+            "cat s*/token.txt",
+            "head -n 3 secre{ts,x}/token.txt",
+            "cat ./sec[r]ets/token.txt",
+            "tail src/../secre?s/token.txt",
+            "cat */token.txt",
+            "cat secret?/none.txt",
+            "grep -R TOKEN ..",  # dsh's own keys are beside the project: refused
+            "grep -r TOKEN .",
+            "grep -rn TOKEN",
+            "grep --recursive TOKEN ./",
+            "rg TOKEN",
+            "rg -uu TOKEN .",
+            "find . -type f -exec cat {} +",
+            "find . -type f -print0 | xargs -0 cat",
+            "tar cf - .",
+            "cp -r . /tmp/dsh-corpus-copy-{P}",
+        ),
+        *deny("ls | xargs cat", "ls *"),  # * could be secrets, as `ls secrets` is
+        *ask("shopt -s dotglob; cat src/*", "ls | xargs echo"),
+        *allow(
+            "grep -r TOKEN src",
+            "cat *.txt",
+            "grep TOKEN *.txt",
+            "rg TOKEN src",
+            "find src -type f -exec cat {} +",
+            "tar cf /dev/null src",
+            "ls *.txt",
+        ),
+        Case("allow", "cp -r src {P}", creates=True),
+    ),
+)
+
+DENY_READ_AROUND_BYPASS = Group(
+    # The same in bypass mode: a deny rule holds in every mode.
+    "deny-read-around-bypass",
+    "bypass",
+    deny=("read(secrets/**)",),
+    cases=(
+        *deny("cat secret?/token.txt", "cat s*/*.txt"),
+        *deny("grep -r TOKEN .", "rg TOKEN", "tar cf - .", "grep -R TOKEN"),
+        *allow("grep -r TOKEN src", "cat *.txt"),
+    ),
+)
+
 
 def _git_call(command: str, workdir: str, expect: Verdict = "ask") -> Case:
     arguments = {"command": command, "workdir": workdir, "description": "corpus"}
@@ -788,6 +881,9 @@ GROUPS = (
     STARTUP_FILES,
     PROC_ENVIRON,
     PROC_TOOLS,
+    PROTECTED_GLOBS,
+    DENY_READ_AROUND,
+    DENY_READ_AROUND_BYPASS,
 )
 
 
