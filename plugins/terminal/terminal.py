@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import os
 import re
 import signal as signals
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ptyprocess import PtyProcess
 
@@ -70,7 +72,7 @@ class Terminal:
         self.started = time.monotonic()
         import pyte  # 15-20 ms, paid when the first terminal opens, not at every start
 
-        self.screen = pyte.Screen(cols, rows)
+        self.screen = _screen_class()(cols, rows)
         self._stream = pyte.ByteStream(self.screen)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._log: list[str] = []
@@ -122,7 +124,11 @@ class Terminal:
         if not data:
             self._stop_reading()
             return
-        self._stream.feed(data)
+        # A sequence the emulator chokes on costs the screen that chunk, not the
+        # log: pyte's parser starts afresh on the next bytes, and the text below
+        # still reaches the log.
+        with contextlib.suppress(Exception):
+            self._stream.feed(data)
         text = sanitize(self._decoder.decode(data))
         if text:
             self._append(text)
@@ -254,3 +260,18 @@ class Terminal:
             await asyncio.wait_for(self.exited.wait(), 5)
         with contextlib.suppress(OSError):
             self.process.close(force=True)
+
+
+@functools.cache
+def _screen_class() -> type[Any]:
+    """pyte's screen, minus a crash: ``CSI ? Pp m`` (xterm's query of its key
+    modifier options, which editors send) reaches ``select_graphic_rendition`` as a
+    private sequence, and pyte's own screen raises a TypeError for it."""
+    import pyte
+
+    class Screen(pyte.Screen):
+        def select_graphic_rendition(self, *attrs: int, private: bool = False) -> None:
+            if not private:  # a query, not colours: nothing to draw
+                super().select_graphic_rendition(*attrs)
+
+    return Screen

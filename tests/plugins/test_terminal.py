@@ -192,6 +192,20 @@ async def test_less_shows_the_top_of_a_file(terminals: Terminals, tmp_path: Path
     )
 
 
+async def test_a_sequence_the_emulator_does_not_know_costs_nothing(
+    terminals: Terminals,
+) -> None:
+    # CSI ? 4 m (xterm's query of its key modifier options, sent by editors) made
+    # pyte's screen raise inside the reader, and that chunk never reached the log.
+    opened = await terminals.text(
+        "terminal_open", command="printf 'before\\033[?4mafter\\n'; sleep 30"
+    )
+    screen = await terminals.showing("t1", "beforeafter")
+    assert screen.meta["screen"][0] == "beforeafter"
+    read = await terminals.text("terminal_read", terminal_id="t1")
+    assert "beforeafter" in opened + read
+
+
 async def test_a_password_prompt_reads_without_echo(terminals: Terminals) -> None:
     program = "import getpass; p = getpass.getpass('Password: '); print('got', len(p))"
     opened = await terminals.text("terminal_open", command=f'{PY} -c "{program}"')
