@@ -54,6 +54,8 @@ class Dsh:
     server: FakeLLM
     key: str | None = "sk-test"
     children: list[asyncio.subprocess.Process] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+    """Variables the child gets on top of the test's (a ``HOME`` of its own...)."""
     wrapper: tuple[str, ...] = ()
     """A command the child runs under (it ends by running ``python -m dsh ARGS``), such
     as a cap on the size of the files it may write (tests/support/file_limit.py)."""
@@ -81,7 +83,16 @@ class Dsh:
         )
         if self.key is not None:
             env["DEEPSEEK_API_KEY"] = self.key
+        env.update(self.environment)
         return env
+
+    def home_of_its_own(self) -> Path:
+        """Give the child an empty home folder of the test's own (``HOME``), so what
+        a test plants or checks there is never the developer's."""
+        home = self.root / "userhome"
+        home.mkdir(exist_ok=True)
+        self.environment["HOME"] = str(home)
+        return home
 
     async def start(
         self,

@@ -34,18 +34,11 @@ ASKED = "was not run: no one is here to approve it"
 def dsh(dsh: Dsh) -> Dsh:
     """An installation whose child runs with a home folder (and global git config) of
     the test's own, and an editor that does nothing."""
-    home = dsh.root / "userhome"
-    home.mkdir()
+    home = dsh.home_of_its_own()
     (home / ".gitconfig").write_text("[user]\n\tname = Test\n\temail = test@example.com\n")
-    base_env = dsh.env
-    dsh.env = lambda: {  # type: ignore[method-assign]
-        **base_env(),
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "EDITOR": "true",
-        "VISUAL": "true",
-        "GIT_TERMINAL_PROMPT": "0",
-    }
+    dsh.environment.update(
+        XDG_CONFIG_HOME=str(home / ".config"), EDITOR="true", VISUAL="true", GIT_TERMINAL_PROMPT="0"
+    )
     return dsh
 
 

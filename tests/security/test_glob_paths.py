@@ -45,10 +45,7 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not i
 @pytest.fixture
 def dsh(dsh: Dsh) -> Dsh:
     """An installation whose child runs with a home folder of the test's own."""
-    user_home = dsh.root / "userhome"
-    user_home.mkdir()
-    base_env = dsh.env
-    dsh.env = lambda: {**base_env(), "HOME": str(user_home)}  # type: ignore[method-assign]
+    dsh.home_of_its_own()
     return dsh
 
 

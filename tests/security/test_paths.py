@@ -69,12 +69,7 @@ async def test_no_way_out_of_the_project_is_written_without_approval(
         call("write", file_path="inside.txt", content="fine\n"),  # the control
     ]
     fake_llm.add(*attempts, Reply(text="Tried everything."))
-    dsh_env = dsh.env
-
-    def env() -> dict[str, str]:
-        return {**dsh_env(), "HOME": str(fake_home)}
-
-    dsh.env = env  # type: ignore[method-assign]
+    dsh.environment["HOME"] = str(fake_home)
 
     done = await dsh.run("-p", "escape the project", "--permission-mode", "accept-edits")
 

@@ -52,8 +52,7 @@ REFUSED = "not allowed"
 @pytest.fixture
 def dsh(dsh: Dsh) -> Dsh:
     dsh.key = KEY
-    base_env = dsh.env
-    dsh.env = lambda: {**base_env(), **OTHERS}  # type: ignore[method-assign]
+    dsh.environment.update(OTHERS)
     return dsh
 
 

@@ -44,8 +44,7 @@ def dsh(dsh: Dsh) -> Dsh:
     (dsh.home / ".env").write_text(f"ANOTHER_API_KEY={CANARY}\n")
     (dsh.root / ".ssh").mkdir()
     (dsh.root / ".ssh" / "id_rsa").write_text(SSH_KEY)
-    base_env = dsh.env
-    dsh.env = lambda: {**base_env(), "HOME": str(dsh.root)}  # type: ignore[method-assign]
+    dsh.environment["HOME"] = str(dsh.root)
     return dsh
 
 

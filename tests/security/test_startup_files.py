@@ -35,9 +35,7 @@ PLANT = "open('PWNED', 'w').close()\n"
 @pytest.fixture
 def dsh(dsh: Dsh) -> Dsh:
     """An installation whose child runs with a home folder of the test's own."""
-    (dsh.root / "userhome").mkdir()
-    base_env = dsh.env
-    dsh.env = lambda: {**base_env(), "HOME": str(dsh.root / "userhome")}  # type: ignore[method-assign]
+    dsh.home_of_its_own()
     return dsh
 
 
