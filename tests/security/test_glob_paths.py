@@ -20,7 +20,6 @@ Then the decisions themselves, spelling by spelling, through
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,10 @@ from dsh.tools import Action, ToolDefinition
 from dsh.tools.permissions import Rule, assess
 from plugins.fs.ripgrep import find_rg
 from tests.e2e.harness import SETTINGS, Dsh
+from tests.security.planted import FSMONITOR, HOOK, needs_git
 
-FSMONITOR = '[core]\n\tfsmonitor = "touch PWNED; false"\n'
-HOOK = "#!/bin/sh\ntouch PWNED\n"
 SECRET = "SECRET=dotenv-canary-93c1f0"
 NOT_RUN = "was not run: no one is here to approve it"
-
-needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ Then the decision functions of :mod:`dsh.tools.protected` and
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -33,11 +32,7 @@ from dsh.tools.protected import (
     write_protection,
 )
 from tests.e2e.harness import SETTINGS, Dsh, of_type
-
-FSMONITOR = '[core]\n\tfsmonitor = "touch PWNED; false"\n'
-HOOK = "#!/bin/sh\ntouch PWNED\n"
-
-needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+from tests.security.planted import FSMONITOR, HOOK, needs_git
 
 
 @pytest.fixture
