@@ -73,6 +73,7 @@ async def run(
 ) -> Finished:
     dsh = Dsh.__new__(Dsh)  # the harness's environment, with a home it did not make
     dsh.root, dsh.server, dsh.key, dsh.children = home.parent, server, key, []
+    dsh.environment = {}
     env = {**dsh.env(), "DSH_HOME": str(home)}
     prefix = [sys.executable, "-c", UMASK_0] if umask_0 else []
     child = await asyncio.create_subprocess_exec(
