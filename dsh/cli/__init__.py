@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dsh {__version__}")
     parser.add_argument(
-        "prompt", nargs="?", help="what to ask (read from stdin when omitted with -p)"
+        "prompt",
+        nargs="?",
+        help="what to ask (with -p, text piped on stdin follows it, or is the prompt)",
     )
     parser.add_argument(
         "-p",
@@ -332,8 +334,11 @@ def _headless(args: argparse.Namespace) -> int:
     from dsh.ui.headless import HeadlessRequest, run
 
     prompt = args.prompt
-    if prompt is None and args.input_format == "text":
-        prompt = sys.stdin.read().strip() or None
+    if args.input_format == "text":
+        from dsh.cli.piped import piped_text, with_piped
+
+        piped = piped_text(sys.stdin.buffer, sys.stderr, prompt_given=prompt is not None)
+        prompt = with_piped(prompt, piped)
     request = HeadlessRequest(
         prompt=prompt,
         output_format=args.output_format,

@@ -275,6 +275,56 @@ async def test_the_prompt_can_come_on_stdin(dsh: Dsh, fake_llm: FakeLLM) -> None
     await dsh.checked_events()
 
 
+async def test_text_piped_with_a_prompt_follows_it(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    # `git diff | dsh -p "review this change"`, as `dsh --help` shows: the diff was
+    # dropped, since stdin was read only when no prompt was given.
+    fake_llm.add(Reply(text="Reviewed."))
+    diff = "diff --git a/x.py b/x.py\n+print('caf\u00e9')\n"
+
+    done = await dsh.run("-p", "review this change", stdin=diff)
+
+    assert done.code == 0, done.stderr
+    assert done.stderr == "", done.stderr
+    [body] = bodies(fake_llm)
+    assert user_texts(body)[-1] == "review this change\n\n" + diff.rstrip()
+    await dsh.checked_events()
+
+
+async def test_a_file_on_stdin_with_a_prompt_follows_it(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(Reply(text="Summed up."))
+    notes = dsh.root / "notes.txt"
+    notes.write_bytes(b"line one\nnot utf-8: \xff\n")
+
+    with notes.open("rb") as stdin:
+        child = await dsh.start("-p", "sum this up", stdin=stdin)
+    done = await finish(child, stdin=None)
+
+    assert done.code == 0, done.stderr
+    [body] = bodies(fake_llm)
+    assert user_texts(body)[-1] == "sum this up\n\nline one\nnot utf-8: \ufffd"
+
+
+async def test_a_silent_open_stdin_does_not_hang_a_given_prompt(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    # A program that starts `dsh -p PROMPT` and never closes its stdin (a CI runner,
+    # an editor): the prompt goes out alone after a short wait, which stderr names.
+    fake_llm.add(Reply(text="Alone."))
+
+    child = await dsh.start("-p", "just this")
+    assert child.stdout is not None
+    out = await asyncio.wait_for(child.stdout.readline(), TIMEOUT)
+    assert child.stdin is not None
+    child.stdin.close()
+    done = await finish(child, stdin=None)
+
+    assert out == b"Alone.\n"
+    assert done.code == 0, done.stderr
+    assert "nothing came on stdin" in done.stderr
+    [body] = bodies(fake_llm)
+    assert user_texts(body)[-1] == "just this"
+
+
 async def test_continue_picks_the_latest_session_of_the_cwd(dsh: Dsh, fake_llm: FakeLLM) -> None:
     elsewhere = dsh.root / "elsewhere"
     elsewhere.mkdir()
@@ -351,14 +401,17 @@ async def test_a_reader_that_goes_away_cancels_the_run_quietly(dsh: Dsh, fake_ll
     fake_llm.add(Reply(text="x" * 400, chunk_size=4, chunk_delay_ms=5))
     read_end, write_end = os.pipe()
     try:
-        child = await dsh.start("-p", "stream a lot", stdout=write_end)
+        # stdin as a shell gives it (not an open pipe, which dsh would wait on).
+        child = await dsh.start(
+            "-p", "stream a lot", stdin=asyncio.subprocess.DEVNULL, stdout=write_end
+        )
     finally:
         os.close(write_end)
     try:
         first = await asyncio.wait_for(asyncio.to_thread(os.read, read_end, 8), TIMEOUT)
     finally:
         os.close(read_end)
-    done = await finish(child)
+    done = await finish(child, stdin=None)
 
     assert first.startswith(b"x")
     assert done.stderr == "", done.stderr[-2000:]  # says nothing more, as `yes | head` does
