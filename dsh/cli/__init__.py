@@ -4,10 +4,11 @@ so that ``dsh --version`` and ``dsh --help`` stay instant."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
 
 from dsh import __version__
 from dsh.permission_modes import MODES
@@ -165,9 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stderr = VisibleStream.around(sys.stderr)
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] in SUBCOMMANDS:
-        return _command(build_command_parser().parse_args(args_list))
+        command = build_command_parser().parse_args(args_list)
+        return _into_stdout(lambda: _command(command))
     if _maybe_plugin_command(args_list):
-        code = _plugin_command(args_list)
+        code = _into_stdout(lambda: _plugin_command(args_list))
         if code is not None:
             return code
     parser = build_parser()
@@ -194,6 +196,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return _tui(args)
     return _headless(args)
+
+
+_Code = TypeVar("_Code", int, int | None)
+
+
+def _into_stdout(run: Callable[[], _Code]) -> _Code | int:
+    """Run a command that prints, ending quietly when stdout's reader has gone
+    (``dsh sessions export ID | head``) as ``cat`` does: status 141, no traceback."""
+    try:
+        code = run()
+        sys.stdout.flush()  # inside the guard: a closed pipe is found here, not at exit
+    except BrokenPipeError:
+        # Whatever is still buffered must not fail again when Python exits.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141  # what a shell reports for a command killed by SIGPIPE
+    return code
 
 
 _WORD = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -348,7 +368,6 @@ def _headless(args: argparse.Namespace) -> int:
         **_session_choice(args),
     )
     import gc
-    import os
 
     # Everything imported so far lives until exit: keep the collector from walking it.
     gc.freeze()

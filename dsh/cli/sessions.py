@@ -118,6 +118,8 @@ class _Cli:
         except (LookupError, AmbiguousSessionError, PersistenceError) as error:
             print(f"dsh: {error}", file=sys.stderr)
             return 1
+        except BrokenPipeError:
+            raise  # stdout's reader left (`| head`): the command line ends it quietly
         except (OSError, sqlite3.Error) as error:
             # Storage that cannot be read (or a file that cannot be written): said in
             # one line, as any other failure of a command.

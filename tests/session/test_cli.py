@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -149,3 +150,37 @@ def test_a_plugins_events_read_as_a_running_dsh_reads_them(tmp_path: Path) -> No
     assert row() == imported  # found again in storage, and indexed the same
     assert dsh(home, "reindex").returncode == 0
     assert row() == imported
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "markdown"])
+async def test_export_into_a_reader_that_left_ends_quietly(tmp_path: Path, fmt: str) -> None:
+    # `dsh sessions export ID | head`: the reader is gone when the export is written.
+    # It printed a BrokenPipeError traceback.
+    data = tmp_path / "home"
+    store = SessionStore.at(data)
+    session = await store.create(str(tmp_path))
+    for n in range(20):
+        complete_turn(session, f"question {n} " + "x" * 4000, f"answer {n}")
+    session_id = str(session.id)
+    await store.close(session)
+    await store.aclose()
+    env = {**os.environ, "DSH_HOME": str(data)}
+    command = [sys.executable, "-m", "dsh", "sessions", "export", session_id, "--format", fmt]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has left before a byte is written
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            command,
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+
+    assert done.stderr.decode() == ""  # no traceback, no "Broken pipe"
+    assert done.returncode == 141
