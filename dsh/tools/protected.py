@@ -660,13 +660,7 @@ def command_protections(command: str, cwd: Path) -> list[Protection]:
     name (so no allow rule or grant vouches for ``cp x .git/hooks/pre-commit``)."""
     parsed = analyse(command)
     found: list[Protection] = []
-    # Each spelling once; an option (-v, --short) names no file, unless it holds one
-    # (--output=FILE), which _candidates finds.
-    words = [
-        w
-        for w in dict.fromkeys(parsed.words)
-        if (not w.startswith("-") or "=" in w) and is_path_text(w)
-    ]
+    words = _path_words(parsed.words)
     for target in parsed.writes:
         if not is_path_text(target):
             continue
@@ -698,6 +692,14 @@ def command_protections(command: str, cwd: Path) -> list[Protection]:
     found += pattern_protections(command, cwd)
     found += recursive_protections(command, cwd)
     return _unique(found)
+
+
+def _path_words(words: Iterable[str]) -> list[str]:
+    """The words that may name a file, each spelling once: an option (-v, --short)
+    names none, unless it holds one (--output=FILE), which _candidates finds."""
+    return [
+        w for w in dict.fromkeys(words) if (not w.startswith("-") or "=" in w) and is_path_text(w)
+    ]
 
 
 def _mentions_proc(command: str, words: list[str], cwd: Path) -> list[Protection]:
@@ -937,12 +939,7 @@ def pattern_protections(command: str, cwd: Path) -> list[Protection]:
     (a link to ``.git`` under another name). A word bash expands differently once
     ``dotglob``, ``globstar`` or ``nocaseglob`` is on is read as if they were, when
     the command could set them."""
-    parsed = analyse(command)
-    words = [
-        w
-        for w in dict.fromkeys(parsed.patterns)
-        if (not w.startswith("-") or "=" in w) and is_path_text(w)
-    ]
+    words = _path_words(analyse(command).patterns)
     if not words:
         return []
     found: list[Protection] = []
