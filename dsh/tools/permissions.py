@@ -314,11 +314,13 @@ def rules_cover(rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd
     relevant = [rule for rule in rules if rule.applies(tool, action)]
     if not relevant or action.unchecked is not None:
         return False
-    if action.command is not None and git_elsewhere(action, cwd) is not None:
-        return False
     if action.command is not None:
         commands = [rule for rule in relevant if _about_commands(rule)]
-        return commands_covered(commands, analyse(action.command))
+        # git_elsewhere reads the repository's config: only for a command a rule covers.
+        return (
+            commands_covered(commands, analyse(action.command))
+            and git_elsewhere(action, cwd) is None
+        )
     return any(_covers_call(rule, tool, action, cwd) for rule in relevant)
 
 
