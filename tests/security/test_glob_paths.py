@@ -20,7 +20,6 @@ Then the decisions themselves, spelling by spelling, through
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from dsh.tools import Action, ToolDefinition
 from dsh.tools.permissions import Rule, assess
 from plugins.fs.ripgrep import find_rg
 from tests.e2e.harness import SETTINGS, Dsh
-from tests.security.planted import FSMONITOR, HOOK, needs_git
+from tests.security.planted import FSMONITOR, HOOK, git_init, needs_git
 
 SECRET = "SECRET=dotenv-canary-93c1f0"
 NOT_RUN = "was not run: no one is here to approve it"
@@ -75,10 +74,6 @@ def logged(dsh: Dsh, secret: str) -> list[Path]:
         for path in dsh.home.rglob("*")
         if path.is_file() and secret.encode() in path.read_bytes()
     ]
-
-
-def git_init(project: Path) -> None:
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
 
 
 # ---------------------------------------------------------------------- class 4

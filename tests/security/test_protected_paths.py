@@ -16,7 +16,6 @@ Then the decision functions of :mod:`dsh.tools.protected` and
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from dsh.tools.protected import (
     write_protection,
 )
 from tests.e2e.harness import SETTINGS, Dsh, of_type
-from tests.security.planted import FSMONITOR, HOOK, needs_git
+from tests.security.planted import FSMONITOR, HOOK, git_init, needs_git
 
 
 @pytest.fixture
@@ -52,10 +51,6 @@ def call(name: str, **arguments: Any) -> Reply:
 
 def bash(command: str, **extra: Any) -> Reply:
     return call("bash", command=command, description="run it", **extra)
-
-
-def git_init(project: Path) -> None:
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
 
 
 def allow(dsh: Dsh, *rules: str) -> None:
