@@ -100,3 +100,60 @@ async def test_test_connection_goes_where_deepseek_base_url_says(
     choice = SetupChoice(kind="deepseek", model="deepseek-v4-flash", key=Secret("sk-test"))
     assert await check_connection(choice) is None
     assert len(fake_llm.chat_requests) == 1
+
+
+async def test_at_80x24_the_screen_opens_on_its_welcome(tmp_path: Path) -> None:
+    """Too tall for 24 rows, it scrolls; but it opens at the top, where the welcome
+    says what the screen is for, with the first choice focused (issue 36)."""
+    from textual.containers import VerticalScroll
+
+    home = tmp_path / "home"
+    screen = SetupScreen(home, CredentialStore(home, tmp_path, environ={}))
+    app = Host(screen)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        scroll = screen.query_one(VerticalScroll)
+        assert scroll.max_scroll_y > 0  # the case: it does not fit
+        assert screen.focused is screen.query_one("#kind")
+        assert scroll.scroll_y == 0
+        intro = screen.query_one("#intro", Static)
+        assert intro.region.y >= scroll.region.y
+        assert intro.region.height > 0
+        assert "Welcome to dsh" in str(intro.render())
+
+
+async def test_enter_in_the_key_field_saves_and_starts(tmp_path: Path) -> None:
+    """Enter in a field goes on as a person expects: to the next field, and from the
+    key (the last thing to give) it saves and starts, as the button does."""
+    home = tmp_path / "home"
+    screen = SetupScreen(home, CredentialStore(home, tmp_path, environ={}))
+    app = Host(screen)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen.query_one("#model", Input).focus()
+        await pilot.press("enter")  # the model as suggested: on to the key
+        await pilot.pause()
+        assert screen.focused is screen.query_one("#key", Input)
+        await pilot.press(*"sk-entered-canary", "enter")
+        await pilot.pause()
+    [choice] = app.result
+    assert choice is not None
+    assert choice.key is not None
+    assert choice.key.reveal() == "sk-entered-canary"
+    saved = tomllib.loads((home / "settings.toml").read_text())
+    assert saved["agent"]["model"] == "deepseek-flash"
+    assert "sk-entered-canary" in (home / "credentials.json").read_text()
+
+
+async def test_enter_in_the_key_field_without_a_key_says_why_and_stays(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    screen = SetupScreen(home, CredentialStore(home, tmp_path, environ={}))
+    app = Host(screen)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen.query_one("#key", Input).focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "needs a key" in str(screen.query_one("#result", Static).render())
+        assert app.result == []
+        assert not (home / "settings.toml").exists()

@@ -49,7 +49,9 @@ class SetupScreen(Screen["SetupChoice | None"]):
     SetupScreen Button { margin-right: 2; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "quit_setup", "Quit")]
-    AUTO_FOCUS = "#kind"  # the first choice, not nothing (two Tabs away)
+    # The first choice is focused in on_mount: AUTO_FOCUS would scroll it to the
+    # middle, past the welcome, when the screen is taller than the terminal.
+    AUTO_FOCUS = ""
 
     def __init__(
         self,
@@ -97,6 +99,19 @@ class SetupScreen(Screen["SetupChoice | None"]):
     def on_mount(self) -> None:
         if self.form is not None:
             self._show_fields(self.form)
+        # The first choice, not nothing (two Tabs away), seen from the top.
+        self.set_focus(self.query_one("#kind"), scroll_visible=False)
+
+    @on(Input.Submitted)
+    def field_submitted(self, event: Input.Submitted) -> None:
+        """Enter goes on: from the key, or the variable naming it (the last things to
+        give), it saves and starts as the button does; from another field, to the
+        next one."""
+        event.stop()
+        if event.input.id in ("key", "key-env"):
+            self.save_pressed()
+        else:
+            self.focus_next()
 
     def _show_fields(self, form: ProviderSetup) -> None:
         """Only the fields ``form`` asks for, labelled as it labels them."""
