@@ -541,11 +541,20 @@ class SessionController:
             self.ui.show(help_text(self.commands.complete(""), keys))
 
         async def status(context: CommandContext, args: str) -> None:
+            import dataclasses
+
             from dsh.ui.render import render_status
 
             shown = fold()
-            if shown is not None:
-                self.ui.show(render_status(shown.status, queued=len(shown.queued)).plain)
+            if shown is None:
+                return
+            status = shown.status
+            if status.state == "idle" and self.agent is not None:
+                # The log names a model only once a request used it: after /model,
+                # the one the next request will use (as the TUI's status bar shows).
+                options = self.agent.options
+                status = dataclasses.replace(status, provider=options.provider, model=options.model)
+            self.ui.show(render_status(status, queued=len(shown.queued)).plain)
 
         for command in (
             Command("new", "start a new session", new, recorded=False),
