@@ -50,6 +50,14 @@ class FrontEnd:
         return self.kind != "headless"
 
     @property
+    def shows_notices(self) -> bool:
+        """The session's notices (what a plugin's events say in the transcript) reach
+        the person, every level: the TUI and plain mode show them; an editor (``dsh
+        acp``) only warnings and errors, ``dsh -p`` none. A command whose result its
+        event's notice already says need not say it again there."""
+        return self.kind in ("tui", "plain")
+
+    @property
     def settles_tools_first(self) -> bool:
         """The first request waits until every source of tools is ready or failed: a
         script's run (``dsh -p``) must not miss a tool for starting late, nor an editor's

@@ -11,6 +11,7 @@ is logged is in :mod:`plugins.compaction.service`.
 from __future__ import annotations
 
 from dsh.commands import Command, CommandContext, CommandError
+from dsh.frontend import front_end
 from dsh.hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST_ERROR
 from dsh.kernel import Context, Plugin
 from dsh.services import COMMANDS
@@ -57,9 +58,15 @@ def compact_command(service: CompactionService) -> Command:
         share = ""
         if result.context_window:
             share = f", {result.context_tokens / result.context_window:.0%} of the window"
+        holds = f"the context holds about {result.context_tokens:,} tokens now{share}."
+        shown = front_end(context.agent)
+        if shown is not None and shown.shows_notices:
+            # The summary's notice in the transcript says what was compacted: once.
+            context.host.show(holds[0].upper() + holds[1:])
+            return
         context.host.show(
             f"Compacted {result.shadowed_tokens:,} tokens of earlier conversation into a "
-            f"summary; the context holds about {result.context_tokens:,} tokens now{share}."
+            f"summary; {holds}"
         )
 
     return Command(
