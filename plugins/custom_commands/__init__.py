@@ -4,8 +4,9 @@
 command ``/NAME``; a folder makes a namespace (``/frontend:review``). Running one
 fills in the arguments, runs its ``!`` lines through the ``bash`` tool (asked about as
 any call is) and sends the result as the person's message, with the file's ``model``
-for that turn if it names one. The files are read again before each prompt, so a
-command written meanwhile is there for the next. Modules: ``files`` (where they are,
+for that turn if it names one. The files are read again when they change (looked at
+every :data:`WATCH_S` seconds, and before each prompt and ``/commands``), so a command
+written meanwhile is there in the ``/`` completion and ``/commands`` at once. Modules: ``files`` (where they are,
 what a file holds), ``expand`` (arguments and ``!`` lines). docs/commands.md.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,12 +29,15 @@ from dsh.paths import dsh_home
 from dsh.services import COMMANDS, SETTINGS, TOOLS
 from dsh.tools import RuleError, ToolContext, parse_rules
 from plugins.custom_commands.expand import arguments, commands
-from plugins.custom_commands.files import CommandFile, Skipped, scan
+from plugins.custom_commands.files import CommandFile, Skipped, fingerprint, scan
 
 BASH = "bash"
 """The tool ``!`` lines run with."""
 MAX_OUTPUT = 20_000
 """Characters of a ``!`` line's output kept in the prompt."""
+WATCH_S = 1.0
+"""How often the command folders are looked at for a file added, removed or changed
+(their listing and the files' times and sizes: nothing is read unless one changed)."""
 
 
 @dataclass
@@ -52,6 +57,8 @@ class Commands:
     turn_models: dict[str, str] = field(default_factory=dict)
     """An agent (by id) running a command's turn, and that turn's model."""
     rescan: asyncio.Task[None] | None = None
+    seen: tuple[tuple[str, int, int], ...] = ()
+    """The folders' :func:`fingerprint` when they were last read."""
 
 
 async def apply(ctx: Context, config: NoConfig) -> None:
@@ -61,7 +68,14 @@ async def apply(ctx: Context, config: NoConfig) -> None:
     registry = ctx.get(COMMANDS)
     tools = ctx.get(TOOLS)
 
+    reading = asyncio.Lock()  # one look at a time: an older one must not land last
+
     async def refresh() -> None:
+        async with reading:
+            await read_files()
+
+    async def read_files() -> None:
+        state.seen = await asyncio.to_thread(fingerprint, state.home, state.project)
         files, skipped = await asyncio.to_thread(scan, state.home, state.project)
         state.skipped = skipped
         for name in [n for n in state.files if files.get(n) != state.files[n]]:
@@ -154,11 +168,21 @@ async def apply(ctx: Context, config: NoConfig) -> None:
         if status == "idle":
             state.turn_models.pop(agent.id, None)
 
+    async def watch() -> None:
+        """A file written while dsh runs shows in the ``/`` completion (and every
+        front end's list of commands) without waiting for a prompt."""
+        while True:
+            await asyncio.sleep(WATCH_S)
+            now = await asyncio.to_thread(fingerprint, state.home, state.project)
+            if now != state.seen:
+                await refresh()
+
     ctx.on(AGENT_PROMPT_SUBMIT, on_prompt)
     ctx.on(AGENT_REQUEST, on_request)
     ctx.on(AGENT_STATUS, on_status)
-    registry.register("commands", listing_command(state))
+    registry.register("commands", listing_command(state, refresh))
     await refresh()
+    ctx.spawn(watch(), name="custom-commands:watch")
 
 
 # Other agents' tool names in allowed-tools, as dsh's rules name the same actions.
@@ -195,8 +219,9 @@ def allowed_rules(text: str | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def listing_command(state: Commands) -> Command:
+def listing_command(state: Commands, refresh: Callable[[], Awaitable[None]]) -> Command:
     async def run(context: CommandContext, args: str) -> None:
+        await refresh()  # what is in the folders now, not at the last look
         lines = []
         for file in sorted(state.files.values(), key=lambda file: file.name):
             lines.append(

@@ -71,6 +71,20 @@ def scan(home: Path, project: Path | None) -> tuple[dict[str, CommandFile], list
     return commands, skipped
 
 
+def fingerprint(home: Path, project: Path | None) -> tuple[tuple[str, int, int], ...]:
+    """What changes when a command file is added, removed or written: each folder's and
+    file's path, modification time and size (without reading a file)."""
+    found: list[tuple[str, int, int]] = []
+    for _, root in roots(home, project):
+        for path in (root, *(path for path, _ in _markdown_files(root))):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            found.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(found)
+
+
 def load(name: str, path: Path, origin: str) -> CommandFile | Skipped:
     try:
         text = read_regular_file(path, MAX_BYTES).decode("utf-8")

@@ -65,3 +65,40 @@ async def test_compact_says_its_result_once(
         # What the notice does not say, the command adds: once.
         assert screen_text(app).count("The context holds about") == 1
         assert len(fake_llm.chat_requests) == 3
+
+
+async def test_a_command_file_written_while_dsh_runs_is_offered_before_any_prompt(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from dsh.ui.tui.prompt import CompletionMenu
+
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        folder = home(tmp_path) / "commands"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "freshly.md").write_text("---\ndescription: Written just now\n---\nSay hi.\n")
+        menu = app.query_one(CompletionMenu)
+
+        def offered() -> list[str]:
+            if not menu.display:
+                return []
+            return [str(menu.get_option_at_index(i).prompt) for i in range(menu.option_count)]
+
+        async def typed_and_offered() -> bool:
+            await type_text(app, pilot, "")
+            await pilot.press("/", "f", "r")
+            await pilot.pause(0.1)
+            return any(label.startswith("/freshly") for label in offered())
+
+        for _ in range(100):  # a hang guard: the folders are looked at every second
+            if await typed_and_offered():
+                break
+        assert any("Written just now" in label for label in offered())
+        await type_text(app, pilot, "")
+
+        # /commands lists one written a moment ago too, with no prompt sent.
+        (folder / "newest.md").write_text("Say bye.\n")
+        await type_text(app, pilot, "/commands")
+        await pilot.press("enter")
+        await until(pilot, lambda: "/newest" in screen_text(app), what="/commands")
+        assert "/freshly" in screen_text(app)
+        assert fake_llm.chat_requests == []
