@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 Notify = Literal["auto", "bell", "osc9", "osc777", "off"]
@@ -75,3 +76,40 @@ def _check(key: str, kind: Any, value: Any) -> None:
         raise TableProblem((key,), "Input should be a valid boolean")
     elif kind is str and not isinstance(value, str):
         raise TableProblem((key,), "Input should be a valid string")
+
+
+def save_tui_choice(home: Path, key: str, value: str | bool) -> Path:
+    """``[tui] key = value`` in the user's settings document (``home/settings.toml``),
+    the rest of it kept as written, comments included: a choice made in the TUI
+    (``/theme``) that the next start reads. Returns the document's path; raises
+    :class:`~dsh.settings_files.SettingsError` when the document cannot be read as
+    TOML or written (it is then left as it was)."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    from dsh.regular_files import read_regular_file
+    from dsh.settings import USER_FILE
+    from dsh.settings_files import SettingsError, write_private
+
+    known, _ = TuiTable.default_of(key)
+    if not known:
+        raise ValueError(f"[tui] has no key {key!r}")
+    _check(key, get_type_hints(TuiTable, globals())[key], value)
+    # A document kept elsewhere and linked (dotfiles) is written where it lives.
+    path = (home / USER_FILE).resolve()
+    try:
+        text = read_regular_file(path).decode("utf-8") if path.exists() else ""
+        document = tomlkit.parse(text)
+        table = document.get("tui")
+        if table is None:
+            table = tomlkit.table()
+            document["tui"] = table
+        elif not isinstance(table, dict):
+            raise SettingsError(f"{path}: `tui` is not a table; the choice is not saved")
+        table[key] = value
+        write_private(path, tomlkit.dumps(document))
+    except (TOMLKitError, UnicodeDecodeError) as error:
+        raise SettingsError(f"{path}: not valid TOML ({error}); the choice is not saved") from None
+    except OSError as error:
+        raise SettingsError(f"{path}: cannot be written: {error.strerror}") from None
+    return path

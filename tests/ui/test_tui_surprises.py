@@ -102,3 +102,55 @@ async def test_a_command_file_written_while_dsh_runs_is_offered_before_any_promp
         await until(pilot, lambda: "/newest" in screen_text(app), what="/commands")
         assert "/freshly" in screen_text(app)
         assert fake_llm.chat_requests == []
+
+
+async def test_the_theme_chosen_is_kept_in_the_users_settings(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from dsh.settings import load_settings
+    from dsh.ui.tui.screens.picker import Picker
+
+    user_file = home(tmp_path) / "settings.toml"
+    user_file.parent.mkdir(parents=True, exist_ok=True)
+    user_file.write_text('# mine\n[agent]\nmodel = "deepseek-flash"  # the cheap one\n')
+    user_file.chmod(0o600)
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "/theme dsh-light")
+        await pilot.press("enter")
+        await until(pilot, lambda: "Saved as [tui] theme" in screen_text(app), what="saved")
+        assert app.theme == "dsh-light"
+        assert load_settings(home(tmp_path), tmp_path).tui.theme == "dsh-light"
+        text = user_file.read_text()
+        assert '# mine\n[agent]\nmodel = "deepseek-flash"  # the cheap one\n' in text
+
+        # The picker: Esc keeps nothing, Enter keeps the one highlighted.
+        names = sorted(app.available_themes)
+        moved = names[(names.index("dsh-light") + 1) % len(names)]
+        await type_text(app, pilot, "/theme")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, Picker), what="the theme picker")
+        await pilot.press("down", "escape")
+        await until(pilot, lambda: not isinstance(app.screen, Picker))
+        assert load_settings(home(tmp_path), tmp_path).tui.theme == "dsh-light"
+        await type_text(app, pilot, "/theme")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, Picker), what="the theme picker")
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: screen_text(app).count("Saved as [tui] theme") == 2)
+        assert load_settings(home(tmp_path), tmp_path).tui.theme == moved
+
+
+async def test_a_theme_that_cannot_be_saved_applies_for_the_run_and_says_why(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    user_file = home(tmp_path) / "settings.toml"
+    user_file.parent.mkdir(parents=True, exist_ok=True)
+    broken = "[agent\nmodel = 1\n"
+    user_file.write_text(broken)
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "/theme dsh-light")
+        await pilot.press("enter")
+        await until(pilot, lambda: "for this run only" in screen_text(app), what="the warning")
+        assert app.theme == "dsh-light"
+        assert "not valid TOML" in screen_text(app)
+        assert user_file.read_text() == broken  # nothing of it lost

@@ -332,7 +332,11 @@ class DshApp(App[int]):
         controller = self.controller
         controller.add_session_commands(KEYS_HELP, lambda: self.fold)
         register_tui_commands(
-            self, controller.commands, lambda: self.fold, view_session=self.view_session
+            self,
+            controller.commands,
+            lambda: self.fold,
+            view_session=self.view_session,
+            home=controller.home,
         )
         self.prompt_area.commands = controller.commands.complete
         self.prompt_area.mentions = controller.mentions

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App
@@ -24,10 +25,12 @@ def register_tui_commands(
     fold: Callable[[], TranscriptFold | None],
     *,
     view_session: Callable[[str, str | None], Awaitable[None]],
+    home: Path,
 ) -> None:
     """``/theme``, ``/copy`` and ``/agents`` for ``app``, in ``commands`` (the app's own
     view); ``fold`` is the transcript on screen, which ``/copy`` copies from;
-    ``view_session`` opens a session's transcript read-only (``/agents``)."""
+    ``view_session`` opens a session's transcript read-only (``/agents``); ``home``
+    holds the user's settings, where ``/theme`` keeps its choice."""
 
     async def theme(context: CommandContext, args: str) -> None:
         name = args.strip()
@@ -40,7 +43,16 @@ def register_tui_commands(
         if name not in app.available_themes:
             raise CommandError(f"no theme {name!r}; themes: {', '.join(names)}")
         app.theme = name
-        context.host.show(f"Theme: {name}.")
+        from dsh.settings_files import SettingsError
+        from dsh.settings_tui import save_tui_choice
+
+        try:
+            # Kept for the next start, as [tui] theme in the user's settings.
+            path = await asyncio.to_thread(save_tui_choice, home, "theme", name)
+        except SettingsError as error:
+            context.host.show(f"Theme: {name}, for this run only: {error}", level="warning")
+            return
+        context.host.show(f"Theme: {name}. Saved as [tui] theme in {path}.")
 
     async def copy(context: CommandContext, args: str) -> None:
         from dsh.ui.tui.clipboard import copy_text, last_answers
