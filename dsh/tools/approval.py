@@ -306,7 +306,7 @@ class ApprovalService:
             case "deny":
                 resolve("deny", assessment.by, reason=assessment.reason)
                 return Gate(False, f"{tool.name} is not allowed: {assessment.reason}", "DENIED")
-        grant = session_rules(tool, action) if assessment.grantable else None
+        grant = session_rules(tool, action, Path(cwd)) if assessment.grantable else None
         offered = ", ".join(str(rule) for rule in grant) if grant else None
         if offered is not None and self._rejected(session, offered):
             resolve("deny", "user", reason="rejected for the rest of the session")

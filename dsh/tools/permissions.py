@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import glob
 import os
 import re
 import shlex
@@ -533,7 +534,9 @@ def assess(
             headless=f"{reason}; only --permission-mode bypass allows it unasked",
         )
     if action.risk == "write":
-        if writes_outside:
+        if writes_outside and not (
+            mode != "read-only" and all(outside_granted(granted, path) for path in writes_outside)
+        ):
             return Assessment("ask", f"writes outside the working directory: {writes_outside[0]}")
         if mode == "accept-edits":
             return Assessment("allow", "accept-edits mode")
@@ -612,10 +615,13 @@ def _folders_entered(analysis: Analysis, where: Path) -> list[Path] | str:
 # ----------------------------------------------------------------- session grants
 
 
-def session_rules(tool: ToolDefinition, action: Action) -> list[Rule] | None:
+def session_rules(
+    tool: ToolDefinition, action: Action, cwd: Path | None = None
+) -> list[Rule] | None:
     """The rules an "allow for this session" answer grants, or None when none can be
     offered. For a command, one per command it runs: the exact command, or the smallest
-    safe prefix (see :func:`dsh.tools.grant_policy.grant_words`); for file writes, ``edit``;
+    safe prefix (see :func:`dsh.tools.grant_policy.grant_words`); for file writes, ``edit``
+    (writes inside ``cwd``) and, for a path outside it, :func:`outside_grant`;
     otherwise the tool (for its target, when the call names one)."""
     if action.command is not None:
         if action.unchecked is not None:
@@ -640,10 +646,49 @@ def session_rules(tool: ToolDefinition, action: Action) -> list[Rule] | None:
                 rules.append(rule)
         return rules or None
     if action.paths:
-        return [Rule("edit")]
+        if cwd is None:
+            return [Rule("edit")]
+        writes: list[Rule] = []
+        for path in action.paths:
+            rule = Rule("edit") if inside(path, cwd) else outside_grant(path, cwd)
+            if rule not in writes:
+                writes.append(rule)
+        return writes
     if action.target is not None:
         return [Rule(tool.name, action.target)]
     return [Rule(tool.name)]
+
+
+def outside_grant(path: Path, cwd: Path) -> Rule:
+    """What "allow for this session" grants for a write outside the working directory:
+    the file's folder and what is under it (``edit(/srv/out/**)``), or only that file
+    where its folder is too wide to hand over (the root, a top-level folder such as
+    ``/tmp``, the home folder, or a folder holding the project). Written as the
+    resolved path, which is the only form :func:`outside_granted` matches."""
+    real = Path(os.path.realpath(path))
+    folder = real.parent
+    holds = [Path(os.path.realpath(cwd)), Path(os.path.realpath(os.path.expanduser("~")))]
+    too_wide = len(folder.parts) <= 2 or any(
+        folder == held or folder in held.parents for held in holds
+    )
+    if too_wide:
+        return Rule("edit", glob.escape(real.as_posix()))
+    return Rule("edit", glob.escape(folder.as_posix()) + "/**")
+
+
+def outside_granted(rules: Iterable[Rule], path: Path) -> bool:
+    """Whether a rule names ``path``, outside the working directory, for writes: an
+    ``edit`` rule with an absolute pattern matching the path as resolved (a bare
+    ``edit``, or a relative pattern, is about the working directory; and a link in a
+    granted folder pointing elsewhere is matched where it points)."""
+    real = Path(os.path.realpath(path)).as_posix()
+    return any(
+        rule.kind == "edit"
+        and rule.pattern is not None
+        and rule.pattern.startswith("/")
+        and _glob_path(rule.pattern, real)
+        for rule in rules
+    )
 
 
 def describe_grant(rules: Sequence[Rule], *, commands: bool) -> str:
@@ -655,8 +700,12 @@ def describe_grant(rules: Sequence[Rule], *, commands: bool) -> str:
             words, prefix = rule.command_words()
             command = " ".join(shlex.quote(w) for w in words)
             parts.append(f"`{command}` and `{command} …`" if prefix else f"exactly `{command}`")
-        elif rule.kind == "edit":
+        elif rule.kind == "edit" and rule.pattern is None:
             parts.append("edits to files inside the working directory")
+        elif rule.kind == "edit" and rule.pattern is not None and rule.pattern.endswith("/**"):
+            parts.append(f"edits to files in {rule.pattern[:-3]}/ and its subfolders")
+        elif rule.kind == "edit":
+            parts.append(f"edits to {rule.pattern}")
         elif rule.pattern is not None:
             parts.append(f"{rule.tool} calls for {rule.pattern}")
         else:

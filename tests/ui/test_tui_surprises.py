@@ -154,3 +154,58 @@ async def test_a_theme_that_cannot_be_saved_applies_for_the_run_and_says_why(
         assert app.theme == "dsh-light"
         assert "not valid TOML" in screen_text(app)
         assert user_file.read_text() == broken  # nothing of it lost
+
+
+def write_call(path: Path, content: str) -> Reply:
+    from dsh.testing import ToolCallSpec
+
+    arguments = {"file_path": str(path), "content": content}
+    return Reply(tool_calls=[ToolCallSpec(name="write", arguments=arguments)])
+
+
+async def test_this_session_on_a_write_outside_the_project_allows_that_folder_only(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """ "This session [a]" on a write outside the project grants what the dialog says
+    (that folder and under it) for the rest of the session: the next write there runs
+    unasked; a write to another folder, or to a protected path inside the granted one,
+    is still asked."""
+    from dsh.ui.tui.screens.approval import ApprovalScreen
+
+    project, notes, other = tmp_path / "project", tmp_path / "out" / "notes", tmp_path / "other"
+    for folder in (project, notes, other):
+        folder.mkdir(parents=True)
+    fake_llm.add(write_call(notes / "a.txt", "first\n"))
+    fake_llm.add(write_call(notes / "deeper" / "b.txt", "second\n"))
+    fake_llm.add(write_call(other / "c.txt", "third\n"))
+    fake_llm.add(write_call(notes / ".git" / "config", "[core]\n"))
+    fake_llm.add(Reply(text="Wrote what I could."))
+
+    async def dialog_shows(what: str) -> ApprovalScreen:
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what=what)
+        dialog = app.screen
+        assert isinstance(dialog, ApprovalScreen)
+        await until(pilot, lambda: dialog.guard.open, what="the dialog to take keys")
+        return dialog
+
+    async with tui(runtime, project, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "write the notes")
+        await pilot.press("enter")
+        first = await dialog_shows("the first approval")
+        assert first.request.grant == f"edit({notes.resolve()}/**)"
+        covers = f"edits to files in {notes.resolve()}/ and its subfolders"
+        assert first.request.grant_covers == covers
+        await pilot.press("a")
+        # The second write, in the granted folder, runs unasked; the third is asked.
+        third = await dialog_shows("the approval of another folder")
+        assert str(other / "c.txt") in third.request.summary + str(third.request.paths)
+        assert (notes / "deeper" / "b.txt").read_text() == "second\n"
+        await pilot.press("n")
+        fourth = await dialog_shows("the approval of a protected path in the granted folder")
+        assert ".git" in str(fourth.request.paths)
+        assert fourth.request.grant is None  # never offered for a protected path
+        await pilot.press("n")
+        await until(pilot, lambda: "Wrote what I could." in screen_text(app), what="the end")
+    assert (notes / "a.txt").read_text() == "first\n"
+    assert not (other / "c.txt").exists()
+    assert not (notes / ".git").exists()
