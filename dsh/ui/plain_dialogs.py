@@ -51,6 +51,10 @@ def trust_asker(console: Console, input: Any = None, output: Any = None) -> Aske
         for item in question.ignored:
             console.print(Text(f"  {item.key} = {item.value}"), soft_wrap=True)
             console.print(Text(f"    {item.reason}", style="dim"), soft_wrap=True)
+        if question.turned_on:
+            console.print(Text("Trusting it also turns on:", style="bold"), soft_wrap=True)
+        for thing in question.turned_on:
+            console.print(Text(f"  {visible(thing.path)}: {thing.what}"), soft_wrap=True)
         console.print(
             Text(
                 "Whoever wrote this repository chose these values. Until you trust "

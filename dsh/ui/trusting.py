@@ -25,13 +25,50 @@ run goes untrusted, and the question comes back next time)."""
 
 
 @dataclass(frozen=True)
+class TurnedOn:
+    """Something the folder holds that dsh uses only in a trusted folder."""
+
+    path: str
+    """Where it is, relative to the folder (``.dsh/commands/``)."""
+    what: str
+    """What trusting turns on with it."""
+
+
+PROJECT_FILES: tuple[tuple[str, bool, str], ...] = (
+    (".dsh/commands", True, "its slash commands (a command's `!` lines run when it is used)"),
+    (".mcp.json", False, "the MCP servers it names: programs started, addresses reached"),
+    (".dsh/agents", True, "its subagent profiles (instructions, tools, models)"),
+    (".claude/agents", True, "its subagent profiles (instructions, tools, models)"),
+    (".env", False, "the keys in it, which dsh may then send to a provider"),
+)
+"""What a trusted folder's own files turn on beside its settings (the plugins and the
+credential store read them only when ``settings.trusted``; docs/settings.md): the
+path, whether it is a folder, and what it does."""
+
+
+def turned_on_by_trust(root: Path) -> tuple[TurnedOn, ...]:
+    """The files of :data:`PROJECT_FILES` that ``root`` holds (links not followed: a
+    name is enough for the question to mention it)."""
+    found = []
+    for name, folder, what in PROJECT_FILES:
+        path = root / name
+        if folder and path.is_dir() and not path.is_symlink():
+            found.append(TurnedOn(f"{name}/", what))
+        elif not folder and path.is_file():
+            found.append(TurnedOn(name, what))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
 class TrustQuestion:
     root: Path
     """The folder the answer is for (a git root, else the working directory)."""
     project: Path | None
     """The project settings file, if there is one."""
     ignored: tuple[Ignored, ...]
-    """Exactly what trusting would change."""
+    """Exactly what trusting would change in the settings."""
+    turned_on: tuple[TurnedOn, ...] = ()
+    """What else of the folder's trusting turns on (its commands, MCP servers...)."""
 
 
 Asker = Callable[[TrustQuestion], Awaitable[TrustAnswer]]
@@ -47,7 +84,8 @@ async def settle(settings: Settings, home: Path, *, ask: Asker | None = None) ->
     if not settings.ignored or settings.trust != "unknown" or ask is None:
         return settings
     assert settings.root is not None
-    answer = await ask(TrustQuestion(settings.root, settings.project, settings.ignored))
+    turned_on = await asyncio.to_thread(turned_on_by_trust, settings.root)
+    answer = await ask(TrustQuestion(settings.root, settings.project, settings.ignored, turned_on))
     if answer == "later":
         return settings
     from dsh.trust import TrustStore

@@ -105,7 +105,8 @@ async def test_the_trust_dialog_of_a_hostile_project_in_a_real_terminal(
 
     dialog = await terminal.wait_for("Trust this folder?", limit=2 * TIMEOUT)  # a cold start
     assert 'permissions.mode = "bypass"' in dialog
-    # No button has focus yet: the letters and Enter are for the prompt behind.
+    # Letters are for the prompt behind, and so is the Enter that follows them
+    # (though Decide later has focus).
     await terminal.keys("hello", literal=True)
     await terminal.wait_for(lambda text: any("hello" in line for line in text.splitlines()))
     await terminal.keys("Enter")
@@ -115,7 +116,7 @@ async def test_the_trust_dialog_of_a_hostile_project_in_a_real_terminal(
     assert not (home / "trust.toml").exists()
     assert fake_llm.chat_requests == []
 
-    await terminal.keys("Tab")
+    await terminal.keys("Tab")  # from Decide later round to the first answer
     await terminal.keys("Enter")
     screen = await terminal.wait_for("Hello from the model.")
     assert "Trust this folder?" not in screen

@@ -111,3 +111,21 @@ async def test_a_script_on_stdin_is_not_asked(home: Path, project: Path, fake_ll
     assert "Permission mode: default" in text
     assert recorded(home) == {}
     assert fake_llm.chat_requests == []
+
+
+async def test_the_question_says_what_else_of_the_folder_trusting_turns_on(
+    home: Path, project: Path, pipe: PipeInput
+) -> None:
+    (project / ".dsh" / "commands").mkdir()
+    (project / ".dsh" / "commands" / "release.md").write_text("!git push\nRelease it.\n")
+    (project / ".mcp.json").write_text('{"mcpServers": {"x": {"command": "run-me"}}}')
+    plain = Plain(None, pipe, project, timeout=TIMEOUT)
+    text = await plain.wait_for("only settings that make dsh do less apply")
+    also = text.split("Trusting it also turns on:", 1)[1]
+    assert "  .dsh/commands/: its slash commands" in also
+    assert "  .mcp.json: the MCP servers it names" in also
+    assert ".env" not in also
+    plain.type("l\r")
+    assert await plain.mode() == "default"
+    assert await plain.quit() == 0
+    assert recorded(home) == {}

@@ -83,11 +83,16 @@ async def started(
 
 
 async def dialog(app: DshApp, pilot: Pilot[int]) -> TrustScreen:
-    """The trust dialog once it is on screen with its answers (it is the app's
-    screen a moment before it has composed them)."""
+    """The trust dialog once it is on screen with its answers, one focused (it is the
+    app's screen a moment before it has composed and mounted them)."""
 
     def composed() -> bool:
-        return isinstance(app.screen, TrustScreen) and len(app.screen.query(Button)) == 3
+        screen = app.screen
+        return (
+            isinstance(screen, TrustScreen)
+            and len(screen.query(Button)) == 3
+            and screen.focused is not None
+        )
 
     await until(pilot, composed, LIMIT, "the trust dialog")
     assert isinstance(app.screen, TrustScreen)
@@ -118,7 +123,9 @@ async def test_the_dialog_lists_the_key_and_dont_trust_is_recorded(
         assert 'permissions.mode = "bypass"' in changes
         assert "would widen the permission mode from default to bypass" in changes
         assert str(project) in shown(screen.query_one("#title"))
-        assert screen.focused is None  # keys go to the prompt until a button is chosen
+        # The answer that records nothing has focus; Tab goes round to the first.
+        assert isinstance(screen.focused, Button)
+        assert screen.focused.id == "later"
         await pilot.press("tab")
         assert isinstance(screen.focused, Button)
         assert screen.focused.id == "distrust"
@@ -260,3 +267,50 @@ async def test_a_long_list_scrolls_and_the_answers_stay_on_a_small_screen(
         await ready(app)
         assert recorded(home) == {str(project): True}
         assert mode(app) == "bypass"
+
+
+async def test_decide_later_has_focus_and_enter_takes_it(
+    home: Path, project: Path, fake_llm: FakeLLM
+) -> None:
+    """A dialog with a focused answer, as people expect (issue 36): Enter, once the
+    dialog takes keys, answers with it. Decide later records nothing."""
+    async with started(home, project, fake_llm) as (app, pilot):
+        screen = await dialog(app, pilot)
+        focused = screen.focused
+        assert isinstance(focused, Button)
+        assert focused.id == "later"
+        assert focused.has_focus
+        await until(pilot, lambda: screen.guard.open, LIMIT, "the dialog to take keys")
+        await pilot.press("enter")
+        await ready(app)
+        assert not isinstance(app.screen, TrustScreen)
+        assert recorded(home) == {}
+        assert mode(app) == "default"
+        assert app.prompt_area.text == ""
+        assert fake_llm.chat_requests == []
+
+
+async def test_the_dialog_says_what_else_of_the_folder_trusting_turns_on(
+    home: Path, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    project = make_project(tmp_path, '[permissions]\nmode = "bypass"\n', env="DEEPSEEK_API_KEY=x\n")
+    (project / ".dsh" / "commands").mkdir()
+    (project / ".dsh" / "commands" / "release.md").write_text("!git push\nRelease it.\n")
+    (project / ".mcp.json").write_text('{"mcpServers": {"x": {"command": "run-me"}}}')
+    async with started(home, project, fake_llm) as (app, pilot):
+        screen = await dialog(app, pilot)
+        changes = shown(screen.query_one("#changes-body"))
+        assert 'permissions.mode = "bypass"' in changes
+        also = changes.split("Trusting it also turns on:", 1)[1]
+        assert ".dsh/commands/" in also
+        assert "slash commands" in also
+        assert ".mcp.json" in also
+        assert "MCP servers" in also
+        assert ".env" in also
+        assert ".claude/agents" not in also  # only what the folder holds
+        # Named above the list too, which a short terminal shows only the top of.
+        explain = shown(screen.query_one("#explain"))
+        assert "trusting it also turns on its .dsh/commands/, .mcp.json, .env" in explain
+        await pilot.press("escape")
+        await ready(app)
+        assert recorded(home) == {}

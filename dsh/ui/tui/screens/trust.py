@@ -3,13 +3,17 @@
 Shown once, before the runtime starts, when the project ships configuration that
 would change what dsh does (its ``.dsh/settings.toml``) and the user has
 not decided about the folder yet. It lists exactly what trusting would change, key
-by key with its value and why it matters, and offers Trust, Don't trust (both
-recorded in the trust store) and Decide later (Esc: untrusted for this run).
+by key with its value and why it matters, then what else of the folder's trusting
+turns on (its commands, MCP servers, subagent profiles, ``.env``), and offers Trust,
+Don't trust (both recorded in the trust store) and Decide later (Esc: untrusted for
+this run, nothing recorded).
 
 It opens while the person may already be typing their first prompt, so no letter
-answers it: the choice is made with Tab or the arrows and Enter, or the mouse.
-Until a button has focus, printable keys and Enter go back to the prompt; pastes
-always do.
+answers it: printable keys and pastes always go back to the prompt. Decide later,
+the answer that records nothing, has focus from the start; Enter answers with the
+focused button, except in the dialog's first moments (:class:`KeyGuard`) and right
+after letters typed for the prompt (until Tab or an arrow moves the focus): that
+Enter sends the prompt, as it was meant to.
 
 Public API: ``TrustScreen(question)``, a ``ModalScreen[TrustAnswer]``.
 """
@@ -28,7 +32,7 @@ from textual.widgets import Button, Static
 
 from dsh.control_chars import visible
 from dsh.ui.trusting import TrustAnswer, TrustQuestion
-from dsh.ui.tui.screens.guard import TypedEarly
+from dsh.ui.tui.screens.guard import KeyGuard, TypedEarly
 
 MIN_CHANGES_ROWS = 3
 """The list's border and one line: fewer would not show that it is there."""
@@ -52,8 +56,8 @@ class TrustScreen(ModalScreen[TrustAnswer]):
     TrustScreen #buttons { height: auto; margin: 1 0 0 0; }
     TrustScreen #buttons Button { margin: 0 1 0 0; min-width: 10; }
     """
-    # Nothing focused, so keys go to the prompt: "" (None would take the app's
-    # AUTO_FOCUS, which in another app could focus a button at once).
+    # Decide later is focused in on_mount: "" here (None would take the app's
+    # AUTO_FOCUS, which in another app could focus another button).
     AUTO_FOCUS = ""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "answer('later')", "Decide later", show=False),
@@ -68,6 +72,9 @@ class TrustScreen(ModalScreen[TrustAnswer]):
     def __init__(self, question: TrustQuestion) -> None:
         super().__init__()
         self.question = question
+        self.guard = KeyGuard()
+        self._typing = False
+        """Letters went to the prompt since the focus last moved: an Enter is theirs."""
 
     def compose(self) -> ComposeResult:
         question = self.question
@@ -83,11 +90,15 @@ class TrustScreen(ModalScreen[TrustAnswer]):
             source = (
                 visible(str(question.project), one_line=True) if question.project else "this folder"
             )
+            # What else trusting turns on, named here too: in a short terminal the list
+            # below shows only its first lines.
+            turned_on = ", ".join(visible(t.path, one_line=True) for t in question.turned_on)
+            also = f"; trusting it also turns on its {turned_on} (below)" if turned_on else ""
             yield Static(
                 Text(
-                    f"{source} would change what dsh does. Whoever wrote this repository "
-                    "chose these values: trust it only if you trust them. Until then, only "
-                    "settings that make dsh do less apply."
+                    f"{source} would change what dsh does{also}. Whoever wrote this "
+                    "repository chose these values: trust it only if you trust them. Until "
+                    "then, only settings that make dsh do less apply."
                 ),
                 id="explain",
             )
@@ -110,7 +121,20 @@ class TrustScreen(ModalScreen[TrustAnswer]):
             text.append(visible(item.key), style="bold")
             text.append(visible(f" = {item.value}"))
             text.append(visible(f"\n  {item.reason}"), style="dim")
+        if self.question.turned_on:
+            text.append("\n\nTrusting it also turns on:", style="bold")
+        for thing in self.question.turned_on:
+            text.append("\n")
+            text.append(visible(thing.path, one_line=True), style="bold")
+            text.append(f"\n  {thing.what}", style="dim")
         return text
+
+    def on_mount(self) -> None:
+        self.guard.start()
+        self.set_focus(self.query_one("#later", Button), scroll_visible=False)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self._typing = False  # the person moved to an answer: Enter is for it now
 
     def on_resize(self, event: events.Resize) -> None:
         # After the layout at the new size: how tall the rest is depends on the width.
@@ -130,14 +154,18 @@ class TrustScreen(ModalScreen[TrustAnswer]):
         changes.styles.max_height = max(limit, MIN_CHANGES_ROWS)
 
     def on_key(self, event: events.Key) -> None:
-        """Keys meant for the prompt behind go back to it until a button is chosen."""
-        if isinstance(self.focused, Button):
-            return
-        if event.key == "enter" or (event.is_printable and event.character):
-            event.stop()
-            event.prevent_default()
-            submit = event.key == "enter"
-            self.app.post_message(TypedEarly("" if submit else event.character or "", submit))
+        """Letters go back to the prompt behind (no letter answers this dialog), and so
+        does an Enter that follows them or comes in the dialog's first moments."""
+        if event.is_printable and event.character:
+            self._typing = True
+            self._to_prompt(event, event.character)
+        elif event.key == "enter" and (self._typing or not self.guard.open):
+            self._to_prompt(event, "", submit=True)
+
+    def _to_prompt(self, event: events.Key, text: str, *, submit: bool = False) -> None:
+        event.stop()
+        event.prevent_default()
+        self.app.post_message(TypedEarly(text, submit))
 
     def on_paste(self, event: events.Paste) -> None:
         """A paste meant for the prompt goes back to it too (nothing here takes text)."""
