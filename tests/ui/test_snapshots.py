@@ -32,7 +32,7 @@ from dsh.session.catalog import CatalogEntry
 from dsh.session.jsonl import parse_jsonl
 from dsh.tools.approval import ApprovalRequest
 from dsh.tools.questions import Question, QuestionOption
-from dsh.ui.trusting import TrustQuestion
+from dsh.ui.trusting import PROJECT_FILES, TrustQuestion, TurnedOn
 from dsh.ui.tui.app import DshApp, TuiRequest
 from dsh.ui.tui.screens.approval import ApprovalScreen
 from dsh.ui.tui.screens.question import QuestionScreen
@@ -303,7 +303,13 @@ def trust_question() -> TrustQuestion:
     narrowing (fixed paths: a snapshot must not name a temporary folder)."""
     _, ignored = narrow(HOSTILE_PROJECT, {})
     root = Path("/home/dev/src/cloned-repo")
-    return TrustQuestion(root, root / ".dsh" / "settings.toml", tuple(ignored))
+    # What else the folder holds for dsh: its commands and MCP servers, as found.
+    turned_on = tuple(
+        TurnedOn(f"{name}/" if folder else name, what)
+        for name, folder, what in PROJECT_FILES
+        if name in (".dsh/commands", ".mcp.json")
+    )
+    return TrustQuestion(root, root / ".dsh" / "settings.toml", tuple(ignored), turned_on)
 
 
 def test_the_trust_question_escapes_the_hostile_value() -> None:
