@@ -42,7 +42,7 @@ from dsh.ui.session_controller import (
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.attention import Attention
 from dsh.ui.tui.prompt import CompletionMenu, PromptArea
-from dsh.ui.tui.screens.guard import TypedEarly
+from dsh.ui.tui.screens.guard import TypedEarly, note_key
 from dsh.ui.tui.status import PanelsView, QueuePanel, StatusBar
 
 if TYPE_CHECKING:
@@ -516,6 +516,11 @@ class DshApp(App[int]):
         if sent and self.transcript is not None:
             self.transcript.anchor()
             self.transcript.scroll_end(animate=False)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            note_key(self, event)  # a dialog tells the person's pauses from their typing
+        await super().on_event(event)
 
     def on_typed_early(self, message: TypedEarly) -> None:
         """Keys typed for the prompt as a dialog opened: back into the prompt."""

@@ -8,9 +8,8 @@ theme's ``$diff-added``/``$diff-removed``, scrollable when long. One key per ans
 rule), ``n`` or Esc deny, ``f`` deny with feedback (an input on the same dialog;
 Enter sends it, Esc goes back). The buttons do the same for the mouse.
 
-For its first :data:`~dsh.ui.tui.screens.guard.GUARD_SECONDS` the dialog ignores
-every answer (keys, Enter on a button, clicks): keys typed for the prompt just
-before it opened must not approve anything.
+Keys typed for the prompt as the dialog opens do not answer it, and a key pressed
+once it is there does (the rule is :mod:`~dsh.ui.tui.screens.guard`'s).
 
 Public API: ``ApprovalScreen(request, *, guard_seconds=GUARD_SECONDS)``, a
 ``ModalScreen[ApprovalDecision]`` (``allow_session`` comes with ``rule=None``: the
@@ -127,7 +126,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
                 yield Button(Content("Tell why [f]"), id="feedback")
 
     def on_mount(self) -> None:
-        self.guard.start()
+        self.guard.start(self)
         self.app.theme_changed_signal.subscribe(self, self._recolour)
 
     def on_key(self, event: events.Key) -> None:
