@@ -25,6 +25,7 @@ from typing import Any
 
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import Enter, PreRequest, PreStep, Reject, RequestError, Retry
+from dsh.agent.interruption import interruption_note
 from dsh.agent.progress import ProgressLog
 from dsh.agent.signal import TurnCancelled, TurnSignal
 from dsh.agent_handle import AgentHandle
@@ -161,6 +162,9 @@ class Turn:
             await self._steps((prompt, *extra))
         except TurnCancelled:
             self.ends = TurnAborted(reason=self.signal.cause or CancelByUser())
+            if isinstance(self.ends.reason, CancelByUser):
+                # Told in the next request: the user stopped it, and what was cut off.
+                self.session.append("user/message", interruption_note(self.session, self.number))
         except LlmError as error:
             self.ends = TurnFailed(error=error.failure)
         except Exception as error:

@@ -735,7 +735,7 @@ class DshApp(App[int]):
 
     async def ask_approval(self, request: ApprovalRequest) -> ApprovalDecision:
         with self.attention.approval(request):
-            return await dialogs.ask_approval(self, request)
+            return await dialogs.ask_approval(self, request, stop=self.action_cancel_turn)
 
     async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
         self.status_bar.asking = True  # the log says a tool runs; it waits for the person

@@ -1,0 +1,93 @@
+"""Habits people bring from other agents (issue 36, item 8), in the real TUI against
+the scripted server: Esc in an approval stops the turn, the model is told it was
+interrupted, steering pending at Esc comes back to the prompt, a retry says so in
+the status bar."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dsh.runtime import Runtime
+from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from dsh.ui.tui.app import DshApp
+from dsh.ui.tui.screens.approval import ApprovalScreen
+from tests.ui.tui_support import screen_text, shown, tui, type_text, until
+
+SHOUT = ToolCallSpec(name="shout", arguments={"text": "hey"})
+
+
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+def messages(request: Any) -> list[dict[str, Any]]:
+    return list(request.body["messages"])
+
+
+def texts(request: Any, role: str) -> list[str]:
+    return [m["content"] for m in messages(request) if m["role"] == role]
+
+
+def idle(app: DshApp) -> bool:
+    return app.agent is not None and app.agent.status == "idle"
+
+
+async def test_esc_in_the_approval_stops_the_turn_and_the_model_is_told(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="I will shout.", tool_calls=[SHOUT]))
+    fake_llm.add(Reply(text="Fine, no shouting."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "shout hey")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
+        dialog = app.screen
+        assert isinstance(dialog, ApprovalScreen)
+        assert "Esc stops the turn" in shown(dialog.query_one("#stop-hint"))
+        dialog.guard.seconds = 0  # the person has read it (no typing run to tell apart)
+        await pilot.press("escape")
+        await until(pilot, lambda: idle(app), what="the turn to stop")
+        await until(pilot, lambda: not isinstance(app.screen, ApprovalScreen), what="no dialog")
+        assert "turn 1 · cancelled" in screen_text(app)
+        # Stopped: the turn did not go on to ask the model again.
+        assert len(fake_llm.chat_requests) == 1
+        agent = app.agent
+        assert agent is not None
+        [end] = [e.data for e in agent.session.events if e.type == "turn/end"]
+        assert end.reason.kind == "aborted"
+
+        await type_text(app, pilot, "what now?")
+        await pilot.press("enter")
+        await until(pilot, lambda: len(fake_llm.chat_requests) == 2, what="the next request")
+        sent = fake_llm.chat_requests[1]
+        # Every call answered (the wire needs it), saying it did not run...
+        [result] = texts(sent, "tool")
+        assert "cancel" in result.lower()
+        # ...and the model told the user interrupted, before the new prompt.
+        users = texts(sent, "user")
+        assert users[-1] == "what now?"
+        note = users[-2]
+        assert "The user interrupted this turn" in note
+        assert "Not run: shout" in note
+        await until(pilot, lambda: "Fine, no shouting." in screen_text(app), what="the answer")
+
+
+async def test_n_in_the_approval_denies_and_the_turn_goes_on(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(tool_calls=[SHOUT]))
+    fake_llm.add(Reply(text="Understood, no shouting."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "shout hey")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
+        dialog = app.screen
+        assert isinstance(dialog, ApprovalScreen)
+        dialog.guard.seconds = 0
+        await pilot.press("n")
+        await until(pilot, lambda: "Understood, no shouting." in screen_text(app), what="answer")
+        assert "turn 1 · completed" in screen_text(app)
+        [result] = texts(fake_llm.chat_requests[1], "tool")
+        assert "not allowed" in result or "denied" in result
+        assert not any("interrupted" in u for u in texts(fake_llm.chat_requests[1], "user"))
