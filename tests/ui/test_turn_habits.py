@@ -91,3 +91,36 @@ async def test_n_in_the_approval_denies_and_the_turn_goes_on(
         [result] = texts(fake_llm.chat_requests[1], "tool")
         assert "not allowed" in result or "denied" in result
         assert not any("interrupted" in u for u in texts(fake_llm.chat_requests[1], "user"))
+
+
+async def test_steering_and_queued_messages_pending_at_esc_come_back_to_the_prompt(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="Working on it.", gate="slow"))
+    fake_llm.add(Reply(text="Here is the next answer."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "start")
+        await pilot.press("enter")
+        await until(pilot, lambda: len(fake_llm.chat_requests) == 1, what="the request")
+        await type_text(app, pilot, "also check the tests")
+        await pilot.press("enter")  # steers the running turn
+        await type_text(app, pilot, "then commit")
+        await pilot.press("tab")  # queued after it
+        await until(pilot, lambda: app.fold is not None and len(app.fold.queued) == 2)
+        await type_text(app, pilot, "half typed")
+        await pilot.press("escape")
+        await until(pilot, lambda: idle(app), what="the turn to stop")
+        assert app.prompt_area.text == "also check the tests\n\nthen commit\n\nhalf typed"
+        assert app.fold is not None
+        assert not app.fold.queued
+        fake_llm.open_gate("slow")
+        # Nothing was sent later by surprise: the next request is the person's.
+        await pilot.pause(0.2)
+        assert len(fake_llm.chat_requests) == 1
+        await pilot.press("enter")
+        await until(pilot, lambda: len(fake_llm.chat_requests) == 2, what="the next request")
+        users = texts(fake_llm.chat_requests[1], "user")
+        assert users[-1] == "also check the tests\n\nthen commit\n\nhalf typed"
+        assert "The user interrupted this turn" in users[-2]
+        assert "before your answer arrived" in users[-2]
+        assert users.count("start") == 1

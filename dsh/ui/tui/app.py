@@ -545,7 +545,10 @@ class DshApp(App[int]):
             return False
         from dsh.session.events import CancelByUser
 
-        self.agent.cancel(CancelByUser())
+        pending = [item.text for item in self.fold.queued.values()] if self.fold else []
+        self.agent.cancel(CancelByUser())  # which discards what waited in the inbox...
+        if pending:  # ...so it comes back to the prompt, to send again or not
+            self.prompt_area.set_text("\n\n".join([*pending, self.prompt_area.text]).strip())
         self.status_bar.note = CANCELLING
         self.status_bar.show()
         return True
