@@ -5,11 +5,12 @@ the status bar."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from dsh.runtime import Runtime
-from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.screens.approval import ApprovalScreen
 from tests.ui.tui_support import screen_text, shown, tui, type_text, until
@@ -124,3 +125,24 @@ async def test_steering_and_queued_messages_pending_at_esc_come_back_to_the_prom
         assert "The user interrupted this turn" in users[-2]
         assert "before your answer arrived" in users[-2]
         assert users.count("start") == 1
+
+
+async def test_a_retry_shows_as_a_retry_in_the_status_bar(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(fault=Fault(status=429, retry_after=2)))
+    fake_llm.add(Reply(text="Through at last."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "hello")
+        await pilot.press("enter")
+        wanted = re.compile(r"retrying in [12] s \(1/\d\): 429 rate limited")
+        await until(
+            pilot,
+            lambda: wanted.search(str(app.status_bar.render())) is not None,
+            what="the retry in the status bar",
+        )
+        assert "thinking" not in str(app.status_bar.render())
+        await until(pilot, lambda: "Through at last." in screen_text(app), what="the answer")
+        await until(pilot, lambda: idle(app), what="the turn")
+        assert "retrying" not in str(app.status_bar.render())
+        assert len(fake_llm.chat_requests) == 2
