@@ -104,9 +104,12 @@ async def test_a_sentence_typed_as_the_dialog_opens_goes_on_into_the_prompt(
     await terminal.keys("Enter")
     await requests_reach(fake_llm, 1)
 
-    # The person types their next message, one key at a time as people do, and goes
-    # on typing after the dialog has opened: its answer keys (y, a, n, f) among them.
-    sentence = "yes and then fan out yay nay"
+    # The person types their next message and goes on typing after the dialog has
+    # opened: its answer keys (y, a, n, f) among the rest. Each piece goes in one
+    # send-keys (its keys read together) and starts with a key that answers nothing,
+    # so that a stall of this loaded machine between two pieces (a pause the person
+    # did not make) cannot put a pause before an answer key.
+    pieces = [" yes", " and", " then", " fan", " out", " yay", " nay"]
     seen = asyncio.Event()
 
     async def watch() -> None:
@@ -114,20 +117,24 @@ async def test_a_sentence_typed_as_the_dialog_opens_goes_on_into_the_prompt(
         seen.set()
 
     watcher = asyncio.create_task(watch())
-    typed = 0
+    sent: list[str] = []
+    after_seen = 0  # pieces typed once the dialog was on screen
     try:
-        for index, char in enumerate(sentence * 3):
-            if index == 4:
+        for index in range(200):
+            if index == 2:
                 fake_llm.open_gate("answer")
-            await terminal.keys("Space" if char == " " else char)
-            typed += 1
-            await asyncio.sleep(0.04)
-            if seen.is_set() and typed >= len(sentence) * 2:
-                break
+            piece = pieces[index % len(pieces)]
+            await terminal.keys(piece, literal=True)
+            sent.append(piece)
+            await asyncio.sleep(0.05)
+            if seen.is_set():
+                after_seen += 1
+                if after_seen >= len(pieces):
+                    break
         await asyncio.wait_for(watcher, TIMEOUT)
     finally:
         watcher.cancel()
-    text = (sentence * 3)[:typed]
+    text = "".join(sent)
 
     def all_typed(screen: str) -> bool:
         return prompt_box(screen).replace(" ", "") == text.replace(" ", "")

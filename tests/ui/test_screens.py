@@ -255,6 +255,20 @@ async def test_keys_typed_as_the_approval_opens_are_ignored() -> None:
         assert app.results == [ApprovalDecision(outcome="allow_once")]
 
 
+async def test_a_key_that_answers_nothing_goes_on_into_the_prompt() -> None:
+    app = Host()
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = ApprovalScreen(request(), guard_seconds=0)  # every pause long enough
+        await opened(pilot, app, screen)
+        await pilot.press("o", "k")  # typing, not an answer: the prompt's
+        await until(pilot, lambda: len(app.typed) == 2)
+        assert "".join(app.typed) == "ok"
+        assert app.screen is screen
+        await pilot.press("y")
+        await until(pilot, lambda: bool(app.results))
+        assert app.results == [ApprovalDecision(outcome="allow_once")]
+
+
 async def test_approval_clicks_are_ignored_while_guarded() -> None:
     app = Host()
     async with app.run_test(size=(100, 30)) as pilot:

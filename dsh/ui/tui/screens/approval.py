@@ -44,6 +44,27 @@ from dsh.ui.render import diff_text, visible_request
 from dsh.ui.tui.screens.guard import QUIET_SECONDS, KeyGuard
 
 DIFF_MARKERS = ("@@", "+++ ", "--- ", "diff --git ")
+ANSWER_KEYS = frozenset(
+    {
+        "y",
+        "a",
+        "n",
+        "f",
+        "escape",
+        "enter",
+        "tab",
+        "shift+tab",
+        "up",
+        "down",
+        "pageup",
+        "pagedown",
+        "home",
+        "end",
+        "left",
+        "right",
+    }
+)
+"""The keys that may answer (or move in) the dialog; any other is typing for the prompt."""
 STOP_HINT = Text("Esc stops the turn · n denies this call and lets the turn go on", style="dim")
 RISK_LABELS = {
     "read": "reads",
@@ -99,7 +120,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         self.request = request
         self.shown = visible_request(request)
         """What the dialog shows: the request with its texts made safe to show."""
-        self.guard = KeyGuard(guard_seconds)
+        self.guard = KeyGuard(guard_seconds, ANSWER_KEYS)
 
     # ------------------------------------------------------------------ layout
 

@@ -17,8 +17,11 @@ app learns it was drawn only after it has been, and a key pressed at once on see
 can be read in between.) A person who sees a dialog appear stops, reads and
 then answers: their key comes after a pause. A person typing a sentence across the
 moment the dialog opens never pauses that long between keys, so the rest of their
-sentence goes on into the prompt, however long it is. Once a key has answered (or
-opened the dialog's input), the dialog takes every key after it. A click counts the
+sentence goes on into the prompt, however long it is. A dialog may also name its
+answer keys: any other key is typing whatever the pause before it (the approval's
+``y a n f``, Esc, Enter, Tab and the scrolling keys answer; an ``e`` does not). Once
+a key has answered (or opened the dialog's input), the dialog takes every key after
+it. A click counts the
 same way: once the dialog is there, with the keyboard quiet.
 
 Times are the times keys were read from the terminal (``event.time``), not when the
@@ -27,7 +30,7 @@ The app notes every key it reads (:func:`note_key`, from its ``on_event``); prin
 keys a dialog turns away go back to the prompt in a :class:`TypedEarly` message, so
 nothing typed is lost.
 
-Public API: ``KeyGuard(seconds=QUIET_SECONDS)`` with ``start(screen)`` (call it in the
+Public API: ``KeyGuard(seconds=QUIET_SECONDS, answers=None)`` with ``start(screen)`` (call it in the
 dialog's ``on_mount``), ``open`` (whether an answer would count now) and
 ``catch(screen, event)`` (call it from the dialog's ``on_key``); ``note_key(app,
 event)``; ``TypedEarly``; ``QUIET_SECONDS`` (and ``GUARD_SECONDS``, its old name).
@@ -82,8 +85,13 @@ class TypedEarly(Message):
 class KeyGuard:
     """Whether a key or a click is meant for the dialog (see the module's rule)."""
 
-    def __init__(self, seconds: float = QUIET_SECONDS) -> None:
+    def __init__(
+        self, seconds: float = QUIET_SECONDS, answers: frozenset[str] | None = None
+    ) -> None:
         self.seconds = seconds
+        self.answers = answers
+        """The keys (by name) that answer the dialog; None: any key may. Another key
+        never starts the dialog's turn: it is typing, and goes on into the prompt."""
         self._shown_at: float | None = None
         self._app: App[Any] | None = None
         self._armed = False
@@ -118,7 +126,8 @@ class KeyGuard:
         note_key(app, event)
         before = _key_before(app, event)
         drawn = self._shown_at is not None and event.time >= self._shown_at
-        if drawn and (before is None or event.time - before >= self.seconds):
+        answers = self.answers is None or event.key in self.answers
+        if drawn and answers and (before is None or event.time - before >= self.seconds):
             self._armed = True
             return
         event.stop()
