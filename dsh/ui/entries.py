@@ -85,6 +85,9 @@ State = str
 ``retrying`` (a model request failed and is tried again), or an
 activity a plugin's fold step names (:meth:`dsh.transcript.Transcript.set_activity`)."""
 
+DSH_NOTE = ("dsh", "notice")
+"""The source (plugin, form) of the messages dsh itself enters for the model
+(:mod:`dsh.agent.interruption`)."""
 DENIAL_CODES = frozenset({"DENIED", "BLOCKED"})
 CANCEL_CODES = frozenset({"TOOL_CANCELLED", "ABORTED", "ABORTED_BEFORE_DISPATCH"})
 
@@ -458,6 +461,11 @@ class TranscriptFold:
 
     def _user(self, event: SessionEvent, message: UserMessage, *, steering: bool) -> list[Entry]:
         source = message.source
+        if isinstance(source, PluginSource) and (source.plugin, source.form) == DSH_NOTE:
+            # What dsh told the model of its own accord (the user interrupted, an
+            # answer was cut off): shown, so the person knows what the model was told.
+            text = visible(message.text())
+            return [self._add(NoticeEntry(f"note:{event.seq}", event.seq, "info", text))]
         if isinstance(source, PluginSource):
             entry: Entry = ContextEntry(
                 f"context:{event.seq}",

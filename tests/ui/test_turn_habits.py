@@ -146,3 +146,30 @@ async def test_a_retry_shows_as_a_retry_in_the_status_bar(
         await until(pilot, lambda: idle(app), what="the turn")
         assert "retrying" not in str(app.status_bar.render())
         assert len(fake_llm.chat_requests) == 2
+
+
+async def test_an_answer_cut_mid_stream_is_continued_and_what_arrived_stays(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    first = "The first half of the answer arrives, and then"
+    fake_llm.add(Reply(text=first, chunk_size=8, cut_after=3))  # the connection drops
+    fake_llm.add(Reply(text="the second half follows."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "explain")
+        await pilot.press("enter")
+        await until(pilot, lambda: "the second half follows." in screen_text(app), what="more")
+        await until(pilot, lambda: idle(app), what="the turn")
+        text = screen_text(app)
+        arrived = first[:16]  # three events of eight characters, less the role-only one
+        assert arrived in text  # what arrived before the cut stays on screen
+        assert "turn 1 · completed" in text
+        assert "The connection dropped while your answer was streaming" in text  # said
+        assert len(fake_llm.chat_requests) == 2
+        sent = messages(fake_llm.chat_requests[1])
+        partial, note = sent[-2], sent[-1]
+        assert partial["role"] == "assistant"
+        assert partial["content"].startswith(arrived)
+        assert note["role"] == "user"
+        assert "cut off where it ends above" in note["content"]
+        assert "Continue from exactly that point" in note["content"]
+        assert "explain" in texts(fake_llm.chat_requests[1], "user")
