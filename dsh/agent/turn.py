@@ -25,6 +25,12 @@ from typing import Any
 
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import Enter, PreRequest, PreStep, Reject, RequestError, Retry
+from dsh.agent.interruption import (
+    CUT_CODES,
+    MAX_CONTINUATIONS,
+    continuation_note,
+    interruption_note,
+)
 from dsh.agent.progress import ProgressLog
 from dsh.agent.signal import TurnCancelled, TurnSignal
 from dsh.agent_handle import AgentHandle
@@ -140,6 +146,8 @@ class Turn:
         self._settling = False
         """After the ``turn-stopping`` listeners: nothing joins the turn any more."""
         self._progress = ProgressLog(self._log_progress)
+        self.continuations = 0
+        """Answers cut by a dropped stream that this turn asked the model to go on with."""
 
     # ------------------------------------------------------------------ control
 
@@ -161,6 +169,9 @@ class Turn:
             await self._steps((prompt, *extra))
         except TurnCancelled:
             self.ends = TurnAborted(reason=self.signal.cause or CancelByUser())
+            if isinstance(self.ends.reason, CancelByUser):
+                # Told in the next request: the user stopped it, and what was cut off.
+                self.session.append("user/message", interruption_note(self.session, self.number))
         except LlmError as error:
             self.ends = TurnFailed(error=error.failure)
         except Exception as error:
@@ -347,7 +358,15 @@ class Turn:
                 )
                 if isinstance(decision, Retry):
                     continue  # the failed attempt stays out of history
-                self._keep_partial(assembler, seqs, options)
+                partial = self._keep_partial(assembler, seqs, options)
+                if partial is not None and self._may_continue(failure):
+                    # The connection dropped mid-answer: what arrived stays, and the
+                    # next step asks the model to go on from there. Safe to do unasked:
+                    # a cut answer's tool calls are never kept, so nothing runs that a
+                    # complete answer would not ask for again.
+                    self.continuations += 1
+                    self.inbox.stage(continuation_note(failure))
+                    return partial, None
                 raise LlmError(failure)
 
             message = assembler.message(provider=options.provider, model=options.model)
@@ -385,22 +404,33 @@ class Turn:
 
     def _keep_partial(
         self, assembler: BlockAssembler, seqs: list[int], options: GenerateOptions
-    ) -> None:
-        """What the user saw of a stream that did not finish stays in history."""
+    ) -> AssistantMessage | None:
+        """What the user saw of a stream that did not finish stays in history (and is
+        returned; None when nothing was seen)."""
         partial = assembler.interrupted_blocks()
         if not partial:
-            return
+            return None
         source = ModelSource(provider=options.provider, model=options.model)
+        message = AssistantMessage(content=partial, source=source)
         self.session.append(
             "assistant/message",
             AssistantMessageData(
                 turn=self.number,
                 step=self.steps,
-                message=AssistantMessage(content=partial, source=source),
+                message=message,
                 usage=assembler.usage,
                 interrupted=True,
             ),
             source_event_seqs=seqs,
+        )
+        return message
+
+    def _may_continue(self, failure: LlmFailure) -> bool:
+        """Whether a stream cut by ``failure`` after content is continued unasked."""
+        return (
+            failure.code in CUT_CODES
+            and self.continuations < MAX_CONTINUATIONS
+            and not self.signal.aborted
         )
 
     async def _check_log_written(self) -> None:

@@ -85,6 +85,9 @@ State = str
 ``retrying`` (a model request failed and is tried again), or an
 activity a plugin's fold step names (:meth:`dsh.transcript.Transcript.set_activity`)."""
 
+DSH_NOTE = ("dsh", "notice")
+"""The source (plugin, form) of the messages dsh itself enters for the model
+(:mod:`dsh.agent.interruption`)."""
 DENIAL_CODES = frozenset({"DENIED", "BLOCKED"})
 CANCEL_CODES = frozenset({"TOOL_CANCELLED", "ABORTED", "ABORTED_BEFORE_DISPATCH"})
 
@@ -183,6 +186,42 @@ class TurnFooter(Entry):
     duration_ms: int
 
 
+FAILURE_WORDS = {
+    "RATE_LIMIT": "rate limited",
+    "SERVER": "server error",
+    "OVERLOADED": "overloaded",
+    "TIMEOUT": "timed out",
+    "TRANSPORT": "connection failed",
+    "STREAM_CLOSED": "stream cut",
+}
+"""How the status bar names a failure being retried (else its code, in lower case)."""
+
+
+@dataclass(frozen=True)
+class RetryStatus:
+    """A failed model request waiting to be tried again: which retry, of how many,
+    when it starts (epoch ms) and why."""
+
+    retry: int
+    max_retries: int
+    at_ms: int
+    reason: str
+
+    @classmethod
+    def of(cls, event: SessionEvent, data: LlmRetry) -> RetryStatus:
+        failure = data.failure
+        words = FAILURE_WORDS.get(failure.code, failure.code.lower().replace("_", " "))
+        reason = f"{failure.status} {words}" if failure.status else words
+        return cls(data.retry, data.max_retries, event.time + data.delay_ms, visible(reason))
+
+    def label(self, now_ms: int) -> str:
+        """``retrying in 4 s (2/5): 429 rate limited``, then, once the wait is over and
+        the attempt runs, ``retrying (2/5): 429 rate limited``."""
+        left = -(-(self.at_ms - now_ms) // 1000)  # whole seconds, rounded up
+        when = f" in {left} s" if left > 0 else ""
+        return f"retrying{when} ({self.retry}/{self.max_retries}): {self.reason}"
+
+
 @dataclass
 class Status:
     title: str | None = None
@@ -196,6 +235,8 @@ class Status:
     context_tokens: int | None = None
     """What the latest request put in front of the model."""
     context_window: int | None = None
+    retry: RetryStatus | None = None
+    """While ``state`` is ``retrying``: the retry it waits for."""
 
     @property
     def context_ratio(self) -> float | None:
@@ -276,6 +317,7 @@ class TranscriptFold:
             case LlmRetry():
                 # Until the next attempt streams, the status says it is a retry.
                 self._set_state("retrying")
+                self.status.retry = RetryStatus.of(event, data)
                 text = visible(data.notice())
                 key = f"retry:{data.retry_id}"
                 shown = self._by_key.get(key)
@@ -414,9 +456,16 @@ class TranscriptFold:
 
     def _set_state(self, state: State, tool: str | None = None) -> None:
         self.status.state, self.status.tool = state, tool
+        if state != "retrying":
+            self.status.retry = None
 
     def _user(self, event: SessionEvent, message: UserMessage, *, steering: bool) -> list[Entry]:
         source = message.source
+        if isinstance(source, PluginSource) and (source.plugin, source.form) == DSH_NOTE:
+            # What dsh told the model of its own accord (the user interrupted, an
+            # answer was cut off): shown, so the person knows what the model was told.
+            text = visible(message.text())
+            return [self._add(NoticeEntry(f"note:{event.seq}", event.seq, "info", text))]
         if isinstance(source, PluginSource):
             entry: Entry = ContextEntry(
                 f"context:{event.seq}",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from typing import Any, Protocol
 
 from rich.console import (
@@ -499,12 +500,16 @@ def render_footer(footer: TurnFooter) -> Text:
     return Text("── " + " · ".join(parts), style=style.get(footer.outcome, "dim"))
 
 
-def render_status(status: Status, *, queued: int = 0) -> Text:
-    """``model · state · tokens · ctx 42% · $0.0123 · cache 74% · N queued``"""
+def render_status(status: Status, *, queued: int = 0, now_ms: int | None = None) -> Text:
+    """``model · state · tokens · ctx 42% · $0.0123 · cache 74% · N queued``; a retry's
+    state says when, which and why (``retrying in 4 s (2/5): 429 rate limited``, its
+    seconds counted from ``now_ms``, default now)."""
     parts: list[tuple[str, str]] = []
     if status.model:
         parts.append((status.model, "bold"))
     state = STATE_LABELS.get(status.state, status.state)
+    if status.state == "retrying" and status.retry is not None:
+        state = status.retry.label(int(time.time() * 1000) if now_ms is None else now_ms)
     if status.state in ("running-tool", "waiting-for-you") and status.tool:
         state = f"{state} {status.tool}" if status.state == "running-tool" else state
     parts.append((state, "yellow" if status.state in ("waiting-for-you", "retrying") else ""))

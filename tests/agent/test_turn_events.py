@@ -231,10 +231,14 @@ async def test_a_cancel_while_asking_ends_the_turn_aborted(
         "tool/call",  # the second call, answered without running
         "tool/result",
         "step/end",
+        "user/message",  # what the next request tells the model: the user interrupted
         "turn/end",
     ]
     by_type = {e.type: e.data for e in events}
     assert by_type["inbox/discarded"].reason == "cancelled"
+    note = by_type["user/message"].text()
+    assert note.startswith("[The user interrupted this turn.")
+    assert "Not run: note, note." in note
     # The call allowed in the instant of the cancel does not run either.
     first, second = [e.data for e in events if e.type == "tool/result"]
     assert first.error is not None, first

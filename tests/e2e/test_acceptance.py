@@ -151,11 +151,11 @@ QUESTION = "Enter: pick · Tab: your own answer"
 
 async def answer_dialog(term: Terminal, shown: str, key: str) -> str:
     """Answer the dialog that shows ``shown`` with ``key``, as a person does: having
-    seen it first. A dialog takes keys pressed within ``GUARD_SECONDS`` of opening as
+    seen it first. A dialog takes keys pressed within ``GUARD_SECONDS`` of the last one as
     meant for the prompt (by design), so the person's moment of reading is that long.
     The dialog's screen, as it was answered."""
     dialog = await term.wait_for(shown, limit=2 * TIMEOUT)
-    await asyncio.sleep(GUARD_SECONDS)  # the dialog was mounted before it was seen
+    await asyncio.sleep(GUARD_SECONDS)  # the pause of reading it
     await term.keys(key)
     await term.wait_for(lambda screen: shown not in screen)
     return dialog

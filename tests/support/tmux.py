@@ -129,12 +129,15 @@ class Terminal:
             await asyncio.sleep(0.05)
 
     async def press_until(self, key: str, gone: str, *, tries: int = 20) -> None:
-        """Press ``key`` until ``gone`` is off the screen: a dialog ignores keys for its
-        first moments (so that keys meant for the prompt do not answer it)."""
+        """Press ``key`` until ``gone`` is off the screen: a dialog takes a key only
+        once it is there and after a pause in the typing (so that keys meant for the
+        prompt do not answer it), so each try waits longer than that pause."""
+        from dsh.ui.tui.screens.guard import QUIET_SECONDS
+
         for _ in range(tries):
             await self.keys(key)
             try:
-                await self.wait_for(lambda text: gone not in text, limit=0.4)
+                await self.wait_for(lambda text: gone not in text, limit=QUIET_SECONDS + 0.2)
                 return
             except AssertionError:
                 continue

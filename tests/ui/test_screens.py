@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from rich.syntax import Syntax
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.screen import Screen
@@ -20,7 +21,7 @@ from dsh.session.catalog import CatalogEntry
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question, QuestionOption
 from dsh.ui.tui.screens.approval import ApprovalScreen
-from dsh.ui.tui.screens.guard import TypedEarly
+from dsh.ui.tui.screens.guard import TypedEarly, note_key
 from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.screens.sessions import (
     SessionPicker,
@@ -67,6 +68,11 @@ class Host(App[None]):
 
     def on_typed_early(self, message: TypedEarly) -> None:
         self.typed.append(message.text)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            note_key(self, event)  # as DshApp does: the dialogs tell typing from pauses
+        await super().on_event(event)
 
     def open(self, screen: Screen[Any]) -> None:
         self.push_screen(screen, callback=self.results.append)
@@ -235,8 +241,9 @@ async def test_keys_typed_as_the_approval_opens_are_ignored() -> None:
         # A guard no loaded machine outlasts while the keys are handled; then it is
         # opened by hand rather than waited out.
         screen = ApprovalScreen(request(), guard_seconds=30)
+        await pilot.press("x")  # the person is typing for the prompt...
         app.open(screen)
-        await pilot.press("y", "enter", "a", "escape", "f")  # meant for the prompt
+        await pilot.press("y", "enter", "a", "escape", "f")  # ...and goes on
         assert app.results == []
         assert app.screen is screen
         assert not screen.in_feedback
@@ -248,10 +255,25 @@ async def test_keys_typed_as_the_approval_opens_are_ignored() -> None:
         assert app.results == [ApprovalDecision(outcome="allow_once")]
 
 
+async def test_a_key_that_answers_nothing_goes_on_into_the_prompt() -> None:
+    app = Host()
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = ApprovalScreen(request(), guard_seconds=0)  # every pause long enough
+        await opened(pilot, app, screen)
+        await pilot.press("o", "k")  # typing, not an answer: the prompt's
+        await until(pilot, lambda: len(app.typed) == 2)
+        assert "".join(app.typed) == "ok"
+        assert app.screen is screen
+        await pilot.press("y")
+        await until(pilot, lambda: bool(app.results))
+        assert app.results == [ApprovalDecision(outcome="allow_once")]
+
+
 async def test_approval_clicks_are_ignored_while_guarded() -> None:
     app = Host()
     async with app.run_test(size=(100, 30)) as pilot:
         screen = ApprovalScreen(request(), guard_seconds=30)
+        await pilot.press("x")  # typing, for the prompt: the mouse does not answer yet
         await opened(pilot, app, screen)
         assert await pilot.click("#allow-once")
         await pilot.pause()
@@ -446,6 +468,7 @@ async def test_question_ignores_keys_typed_as_it_opens() -> None:
     app = Host()
     async with app.run_test(size=(100, 30)) as pilot:
         screen = QuestionScreen([LANGUAGE], guard_seconds=30)  # see the approval's test
+        await pilot.press("x")
         app.open(screen)
         await pilot.press("enter", "escape", "o", "k")
         assert app.results == []

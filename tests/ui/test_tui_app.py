@@ -243,7 +243,9 @@ async def test_a_denied_call_says_so_on_its_card(
         await type_text(app, pilot, "shout no")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
-        await pilot.pause(0.3)
+        dialog = app.screen
+        assert isinstance(dialog, ApprovalScreen)
+        dialog.guard.seconds = 0  # read: the Enter that sent the prompt was not for it
         await pilot.press("n")
         await until(pilot, lambda: "Understood." in screen_text(app), what="the answer")
         card = app.query_one(ToolCard)
@@ -269,6 +271,9 @@ async def test_a_question_is_answered_in_its_dialog(
         await type_text(app, pilot, "ask me")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, QuestionScreen), what="the question")
+        asking = app.screen
+        assert isinstance(asking, QuestionScreen)
+        asking.guard.seconds = 0  # read: the Enter that sent the prompt was not for it
         await pilot.pause(0.3)
         status = str(app.status_bar.render())
         assert "waiting for you" in status

@@ -42,7 +42,7 @@ from dsh.ui.session_controller import (
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.attention import Attention
 from dsh.ui.tui.prompt import CompletionMenu, PromptArea
-from dsh.ui.tui.screens.guard import TypedEarly
+from dsh.ui.tui.screens.guard import TypedEarly, note_key
 from dsh.ui.tui.status import PanelsView, QueuePanel, StatusBar
 
 if TYPE_CHECKING:
@@ -521,6 +521,11 @@ class DshApp(App[int]):
             self.transcript.anchor()
             self.transcript.scroll_end(animate=False)
 
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            note_key(self, event)  # a dialog tells the person's pauses from their typing
+        await super().on_event(event)
+
     def on_typed_early(self, message: TypedEarly) -> None:
         """Keys typed for the prompt as a dialog opened: back into the prompt."""
         if message.text:
@@ -544,7 +549,10 @@ class DshApp(App[int]):
             return False
         from dsh.session.events import CancelByUser
 
-        self.agent.cancel(CancelByUser())
+        pending = [item.text for item in self.fold.queued.values()] if self.fold else []
+        self.agent.cancel(CancelByUser())  # which discards what waited in the inbox...
+        if pending:  # ...so it comes back to the prompt, to send again or not
+            self.prompt_area.set_text("\n\n".join([*pending, self.prompt_area.text]).strip())
         self.status_bar.note = CANCELLING
         self.status_bar.show()
         return True
@@ -734,7 +742,7 @@ class DshApp(App[int]):
 
     async def ask_approval(self, request: ApprovalRequest) -> ApprovalDecision:
         with self.attention.approval(request):
-            return await dialogs.ask_approval(self, request)
+            return await dialogs.ask_approval(self, request, stop=self.action_cancel_turn)
 
     async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
         self.status_bar.asking = True  # the log says a tool runs; it waits for the person

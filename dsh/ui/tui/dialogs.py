@@ -38,19 +38,25 @@ async def wait_screen(app: App[Any], screen: Screen[Any], default: T) -> Any | T
     try:
         result = await future
     finally:
-        if not future.done() and screen is app.screen:
+        # Not dismissed: taken away. (The wait's cancel cancels the future too, so
+        # a cancelled future is one the screen never answered.)
+        answered = future.done() and not future.cancelled()
+        if not answered and screen is app.screen:
             with contextlib.suppress(Exception):
                 app.pop_screen()
     return default if result is None else result
 
 
-async def ask_approval(app: App[Any], request: ApprovalRequest) -> ApprovalDecision:
-    """The person's decision on ``request``; a dialog taken away denies."""
+async def ask_approval(
+    app: App[Any], request: ApprovalRequest, stop: Callable[[], bool] | None = None
+) -> ApprovalDecision:
+    """The person's decision on ``request``; a dialog taken away denies. ``stop``: what
+    Esc does, stop the running turn (True when one was stopped)."""
     from dsh.tools.approval import ApprovalDecision
     from dsh.ui.tui.screens.approval import ApprovalScreen
 
     decision: ApprovalDecision = await wait_screen(
-        app, ApprovalScreen(request), ApprovalDecision(outcome="deny")
+        app, ApprovalScreen(request, stop=stop), ApprovalDecision(outcome="deny")
     )
     return decision
 

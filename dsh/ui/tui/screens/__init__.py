@@ -9,7 +9,7 @@ a callback (or a future, as :func:`dsh.ui.tui.dialogs.wait_screen` does).
   ``list[Answer]``, or None when dismissed
 - :mod:`.sessions`: ``SessionPicker(entries, cwd, search, *, search_delay)`` → a
   session id, or None; ``catalog_search(catalog)`` makes its ``search``
-- :mod:`.guard`: ``KeyGuard``, the short deaf spell of the approval and question
-  dialogs, so that keys typed for the prompt do not answer them
+- :mod:`.guard`: ``KeyGuard``, how the approval and question dialogs tell keys
+  typed for the prompt (which do not answer them) from keys pressed for them
 - :mod:`.setup`: ``SetupScreen``, the first-run screen
 """

@@ -5,14 +5,15 @@ risk, summary, why it asks) and
 the details: a command highlighted as shell code, a unified diff coloured with the
 theme's ``$diff-added``/``$diff-removed``, scrollable when long. One key per answer:
 ``y`` allow once, ``a`` allow for this session (only when the service offers a
-rule), ``n`` or Esc deny, ``f`` deny with feedback (an input on the same dialog;
-Enter sends it, Esc goes back). The buttons do the same for the mouse.
+rule), ``n`` deny this call (the turn goes on, the model told it was denied), ``f``
+deny with feedback (an input on the same dialog; Enter sends it, Esc goes back), Esc
+stop the turn (as Esc does at the prompt: ``stop`` is called; a dialog given none
+denies). The buttons do the same for the mouse.
 
-For its first :data:`~dsh.ui.tui.screens.guard.GUARD_SECONDS` the dialog ignores
-every answer (keys, Enter on a button, clicks): keys typed for the prompt just
-before it opened must not approve anything.
+Keys typed for the prompt as the dialog opens do not answer it, and a key pressed
+once it is there does (the rule is :mod:`~dsh.ui.tui.screens.guard`'s).
 
-Public API: ``ApprovalScreen(request, *, guard_seconds=GUARD_SECONDS)``, a
+Public API: ``ApprovalScreen(request, *, guard_seconds=QUIET_SECONDS, stop=None)``, a
 ``ModalScreen[ApprovalDecision]`` (``allow_session`` comes with ``rule=None``: the
 service grants the rule it offered); ``details_renderable(request, *, added, removed,
 dark)`` (a diff, shell code or text), ``diff_renderable(diff, *, added, removed)``,
@@ -21,6 +22,7 @@ dark)`` (a diff, shell code or text), ``diff_renderable(diff, *, added, removed)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.console import RenderableType
@@ -39,9 +41,31 @@ from textual.widgets import Button, Input, Static
 from dsh.control_chars import visible
 from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
 from dsh.ui.render import diff_text, visible_request
-from dsh.ui.tui.screens.guard import GUARD_SECONDS, KeyGuard
+from dsh.ui.tui.screens.guard import QUIET_SECONDS, KeyGuard
 
 DIFF_MARKERS = ("@@", "+++ ", "--- ", "diff --git ")
+ANSWER_KEYS = frozenset(
+    {
+        "y",
+        "a",
+        "n",
+        "f",
+        "escape",
+        "enter",
+        "tab",
+        "shift+tab",
+        "up",
+        "down",
+        "pageup",
+        "pagedown",
+        "home",
+        "end",
+        "left",
+        "right",
+    }
+)
+"""The keys that may answer (or move in) the dialog; any other is typing for the prompt."""
+STOP_HINT = Text("Esc stops the turn · n denies this call and lets the turn go on", style="dim")
 RISK_LABELS = {
     "read": "reads",
     "write": "writes files",
@@ -72,6 +96,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     ApprovalScreen #buttons { height: auto; margin: 1 0 0 0; }
     ApprovalScreen #buttons Button { margin: 0 1 0 0; min-width: 10; }
     ApprovalScreen #grant { margin: 1 0 0 0; }
+    ApprovalScreen #stop-hint { color: $text-muted; }
     """
     AUTO_FOCUS = "#details"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -79,20 +104,28 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         Binding("a", "decide('allow_session')", "Allow for this session", show=False),
         Binding("n", "decide('deny')", "Deny", show=False),
         Binding("f", "feedback", "Deny with feedback", show=False),
-        Binding("escape", "escape", "Deny", show=False),
+        Binding("escape", "escape", "Stop the turn", show=False),
     ]
 
-    def __init__(self, request: ApprovalRequest, *, guard_seconds: float = GUARD_SECONDS) -> None:
+    def __init__(
+        self,
+        request: ApprovalRequest,
+        *,
+        guard_seconds: float = QUIET_SECONDS,
+        stop: Callable[[], bool] | None = None,
+    ) -> None:
         super().__init__()
+        self.stop = stop
+        """Esc: stop the turn (False when none runs: then Esc denies)."""
         self.request = request
         self.shown = visible_request(request)
         """What the dialog shows: the request with its texts made safe to show."""
-        self.guard = KeyGuard(guard_seconds)
+        self.guard = KeyGuard(guard_seconds, ANSWER_KEYS)
 
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        request = self.shown
+        request, stop = self.shown, self.stop
         with Vertical(id="dialog"):
             if request.agent_label:
                 # A subagent's call: the person answers for it, not for the main agent.
@@ -117,6 +150,8 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
                 covers = request.grant_covers or request.grant
                 grant = Text.assemble(("[a] allows for this session: ", "dim"), covers)
                 yield Static(grant, id="grant")
+            if stop is not None:
+                yield Static(STOP_HINT, id="stop-hint")
             with Horizontal(id="buttons"):
                 # Short labels: all four fit a 100-column terminal.
                 yield Button(Content("Allow once [y]"), id="allow-once", variant="success")
@@ -127,7 +162,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
                 yield Button(Content("Tell why [f]"), id="feedback")
 
     def on_mount(self) -> None:
-        self.guard.start()
+        self.guard.start(self)
         self.app.theme_changed_signal.subscribe(self, self._recolour)
 
     def on_key(self, event: events.Key) -> None:
@@ -187,6 +222,11 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             self.query_one("#feedback-input", Input).value = ""
             self._focus_default()
             self.refresh_bindings()
+        elif not self.guard.open:
+            return  # an Esc typed for the prompt (or for its menu) stops nothing
+        elif self.stop is not None and self.stop():
+            # The turn's cancel takes the dialog away and answers the call "cancelled".
+            self.query_one("#stop-hint", Static).update("stopping the turn…")
         else:
             self.decide("deny")
 

@@ -53,7 +53,7 @@ class BusyScreen(ModalScreen[BusyChoice | None]):
             yield Static("↑↓ choose · Enter: go · Esc: quit", id="hint")
 
     def on_mount(self) -> None:
-        self.guard.start()
+        self.guard.start(self)
         choices = self.query_one(OptionList)
         choices.highlighted = 0
         choices.focus()

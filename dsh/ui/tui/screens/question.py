@@ -11,8 +11,8 @@ and an "Other…" input for an answer in the person's own words.
 - Tab moves between the options and the input; Esc dismisses all the questions
   (the model is told the person did not answer).
 
-Like the approval dialog it ignores answers for its first moments on screen, so
-keys typed for the prompt do not pick an option (see :mod:`.guard`).
+Like the approval dialog it takes no answer from keys typed for the prompt as it
+opens, and takes a key pressed once it is there (see :mod:`.guard`).
 
 Public API: ``QuestionScreen(questions, *, guard_seconds=GUARD_SECONDS)``, a
 ``ModalScreen[list[Answer] | None]`` (one :class:`~dsh.tools.questions.Answer` per
@@ -104,7 +104,7 @@ class QuestionScreen(ModalScreen[list[Answer] | None]):
             yield Static(id="hint")
 
     def on_mount(self) -> None:
-        self.guard.start()
+        self.guard.start(self)
         self._show_page()
 
     def on_key(self, event: events.Key) -> None:
