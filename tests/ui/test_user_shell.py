@@ -1,0 +1,124 @@
+"""``!command`` at the prompt: the real app runs it through the shell tool's path (its
+permissions), shows its card, and the model reads the command and its output with the
+next prompt (the scripted server's requests say what it read)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dsh.llm import ShellSource, UserMessage
+from dsh.runtime import Runtime
+from dsh.services import APPROVALS
+from dsh.testing import FakeLLM, Reply
+from dsh.tools.permissions import parse_rules
+from dsh.ui.entries import ToolEntry, TranscriptFold
+from dsh.ui.tui.app import DshApp
+from dsh.ui.tui.screens.approval import ApprovalScreen
+from dsh.ui.tui.transcript import NoticeView, ToolCard
+from tests.ui.tui_support import finish_a_turn, shown, tui, type_text, until
+
+
+def request_text(request: Any) -> str:
+    """Every message of a request the scripted server received, as one text."""
+    return json.dumps(request.body["messages"], ensure_ascii=False)
+
+
+def notices(app: DshApp) -> str:
+    return " ".join(shown(notice) for notice in app.query(NoticeView))
+
+
+async def test_a_bang_command_runs_shows_a_card_and_reaches_the_next_request(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="I see the file was made."))
+    async with tui(runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        await type_text(app, pilot, "!touch made.txt && echo hello-from-shell")
+        await pilot.press("enter")
+        await until(pilot, lambda: bool(app.query(ToolCard)), what="the command's card")
+        card = app.query_one(ToolCard)
+        await until(pilot, lambda: "hello-from-shell" in shown(card), what="its output")
+        assert (tmp_path / "made.txt").exists()  # it really ran, in the project
+        assert not isinstance(app.screen, ApprovalScreen)  # typed by the person: not asked
+        assert "touch made.txt" in shown(card)
+        assert fake_llm.chat_requests == []  # no turn: the model is not asked yet
+
+        await finish_a_turn(app, pilot, "what did it print?")
+        [request] = fake_llm.chat_requests
+        sent = request_text(request)
+        assert "$ touch made.txt && echo hello-from-shell" in sent
+        assert "hello-from-shell\\n" in sent  # its output, as the shell tool reports it
+        assert sent.index("hello-from-shell\\n") < sent.index("what did it print?")
+
+        # The log holds it as one user/message: a resumed session shows the same card.
+        agent = app.agent
+        assert agent is not None
+        logged = [
+            e.data
+            for e in agent.session.events
+            if isinstance(e.data, UserMessage) and isinstance(e.data.source, ShellSource)
+        ]
+        assert len(logged) == 1
+        fold = TranscriptFold()
+        for event in agent.session.events:
+            fold.apply(event)
+        [entry] = [e for e in fold.entries if isinstance(e, ToolEntry)]
+        assert entry.status == "done"
+        assert entry.result is not None
+        assert "hello-from-shell" in entry.result
+
+
+async def test_a_denied_bang_command_does_not_run(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    runtime.root.get(APPROVALS).deny.extend(parse_rules("bash(touch:*)"))
+    fake_llm.add(Reply(text="Noted."))
+    async with tui(runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        await type_text(app, pilot, "!touch denied.txt")
+        await pilot.press("enter")
+        await until(pilot, lambda: bool(app.query(ToolCard)), what="the command's card")
+        card = app.query_one(ToolCard)
+        entry = card.entry
+        assert isinstance(entry, ToolEntry)
+        await until(pilot, lambda: entry.status == "denied", what="the denial")
+        assert not (tmp_path / "denied.txt").exists()
+        assert "bash(touch:*)" in shown(card)
+        # The model hears that it was refused, with the next prompt.
+        await finish_a_turn(app, pilot, "why not?")
+        sent = request_text(fake_llm.chat_requests[-1])
+        assert "$ touch denied.txt" in sent
+        assert "bash(touch:*)" in sent
+
+
+async def test_a_bang_alone_says_what_is_missing(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with tui(runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        await type_text(app, pilot, "!")
+        await pilot.press("enter")
+        await until(pilot, lambda: "Type a command after !" in notices(app), what="the notice")
+        assert not app.query(ToolCard)
+        assert fake_llm.chat_requests == []
+
+
+async def test_a_bang_command_while_a_turn_runs_waits_for_its_end(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # The reply is held until the command was typed: it runs after the turn, and the
+    # next prompt's request carries it.
+    fake_llm.add(Reply(text="First answer.", gate="go"), Reply(text="Second answer."))
+    async with tui(runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        await type_text(app, pilot, "start")
+        await pilot.press("enter")
+        await until(pilot, lambda: len(fake_llm.chat_requests) == 1, what="the first request")
+        await type_text(app, pilot, "!touch after.txt && echo after-the-turn")
+        await pilot.press("enter")
+        await until(pilot, lambda: "runs when this turn ends" in notices(app), what="the notice")
+        assert not (tmp_path / "after.txt").exists()
+        fake_llm.open_gate("go")
+        await until(pilot, lambda: (tmp_path / "after.txt").exists(), what="the command")
+        await until(pilot, lambda: bool(app.query(ToolCard)), what="the command's card")
+        await finish_a_turn(app, pilot, "and now?")
+        assert "after-the-turn" in request_text(fake_llm.chat_requests[1])
+        assert "after-the-turn" not in request_text(fake_llm.chat_requests[0])
