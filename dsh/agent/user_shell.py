@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 TOOL = "bash"
 """The tool a ``!`` command runs through: the one the model's commands use."""
 PREFIX = "!"
-DESCRIPTION = "run by the user from the prompt"
+DESCRIPTION = "typed at the prompt with !"
 
 
 def shell_command(text: str) -> str | None:

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from prompt_toolkit.input import PipeInput
+
 from dsh.llm import ShellSource, UserMessage
 from dsh.runtime import Runtime
 from dsh.services import APPROVALS
@@ -17,6 +19,7 @@ from dsh.ui.entries import ToolEntry, TranscriptFold
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.screens.approval import ApprovalScreen
 from dsh.ui.tui.transcript import NoticeView, ToolCard
+from tests.ui.plain_support import Plain
 from tests.ui.tui_support import finish_a_turn, shown, tui, type_text, until
 
 
@@ -91,6 +94,26 @@ async def test_a_denied_bang_command_does_not_run(
         assert "bash(touch:*)" in sent
 
 
+async def test_a_bang_command_the_rules_ask_about_still_asks(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    (tmp_path / ".dsh").mkdir()
+    async with tui(runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        # A write into the project's .dsh folder asks whoever runs it, allow rules or not.
+        await type_text(app, pilot, "!echo x > .dsh/made.txt")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the dialog")
+        dialog = app.screen
+        assert isinstance(dialog, ApprovalScreen)
+        dialog.guard.seconds = 0
+        await pilot.press("n")
+        await until(pilot, lambda: bool(app.query(ToolCard)), what="the command's card")
+        entry = app.query_one(ToolCard).entry
+        assert isinstance(entry, ToolEntry)
+        assert entry.status == "denied"
+        assert not (tmp_path / ".dsh" / "made.txt").exists()
+
+
 async def test_a_bang_alone_says_what_is_missing(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
@@ -122,3 +145,20 @@ async def test_a_bang_command_while_a_turn_runs_waits_for_its_end(
         await finish_a_turn(app, pilot, "and now?")
         assert "after-the-turn" in request_text(fake_llm.chat_requests[1])
         assert "after-the-turn" not in request_text(fake_llm.chat_requests[0])
+
+
+async def test_a_bang_command_in_plain_mode(
+    runtime: Runtime, pipe: PipeInput, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    fake_llm.add(Reply(text="Seen."))
+    plain = Plain(runtime, pipe, tmp_path)
+    plain.type("!touch plain.txt && echo plain-bang\r")
+    text = await plain.wait_for("plain-bang\n")
+    assert "✓ bash touch plain.txt && echo plain-bang" in text
+    assert (tmp_path / "plain.txt").exists()
+    plain.type("and?\r")
+    await plain.wait_for("── turn 1 · completed")
+    assert await plain.quit() == 0
+    assert "$ touch plain.txt && echo plain-bang\nplain-bang" in request_text(
+        fake_llm.chat_requests[-1]
+    ).replace("\\n", "\n")

@@ -79,7 +79,8 @@ KEYS_HELP = (
     " card: its transcript, read-only; Esc or q comes back) · Ctrl+O"
     " opens or closes them all · Ctrl+V attaches an image from the clipboard, and a"
     " pasted image path attaches the image · Shift+Tab cycles the permission mode ·"
-    " the mouse selects text (copied on release) and clicks a card open"
+    " the mouse selects text (copied on release) and clicks a card open ·"
+    " !command runs a shell command"
 )
 PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript")
 """What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
