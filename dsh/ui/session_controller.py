@@ -405,9 +405,10 @@ class SessionController:
     # ------------------------------------------------------------------ input
 
     async def submit(self, text: str, *, queue: bool = False) -> bool:
-        """What the person sent: a slash command (run it), else a message for the
-        agent, which steers the running turn, or (``queue``, or no turn running) waits
-        for a turn of its own. True when a message went to the agent."""
+        """What the person sent: a slash command (run it), a ``!`` shell command
+        (:meth:`run_shell`), else a message for the agent, which steers the running
+        turn, or (``queue``, or no turn running) waits for a turn of its own. True
+        when a message went to the agent."""
         from dsh.agent.user_shell import shell_command
         from dsh.commands import parse_command
         from dsh.llm import user_text
@@ -450,14 +451,14 @@ class SessionController:
         if not command:
             self.ui.show("Type a command after ! to run it (as in !git status).", level="error")
             return False
+        if self.running():
+            self.ui.show(f"!{command} runs when this turn ends.")
+            await agent.when_idle()
+            if self._closing or agent is not self.agent:
+                return False  # the session closed or changed meanwhile: not run
         stop = asyncio.Event()
         self._shell_signals.add(stop)
         try:
-            if self.running():
-                self.ui.show(f"!{command} runs when this turn ends.")
-                await agent.when_idle()
-                if stop.is_set() or agent is not self.agent:
-                    return False  # the session closed or changed meanwhile: not run
             await run_user_command(agent, command, stop)
         except Exception as error:  # logging it failed: said, not raised into the UI
             self.ui.show(f"!{command} failed: {error}", level="error")
@@ -465,6 +466,12 @@ class SessionController:
         finally:
             self._shell_signals.discard(stop)
         return True
+
+    def stop_shell(self) -> bool:
+        """Stop the ``!`` commands that run (Esc, Ctrl+C); False when none does."""
+        for stop in self._shell_signals:
+            stop.set()
+        return bool(self._shell_signals)
 
     async def run_command(self, text: str) -> bool:
         """Run ``text`` as a slash command; False when it names none (nothing is said).

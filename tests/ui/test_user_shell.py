@@ -114,6 +114,22 @@ async def test_a_bang_command_the_rules_ask_about_still_asks(
         assert not (tmp_path / ".dsh" / "made.txt").exists()
 
 
+async def test_escape_stops_a_running_bang_command(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with tui(runtime, tmp_path, tmp_path / "home") as (app, pilot):
+        await type_text(app, pilot, "!touch started.txt && sleep 60 && touch finished.txt")
+        await pilot.press("enter")
+        await until(pilot, lambda: (tmp_path / "started.txt").exists(), what="the command")
+        await pilot.press("escape")
+        await until(pilot, lambda: bool(app.query(ToolCard)), what="the command's card")
+        entry = app.query_one(ToolCard).entry
+        assert isinstance(entry, ToolEntry)
+        assert entry.status == "cancelled"
+        assert not (tmp_path / "finished.txt").exists()
+        assert app.controller.stop_shell() is False  # nothing runs any more
+
+
 async def test_a_bang_alone_says_what_is_missing(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -536,9 +536,10 @@ class DshApp(App[int]):
             self.prompt_area.set_text(item.text)
 
     def action_cancel_turn(self) -> bool:
-        """Esc: cancel the running turn. False when none runs."""
+        """Esc: cancel the running turn, else stop a running ``!`` command. False
+        when neither runs."""
         if self.agent is None or not self._turn_running():
-            return False
+            return self.controller.stop_shell()
         from dsh.session.events import CancelByUser
 
         self.agent.cancel(CancelByUser())

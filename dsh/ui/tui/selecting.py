@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.segment import Segment
+from textual.dom import NoScreen
 from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
@@ -46,7 +47,7 @@ def selection_of(widget: Widget) -> Selection | None:
     hide it from Textual's own drawing, see :class:`SelectByLine`)."""
     try:
         return widget.screen.selections.get(widget)
-    except Exception:  # not on a screen (yet): nothing selected
+    except NoScreen:  # not mounted (yet): nothing selected
         return None
 
 
