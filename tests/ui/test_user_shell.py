@@ -13,12 +13,16 @@ from prompt_toolkit.input import PipeInput
 from dsh.llm import ShellSource, UserMessage
 from dsh.runtime import Runtime
 from dsh.services import APPROVALS
+from dsh.session import check_log
 from dsh.testing import FakeLLM, Reply
+from dsh.testing.reconstruct import check_requests
 from dsh.tools.permissions import parse_rules
 from dsh.ui.entries import ToolEntry, TranscriptFold
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.screens.approval import ApprovalScreen
 from dsh.ui.tui.transcript import NoticeView, ToolCard
+from plugins._shared.chat_completions import ChatModel, request_body
+from plugins.llm_deepseek import DEFAULT_MODELS
 from tests.ui.plain_support import Plain
 from tests.ui.tui_support import finish_a_turn, shown, tui, type_text, until
 
@@ -70,6 +74,13 @@ async def test_a_bang_command_runs_shows_a_card_and_reaches_the_next_request(
         assert entry.status == "done"
         assert entry.result is not None
         assert "hello-from-shell" in entry.result
+        # And the request the server got is rebuilt from the log alone.
+        assert check_log(agent.session.events) == []
+        check_requests(
+            agent.session.events,
+            [r.body for r in fake_llm.chat_requests],
+            lambda o: request_body(o, DEFAULT_MODELS.get(o.model, ChatModel())),
+        )
 
 
 async def test_a_denied_bang_command_does_not_run(
