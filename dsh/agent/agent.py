@@ -27,6 +27,7 @@ from dsh.llm import LlmService, Message, PluginSource, SessionId, UserMessage
 from dsh.session import CancelCause, Session, SessionSink, TurnAborted, TurnEndReason
 from dsh.session.events import CancelByDisposal, PromptTrigger
 from dsh.settings_tables import AgentOptions
+from dsh.tools import ToolService
 
 T = TypeVar("T")
 
@@ -71,6 +72,10 @@ class Agent:
     @property
     def llm(self) -> LlmService:
         return self._services.llm
+
+    @property
+    def tools(self) -> ToolService:
+        return self._services.tools
 
     # ------------------------------------------------------------------ delivery
 

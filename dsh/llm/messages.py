@@ -1,8 +1,9 @@
 """Messages and where they came from.
 
 A :class:`Message` is immutable: an id, a role, its content blocks and its source. The
-source says who produced it: the person (``user``), a plugin injecting context
-(``plugin``), a model (``model``, with provider and model id), or a tool (``tool``).
+source says who produced it: the person (``user``), a command the person ran from the
+prompt (``shell``), a plugin injecting context (``plugin``), a model (``model``, with
+provider and model id), or a tool (``tool``).
 Plugins may add source kinds; unknown kinds load as :class:`UnknownSource`.
 """
 
@@ -54,6 +55,23 @@ class PluginSource(Source, Opaque):
     kind: Literal["plugin"] = "plugin"
     plugin: str
     form: str | None = None
+
+
+@message_sources.member
+class ShellSource(Source):
+    """A shell command the person ran from the prompt (``!command``) through a tool
+    (the model's own path: its permissions, hooks and runner). The message's text is
+    the command and its output, for the model; these fields are the call, for the
+    card a UI shows of it."""
+
+    kind: Literal["shell"] = "shell"
+    call_id: CallId
+    tool: str
+    arguments: str
+    result: str
+    """What the tool returned, as the model's own call of it would have read it."""
+    error_code: str | None = None
+    meta: Any = None
 
 
 @message_sources.member

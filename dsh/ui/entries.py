@@ -30,6 +30,7 @@ from dsh.llm import (
     PluginSource,
     ReasoningBlock,
     ReasoningDelta,
+    ShellSource,
     TextBlock,
     TextDelta,
     TokenUsage,
@@ -461,6 +462,8 @@ class TranscriptFold:
 
     def _user(self, event: SessionEvent, message: UserMessage, *, steering: bool) -> list[Entry]:
         source = message.source
+        if isinstance(source, ShellSource):
+            return [self._add(self._shell(event, source))]
         if isinstance(source, PluginSource) and (source.plugin, source.form) == DSH_NOTE:
             # What dsh told the model of its own accord (the user interrupted, an
             # answer was cut off): shown, so the person knows what the model was told.
@@ -478,6 +481,35 @@ class TranscriptFold:
             text = visible(message.text())
             entry = UserEntry(f"user:{event.seq}", event.seq, text, steering=steering)
         return [self._add(entry)]
+
+    def _shell(self, event: SessionEvent, source: ShellSource) -> ToolEntry:
+        """A command the person ran from the prompt: the card of the tool it ran
+        through, from the one event that logged it, as it ended."""
+        meta = source.meta
+        took = meta.get("durationMs") if isinstance(meta, dict) else None
+        code = source.error_code
+        result = visible(source.result)
+        entry = ToolEntry(
+            f"shell:{event.seq}",
+            event.seq,
+            source.call_id,
+            visible(source.tool),
+            source.arguments,
+            started_ms=event.time - (took if isinstance(took, int) else 0),
+            ended_ms=event.time,
+            result=result,
+            error_code=code,
+            meta=meta,
+        )
+        if code in DENIAL_CODES:
+            entry.status, entry.denial = "denied", result
+        elif code in CANCEL_CODES:
+            entry.status = "cancelled"
+        elif code is not None:
+            entry.status = "failed"
+        else:
+            entry.status = "done"
+        return entry
 
     def _chunk(self, event: SessionEvent, data: AssistantChunk) -> list[Entry]:
         chunk = data.chunk

@@ -77,7 +77,8 @@ EXIT_OK, EXIT_FAILED = 0, 1
 LEVEL_STYLES = {"info": "", "warning": "yellow", "error": "bold red"}
 PLAIN_KEYS = (
     "Keys: Enter sends (while a turn runs, it steers the turn) · Ctrl+C cancels the turn"
-    " or clears the line · Ctrl+D quits · Tab completes /commands and @paths"
+    " or clears the line · Ctrl+D quits · Tab completes /commands and @paths ·"
+    " !command runs a shell command"
 )
 
 

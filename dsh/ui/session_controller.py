@@ -227,6 +227,8 @@ class SessionController:
         self._closing = False
         self._closed = asyncio.Event()
         self._settings: Settings | None = choice.settings
+        self._shell_signals: set[asyncio.Event] = set()
+        """What stops each ``!`` command still running."""
 
     @property
     def ctx(self) -> Context:
@@ -403,9 +405,11 @@ class SessionController:
     # ------------------------------------------------------------------ input
 
     async def submit(self, text: str, *, queue: bool = False) -> bool:
-        """What the person sent: a slash command (run it), else a message for the
-        agent, which steers the running turn, or (``queue``, or no turn running) waits
-        for a turn of its own. True when a message went to the agent."""
+        """What the person sent: a slash command (run it), a ``!`` shell command
+        (:meth:`run_shell`), else a message for the agent, which steers the running
+        turn, or (``queue``, or no turn running) waits for a turn of its own. True
+        when a message went to the agent."""
+        from dsh.agent.user_shell import shell_command
         from dsh.commands import parse_command
         from dsh.llm import user_text
 
@@ -423,12 +427,51 @@ class SessionController:
             if not await self.run_command(text):
                 self.ui.show(f"Unknown command /{parsed[0]} (/help lists them).", level="error")
             return False
+        command = shell_command(text)
+        if command is not None:
+            return await self.run_shell(command)
         message = user_text(text)
         if self.running() and not queue:
             agent.steer(message)
         else:
             agent.followup(message)
         return True
+
+    async def run_shell(self, command: str) -> bool:
+        """``!command``: run it as the model's commands run (see
+        :mod:`dsh.agent.user_shell`); returns when it has ended and is logged. True
+        when it ran (or was refused) and the model will read it. While a turn runs it
+        waits for the turn's end: run at once, it would reach the log only when the
+        turn's next step took it, and its card with it."""
+        from dsh.agent.user_shell import run_user_command
+
+        agent = self.agent
+        if agent is None:
+            return False
+        if not command:
+            self.ui.show("Type a command after ! to run it (as in !git status).", level="error")
+            return False
+        if self.running():
+            self.ui.show(f"!{command} runs when this turn ends.")
+            await agent.when_idle()
+            if self._closing or agent is not self.agent:
+                return False  # the session closed or changed meanwhile: not run
+        stop = asyncio.Event()
+        self._shell_signals.add(stop)
+        try:
+            await run_user_command(agent, command, stop)
+        except Exception as error:  # logging it failed: said, not raised into the UI
+            self.ui.show(f"!{command} failed: {error}", level="error")
+            return False
+        finally:
+            self._shell_signals.discard(stop)
+        return True
+
+    def stop_shell(self) -> bool:
+        """Stop the ``!`` commands that run (Esc, Ctrl+C); False when none does."""
+        for stop in self._shell_signals:
+            stop.set()
+        return bool(self._shell_signals)
 
     async def run_command(self, text: str) -> bool:
         """Run ``text`` as a slash command; False when it names none (nothing is said).
@@ -604,6 +647,8 @@ class SessionController:
             await self._closed.wait()
             return
         self._closing = True
+        for stop in self._shell_signals:  # a ! command still running ends with the session
+            stop.set()
         try:
             await self._detach(reason)
             if self._ctx is not None:

@@ -79,7 +79,8 @@ KEYS_HELP = (
     " card: its transcript, read-only; Esc or q comes back) · Ctrl+O"
     " opens or closes them all · Ctrl+V attaches an image from the clipboard, and a"
     " pasted image path attaches the image · Shift+Tab cycles the permission mode ·"
-    " the mouse selects text (copied on release) and clicks a card open"
+    " the mouse selects text (copied on release) and clicks a card open ·"
+    " !command runs a shell command"
 )
 PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript")
 """What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
@@ -544,9 +545,10 @@ class DshApp(App[int]):
             self.prompt_area.set_text(item.text)
 
     def action_cancel_turn(self) -> bool:
-        """Esc: cancel the running turn. False when none runs."""
+        """Esc: cancel the running turn, else stop a running ``!`` command. False
+        when neither runs."""
         if self.agent is None or not self._turn_running():
-            return False
+            return self.controller.stop_shell()
         from dsh.session.events import CancelByUser
 
         pending = [item.text for item in self.fold.queued.values()] if self.fold else []

@@ -31,9 +31,12 @@ from textual.timer import Timer
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
+from dsh.ui.tui.selecting import selectable, selected_text
+
 if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.style import Style
+    from textual.selection import Selection
 
     from dsh.ui.entries import AnswerEntry
 
@@ -177,6 +180,16 @@ class AnswerView(Widget):
         return self._height()
 
     def render_line(self, y: int) -> Strip:
+        return selectable(self, self._drawn_line(y), y)
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        # The lines drawn, not Widget.render's text, which for a widget drawing its
+        # own lines is its class name.
+        self._prepare()
+        lines = [self._drawn_line(y).text for y in range(self._height())]
+        return selected_text(lines, selection), "\n"
+
+    def _drawn_line(self, y: int) -> Strip:
         self._prepare()
         if self._whole is not None:
             lines = self._whole
@@ -221,4 +234,13 @@ class AnswerView(Widget):
     def _strips(self, renderable: RenderableType, width: int) -> list[Strip]:
         # As a Static draws its content, so that the ended answer looks exactly as
         # one did before this widget drew it itself.
-        return Visual.to_strips(self, visualize(self, renderable), width, None, self.visual_style)
+        # The selection is highlighted by line drawn (render_line), not in these lines,
+        # which are kept while it changes.
+        return Visual.to_strips(
+            self,
+            visualize(self, renderable),
+            width,
+            None,
+            self.visual_style,
+            apply_selection=False,
+        )

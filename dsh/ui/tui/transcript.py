@@ -48,6 +48,7 @@ from dsh.ui.render import (
     tool_presentation,
     visible_view,
 )
+from dsh.ui.tui.selecting import SelectByLine
 from dsh.ui.tui.streaming import AnswerView
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class EntryView(Protocol):
     def sync(self) -> None: ...
 
 
-class UserView(Static):
+class UserView(SelectByLine, Static):
     DEFAULT_CSS = """
     UserView { margin: 1 0 0 0; padding: 0 1; border-left: thick $primary;
         background: $boost; }
@@ -82,7 +83,7 @@ class UserView(Static):
         pass
 
 
-class NoticeView(Static):
+class NoticeView(SelectByLine, Static):
     DEFAULT_CSS = "NoticeView { padding: 0 1; }"
 
     def __init__(self, entry: NoticeEntry) -> None:
@@ -94,7 +95,7 @@ class NoticeView(Static):
         self.update(render_notice(self.entry))
 
 
-class PluginView(Static):
+class PluginView(SelectByLine, Static):
     """What a plugin's fold step shows for one of its events."""
 
     DEFAULT_CSS = "PluginView { padding: 0 1; }"
@@ -112,7 +113,7 @@ class PluginView(Static):
         self.update(self._rendered(self.entry))
 
 
-class FooterView(Static):
+class FooterView(SelectByLine, Static):
     DEFAULT_CSS = "FooterView { padding: 0 1; color: $text-muted; }"
 
     def __init__(self, entry: TurnFooter) -> None:
@@ -124,7 +125,7 @@ class FooterView(Static):
         self.update(render_footer(self.entry))
 
 
-class ReasoningView(Static):
+class ReasoningView(SelectByLine, Static):
     """Reasoning, dimmed: one line while collapsed (click to read it all)."""
 
     DEFAULT_CSS = """
@@ -160,7 +161,7 @@ class ReasoningView(Static):
         self.sync()
 
 
-class ToolCard(Static):
+class ToolCard(SelectByLine, Static):
     """A tool call: a header with its status and time, and its plugin's view of the
     result (cut to :data:`CARD_LINES` lines until clicked)."""
 
@@ -260,7 +261,7 @@ def build_view(entry: Entry, tools: ToolLookup | None, *, live: bool) -> Widget 
     return None
 
 
-class MoreAbove(Static):
+class MoreAbove(SelectByLine, Static):
     DEFAULT_CSS = "MoreAbove { color: $text-muted; text-align: center; }"
 
 
