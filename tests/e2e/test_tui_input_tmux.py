@@ -40,7 +40,9 @@ def sent(server: FakeLLM) -> list[str]:
     if not server.chat_requests:
         return []
     messages = server.chat_requests[-1].body["messages"]
-    return [m["content"] for m in messages if m["role"] == "user"]
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    # (the environment plugin's context goes as a user message of its own)
+    return [text for text in users if not text.startswith("Today's date: ")]
 
 
 async def start(terminal: Terminal, tmp_path: Path, server: FakeLLM, *after: str) -> Path:
@@ -113,9 +115,7 @@ async def test_the_terminal_gets_its_mode_back(
         assert flag in flags, f"{flag} is off after dsh exited"
 
 
-async def test_alt_enter_adds_a_line(
-    tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal
-) -> None:
+async def test_alt_enter_adds_a_line(tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal) -> None:
     """Issue 36 item 4: Alt+Enter (``ESC CR``) is a new line, as the README says."""
     fake_llm.add(Reply(text="Two lines."))
     await start(terminal, tmp_path, fake_llm)
