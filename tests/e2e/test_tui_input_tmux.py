@@ -138,8 +138,10 @@ async def test_alt_enter_adds_a_line(tmp_path: Path, fake_llm: FakeLLM, terminal
         (["a", "M-Enter", "b", "Enter"], "a\nb"),
         (["a\\", "Enter", "b", "Enter"], "a\nb"),
         (["ab", "Left", "C-j", "Enter"], "a\nb"),
+        # (ESC CR read in one piece with a key before it: the fuzzer's seed 3)
+        (["ab", "Left", "M-Enter", "Enter"], "a\nb"),
     ],
-    ids=["ctrl-j", "alt-enter", "backslash-enter", "left-then-ctrl-j"],
+    ids=["ctrl-j", "alt-enter", "backslash-enter", "left-then-ctrl-j", "left-then-alt-enter"],
 )
 async def test_a_new_line_in_a_burst_lands_where_it_was_typed(
     tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal, keys: list[str], wanted: str

@@ -24,7 +24,8 @@ from textual.drivers.linux_driver import LinuxDriver
 
 class DshParser(XTermParser):
     def _sequence_to_key_events(self, sequence: str, alt: bool = False) -> Iterable[events.Key]:
-        if alt and sequence == "\r":
+        # Whole, as a sequence read at once, or its CR after a lone ESC.
+        if sequence == "\x1b\r" or (alt and sequence == "\r"):
             return [events.Key("alt+enter", None)]
         return super()._sequence_to_key_events(sequence, alt)
 
