@@ -138,7 +138,6 @@ async def test_alt_enter_adds_a_line(tmp_path: Path, fake_llm: FakeLLM, terminal
         (["a", "M-Enter", "b", "Enter"], "a\nb"),
         (["a\\", "Enter", "b", "Enter"], "a\nb"),
         (["ab", "Left", "C-j", "Enter"], "a\nb"),
-        # (ESC CR read in one piece with a key before it: the fuzzer's seed 3)
         (["ab", "Left", "M-Enter", "Enter"], "a\nb"),
     ],
     ids=["ctrl-j", "alt-enter", "backslash-enter", "left-then-ctrl-j", "left-then-alt-enter"],
@@ -184,5 +183,24 @@ async def test_tab_on_an_idle_prompt_sends(
     await terminal.wait_for(says(READY))
     await terminal.keys("Tab", "q", "Tab")
     assert await wait_sent(fake_llm, 1) == ["q"]
+    await terminal.keys("C-q")
+    assert await terminal.wait_exit() == "0"
+
+
+async def test_alt_enter_then_a_key_soon_after_adds_a_line(
+    tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal
+) -> None:
+    """The fuzzer's seed 3: Alt+Enter, then the next key in a separate write a moment
+    later, while Textual's parser still waited to see whether ESC CR went on; it gave
+    up on the longer sequence and read ``^`` then Enter, which sent."""
+    fake_llm.add(Reply(text="Got it."))
+    await start(terminal, tmp_path, fake_llm)
+    await terminal.wait_for(says(READY))
+    for key in ("a", "M-Enter", "b", "M-Enter", "c"):  # one write each, back to back
+        await terminal.keys(key)
+    await terminal.wait_for(lambda text: "│ c" in text)
+    assert sent(fake_llm) == []
+    await terminal.keys("Enter")
+    assert await wait_sent(fake_llm, 1) == ["a\nb\nc"]
     await terminal.keys("C-q")
     assert await terminal.wait_exit() == "0"

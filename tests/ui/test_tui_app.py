@@ -888,3 +888,19 @@ async def test_resume_without_an_id_opens_the_picker_first(
         await until(pilot, lambda: not app.is_running, what="the exit")
     assert app.agent is None
     assert len(await runtime.sessions.persistence.list()) == len(sessions_before)
+
+
+async def test_shift_enter_alt_enter_and_ctrl_j_each_add_a_line(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The keys the README lists as a new line, where the terminal tells them apart
+    (a terminal with the kitty keyboard protocol sends Shift+Enter as its own key)."""
+    fake_llm.add(Reply(text="ok"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await pilot.press("a", "shift+enter", "b", "alt+enter", "c", "ctrl+j", "d")
+        await until(pilot, lambda: app.prompt_area.text == "a\nb\nc\nd", what="four lines")
+        assert not fake_llm.requests
+        await pilot.press("enter")
+        await until(pilot, lambda: fake_llm.requests, what="the message sent")
+        sent = fake_llm.requests[0].body["messages"][-1]["content"]
+        assert sent == "a\nb\nc\nd"

@@ -72,7 +72,8 @@ ESCAPE_WINDOW_S = 0.8
 CARD_HINT = "card: Enter opens · Esc leaves"
 KEYS_HELP = (
     "Keys: Enter sends (while a turn runs it steers the turn) · Tab queues a follow-up"
-    " while a turn runs · Ctrl+J, Shift+Enter or \\ then Enter adds a line · Up/Down"
+    " while a turn runs · Ctrl+J, Alt+Enter, Shift+Enter or \\ then Enter adds a line ·"
+    " Up/Down"
     " browse earlier prompts · Esc cancels the turn; Esc Esc lists this session's"
     " prompts · Ctrl+C copies the selection, else stops the reply, else clears the"
     " prompt, else (twice) quits · PgUp/PgDn scroll, and Home/End on an empty prompt ·"

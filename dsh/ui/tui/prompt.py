@@ -1,7 +1,7 @@
 r"""The prompt: a multi-line ``TextArea`` with history, completion and paste folding.
 
-Keys: Enter sends (while a turn runs, it steers the turn); Tab while a turn runs
-queues the text as a follow-up instead; Shift+Enter, Alt+Enter, Ctrl+J or ``\``
+Keys: Enter sends (while a turn runs, it steers the turn); Tab queues the text as a
+follow-up instead (sent at once when no turn runs); Shift+Enter, Alt+Enter, Ctrl+J or ``\``
 then Enter start a new line (most terminals send Shift+Enter as a plain Enter: Ctrl+J
 and ``\`` Enter always work). Up on the first row and Down on the last browse earlier
 prompts. While the completion menu is open, Up/Down move in it, Tab or Enter accept,
