@@ -2,8 +2,8 @@
 ``dsh`` in tmux, random keys, bursts, early input and pastes, checked against a
 reference editor) over seeds 1..N in parallel processes.
 
-Target: differences = 0 (the sent messages and the prompt box equal the editor's in
-every case). A failing seed prints with what differed; keep it as a named case in
+Target: 0 differences (the sent messages and the prompt box equal the editor's in
+every case). 2,000 cases take about half an hour on 2 cores. A failing seed prints with what differed; keep it as a named case in
 tests/e2e/test_input_fuzz.py.
 
 Run: .venv/bin/python bench/input_fuzz.py [--cases 2000] [--jobs 2] [--first 1]
@@ -59,7 +59,7 @@ def main() -> int:
     print(f"input fuzzer: {done} cases (seeds {seeds.start}-{seeds.stop - 1}), {args.jobs} jobs")
     print(f"input fuzzer wall time: {elapsed:.0f} s ({elapsed / max(done, 1):.2f} s a case)")
     verdict = "met" if not failed else "MISSED"
-    print(f"input fuzzer differences: {len(failed)} (target = 0: {verdict})")
+    print(f"input fuzzer differences: {len(failed)} (target <= 0 differences: {verdict})")
     return 1 if failed else 0
 
 

@@ -295,7 +295,7 @@ async def _run(
             else:
                 replay.key(step.value)
         if segment.steps == [Step("key", "Escape")]:
-            await asyncio.sleep(0.3)  # alone: with a byte after it, Esc reads as Alt
+            await asyncio.sleep(0.5)  # alone: with a byte soon after it, Esc reads as Alt
     await _until(idle, "the last messages", limit, terminal, server)
     got, wanted = sent(server), case.editor.sent
     if got != wanted:
