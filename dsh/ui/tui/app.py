@@ -822,7 +822,7 @@ async def run_tui(
         from dsh.ui.tui.input_driver import driver_class
 
         if app.driver_class is LinuxDriver:
-            app.driver_class = driver_class(early.typed if early is not None else b"")
+            app.driver_class = driver_class(early)
 
     def terminate() -> None:
         # Ended as by the person (the session closed, its SessionEnd hooks run), not

@@ -21,6 +21,8 @@ from textual import events
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 
+from dsh.ui.tui.early_terminal import EarlyTerminal
+
 
 class DshParser(XTermParser):
     def _sequence_to_key_events(self, sequence: str, alt: bool = False) -> Iterable[events.Key]:
@@ -33,6 +35,14 @@ class DshParser(XTermParser):
 class DshDriver(LinuxDriver):
     typed_early: bytes = b""
     """Read before the terminal: set on a subclass made by :func:`driver_class`."""
+    cooked: list[Any] | None = None
+    """The terminal's mode before dsh took it (Textual saw only the raw mode dsh set)."""
+
+    def start_application_mode(self) -> None:
+        super().start_application_mode()  # type: ignore[no-untyped-call]
+        # What Textual puts back when it stops or suspends is the shell's mode.
+        if self.cooked is not None:
+            self.attrs_before = self.cooked
 
     def run_input_thread(self) -> None:
         # Textual's own loop (textual 8.2), with the early bytes first and dsh's parser.
@@ -72,6 +82,9 @@ class DshDriver(LinuxDriver):
                 pass
 
 
-def driver_class(typed_early: bytes) -> type[DshDriver]:
-    """The driver, reading ``typed_early`` before the terminal."""
-    return type("DshDriver", (DshDriver,), {"typed_early": typed_early})
+def driver_class(early: EarlyTerminal | None) -> type[DshDriver]:
+    """The driver, reading what was typed before the app (``early``) first."""
+    if early is None:
+        return DshDriver
+    fields = {"typed_early": early.typed, "cooked": early.before}
+    return type("DshDriver", (DshDriver,), fields)
