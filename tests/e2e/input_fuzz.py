@@ -181,7 +181,7 @@ def generate(seed: int) -> Case:
                 keys = ["Enter", "Tab", "M-Enter", "Left", "Right"] if early else SPECIAL
                 key = rng.choice(keys)
                 if editor.would_send(key) and key == "Enter" and tabbed:
-                    key = "C-j"
+                    key = "M-Enter" if early else "C-j"
                 tabbed = tabbed or (key == "Tab" and editor.would_send(key))
                 steps.append(Step("key", key))
                 editor.key(key)
