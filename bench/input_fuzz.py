@@ -3,10 +3,14 @@
 reference editor) over seeds 1..N in parallel processes.
 
 Target: 0 differences (the sent messages and the prompt box equal the editor's in
-every case). 2,000 cases take about half an hour on 2 cores. A failing seed prints with what differed; keep it as a named case in
+every case). A failing seed prints with what differed; keep it as a named case in
 tests/e2e/test_input_fuzz.py.
 
-Run: .venv/bin/python bench/input_fuzz.py [--cases 2000] [--jobs 2] [--first 1]
+Each process types a chunk of cases (20) into one dsh, one after the other, the first
+with its early keys; a case that differs ends that dsh, and the rest of its chunk goes
+on in a new one.
+
+Run: .venv/bin/python bench/input_fuzz.py [--cases 2000] [--jobs 2] [--first 1] [--chunk 20]
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import os
+import re
 import sys
 import tempfile
 import time
@@ -24,17 +29,27 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def run_seed(seed: int) -> tuple[int, str | None]:
-    from tests.e2e.input_fuzz import generate, run_case
+def run_chunk(seeds: list[int]) -> list[tuple[int, str]]:
+    """The cases of ``seeds`` typed into one dsh (a new one after a difference, with
+    the seeds after the one that differed); the seeds that differed, and how."""
+    from tests.e2e.input_fuzz import Difference, generate, run_cases
 
-    with tempfile.TemporaryDirectory(prefix="dsh-fuzz-") as root:
-        try:
-            asyncio.run(run_case(generate(seed), Path(root), limit=60.0))
-        except AssertionError as difference:
-            return seed, str(difference)[:3000]
-        except Exception as error:  # a crash of the harness counts as a difference too
-            return seed, f"{type(error).__name__}: {error}"
-    return seed, None
+    failed: list[tuple[int, str]] = []
+    while seeds:
+        cases = [generate(seed) for seed in seeds]
+        with tempfile.TemporaryDirectory(prefix="dsh-fuzz-") as root:
+            try:
+                asyncio.run(run_cases(cases, Path(root), limit=60.0))
+                return failed
+            except Difference as difference:
+                text = str(difference)
+            except Exception as error:  # a crash of the harness counts as a difference too
+                text = f"seed {seeds[0]}: {type(error).__name__}: {error}"
+        match = re.match(r"seed (\d+):", text)
+        seed = int(match[1]) if match else seeds[0]
+        failed.append((seed, text[:3000]))
+        seeds = seeds[seeds.index(seed) + 1 :] if seed in seeds else []
+    return failed
 
 
 def main() -> int:
@@ -42,19 +57,20 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 2))
     parser.add_argument("--first", type=int, default=1)
+    parser.add_argument("--chunk", type=int, default=20, help="cases typed into one dsh")
     args = parser.parse_args()
     seeds = range(args.first, args.first + args.cases)
+    chunks = [list(seeds[i : i + args.chunk]) for i in range(0, len(seeds), args.chunk)]
     started = time.monotonic()
     failed: list[tuple[int, str]] = []
     done = 0
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        for seed, difference in pool.map(run_seed, seeds):
-            done += 1
-            if difference is not None:
+        for chunk, differences in zip(chunks, pool.map(run_chunk, chunks), strict=True):
+            done += len(chunk)
+            for seed, difference in differences:
                 failed.append((seed, difference))
                 print(f"seed {seed}: {difference}", flush=True)
-            if done % 100 == 0:
-                print(f"{done} cases, {len(failed)} differences", flush=True)
+            print(f"{done} cases, {len(failed)} differences", flush=True)
     elapsed = time.monotonic() - started
     print(f"input fuzzer: {done} cases (seeds {seeds.start}-{seeds.stop - 1}), {args.jobs} jobs")
     print(f"input fuzzer wall time: {elapsed:.0f} s ({elapsed / max(done, 1):.2f} s a case)")

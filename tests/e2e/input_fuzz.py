@@ -189,7 +189,8 @@ def generate(seed: int) -> Case:
         segments.append(Segment(steps, burst=rng.random() < 0.6, pause=pause, early=early))
     # The end: what is left is sent (the cursor to the end, a backslash last is no
     # `\` Enter); whitespace alone, which Enter does not send, is erased.
-    steps = [Step("key", "Right")] * (len(editor.text) - editor.cursor)
+    # (a few more than needed: in a run of cases paste numbers go on, #9 to #10)
+    steps = [Step("key", "Right")] * (len(editor.text) - editor.cursor + 4)
     for step in steps:
         editor.key(step.value)
     if editor.text.endswith("\\"):
@@ -197,7 +198,7 @@ def generate(seed: int) -> Case:
         editor.insert(".")
     steps.append(Step("key", "Enter"))
     editor.key("Enter")
-    erase = [Step("key", "BSpace")] * len(editor.text)
+    erase = [Step("key", "BSpace")] * (len(editor.text) + 4)
     for step in erase:
         editor.key(step.value)
     segments.append(Segment(steps + erase, burst=True))
@@ -240,7 +241,16 @@ async def _until(
 
 async def run_case(case: Case, root: Path, *, limit: float = 60.0) -> None:
     """Type ``case`` into a fresh dsh; raises :class:`Difference` on any mismatch."""
-    replies = [Reply(text=f"ok {i}") for i in range(len(case.editor.sent) + 20)]
+    await run_cases([case], root, limit=limit)
+
+
+async def run_cases(cases: list[Case], root: Path, *, limit: float = 60.0) -> None:
+    """Type ``cases`` one after the other into one fresh dsh (the first one's early
+    keys from its start, the others' once it is idle): what a dsh starting for each
+    would cost, many times over, in bench/. Raises :class:`Difference` naming the
+    seed of the first case that differs."""
+    count = sum(len(case.editor.sent) for case in cases)
+    replies = [Reply(text=f"ok {i}") for i in range(count + 20)]
     answered: list[object] = []
     async with FakeLLM(replies, on_response=answered.append) as server:
         home, project = root / "home", root / "project"
@@ -248,62 +258,74 @@ async def run_case(case: Case, root: Path, *, limit: float = 60.0) -> None:
         project.mkdir()
         terminal = Terminal(root)
         try:
-            await _run(case, terminal, server, answered, home, project, limit)
+            command = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"]
+            await terminal.start(command, project, child_env(home, server))
+            run = _Run(terminal, server, answered, limit)
+            for index, case in enumerate(cases):
+                await run.case(case, first=index == 0)
+            await terminal.keys("C-q")
+            await terminal.wait_exit(limit)
         finally:
             await terminal.close()
 
 
-async def _run(
-    case: Case,
-    terminal: Terminal,
-    server: FakeLLM,
-    answered: list[object],
-    home: Path,
-    project: Path,
-    limit: float,
-) -> None:
-    command = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"]
-    await terminal.start(command, project, child_env(home, server))
-    replay = Editor()
-    gaps = itertools.cycle(case.gaps)
+class _Run:
+    """One dsh typed into, and the reference editor beside it (its paste numbers go on
+    from case to case, as the prompt's do)."""
 
-    async def idle() -> bool:
+    def __init__(
+        self, terminal: Terminal, server: FakeLLM, answered: list[object], limit: float
+    ) -> None:
+        self.terminal, self.server, self.answered, self.limit = terminal, server, answered, limit
+        self.replay = Editor()
+        self.ready = False
+
+    async def idle(self) -> bool:
         # Every message sent so far has reached the server and every request is
         # answered: what is left of the turn is its end, which changes no order.
-        if len(sent(server)) != len(replay.sent) or len(answered) != len(server.requests):
+        server = self.server
+        if len(sent(server)) != len(self.replay.sent) or len(self.answered) != len(server.requests):
             return False
-        lines = [line for line in (await terminal.screen()).splitlines() if line.strip()]
+        lines = [line for line in (await self.terminal.screen()).splitlines() if line.strip()]
         return bool(lines) and " idle" in lines[-1]
 
-    async def empty_prompt() -> bool:
-        return "Ask dsh anything" in await terminal.screen()
+    async def empty_prompt(self) -> bool:
+        return "Ask dsh anything" in await self.terminal.screen()
 
-    for number, segment in enumerate(case.segments):
-        if segment.early:
-            await asyncio.sleep(segment.pause)
-        else:
-            if number == 0 or case.segments[number - 1].early:
-                await terminal.wait_for(says(READY), limit=limit)
-            await _until(idle, f"idle before segment {number}", limit, terminal, server)
-            await asyncio.sleep(segment.pause)
-        await _type(terminal, segment, gaps)
-        for step in segment.steps:
-            if step.kind == "type":
-                replay.insert(step.value)
-            elif step.kind == "paste":
-                replay.paste(step.value)
+    async def until(self, check: Callable[[], Awaitable[bool]], what: str) -> None:
+        await _until(check, what, self.limit, self.terminal, self.server)
+
+    async def case(self, case: Case, *, first: bool) -> None:
+        terminal, replay = self.terminal, self.replay
+        gaps = itertools.cycle(case.gaps)
+        before = len(replay.sent)
+        for number, segment in enumerate(case.segments):
+            if segment.early and first:
+                await asyncio.sleep(segment.pause)
             else:
-                replay.key(step.value)
-        if segment.steps == [Step("key", "Escape")]:
-            await asyncio.sleep(0.5)  # alone: with a byte soon after it, Esc reads as Alt
-    await _until(idle, "the last messages", limit, terminal, server)
-    got, wanted = sent(server), case.editor.sent
-    if got != wanted:
-        raise Difference(f"seed {case.seed}: the server got {got!r}, expected {wanted!r}")
-    # The last keys erase what is left: the prompt shows its placeholder again.
-    await _until(empty_prompt, "an empty prompt at the end", limit, terminal, server)
-    await terminal.keys("C-q")
-    await terminal.wait_exit(limit)
+                if not self.ready:
+                    await terminal.wait_for(says(READY), limit=self.limit)
+                    self.ready = True
+                await self.until(self.idle, f"seed {case.seed}: idle before segment {number}")
+                await asyncio.sleep(segment.pause)
+            await _type(terminal, segment, gaps)
+            for step in segment.steps:
+                if step.kind == "type":
+                    replay.insert(step.value)
+                elif step.kind == "paste":
+                    replay.paste(step.value)
+                else:
+                    replay.key(step.value)
+            if segment.steps == [Step("key", "Escape")]:
+                await asyncio.sleep(0.5)  # alone: with a byte soon after it, Esc reads as Alt
+        await self.until(self.idle, f"seed {case.seed}: the last messages")
+        got = sent(self.server)[before:]
+        if got != replay.sent[before:] or (before == 0 and got != case.editor.sent):
+            raise Difference(
+                f"seed {case.seed}: the server got {got!r}, expected {replay.sent[before:]!r}"
+            )
+        # The last keys erase what is left: the prompt shows its placeholder again.
+        await self.until(self.empty_prompt, f"seed {case.seed}: an empty prompt at the end")
 
 
 async def _type(terminal: Terminal, segment: Segment, gaps: Iterator[float]) -> None:
