@@ -26,6 +26,9 @@ REGRESSIONS = {
     3: "alt-enter-after-a-key",
     # Alt+Enter typed before raw mode (ESC LF in cooked mode), then a Tab send.
     2: "early-alt-enter-and-tab",
+    # Enter, Enter, Enter as the first turn started: the second waited as a prompt,
+    # the third steered the turn and went out before it.
+    1869: "enter-enter-enter-as-a-turn-starts",
 }
 
 
