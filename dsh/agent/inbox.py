@@ -14,6 +14,7 @@ the end of the turn) takes it.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections import deque
 from collections.abc import Iterable
@@ -31,6 +32,9 @@ class Inbox:
         self._queued: deque[InboxItem] = deque()
         self._steering: deque[InboxItem] = deque()
         self._staged: list[UserMessage] = []
+        self._sent = itertools.count()
+        self._order: dict[str, int] = {}
+        """Each live item's place in the order of enqueueing (the log's order)."""
 
     # ------------------------------------------------------------------ reading
 
@@ -68,6 +72,7 @@ class Inbox:
             "inbox/enqueued", InboxEnqueued(item_id=item.id, message=message, placement=placement)
         )
         (self._queued if placement == "queued" else self._steering).append(item)
+        self._order[item.id] = next(self._sent)
         return item
 
     def edit(self, item_id: str, content: tuple[Block, ...]) -> bool:
@@ -100,6 +105,7 @@ class Inbox:
         if not self._queued:
             return None
         item = self._queued.popleft()
+        self._order.pop(item.id, None)
         self._session.append("inbox/claimed", InboxClaimed(item_ids=(item.id,)))
         return item
 
@@ -108,6 +114,8 @@ class Inbox:
         items, staged = list(self._steering), list(self._staged)
         self._steering.clear()
         self._staged.clear()
+        for item in items:
+            self._order.pop(item.id, None)
         if items:
             self._session.append("inbox/claimed", InboxClaimed(item_ids=tuple(i.id for i in items)))
         return items, staged
@@ -119,7 +127,10 @@ class Inbox:
     def close_turn(self) -> list[UserMessage]:
         """The turn ended: left-over steering waits as queued prompts, and the staged
         context is handed back, for the log."""
-        self._queued.extend(self._steering)
+        # In the order sent, as a resumed log reads them: a steer the turn no longer
+        # took goes before a prompt queued after it, not behind it.
+        waiting = sorted([*self._queued, *self._steering], key=lambda i: self._order.get(i.id, -1))
+        self._queued = deque(waiting)
         self._steering.clear()
         staged, self._staged = self._staged, []
         return staged
@@ -152,6 +163,8 @@ class Inbox:
         detail: str | None = None,
     ) -> None:
         ids = tuple(item.id for item in items)
+        for item_id in ids:
+            self._order.pop(item_id, None)
         if ids:
             self._session.append(
                 "inbox/discarded", InboxDiscarded(item_ids=ids, reason=reason, detail=detail)

@@ -304,13 +304,28 @@ def _plain(args: argparse.Namespace) -> int:
 
 
 def _tui(args: argparse.Namespace) -> int:
-    import asyncio
+    from dsh.ui.tui.early_terminal import take_terminal
 
-    from dsh.ui.tui.launch import launch
+    # Before the imports below (a second on a cold start): an Enter typed meanwhile
+    # must reach the app as Enter, not as the LF the cooked terminal makes of it.
+    early = take_terminal()
+    try:
+        import asyncio
 
-    code = asyncio.run(
-        launch(args.prompt, pick=args.resume == PICK, demo=args.demo, **_session_choice(args))
-    )
+        from dsh.ui.tui.launch import launch
+
+        code = asyncio.run(
+            launch(
+                args.prompt,
+                pick=args.resume == PICK,
+                demo=args.demo,
+                early=early,
+                **_session_choice(args),
+            )
+        )
+    finally:
+        if early is not None:
+            early.restore()
     sys.stdout.flush()
     return code
 

@@ -225,6 +225,9 @@ class SessionController:
         self._ctx: Context | None = None
         self._commands: CommandView | None = None
         self._closing = False
+        self._sent_now: set[str] = set()
+        """Inbox items of messages sent to go at once that went to the queue (no turn
+        ran yet): while one waits, a new message queues behind it, never steers."""
         self._closed = asyncio.Event()
         self._settings: Settings | None = choice.settings
         self._shell_signals: set[asyncio.Event] = set()
@@ -431,10 +434,17 @@ class SessionController:
         if command is not None:
             return await self.run_shell(command)
         message = user_text(text)
-        if self.running() and not queue:
+        # A message sent to go now that still waits for its turn (sent just before the
+        # turn started) is not overtaken by one steering that turn: Enter, Enter, Enter
+        # as a turn starts keep their order. Follow-ups queued on purpose (Tab) are.
+        waiting = {item.id for item in agent.inbox.queued} & self._sent_now
+        self._sent_now &= waiting
+        if self.running() and not queue and not waiting:
             agent.steer(message)
         else:
-            agent.followup(message)
+            item = agent.followup(message)
+            if item is not None and not queue:
+                self._sent_now.add(item.id)
         return True
 
     async def run_shell(self, command: str) -> bool:

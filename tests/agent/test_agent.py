@@ -478,6 +478,28 @@ async def test_steering_joins_the_running_turn(
     reconstructable(agent, fake_llm)
 
 
+async def test_steering_left_over_keeps_its_place_before_later_prompts(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    """A steer that missed its turn waits as a prompt in the order it was sent, as a
+    resumed log reads it: Enter, Enter as a turn ended (the first a steer the turn
+    no longer took, the second queued) sent them the other way round (issue 36's
+    input fuzzer, seed 1869)."""
+    from dsh.agent.inbox import Inbox
+
+    agent = await new_agent(runtime, tmp_path)
+    inbox = agent.inbox
+    inbox.enqueue(user_text("queued before"), "queued")
+    inbox.enqueue(user_text("first"), "steering")
+    inbox.enqueue(user_text("second"), "queued")
+    inbox.close_turn()
+    wanted = ["queued before", "first", "second"]
+    assert [item.message.text() for item in inbox.queued] == wanted
+    resumed = Inbox(agent.session)
+    resumed.restore(agent.session.events)
+    assert [item.message.text() for item in resumed.queued] == wanted
+
+
 async def test_steering_while_idle_becomes_a_followup_and_inject_appends(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:

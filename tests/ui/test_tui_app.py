@@ -893,3 +893,47 @@ async def test_resume_without_an_id_opens_the_picker_first(
         await until(pilot, lambda: not app.is_running, what="the exit")
     assert app.agent is None
     assert len(await runtime.sessions.persistence.list()) == len(sessions_before)
+
+
+async def test_shift_enter_alt_enter_and_ctrl_j_each_add_a_line(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The keys the README lists as a new line, where the terminal tells them apart
+    (a terminal with the kitty keyboard protocol sends Shift+Enter as its own key)."""
+    fake_llm.add(Reply(text="ok"))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await pilot.press("a", "shift+enter", "b", "alt+enter", "c", "ctrl+j", "d")
+        await until(pilot, lambda: app.prompt_area.text == "a\nb\nc\nd", what="four lines")
+        assert not fake_llm.requests
+        await pilot.press("enter")
+        await until(pilot, lambda: fake_llm.requests, what="the message sent")
+        sent = fake_llm.requests[0].body["messages"][-1]["content"]
+        assert sent == "a\nb\nc\nd"
+
+
+async def test_messages_sent_as_the_first_turn_starts_keep_their_order(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Enter, Enter, Enter in one burst (issue 36's input fuzzer, seed 1869): the
+    second came before the first's turn ran, so it waited as a prompt; the third came
+    once it ran, steered it, and went out before the second."""
+    fake_llm.add(Reply(text="one", gate="first"))
+    for text in ("two", "three", "four"):
+        fake_llm.add(Reply(text=text))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await app.submit("a")
+        await app.submit("b")
+        await until(pilot, lambda: fake_llm.chat_requests, what="the first turn's request")
+        await app.submit("c")
+        fake_llm.open_gate("first")
+        await until(
+            pilot,
+            lambda: app.agent is not None and app.agent.status == "idle" and not app.fold.queued,
+            what="every message answered",
+        )
+        users = [
+            m["content"]
+            for m in fake_llm.chat_requests[-1].body["messages"]
+            if m["role"] == "user" and not str(m["content"]).startswith("Today's date")
+        ]
+        assert users == ["a", "b", "c"]

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from dsh.ui.entries import TranscriptFold
     from dsh.ui.opening import BusyChoice
     from dsh.ui.trusting import TrustAnswer, TrustQuestion
+    from dsh.ui.tui.early_terminal import EarlyTerminal
     from dsh.ui.tui.transcript import Transcript
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -71,7 +72,8 @@ ESCAPE_WINDOW_S = 0.8
 CARD_HINT = "card: Enter opens · Esc leaves"
 KEYS_HELP = (
     "Keys: Enter sends (while a turn runs it steers the turn) · Tab queues a follow-up"
-    " while a turn runs · Ctrl+J, Shift+Enter or \\ then Enter adds a line · Up/Down"
+    " while a turn runs · Ctrl+J, Alt+Enter, Shift+Enter or \\ then Enter adds a line ·"
+    " Up/Down"
     " browse earlier prompts · Esc cancels the turn; Esc Esc lists this session's"
     " prompts · Ctrl+C copies the selection, else stops the reply, else clears the"
     " prompt, else (twice) quits · PgUp/PgDn scroll, and Home/End on an empty prompt ·"
@@ -817,11 +819,24 @@ def _history_file(app: DshApp, cwd: Path) -> Path:
     return history_path(app.request.home or dsh_home(), cwd)
 
 
-async def run_tui(request: TuiRequest, *, mouse: bool = True, resume_hint: bool = True) -> int:
+async def run_tui(
+    request: TuiRequest,
+    *,
+    mouse: bool = True,
+    resume_hint: bool = True,
+    early: EarlyTerminal | None = None,
+) -> int:
     import signal
     import sys
 
     app = DshApp(request)
+    if sys.platform != "win32":
+        from textual.drivers.linux_driver import LinuxDriver
+
+        from dsh.ui.tui.input_driver import driver_class
+
+        if app.driver_class is LinuxDriver:
+            app.driver_class = driver_class(early)
 
     def terminate() -> None:
         # Ended as by the person (the session closed, its SessionEnd hooks run), not

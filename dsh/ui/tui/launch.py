@@ -11,6 +11,7 @@ from dsh.paths import dsh_home
 
 if TYPE_CHECKING:
     from dsh.ui.tui.app import TuiRequest
+    from dsh.ui.tui.early_terminal import EarlyTerminal
 
 
 async def launch(
@@ -19,24 +20,26 @@ async def launch(
     pick: bool = False,
     demo: bool = False,
     cwd: Path | None = None,
+    early: EarlyTerminal | None = None,
     **choice: Any,
 ) -> int:
     """Run the TUI to the end; the exit status. ``choice`` holds the session flags
     (``resume``, ``continue_last``, ``model``, ``provider``, ``effort``,
     ``permission_mode``). ``demo`` runs it against the built-in scripted model in a
-    throwaway project and home."""
+    throwaway project and home. ``early``: the terminal as dsh took it at start, with
+    what was typed before."""
     from dsh.settings import SettingsError
     from dsh.ui.tui.app import run_tui
 
     if demo:
-        return await _demo(prompt)
+        return await _demo(prompt, early)
     try:
         request = tui_request(prompt, pick=pick, cwd=cwd, **choice)
     except SettingsError as error:
         sys.stderr.write(f"dsh: {error}\n")
         return 1
     assert request.settings is not None
-    return await run_tui(request, mouse=request.settings.tui.mouse)
+    return await run_tui(request, mouse=request.settings.tui.mouse, early=early)
 
 
 def tui_request(
@@ -65,7 +68,7 @@ def tui_request(
     )
 
 
-async def _demo(prompt: str | None) -> int:
+async def _demo(prompt: str | None, early: EarlyTerminal | None) -> int:
     from dsh.demo import DemoError, start_demo
     from dsh.ui.tui.app import TuiRequest, run_tui
 
@@ -85,6 +88,6 @@ async def _demo(prompt: str | None) -> int:
             home=demo.home,
             plugin_configs=demo.plugin_configs,
         )
-        return await run_tui(request, resume_hint=False)  # its sessions go with it
+        return await run_tui(request, resume_hint=False, early=early)  # its sessions go with it
     finally:
         await demo.close()

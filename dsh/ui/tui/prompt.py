@@ -1,7 +1,7 @@
 r"""The prompt: a multi-line ``TextArea`` with history, completion and paste folding.
 
-Keys: Enter sends (while a turn runs, it steers the turn); Tab while a turn runs
-queues the text as a follow-up instead; Shift+Enter, Alt+Enter, Ctrl+J or ``\``
+Keys: Enter sends (while a turn runs, it steers the turn); Tab queues the text as a
+follow-up instead (sent at once when no turn runs); Shift+Enter, Alt+Enter, Ctrl+J or ``\``
 then Enter start a new line (most terminals send Shift+Enter as a plain Enter: Ctrl+J
 and ``\`` Enter always work). Up on the first row and Down on the last browse earlier
 prompts. While the completion menu is open, Up/Down move in it, Tab or Enter accept,
@@ -64,8 +64,11 @@ class PromptArea(TextArea):
         padding: 0 1; }
     PromptArea:focus { border: round $accent; }
     """
+    NEWLINE_KEYS: ClassVar[frozenset[str]] = frozenset({"ctrl+j", "shift+enter", "alt+enter"})
+    """Keys that add a line, handled in ``_on_key`` in the order typed (as bindings
+    they ran after the keys that followed them in a burst: 'a' Ctrl+J 'b' gave
+    ``ab`` and a new line)."""
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+j,shift+enter,alt+enter", "newline", show=False, id="prompt.newline"),
         # What the terminal cannot paste itself (an image on the clipboard), through
         # the plugins that take pastes.
         Binding("ctrl+v", "paste_clipboard", show=False, id="prompt.paste-clipboard"),
@@ -144,17 +147,29 @@ class PromptArea(TextArea):
     # ------------------------------------------------------------------ actions
 
     async def _on_key(self, event: events.Key) -> None:
-        """Enter, Tab, Up, Down and Esc, for the menu and for sending, are handled
+        """Enter, Tab, Up, Down, Esc and the new-line keys are handled
         here, in the prompt's own queue of keys: as bindings of high priority they
         ran as the app received them, ahead of the characters typed before them in
         the same burst (``hello`` and Enter in one read sent an empty prompt)."""
-        handler = self._key_handler(event.key)
+        handler = self._key_handler(event.key) or self._own_binding(event.key)
         if handler is None:
             await super()._on_key(event)
             return
         event.stop()
         event.prevent_default()
-        handler()
+        result = handler()
+        if isinstance(result, Awaitable):
+            await result
+
+    def _own_binding(self, key: str) -> Callable[[], object] | None:
+        """The prompt's binding for ``key`` (TextArea's Left, Backspace...), run here:
+        Textual runs a widget's bindings once the key has bubbled up to the app, after
+        the keys queued behind it ('ab' Left Ctrl+J put the line at the end)."""
+        for binding in self._bindings.key_to_bindings.get(key, ()):
+            if not binding.priority:
+                action = binding.action
+                return lambda: self.run_action(action)
+        return None
 
     def _key_handler(self, key: str) -> Callable[[], object] | None:
         if key in ("enter", "tab", "up", "down", "escape") and self._menu_open():
@@ -169,6 +184,8 @@ class PromptArea(TextArea):
                     return lambda: self.action_menu_move(1)
                 case _:
                     return self.action_menu_close
+        if key in self.NEWLINE_KEYS:
+            return self.action_newline
         if key == "shift+tab":
             return lambda: self.post_message(self.CycleMode())
         if key == "escape":
@@ -182,7 +199,10 @@ class PromptArea(TextArea):
             return self._backslash_newline
         if key == "enter":
             return self.action_submit
-        if key == "tab" and self.running():
+        if key == "tab":
+            # A follow-up: after the running turn, or now when none runs. Whether a
+            # turn runs is not known yet for keys in the burst of the Enter that
+            # starts one ('x' Enter 'y' Tab), and the text is the person's either way.
             return self.action_queue
         # The transcript scrolls from the prompt: PgUp/PgDn always (the prompt is a
         # few lines high), Home/End when nothing is typed (else they edit the line).
