@@ -78,17 +78,16 @@ def _check(key: str, kind: Any, value: Any) -> None:
         raise TableProblem((key,), "Input should be a valid string")
 
 
-def save_tui_choice(home: Path, key: str, value: str | bool) -> Path:
-    """``[tui] key = value`` in the user's settings document (``home/settings.toml``),
+def save_tui_choice(settings_file: Path, key: str, value: str | bool) -> Path:
+    """``[tui] key = value`` in the user's ``settings_file`` (``$DSH_HOME/settings.toml``),
     the rest of it kept as written, comments included: a choice made in the TUI
-    (``/theme``) that the next start reads. Returns the document's path; raises
+    (``/theme``) that the next start reads. Returns the path written; raises
     :class:`~dsh.settings_files.SettingsError` when the document cannot be read as
     TOML or written (it is then left as it was)."""
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
 
     from dsh.regular_files import read_regular_file
-    from dsh.settings import USER_FILE
     from dsh.settings_files import SettingsError, write_private
 
     known, _ = TuiTable.default_of(key)
@@ -96,7 +95,7 @@ def save_tui_choice(home: Path, key: str, value: str | bool) -> Path:
         raise ValueError(f"[tui] has no key {key!r}")
     _check(key, get_type_hints(TuiTable, globals())[key], value)
     # A document kept elsewhere and linked (dotfiles) is written where it lives.
-    path = (home / USER_FILE).resolve()
+    path = settings_file.resolve()
     try:
         text = read_regular_file(path).decode("utf-8") if path.exists() else ""
         document = tomlkit.parse(text)

@@ -84,7 +84,8 @@ async def started(
 
 async def dialog(app: DshApp, pilot: Pilot[int]) -> TrustScreen:
     """The trust dialog once it is on screen with its answers, one focused (it is the
-    app's screen a moment before it has composed and mounted them)."""
+    app's screen a moment before it has composed and mounted them), and past its first
+    moments, when an Enter is still taken for the prompt's."""
 
     def composed() -> bool:
         screen = app.screen
@@ -95,8 +96,10 @@ async def dialog(app: DshApp, pilot: Pilot[int]) -> TrustScreen:
         )
 
     await until(pilot, composed, LIMIT, "the trust dialog")
-    assert isinstance(app.screen, TrustScreen)
-    return app.screen
+    screen = app.screen
+    assert isinstance(screen, TrustScreen)
+    await until(pilot, lambda: screen.guard.open, LIMIT, "the dialog to take Enter")
+    return screen
 
 
 async def ready(app: DshApp) -> None:
@@ -280,7 +283,6 @@ async def test_decide_later_has_focus_and_enter_takes_it(
         assert isinstance(focused, Button)
         assert focused.id == "later"
         assert focused.has_focus
-        await until(pilot, lambda: screen.guard.open, LIMIT, "the dialog to take keys")
         await pilot.press("enter")
         await ready(app)
         assert not isinstance(app.screen, TrustScreen)
@@ -314,3 +316,19 @@ async def test_the_dialog_says_what_else_of_the_folder_trusting_turns_on(
         await pilot.press("escape")
         await ready(app)
         assert recorded(home) == {}
+
+
+async def test_an_enter_in_the_dialogs_first_moments_does_not_answer_it(
+    home: Path, project: Path, fake_llm: FakeLLM
+) -> None:
+    async with started(home, project, fake_llm) as (app, pilot):
+        screen = await dialog(app, pilot)
+        screen.guard.seconds = 30  # still in its first moments
+        await pilot.press("enter")  # meant for the prompt: not an answer
+        await pilot.pause(0.2)
+        assert app.screen is screen
+        assert recorded(home) == {}
+        screen.guard.seconds = 0
+        await pilot.press("tab", "enter")  # Don't trust, chosen
+        await ready(app)
+        assert recorded(home) == {str(project): False}

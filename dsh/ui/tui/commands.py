@@ -43,12 +43,13 @@ def register_tui_commands(
         if name not in app.available_themes:
             raise CommandError(f"no theme {name!r}; themes: {', '.join(names)}")
         app.theme = name
+        from dsh.settings import USER_FILE
         from dsh.settings_files import SettingsError
         from dsh.settings_tui import save_tui_choice
 
         try:
             # Kept for the next start, as [tui] theme in the user's settings.
-            path = await asyncio.to_thread(save_tui_choice, home, "theme", name)
+            path = await asyncio.to_thread(save_tui_choice, home / USER_FILE, "theme", name)
         except SettingsError as error:
             context.host.show(f"Theme: {name}, for this run only: {error}", level="warning")
             return

@@ -28,12 +28,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Button, Static
 
 from dsh.control_chars import visible
 from dsh.ui.trusting import TrustAnswer, TrustQuestion
 from dsh.ui.tui.screens.guard import KeyGuard, TypedEarly
 
+FOCUS_STEPS = {"tab": 1, "right": 1, "shift+tab": -1, "left": -1}
+"""The keys that move between the answers, and which way."""
 MIN_CHANGES_ROWS = 3
 """The list's border and one line: fewer would not show that it is there."""
 HINT = "Tab or ←/→ to choose, Enter to confirm · ↑/↓ scroll · Esc decides later (untrusted for now)"
@@ -61,8 +64,6 @@ class TrustScreen(ModalScreen[TrustAnswer]):
     AUTO_FOCUS = ""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "answer('later')", "Decide later", show=False),
-        Binding("left", "app.focus_previous", show=False),
-        Binding("right", "app.focus_next", show=False),
         Binding("up", "scroll_changes(-1)", show=False),
         Binding("down", "scroll_changes(1)", show=False),
         Binding("pageup", "scroll_changes(-10)", show=False),
@@ -73,8 +74,9 @@ class TrustScreen(ModalScreen[TrustAnswer]):
         super().__init__()
         self.question = question
         self.guard = KeyGuard()
-        self._typing = False
-        """Letters went to the prompt since the focus last moved: an Enter is theirs."""
+        self._typed_at: Widget | None = None
+        """The answer focused when letters last went to the prompt: until the focus
+        moves from it, an Enter is theirs."""
 
     def compose(self) -> ComposeResult:
         question = self.question
@@ -133,9 +135,6 @@ class TrustScreen(ModalScreen[TrustAnswer]):
         self.guard.start()
         self.set_focus(self.query_one("#later", Button), scroll_visible=False)
 
-    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        self._typing = False  # the person moved to an answer: Enter is for it now
-
     def on_resize(self, event: events.Resize) -> None:
         # After the layout at the new size: how tall the rest is depends on the width.
         self.call_after_refresh(self._fit_changes)
@@ -156,10 +155,25 @@ class TrustScreen(ModalScreen[TrustAnswer]):
     def on_key(self, event: events.Key) -> None:
         """Letters go back to the prompt behind (no letter answers this dialog), and so
         does an Enter that follows them or comes in the dialog's first moments."""
+        step = FOCUS_STEPS.get(event.key)
+        if step is not None:
+            # Moved here, as the key comes, not by a binding run later: a Tab and an
+            # Enter in one burst (a terminal's read) would otherwise see the Enter
+            # handled before the focus moved.
+            event.stop()
+            event.prevent_default()
+            self._typed_at = None  # the person moves to an answer: Enter is for it now
+            if step > 0:
+                self.focus_next()
+            else:
+                self.focus_previous()
+            return
+        if self._typed_at is not None and self.focused is not self._typed_at:
+            self._typed_at = None
         if event.is_printable and event.character:
-            self._typing = True
+            self._typed_at = self.focused
             self._to_prompt(event, event.character)
-        elif event.key == "enter" and (self._typing or not self.guard.open):
+        elif event.key == "enter" and (self._typed_at is not None or not self.guard.open):
             self._to_prompt(event, "", submit=True)
 
     def _to_prompt(self, event: events.Key, text: str, *, submit: bool = False) -> None:
