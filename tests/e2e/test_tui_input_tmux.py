@@ -176,8 +176,8 @@ async def test_enter_then_tab_in_one_burst_sends_both_in_order(
 async def test_tab_on_an_idle_prompt_sends(
     tmp_path: Path, fake_llm: FakeLLM, terminal: Terminal
 ) -> None:
-    """Tab queues a follow-up; with no turn running it goes out at once. On an empty
-    prompt it does nothing (the prompt keeps the focus: what is typed next is in it)."""
+    """Tab queues a follow-up; with no turn running it goes out at once. A Tab on the
+    empty prompt before it loses nothing typed after it."""
     fake_llm.add(Reply(text="Answer q."))
     await start(terminal, tmp_path, fake_llm)
     await terminal.wait_for(says(READY))

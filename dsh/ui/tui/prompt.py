@@ -199,10 +199,11 @@ class PromptArea(TextArea):
             return self._backslash_newline
         if key == "enter":
             return self.action_submit
-        if key == "tab":
+        if key == "tab" and (self.running() or self.text.strip()):
             # A follow-up: after the running turn, or now when none runs. Whether a
             # turn runs is not known yet for keys in the burst of the Enter that
             # starts one ('x' Enter 'y' Tab), and the text is the person's either way.
+            # (On an empty idle prompt Tab moves the focus: to a dialog's buttons.)
             return self.action_queue
         # The transcript scrolls from the prompt: PgUp/PgDn always (the prompt is a
         # few lines high), Home/End when nothing is typed (else they edit the line).
