@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from dsh.agent.interruption import MAX_CONTINUATIONS
 from dsh.session import AssistantMessageData
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
 from tests.e2e.harness import Dsh, of_type, text_of, user_texts
@@ -149,7 +150,12 @@ CUT_TEXT = "The first part of the answer is here and then the line goes dead"
 async def test_a_broken_stream_mid_conversation_fails_cleanly_and_resumes(
     dsh: Dsh, fake_llm: FakeLLM, fault: Reply, message: str
 ) -> None:
-    fake_llm.add(Reply(tool_calls=[echo("a")]), fault)
+    # A dropped connection after content is continued twice in a turn (each time the
+    # partial answer stays and a note asks the model to go on); the third ends it.
+    # A malformed stream is the server's fault, not the line's: never continued.
+    cut = "broke" in message
+    times = 1 + MAX_CONTINUATIONS if cut else 1
+    fake_llm.add(Reply(tool_calls=[echo("a")]), *([fault] * times))
 
     done = await dsh.run("-p", "echo a, then explain")
 
@@ -168,6 +174,16 @@ async def test_a_broken_stream_mid_conversation_fails_cleanly_and_resumes(
     kept = partial.message.text()
     assert kept
     assert fault.text.startswith(kept)
+    partials = [e.data for e in of_type(events, "assistant/message") if e.data.interrupted]
+    assert len(partials) == times
+    notes = [e.data.text() for e in of_type(events, "user/message")]
+    continued = [n for n in notes if "Continue from exactly that point" in n]
+    assert len(continued) == times - 1
+    if cut:  # each continuation carried what arrived, then the note
+        for body in bodies(fake_llm)[2 : 1 + times]:
+            last_two = body["messages"][-2:]
+            assert [m["role"] for m in last_two] == ["assistant", "user"]
+            assert kept in text_of(last_two[0])
 
     fake_llm.add(Reply(tool_calls=[echo("b")]), Reply(text="Explained."))
     again = await dsh.run("-p", "go on", "--resume", session_id)
@@ -176,7 +192,7 @@ async def test_a_broken_stream_mid_conversation_fails_cleanly_and_resumes(
     assert again.stdout == "Explained.\n"
     events = await dsh.checked_events(session_id)
     assert [e.data.reason.kind for e in of_type(events, "turn/end")] == ["error", "completed"]
-    resumed = bodies(fake_llm)[2]
+    resumed = bodies(fake_llm)[1 + times]
     assistant = [text_of(m) for m in resumed["messages"] if m["role"] == "assistant"]
     assert kept in assistant  # the model reads what the user saw
     assert user_texts(resumed)[-1] == "go on"
