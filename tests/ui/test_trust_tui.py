@@ -318,13 +318,15 @@ async def test_the_dialog_says_what_else_of_the_folder_trusting_turns_on(
         assert recorded(home) == {}
 
 
-async def test_an_enter_in_the_dialogs_first_moments_does_not_answer_it(
+async def test_an_enter_in_a_run_of_typing_does_not_answer_it(
     home: Path, project: Path, fake_llm: FakeLLM
 ) -> None:
+    """An Enter that ends a run of keys (no pause long enough to have read the dialog)
+    was meant for the prompt; a lone one, or one after Tab, answers."""
     async with started(home, project, fake_llm) as (app, pilot):
         screen = await dialog(app, pilot)
-        screen.guard.seconds = 30  # still in its first moments
-        await pilot.press("enter")  # meant for the prompt: not an answer
+        screen.guard.seconds = 30  # every key below comes within a run of typing
+        await pilot.press("f12", "enter")  # meant for the prompt: not an answer
         await pilot.pause(0.2)
         assert app.screen is screen
         assert recorded(home) == {}

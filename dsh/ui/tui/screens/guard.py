@@ -31,8 +31,8 @@ keys a dialog turns away go back to the prompt in a :class:`TypedEarly` message,
 nothing typed is lost.
 
 Public API: ``KeyGuard(seconds=QUIET_SECONDS, answers=None)`` with ``start(screen)`` (call it in the
-dialog's ``on_mount``), ``open`` (whether an answer would count now) and
-``catch(screen, event)`` (call it from the dialog's ``on_key``); ``note_key(app,
+dialog's ``on_mount``), ``open`` (whether an answer would count now),
+``starts_a_run(app, event)`` (the rule for one key) and ``catch(screen, event)`` (call it from the dialog's ``on_key``); ``note_key(app,
 event)``; ``TypedEarly``; ``QUIET_SECONDS`` (and ``GUARD_SECONDS``, its old name).
 """
 
@@ -117,17 +117,22 @@ class KeyGuard:
         last = times[-1] if times else None
         return last is None or time.monotonic() - last >= self.seconds
 
+    def starts_a_run(self, app: App[Any], event: events.Key) -> bool:
+        """Whether ``event`` was read once the dialog was there, after the keyboard
+        was quiet (the module's rule, whatever the key): a person who has seen it."""
+        note_key(app, event)
+        before = _key_before(app, event)
+        drawn = self._shown_at is not None and event.time >= self._shown_at
+        return drawn and (before is None or event.time - before >= self.seconds)
+
     def catch(self, screen: Screen[Any], event: events.Key) -> None:
         """Let ``event`` through to the dialog when it is meant for it (and from then
         on every key); else stop it, handing a printable one back to the prompt."""
         if self._armed:
             return
         app = screen.app
-        note_key(app, event)
-        before = _key_before(app, event)
-        drawn = self._shown_at is not None and event.time >= self._shown_at
         answers = self.answers is None or event.key in self.answers
-        if drawn and answers and (before is None or event.time - before >= self.seconds):
+        if self.starts_a_run(app, event) and answers:
             self._armed = True
             return
         event.stop()

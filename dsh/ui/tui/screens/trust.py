@@ -75,6 +75,7 @@ class TrustScreen(ModalScreen[TrustAnswer]):
         self.question = question
         self.guard = KeyGuard()
         self._typed_at: Widget | None = None
+        self._moved = False  # Tab or an arrow moved the focus: an Enter is for a button
         """The answer focused when letters last went to the prompt: until the focus
         moves from it, an Enter is theirs."""
 
@@ -132,7 +133,7 @@ class TrustScreen(ModalScreen[TrustAnswer]):
         return text
 
     def on_mount(self) -> None:
-        self.guard.start()
+        self.guard.start(self)
         self.set_focus(self.query_one("#later", Button), scroll_visible=False)
 
     def on_resize(self, event: events.Resize) -> None:
@@ -154,7 +155,9 @@ class TrustScreen(ModalScreen[TrustAnswer]):
 
     def on_key(self, event: events.Key) -> None:
         """Letters go back to the prompt behind (no letter answers this dialog), and so
-        does an Enter that follows them or comes in the dialog's first moments."""
+        does an Enter that follows them, or that is part of a run of typing begun
+        before the dialog was there (the guard's rule), unless Tab or an arrow moved
+        the focus first."""
         step = FOCUS_STEPS.get(event.key)
         if step is not None:
             # Moved here, as the key comes, not by a binding run later: a Tab and an
@@ -163,6 +166,7 @@ class TrustScreen(ModalScreen[TrustAnswer]):
             event.stop()
             event.prevent_default()
             self._typed_at = None  # the person moves to an answer: Enter is for it now
+            self._moved = True
             if step > 0:
                 self.focus_next()
             else:
@@ -173,7 +177,10 @@ class TrustScreen(ModalScreen[TrustAnswer]):
         if event.is_printable and event.character:
             self._typed_at = self.focused
             self._to_prompt(event, event.character)
-        elif event.key == "enter" and (self._typed_at is not None or not self.guard.open):
+        elif event.key == "enter" and (
+            self._typed_at is not None
+            or not (self._moved or self.guard.starts_a_run(self.app, event))
+        ):
             self._to_prompt(event, "", submit=True)
 
     def _to_prompt(self, event: events.Key, text: str, *, submit: bool = False) -> None:
