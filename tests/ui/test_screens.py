@@ -269,6 +269,26 @@ async def test_a_key_that_answers_nothing_goes_on_into_the_prompt() -> None:
         assert app.results == [ApprovalDecision(outcome="allow_once")]
 
 
+async def test_a_key_in_a_run_is_typing_however_far_the_app_has_read_ahead() -> None:
+    """The app notes keys as it reads them and can be many keys ahead of the dialog
+    handling one (seen in a real terminal: " and" typed as the dialog opened, its
+    ``a`` approved the call because the space before it was no longer remembered)."""
+    app = Host()
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = ApprovalScreen(request(), guard_seconds=0.5)
+        await opened(pilot, app, screen)
+        start = time.monotonic() + 1  # read after the dialog was there
+        burst = [events.Key("space", " ")] + [events.Key(c, c) for c in "and then fan"]
+        for index, key in enumerate(burst):
+            key.time = start + index * 0.001  # one run of typing
+            note_key(app, key)  # the app has read the whole burst...
+        screen.guard.catch(screen, burst[1])  # ...before the dialog handles its "a"
+        await until(pilot, lambda: len(app.typed) == 1)
+        assert app.typed == ["a"]  # typing, handed back for the prompt
+        assert app.results == []
+        assert app.screen is screen
+
+
 async def test_approval_clicks_are_ignored_while_guarded() -> None:
     app = Host()
     async with app.run_test(size=(100, 30)) as pilot:

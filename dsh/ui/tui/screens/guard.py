@@ -56,20 +56,25 @@ GUARD_SECONDS = QUIET_SECONDS
 _last_keys: weakref.WeakKeyDictionary[App[Any], list[float]] = weakref.WeakKeyDictionary()
 
 
+KEYS_REMEMBERED = 256
+"""How many of the latest key times are kept. Not two: the app notes keys as it reads
+them, and may be many keys ahead of the dialog handling one (a burst, a busy loop), so
+the key before the one being handled can be far back in what was noted."""
+
+
 def note_key(app: App[Any], event: events.Key) -> None:
-    """Remember when ``app`` read ``event`` (the last two times: the key being handled
-    and the one before it)."""
+    """Remember when ``app`` read ``event`` (the latest :data:`KEYS_REMEMBERED`)."""
     times = _last_keys.setdefault(app, [])
-    if times and times[-1] == event.time:
+    if event.time in times[-KEYS_REMEMBERED:]:
         return  # the same key, noted again on its way through
     times.append(event.time)
-    del times[:-2]
+    del times[:-KEYS_REMEMBERED]
 
 
 def _key_before(app: App[Any], event: events.Key) -> float | None:
     """When the key before ``event`` was read, if any was."""
     earlier = [t for t in _last_keys.get(app, ()) if t < event.time]
-    return earlier[-1] if earlier else None
+    return max(earlier) if earlier else None
 
 
 class TypedEarly(Message):
@@ -114,7 +119,7 @@ class KeyGuard:
         if self._shown_at is None:
             return False
         times = _last_keys.get(self._app) if self._app is not None else None
-        last = times[-1] if times else None
+        last = max(times) if times else None
         return last is None or time.monotonic() - last >= self.seconds
 
     def starts_a_run(self, app: App[Any], event: events.Key) -> bool:
