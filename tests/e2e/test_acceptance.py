@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -33,15 +33,6 @@ pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 DSH = ["env", "TERM=xterm-256color", sys.executable, "-m", "dsh"]
 OPENING = "/help lists commands and keys"  # the session is open
 EMPTY_PROMPT = "Ask dsh anything"  # the empty prompt's placeholder
-
-
-@pytest.fixture
-async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
-    term = Terminal(tmp_path)
-    try:
-        yield term
-    finally:
-        await term.close()
 
 
 def environment(tmp_path: Path, server: FakeLLM) -> dict[str, str]:

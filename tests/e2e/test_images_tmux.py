@@ -8,7 +8,6 @@ import base64
 import io
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,6 @@ from dsh.testing import FakeLLM, Reply
 from tests.support.tmux import SESSION, TMUX, Terminal, child_env, says
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
-
-
-@pytest.fixture
-async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
-    term = Terminal(tmp_path)
-    try:
-        yield term
-    finally:
-        await term.close()
 
 
 def png(path: Path) -> bytes:

@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -246,15 +245,6 @@ async def test_plain_mode_shows_its_event_and_runs_its_command(
     assert "most frequent: the (4), cat (3)" in out
     # /words, after the turn.
     assert out.rstrip().endswith("notes.txt: 13 words of 3+ characters, 3 lines")
-
-
-@pytest.fixture
-async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
-    term = Terminal(tmp_path)
-    try:
-        yield term
-    finally:
-        await term.close()
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")

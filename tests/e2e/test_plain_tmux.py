@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,15 +11,6 @@ from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.support.tmux import TMUX, Terminal, child_env
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
-
-
-@pytest.fixture
-async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
-    term = Terminal(tmp_path)
-    try:
-        yield term
-    finally:
-        await term.close()
 
 
 async def test_a_dialog_leaves_no_stray_prompt_line(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,15 +24,6 @@ pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 READY = "/help lists commands"
 """On screen once the session is open."""
 EMPTY_PROMPT = "Ask dsh anything"
-
-
-@pytest.fixture
-async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
-    term = Terminal(tmp_path)
-    try:
-        yield term
-    finally:
-        await term.close()
 
 
 def sent(server: FakeLLM) -> list[str]:

@@ -14,7 +14,6 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,15 +23,6 @@ from dsh.trust import TrustStore
 from tests.support.tmux import TIMEOUT, TMUX, Terminal, child_env, says
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
-
-
-@pytest.fixture
-async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
-    term = Terminal(tmp_path)
-    try:
-        yield term
-    finally:
-        await term.close()
 
 
 def last_line(screen: str) -> str:

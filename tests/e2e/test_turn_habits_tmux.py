@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,6 @@ pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
 APPROVAL = "Allow once [y]"
 ECHO = ToolCallSpec(name="bash", arguments={"command": "echo hi", "description": "Say hi"})
-
-
-@pytest.fixture
-async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
-    term = Terminal(tmp_path)
-    try:
-        yield term
-    finally:
-        await term.close()
 
 
 async def start_dsh(tmp_path: Path, server: FakeLLM, term: Terminal) -> None:
