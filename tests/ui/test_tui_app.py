@@ -18,7 +18,15 @@ from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.status import QueuePanel
 from dsh.ui.tui.streaming import AnswerView, cut_point
 from dsh.ui.tui.transcript import ReasoningView, ToolCard, Transcript
-from tests.ui.tui_support import finish_a_turn, screen_text, shown, tui, type_text, until
+from tests.ui.tui_support import (
+    finish_a_turn,
+    screen_text,
+    send_until_approval,
+    shown,
+    tui,
+    type_text,
+    until,
+)
 
 
 def home(tmp_path: Path) -> Path:
@@ -186,11 +194,7 @@ async def test_a_tool_call_asks_for_approval_and_shows_a_card(
     fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="shout", arguments={"text": "hey"})]))
     fake_llm.add(Reply(text="Done shouting."))
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
-        await type_text(app, pilot, "shout hey")
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
-        dialog = app.screen
-        assert isinstance(dialog, ApprovalScreen)
+        dialog = await send_until_approval(app, pilot, "shout hey")
         card = app.query_one(ToolCard)
         assert "awaiting approval" in str(card.render())
         assert "waiting for you" in str(app.status_bar.render())
@@ -214,15 +218,12 @@ async def test_a_tool_call_asks_for_approval_and_shows_a_card(
 async def test_quitting_with_an_approval_open_ends_and_runs_nothing(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    from dsh.ui.tui.screens.approval import ApprovalScreen
 
     marker = tmp_path / "ran"
     command = {"command": f"touch {marker}", "description": "Touch"}
     fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="bash", arguments=command)]))
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
-        await type_text(app, pilot, "touch it")
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
+        await send_until_approval(app, pilot, "touch it")
         agent = app.agent
         assert agent is not None
         # Quit as Ctrl+Q does; the approval waiting must not hold the app open.
@@ -240,11 +241,7 @@ async def test_a_denied_call_says_so_on_its_card(
     fake_llm.add(Reply(tool_calls=[ToolCallSpec(name="shout", arguments={"text": "no"})]))
     fake_llm.add(Reply(text="Understood."))
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
-        await type_text(app, pilot, "shout no")
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
-        dialog = app.screen
-        assert isinstance(dialog, ApprovalScreen)
+        dialog = await send_until_approval(app, pilot, "shout no")
         dialog.guard.seconds = 0  # read: the Enter that sent the prompt was not for it
         await pilot.press("n")
         await until(pilot, lambda: "Understood." in screen_text(app), what="the answer")

@@ -13,7 +13,7 @@ from dsh.runtime import Runtime
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.screens.approval import ApprovalScreen
-from tests.ui.tui_support import screen_text, shown, tui, type_text, until
+from tests.ui.tui_support import screen_text, send_until_approval, shown, tui, type_text, until
 
 SHOUT = ToolCallSpec(name="shout", arguments={"text": "hey"})
 
@@ -40,11 +40,7 @@ async def test_esc_in_the_approval_stops_the_turn_and_the_model_is_told(
     fake_llm.add(Reply(text="I will shout.", tool_calls=[SHOUT]))
     fake_llm.add(Reply(text="Fine, no shouting."))
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
-        await type_text(app, pilot, "shout hey")
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
-        dialog = app.screen
-        assert isinstance(dialog, ApprovalScreen)
+        dialog = await send_until_approval(app, pilot, "shout hey")
         assert "Esc stops the turn" in shown(dialog.query_one("#stop-hint"))
         dialog.guard.seconds = 0  # the person has read it (no typing run to tell apart)
         await pilot.press("escape")
@@ -80,11 +76,7 @@ async def test_n_in_the_approval_denies_and_the_turn_goes_on(
     fake_llm.add(Reply(tool_calls=[SHOUT]))
     fake_llm.add(Reply(text="Understood, no shouting."))
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
-        await type_text(app, pilot, "shout hey")
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
-        dialog = app.screen
-        assert isinstance(dialog, ApprovalScreen)
+        dialog = await send_until_approval(app, pilot, "shout hey")
         dialog.guard.seconds = 0
         await pilot.press("n")
         await until(pilot, lambda: "Understood, no shouting." in screen_text(app), what="answer")

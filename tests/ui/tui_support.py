@@ -17,6 +17,7 @@ from dsh.runtime import Runtime, start_runtime
 from dsh.session.catalog import CatalogEntry
 from dsh.testing import FakeLLM
 from dsh.ui.tui.app import DshApp, TuiRequest
+from dsh.ui.tui.screens.approval import ApprovalScreen
 from tests.support.echo_tool import plugin as echo_plugin
 from tests.support.waits import HANG_S
 
@@ -97,6 +98,16 @@ async def type_text(app: DshApp, pilot: Pilot[Any], text: str) -> None:
     """Put ``text`` in the prompt as if typed (keys are slow under Pilot)."""
     app.prompt_area.set_text(text)
     await pilot.pause()
+
+
+async def send_until_approval(app: DshApp, pilot: Pilot[Any], text: str) -> ApprovalScreen:
+    """Send ``text`` and wait for the approval dialog its turn opens."""
+    await type_text(app, pilot, text)
+    await pilot.press("enter")
+    await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval")
+    dialog = app.screen
+    assert isinstance(dialog, ApprovalScreen)
+    return dialog
 
 
 async def finish_a_turn(app: DshApp, pilot: Pilot[Any], text: str) -> None:
