@@ -20,6 +20,9 @@ key                                   from an untrusted folder
 ``agent.max_tokens``                  sets one where there was none), else ignored
 ``tui.theme``, ``tui.mouse``          kept: themes come only from dsh and
                                       ``$DSH_HOME``
+``sandbox.policy``                    kept when it narrows the user's own
+                                      (off < workspace-write < read-only); a
+                                      trusted project's is held to the same rule
 ``storage.backend``                   ignored: where the user's sessions are kept
                                       is theirs
 ``plugins.modules``                   ignored: it loads and runs Python code
@@ -80,7 +83,12 @@ def narrow(
     kept: dict[str, Any] = {}
     ignored: list[Ignored] = []
     for table, content in project.items():
-        if not isinstance(content, Mapping) or table not in ("agent", "permissions", "tui"):
+        if not isinstance(content, Mapping) or table not in (
+            "agent",
+            "permissions",
+            "tui",
+            "sandbox",
+        ):
             for key, value in _leaves(table, content):
                 ignored.append(Ignored(_named(key), shown(value), _named(_reason_elsewhere(key))))
             continue
@@ -107,6 +115,15 @@ def _verdict(key: tuple[str, str], value: Any, own: Any) -> str | None:
         if MODES.index(value) <= MODES.index(current):  # narrowest first
             return None
         return f"would widen the permission mode from {current} to {value}"
+    if key == ("sandbox", "policy"):
+        from dsh.sandbox.policy import DEFAULT_POLICY, POLICIES
+
+        if value not in POLICIES:
+            return None
+        current = own if own in POLICIES else DEFAULT_POLICY
+        if POLICIES.index(value) <= POLICIES.index(current):  # narrowest first
+            return None
+        return f"would widen the sandbox from {current} to {value}"
     if key == ("permissions", "allow"):
         return "would let calls run without asking" if value else None
     if key in LIMITS:

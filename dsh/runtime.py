@@ -16,6 +16,7 @@ from dsh.llm import LlmService
 from dsh.paths import dsh_home
 from dsh.processes import sweep
 from dsh.prompt import PromptService, register_core_sections
+from dsh.sandbox import Policy, Sandbox
 from dsh.services import (
     AGENTS,
     APPROVALS,
@@ -24,6 +25,7 @@ from dsh.services import (
     LLM,
     PROMPT,
     QUESTIONS,
+    SANDBOX,
     SESSIONS,
     SETTINGS,
     TOOLS,
@@ -64,11 +66,14 @@ async def start_runtime(
     plugin_configs: Mapping[str, Mapping[str, Any]] | None = None,
     disabled_plugins: Iterable[str] = (),
     permission_mode: PermissionMode | None = None,
+    sandbox: Policy | None = None,
     settings: Settings | None = None,
 ) -> Runtime:
     """Build the root context with the core services and load plugins (discovered
     unless ``candidates`` is given), configured from the settings documents unless
-    ``plugin_configs`` is given. Storage is touched only when first used.
+    ``plugin_configs`` is given. Storage is touched only when first used. ``sandbox``
+    (the ``--sandbox`` flag) replaces the policy of ``[sandbox]``; the sandbox itself
+    starts at its first use (:meth:`dsh.sandbox.Sandbox.ready`).
 
     ``settings`` are the process's, loaded once by the front end (which settled the
     project's trust, see :mod:`dsh.ui.trusting`) and handed down: the runtime reads
@@ -115,6 +120,12 @@ async def start_runtime(
     root.provide(AGENTS, agents)
     root.provide(COMMANDS, CommandService())  # each context gets its own view
     root.provide(WORKSPACE_FILES, DiskFiles())  # a front end may stand in for an agent
+    table = settings.sandbox
+    contained = Sandbox(
+        table, sandbox or table.policy, root=settings.root or where.resolve(), home=data
+    )
+    root.provide(SANDBOX, contained)
+    root.effect(lambda: contained.aclose)
     # What an earlier dsh that died left running (if its watchdog died with it) ends
     # now, before anything here starts children of its own; the user's own git
     # settings, which every child's git environment carries, are read meanwhile

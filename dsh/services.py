@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from dsh.credentials import CredentialStore
     from dsh.llm.service import BoundLlmService
     from dsh.prompt import PromptView
+    from dsh.sandbox import Sandbox
     from dsh.session import SessionStore
     from dsh.settings import Settings
     from dsh.tools import ToolView
@@ -43,6 +44,7 @@ __all__ = [
     "LLM",
     "PROMPT",
     "QUESTIONS",
+    "SANDBOX",
     "SESSIONS",
     "SETTINGS",
     "TOOLS",
@@ -73,6 +75,9 @@ COMMANDS: ServiceKey[CommandView] = ServiceKey("commands")
 WORKSPACE_FILES: ServiceKey[WorkspaceFiles] = ServiceKey("workspace-files")
 """Where the text of the workspace's files is read and written: the disk, or a front
 end's stand-in for the agents it shows (an editor's buffers), on the agent's context."""
+SANDBOX: ServiceKey[Sandbox] = ServiceKey("sandbox")
+"""The OS sandbox every program the model starts runs in (``wrap``), its policy and
+whether it works here (``ready``)."""
 COMMAND_RUNNER: ServiceKey[CommandRunner] = ServiceKey("command-runner")
 """Where a tool's foreground shell commands run, when not here (an editor's terminals):
 provided by a front end on an agent's scope; absent, a tool runs them itself."""

@@ -52,7 +52,7 @@ from dsh.settings_tui import TuiTable
 from dsh.trust import TrustState, TrustStore, project_root
 
 if TYPE_CHECKING:
-    from dsh.settings_tables import AgentOptions, PermissionsTable, StorageTable
+    from dsh.settings_tables import AgentOptions, PermissionsTable, SandboxTable, StorageTable
 
 USER_FILE = "settings.toml"
 ENV_FILE = ".env"
@@ -116,6 +116,28 @@ class Settings:
     def storage(self) -> StorageTable:
         """``[storage]``: where sessions are kept."""
         return self._validated("storage")  # type: ignore[no-any-return]
+
+    @cached_property
+    def sandbox(self) -> SandboxTable:
+        """``[sandbox]`` as the user's own layers set it, with the policy a project's
+        settings (trusted or not) may only narrow: a repository cannot turn off or
+        widen what contains the commands run in it."""
+        from dsh.sandbox.policy import POLICIES, narrowest
+
+        try:
+            table = validate_table("sandbox", self.own_section("sandbox"))
+        except TableProblem as problem:
+            key = ".".join(("sandbox", *problem.loc))
+            raise SettingsError(f"{self.origin('sandbox')}: {key}: {problem.msg}") from None
+        project = self.project_document.values if self.project_document is not None else {}
+        wanted = (
+            project.get("sandbox", {}).get("policy")
+            if isinstance(project.get("sandbox"), dict)
+            else None
+        )
+        if wanted in POLICIES:
+            table = table.model_copy(update={"policy": narrowest(table.policy, wanted)})
+        return table  # type: ignore[no-any-return]
 
     def _validated(self, name: str) -> Any:
         try:
@@ -417,6 +439,12 @@ def _environment_model() -> Any:
     return EnvironmentTable
 
 
+def _sandbox_model() -> Any:
+    from dsh.settings_tables import SandboxTable
+
+    return SandboxTable
+
+
 def _storage_model() -> Any:
     from dsh.settings_tables import StorageTable
 
@@ -431,4 +459,5 @@ CORE_TABLES = {
     "tui": _tui_model,
     "storage": _storage_model,
     "environment": _environment_model,
+    "sandbox": _sandbox_model,
 }

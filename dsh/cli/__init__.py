@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from dsh import __version__
 from dsh.permission_modes import MODES
+from dsh.sandbox.policy import POLICIES
 
 SUBCOMMANDS = ("acp", "config", "models", "plugins", "sessions", "trust", "untrust")
 PICK = ""
@@ -114,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="what may run without asking (headless: what is not allowed is denied)",
     )
     parser.add_argument(
+        "--sandbox",
+        choices=POLICIES,
+        help="what contains the commands the model runs: workspace-write (default: the "
+        "project writable, no network), read-only, or off",
+    )
+    parser.add_argument(
         "--trust",
         action="store_true",
         help="apply this folder's own configuration (.dsh/settings.toml, .env) in full for "
@@ -143,6 +150,9 @@ def build_command_parser() -> argparse.ArgumentParser:
         "--permission-mode",
         choices=MODES,
         help="the sessions' permission mode at start (the editor can switch it)",
+    )
+    acp.add_argument(
+        "--sandbox", choices=POLICIES, help="what contains the commands the model runs"
     )
     from dsh.cli.config import add_parser as add_config_parser
     from dsh.cli.sessions_parser import add_parser
@@ -285,6 +295,7 @@ def _session_choice(args: argparse.Namespace) -> dict[str, Any]:
         "provider": args.provider,
         "effort": args.effort,
         "permission_mode": args.permission_mode,
+        "sandbox": args.sandbox,
         "trust": args.trust,
         "fork": args.fork_session,
         "wait": args.wait,
@@ -336,7 +347,7 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "acp":
         from dsh.ui.acp import run as run_acp
 
-        return run_acp(permission_mode=args.permission_mode)
+        return run_acp(permission_mode=args.permission_mode, sandbox=args.sandbox)
     if sys.stdout.isatty():  # what a person reads; into a pipe it stays exact
         sys.stdout = VisibleStream.around(sys.stdout)
     match args.command:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from dsh.frontend import Kind, ToolServer
     from dsh.kernel import Context
     from dsh.runtime import Runtime
+    from dsh.sandbox import Policy
     from dsh.session import SessionBusyError, SessionEvent
     from dsh.settings import Settings
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
@@ -84,6 +85,8 @@ class SessionChoice:
     provider: str | None = None
     effort: str | None = None
     permission_mode: PermissionMode | None = None
+    sandbox: Policy | None = None
+    """``--sandbox``: the sandbox policy, over ``[sandbox] policy``."""
     trust: bool = False
     """``--trust``: the project's own configuration applies in full for this run."""
     plugin_configs: dict[str, dict[str, Any]] | None = None
@@ -311,6 +314,7 @@ class SessionController:
                 cwd=self.cwd,
                 plugin_configs=choice.plugin_configs,
                 permission_mode=choice.permission_mode,
+                sandbox=choice.sandbox,
                 settings=settings,
             )
         except SettingsError as error:

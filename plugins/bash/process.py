@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dsh.processes import adopt, child_options
+from dsh.sandbox import Wrapped, launch_options
 
 GRACE_S = 3.0
 """Between SIGTERM and SIGKILL, and the longest wait for pipes after the exit."""
@@ -117,23 +118,31 @@ class ShellProcess:
 
 
 async def spawn_shell(
-    command: str, *, cwd: Path, env: dict[str, str], stdout: Sink, stderr: Sink
+    command: str,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    stdout: Sink,
+    stderr: Sink,
+    wrapped: Wrapped | None = None,
 ) -> ShellProcess:
-    """Start ``bash -c command`` in a new session, its output fed to the sinks."""
+    """Start ``bash -c command`` in a new session, its output fed to the sinks; as
+    ``wrapped`` says when given (the sandbox's command line for it, see
+    :meth:`dsh.sandbox.Sandbox.wrap`)."""
+    argv = wrapped.argv if wrapped is not None else ["bash", "-c", command]
+    options = launch_options(wrapped) if wrapped is not None else child_options()
     loop = asyncio.get_running_loop()
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     try:
         process = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            command,
+            *argv,
             cwd=cwd,
-            env=env,
+            env=wrapped.env if wrapped is not None else env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out_write,
             stderr=err_write,
-            **child_options(),  # its own group, ended with dsh
+            **options,  # its own group, ended with dsh
         )
         adopt(process.pid)
     except BaseException as error:

@@ -20,7 +20,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from dsh.services import COMMAND_RUNNER
+from dsh.sandbox import SandboxUnavailable
+from dsh.services import COMMAND_RUNNER, SANDBOX
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from plugins.bash.background import BashJob
 from plugins.bash.capture import SPILL_CAP_BYTES, TAIL_BYTES, StreamCapture, spill_opener
@@ -185,10 +186,29 @@ async def resolve_workdir(workdir: str | None, cwd: Path) -> Path:
 
 
 async def spawn(
-    command: str, cwd: Path, env: dict[str, str], stdout: StreamCapture, stderr: StreamCapture
+    command: str,
+    context: ToolContext,
+    cwd: Path,
+    env: dict[str, str],
+    stdout: StreamCapture,
+    stderr: StreamCapture,
 ) -> ShellProcess:
+    """Start the command, inside the sandbox when the runtime has one."""
+    services = context.services
+    sandbox = services.get(SANDBOX, None) if services is not None else None
+    wrapped = None
+    if sandbox is not None:
+        try:
+            wrapped = await sandbox.wrap(["bash", "-c", command], cwd=cwd, env=env)
+        except SandboxUnavailable as error:
+            raise ToolError(
+                f"The command did not run: the sandbox cannot start ({error}).",
+                "SANDBOX_UNAVAILABLE",
+            ) from error
     try:
-        return await spawn_shell(command, cwd=cwd, env=env, stdout=stdout.feed, stderr=stderr.feed)
+        return await spawn_shell(
+            command, cwd=cwd, env=env, stdout=stdout.feed, stderr=stderr.feed, wrapped=wrapped
+        )
     except SpawnError as error:
         raise ToolError(f"Could not start bash: {error}", "BASH_SPAWN_FAILED") from error
 
@@ -200,7 +220,7 @@ async def run_command(
     stdout, stderr = StreamCapture("bash-stdout", opener), StreamCapture("bash-stderr", opener)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    shell = await spawn(command, cwd, env, stdout, stderr)
+    shell = await spawn(command, context, cwd, env, stdout, stderr)
     finished = False
     try:
         stop = await supervise(shell, timeout_ms / 1000, context.signal)
@@ -281,7 +301,7 @@ async def start_job(
     jobs.check_capacity(owner)  # before anything starts
     opener = spill_opener(context)
     stdout, stderr = StreamCapture("job-stdout", opener), StreamCapture("job-stderr", opener)
-    shell = await spawn(arguments.command, cwd, env, stdout, stderr)
+    shell = await spawn(arguments.command, context, cwd, env, stdout, stderr)
     label = arguments.description.strip() or first_line(arguments.command)
     try:
         job = jobs.start(

@@ -26,11 +26,17 @@ import time
 from pathlib import Path
 
 from dsh.permission_modes import PermissionMode
+from dsh.sandbox.policy import Policy
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def run(*, home: Path | None = None, permission_mode: PermissionMode | None = None) -> int:
+def run(
+    *,
+    home: Path | None = None,
+    permission_mode: PermissionMode | None = None,
+    sandbox: Policy | None = None,
+) -> int:
     from dsh.paths import dsh_home
 
     log_file = start_log(home or dsh_home())
@@ -38,7 +44,7 @@ def run(*, home: Path | None = None, permission_mode: PermissionMode | None = No
     from dsh.ui.acp.server import DshAgent, serve
 
     logging.getLogger("dsh.acp").info("dsh acp started (pid %d)", os.getpid())
-    agent = DshAgent(home, permission_mode)
+    agent = DshAgent(home, permission_mode, sandbox)
     try:
         asyncio.run(serve(agent, protocol_in, protocol_out))
     except KeyboardInterrupt:

@@ -57,6 +57,7 @@ from acp.schema import (
 from dsh import __version__
 from dsh.frontend import ToolServer
 from dsh.permission_modes import PermissionMode
+from dsh.sandbox.policy import Policy
 from dsh.ui.acp.prompt import PromptBlock, takes_images
 from dsh.ui.acp.session import AcpSession
 from dsh.ui.session_controller import SessionChoice, StartFailed
@@ -74,9 +75,15 @@ LIST_PAGE = 50
 class DshAgent:
     """The ``acp.Agent`` of ``dsh acp``: one :class:`AcpSession` per editor session."""
 
-    def __init__(self, home: Path | None, permission_mode: PermissionMode | None) -> None:
+    def __init__(
+        self,
+        home: Path | None,
+        permission_mode: PermissionMode | None,
+        sandbox: Policy | None = None,
+    ) -> None:
         self.home = home
         self.permission_mode = permission_mode
+        self.sandbox = sandbox
         self.client: Client | None = None
         self.client_capabilities: ClientCapabilities | None = None
         self.sessions: dict[str, AcpSession] = {}
@@ -275,6 +282,7 @@ class DshAgent:
             resume=resume,
             fork=fork,
             permission_mode=self.permission_mode,
+            sandbox=self.sandbox,
             tool_servers=tool_servers(mcp_servers or []),
         )
         session = AcpSession(self.client, choice, replay=replay)
