@@ -39,6 +39,9 @@ CLONE_NEWNET = 0x40000000
 
 Network = Literal["shared", "private", "host"]
 
+HOLDER_READY = "dsh-network-ready"
+"""What the network holder prints once its namespaces are wholly set up."""
+
 
 def find_program(configured: str | None) -> tuple[str | None, str | None]:
     """The ``bwrap`` to run, and if there is none, why: the configured one; else one on
@@ -148,10 +151,12 @@ class NetworkHolder:
                     "--info-fd",
                     str(info_write),
                     "--",
-                    "cat",
+                    "sh",
+                    "-c",
+                    f"echo {HOLDER_READY} && exec cat",
                 ],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 pass_fds=(info_write,),
                 start_new_session=True,
@@ -166,6 +171,15 @@ class NetworkHolder:
             with os.fdopen(info_read, "rb") as info:
                 data = info.read(4096)  # bwrap closes it once the namespaces exist
             pid = int(json.loads(data)["child-pid"])
+            # bwrap reports the pid before the child has written its uid map (as a
+            # user without a setuid bwrap); a command joining the namespace before
+            # then has no uid in it and cannot make the namespaces of its own
+            # sandbox. The line comes once the program runs, so the map is written.
+            assert process.stdout is not None
+            with process.stdout:
+                ready = process.stdout.readline()
+            if ready.strip() != HOLDER_READY.encode():
+                raise ValueError("the network holder ended before it was ready")
         except (ValueError, KeyError, TypeError) as error:
             process.kill()
             _, err = process.communicate()
