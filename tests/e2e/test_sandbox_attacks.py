@@ -27,6 +27,7 @@ import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import TIMEOUT, Dsh, Finished, close_stdin, finish, send
+from tests.e2e.sandboxed import installation_outside_tmp
 
 KEY = "sk-provider-canary-5f0c11ab"
 OTHER_SECRET = ("STRIPE_SECRET", "stripe-canary-e7d2")
@@ -44,11 +45,17 @@ ALLOW_PYTHON = '\n[permissions]\nallow = ["bash(python3:*)"]\n'
 
 
 @pytest.fixture
-def dsh(dsh: Dsh) -> Dsh:
-    """An installation with a home folder of the test's own holding secret stores, a
-    git project, the provider key and a marker in dsh's environment, and python3
-    allowed by the user's own rule."""
-    home = dsh.home_of_its_own()
+async def dsh(fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
+    """An installation outside ``/tmp`` (tests/e2e/sandboxed.py) with a home folder of
+    the test's own holding secret stores, the provider key and a marker in dsh's
+    environment, and python3 allowed by the user's own rule."""
+    async with installation_outside_tmp(fake_llm) as installation:
+        plant_secrets(installation)
+        yield installation
+
+
+def plant_secrets(dsh: Dsh) -> None:
+    home = dsh.root / "userhome"
     (home / ".bashrc").write_text(BASHRC)
     (home / ".ssh").mkdir(mode=0o700)
     (home / ".ssh/id_rsa").write_text(SSH_KEY)
@@ -59,7 +66,6 @@ def dsh(dsh: Dsh) -> Dsh:
     settings.write_text(settings.read_text() + ALLOW_PYTHON)
     dsh.key = KEY
     dsh.environment.update([OTHER_SECRET, DSH_MARKER])
-    return dsh
 
 
 @pytest.fixture
@@ -165,7 +171,8 @@ def read_attack(project: Path, name: str, path: Path | str) -> Reply:
 
 
 ENVIRONS = """\
-        found = []
+    import os
+    found = []
     for pid in [{dsh_pid}, os.getppid()] + [p for p in os.listdir("/proc") if p.isdigit()]:
         try:
             found.append(open(f"/proc/{{pid}}/environ", "rb").read().decode(errors="replace"))
@@ -226,8 +233,9 @@ async def test_writes_outside_the_workspace_are_refused(
     assert (project / ".git/config").read_text() == git_config, texts[2]
     assert (project / ".dsh/settings.toml").read_text() == "# the project's own\n", texts[3]
     assert (dsh.home / "settings.toml").read_text() == user_settings, texts[4]
-    for text in texts[:5]:
-        assert "refused:" in text, text
+    attacks = ["~/.bashrc", "pre-commit", ".git/config", ".dsh/settings.toml", "$DSH_HOME"]
+    for attack, text in zip(attacks, texts, strict=False):
+        assert "refused:" in text, (attack, text)  # and the model is told so
     assert (project / "notes.txt").read_text() == "an ordinary file\n", texts[5]
 
 
@@ -279,10 +287,10 @@ async def test_secret_stores_and_other_processes_are_out_of_sight(
     assert done.code == 0, done.stderr
     texts = tool_texts(fake_llm)
     for secret in ("ssh-canary-0c4f", "aws-canary-77d1", "sk-stored-canary-41aa", KEY):
-        assert not sent_anywhere(fake_llm, secret), secret
+        assert not sent_anywhere(fake_llm, secret), (secret, texts)
     assert not sent_anywhere(fake_llm, DSH_MARKER[1]), texts[3]
     for text in texts[:3]:
-        assert "refused:" in text, text
+        assert "refused:" in text, texts
     # The command reads its own environment: /proc is there, dsh's process is not.
     assert "PATH=" in texts[3], texts[3]
 
@@ -357,7 +365,9 @@ async def test_read_only_refuses_writes_in_the_project_and_keeps_tmp(
         Reply(text="Done."),
     )
 
-    done = await dsh.run("-p", "take notes", "--sandbox", "read-only")
+    done = await dsh.run(
+        "-p", "take notes", "--sandbox", "read-only", "--permission-mode", "bypass"
+    )
 
     assert done.code == 0, done.stderr
     texts = tool_texts(fake_llm)

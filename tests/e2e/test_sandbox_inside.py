@@ -18,7 +18,7 @@ import os
 import socket
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import TIMEOUT, Dsh
+from tests.e2e.sandboxed import installation_outside_tmp
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Sandbox Test",
@@ -36,10 +37,12 @@ IDENTITY = {
 
 
 @pytest.fixture
-def dsh(dsh: Dsh) -> Dsh:
-    dsh.home_of_its_own()
-    dsh.environment.update(IDENTITY)
-    return dsh
+async def dsh(fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
+    """An installation outside ``/tmp`` (tests/e2e/sandboxed.py), whose commits are
+    made by a git identity from the environment."""
+    async with installation_outside_tmp(fake_llm) as installation:
+        installation.environment.update(IDENTITY)
+        yield installation
 
 
 @pytest.fixture
@@ -182,3 +185,24 @@ async def test_writes_in_the_project_and_tmp_carry_to_the_next_call(
     assert (dsh.project / "notes.txt").read_text() == "kept\n"
     # The calls share the sandbox's temporary folder, which is not the machine's /tmp.
     assert not os.path.exists(scratch)
+
+
+@pytest.mark.parametrize("policy", ["workspace-write", "read-only"])
+async def test_a_project_under_tmp_is_seen_in_every_policy(
+    tmp_path: Path, fake_llm: FakeLLM, policy: str
+) -> None:
+    """A project in the machine's ``/tmp`` (pytest's ``tmp_path``) is not hidden by
+    the sandbox's private ``/tmp``: it is bound over it, read-only when nothing may be
+    written."""
+    dsh = Dsh(tmp_path, fake_llm)
+    dsh.home_of_its_own()
+    (dsh.project / "readme.txt").write_text("in the project\n")
+    fake_llm.add(bash("cat readme.txt && pwd"), Reply(text="Done."))
+    try:
+        done = await dsh.run("-p", "read", "--sandbox", policy, "--permission-mode", "bypass")
+    finally:
+        await dsh.kill_leftovers()
+
+    assert done.code == 0, done.stderr
+    [text] = tool_texts(fake_llm)
+    assert text.split() == ["in", "the", "project", str(dsh.project)], text
