@@ -7,7 +7,7 @@ namespace (dsh's ``/proc`` and every other process invisible; what the command l
 running ends with it), a fresh ``/dev`` (``/dev/null``, ``/dev/tty``, ``/dev/pts``),
 the host's ``/`` read-only, the folders it may write bound writable over it, the
 protected paths inside them bound read-only again, and the secret stores covered by an
-empty folder or ``/dev/null``.
+empty read-only folder or ``/dev/null``.
 
 Networks: with network off, commands still need a loopback they share (a dev server
 started by one command is talked to by the next), which a namespace per command would
@@ -76,7 +76,7 @@ class Layout:
     read_only: tuple[Path, ...]
     """Paths inside writable folders bound read-only again (``.git/hooks``...)."""
     hidden_folders: tuple[Path, ...]
-    """Folders covered by an empty one."""
+    """Folders covered by an empty, read-only one."""
     hidden_files: tuple[Path, ...]
     """Files (and sockets) covered by ``/dev/null``."""
 
@@ -118,7 +118,9 @@ def arguments(
     for path in layout.read_only:
         args += ["--ro-bind-try", str(path), str(path)]
     for path in layout.hidden_folders:
-        args += ["--tmpfs", str(path)]
+        # Read-only as well as empty: a write there must fail as the command's other
+        # refused writes do, not land in a scratch folder the next command never sees.
+        args += ["--tmpfs", str(path), "--remount-ro", str(path)]
     for path in layout.hidden_files:
         args += ["--ro-bind", "/dev/null", str(path)]
     args += ["--chdir", str(cwd), "--"]
