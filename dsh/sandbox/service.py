@@ -229,10 +229,6 @@ class Sandbox:
             writable.append(self._root)
             writable += [_real(Path(p).expanduser()) for p in self.table.writable]
             read_only += _protected_inside(self._root)
-        else:
-            # Bound even though / is: a project under /tmp would be hidden by the
-            # private /tmp mounted over it.
-            read_only.append(self._root)
         hidden = self._hidden()
         return Layout(
             temp=temp,
