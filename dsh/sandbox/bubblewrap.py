@@ -39,9 +39,6 @@ CLONE_NEWNET = 0x40000000
 
 Network = Literal["shared", "private", "host"]
 
-HOLDER_READY = "dsh-network-ready"
-"""What the network holder prints once its namespaces are wholly set up."""
-
 
 def find_program(configured: str | None) -> tuple[str | None, str | None]:
     """The ``bwrap`` to run, and if there is none, why: the configured one; else one on
@@ -161,9 +158,9 @@ class NetworkHolder:
                     "--info-fd",
                     str(info_write),
                     "--",
-                    "sh",
-                    "-c",
-                    f"echo {HOLDER_READY} && exec cat",
+                    "cat",
+                    "/proc/self/uid_map",
+                    "-",
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -184,11 +181,11 @@ class NetworkHolder:
             # bwrap reports the pid before the child has written its uid map (as a
             # user without a setuid bwrap); a command joining the namespace before
             # then has no uid in it and cannot make the namespaces of its own
-            # sandbox. The line comes once the program runs, so the map is written.
+            # sandbox. cat prints the map (written before it runs), then reads stdin.
             assert process.stdout is not None
             with process.stdout:
                 ready = process.stdout.readline()
-            if ready.strip() != HOLDER_READY.encode():
+            if not ready.split():
                 raise ValueError("the network holder ended before it was ready")
         except (ValueError, KeyError, TypeError) as error:
             process.kill()
