@@ -162,11 +162,9 @@ class NetworkHolder:
                     str(info_write),
                     "--",
                     "cat",
-                    "/proc/self/uid_map",
-                    "-",
                 ],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 pass_fds=(info_write,),
                 start_new_session=True,
@@ -181,15 +179,6 @@ class NetworkHolder:
             with os.fdopen(info_read, "rb") as info:
                 data = info.read(4096)  # bwrap closes it once the namespaces exist
             pid = int(json.loads(data)["child-pid"])
-            # bwrap reports the pid before the child has written its uid map (as a
-            # user without a setuid bwrap); a command joining the namespace before
-            # then has no uid in it and cannot make the namespaces of its own
-            # sandbox. cat prints the map (written before it runs), then reads stdin.
-            assert process.stdout is not None
-            with process.stdout:
-                ready = process.stdout.readline()
-            if not ready.split():
-                raise ValueError("the network holder ended before it was ready")
         except (ValueError, KeyError, TypeError) as error:
             process.kill()
             _, err = process.communicate()
