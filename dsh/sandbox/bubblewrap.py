@@ -148,10 +148,16 @@ class NetworkHolder:
                     "--info-fd",
                     str(info_write),
                     "--",
-                    "cat",
+                    # Says when it runs: bwrap's child has then written the namespace's
+                    # uid map and brought lo up. The info-fd's PID comes before that,
+                    # and a command that joined then could not make its own user
+                    # namespace ("setting up uid map: Operation not permitted").
+                    "sh",
+                    "-c",
+                    "echo ready && exec cat",
                 ],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 pass_fds=(info_write,),
                 start_new_session=True,
@@ -166,6 +172,10 @@ class NetworkHolder:
             with os.fdopen(info_read, "rb") as info:
                 data = info.read(4096)  # bwrap closes it once the namespaces exist
             pid = int(json.loads(data)["child-pid"])
+            assert process.stdout is not None
+            with process.stdout:
+                if process.stdout.readline() != b"ready\n":
+                    raise ValueError("the holder did not start")
         except (ValueError, KeyError, TypeError) as error:
             process.kill()
             _, err = process.communicate()
@@ -200,6 +210,11 @@ class NetworkHolder:
                 os._exit(126)
 
         return join
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """The namespace descriptors the child of :meth:`preexec` joins."""
+        return (self._user_ns, self._net_ns)
 
     @property
     def alive(self) -> bool:
