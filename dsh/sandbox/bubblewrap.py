@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ from typing import Literal
 
 from dsh.processes import adopt, die_with_parent
 
+HOLDER_START_S = 30.0
+"""The longest the holder may take to start (a hang guard: it takes milliseconds)."""
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
@@ -156,16 +159,10 @@ class NetworkHolder:
                     "--info-fd",
                     str(info_write),
                     "--",
-                    # Says when it runs: bwrap's child has then written the namespace's
-                    # uid map and brought lo up. The info-fd's PID comes before that,
-                    # and a command that joined then could not make its own user
-                    # namespace ("setting up uid map: Operation not permitted").
-                    "sh",
-                    "-c",
-                    "echo ready && exec cat",
+                    "cat",
                 ],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 pass_fds=(info_write,),
                 start_new_session=True,
@@ -180,10 +177,7 @@ class NetworkHolder:
             with os.fdopen(info_read, "rb") as info:
                 data = info.read(4096)  # bwrap closes it once the namespaces exist
             pid = int(json.loads(data)["child-pid"])
-            assert process.stdout is not None
-            with process.stdout:
-                if process.stdout.readline() != b"ready\n":
-                    raise ValueError("the holder did not start")
+            _until_running(process, pid, "cat")
         except (ValueError, KeyError, TypeError) as error:
             process.kill()
             _, err = process.communicate()
@@ -240,6 +234,25 @@ class NetworkHolder:
             return
         self._process.kill()
         self._process.wait()
+
+
+def _until_running(process: subprocess.Popen[bytes], pid: int, name: str) -> None:
+    """Wait (blocking, bounded) until bwrap's child ``pid`` runs ``name``: it has then
+    written its namespace's uid map and brought ``lo`` up. The info-fd gives the PID
+    before that, and a command that joined then could not make its own user namespace
+    ("setting up uid map: Operation not permitted")."""
+    deadline = time.monotonic() + HOLDER_START_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ValueError("the holder exited")
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as comm:
+                if comm.read().strip() == name.encode():
+                    return
+        except OSError:
+            pass
+        time.sleep(0.001)
+    raise ValueError(f"the holder did not start {name} in {HOLDER_START_S:g} s")
 
 
 def probe(program: str, layout: Layout, cwd: Path) -> str | None:
