@@ -36,7 +36,7 @@ from typing import Literal
 from dsh.processes import adopt, die_with_parent
 
 HOLDER_START_S = 30.0
-"""A hang guard: the holder starts in milliseconds."""
+"""The longest the holder may take to start (a hang guard: it takes milliseconds)."""
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
@@ -179,6 +179,7 @@ class NetworkHolder:
             with os.fdopen(info_read, "rb") as info:
                 data = info.read(4096)  # bwrap closes it once the namespaces exist
             pid = int(json.loads(data)["child-pid"])
+            _until_running(process, pid, "cat")
         except (ValueError, KeyError, TypeError) as error:
             process.kill()
             _, err = process.communicate()
@@ -186,7 +187,6 @@ class NetworkHolder:
             raise OSError(words) from None
         adopt(process.pid)
         try:
-            _wait_for_exec(pid, program, process)
             user_ns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
             try:
                 net_ns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
@@ -216,6 +216,11 @@ class NetworkHolder:
         return join
 
     @property
+    def fds(self) -> tuple[int, ...]:
+        """The namespace descriptors the child of :meth:`preexec` joins."""
+        return (self._user_ns, self._net_ns)
+
+    @property
     def alive(self) -> bool:
         return self._process.poll() is None
 
@@ -233,26 +238,23 @@ class NetworkHolder:
         self._process.wait()
 
 
-def _wait_for_exec(pid: int, program: str, process: subprocess.Popen[bytes]) -> None:
-    """Wait until the holder's child runs ``cat``: bwrap reports its PID before the
-    child has written its user namespace's ID maps and brought ``lo`` up, and a
-    command joining meanwhile would find its own user unmapped (bwrap then fails,
-    "setting up uid map: Operation not permitted") or no loopback."""
-    ours = os.path.realpath(program)
+def _until_running(process: subprocess.Popen[bytes], pid: int, name: str) -> None:
+    """Wait (blocking, bounded) until bwrap's child ``pid`` runs ``name``: it has then
+    written its namespace's uid map and brought ``lo`` up. The info-fd gives the PID
+    before that, and a command that joined then could not make its own user namespace
+    ("setting up uid map: Operation not permitted")."""
     deadline = time.monotonic() + HOLDER_START_S
-    delay = 0.001
     while time.monotonic() < deadline:
-        try:
-            running = os.readlink(f"/proc/{pid}/exe")
-        except OSError:
-            running = None
-        if running is not None and running != ours:
-            return
         if process.poll() is not None:
-            break
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
-    raise OSError("the network holder did not start")
+            raise ValueError("the holder exited")
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as comm:
+                if comm.read().strip() == name.encode():
+                    return
+        except OSError:
+            pass
+        time.sleep(0.001)
+    raise ValueError(f"the holder did not start {name} in {HOLDER_START_S:g} s")
 
 
 def probe(program: str, layout: Layout, cwd: Path) -> str | None:

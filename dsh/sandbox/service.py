@@ -87,6 +87,9 @@ class Wrapped:
     preexec: Callable[[], None] | None = None
     """Run in the child before it executes ``argv`` (``launch_options`` adds it)."""
     sandboxed: bool = False
+    fds: tuple[int, ...] = ()
+    """Descriptors ``preexec`` uses: a spawn that closes the child's descriptors
+    before ``preexec`` (ptyprocess) must keep these open (they close at exec)."""
     dies_with_dsh: bool = field(default=False, repr=False)
     """``preexec`` also sets the parent-death signal."""
 
@@ -187,15 +190,19 @@ class Sandbox:
             network = "private"
         preexec = None
         dies = False
+        fds: tuple[int, ...] = ()
         if network == "shared":
             holder = await self._live_holder()
             dies = "preexec_fn" in child_options()
             preexec = holder.preexec(die_with_dsh=dies)
+            fds = holder.fds
         writable = await asyncio.to_thread(_real_all, widening.writable)
         layout = self._layout(self.policy)  # made by ready(), in a thread
         prefix = arguments(self._program, layout, cwd=cwd, network=network, writable=writable)
         inside = {**env, "TMPDIR": "/tmp"}
-        return Wrapped([*prefix, *argv], inside, preexec, sandboxed=True, dies_with_dsh=dies)
+        return Wrapped(
+            [*prefix, *argv], inside, preexec, sandboxed=True, fds=fds, dies_with_dsh=dies
+        )
 
     async def _live_holder(self) -> NetworkHolder:
         holder = self._holder

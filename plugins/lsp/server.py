@@ -29,7 +29,9 @@ from typing import Any
 
 from dsh import __version__
 from dsh.kernel import Context
-from dsh.processes import adopt, child_options
+from dsh.processes import adopt
+from dsh.sandbox import SandboxUnavailable, Wrapped, launch_options
+from dsh.services import SANDBOX
 from dsh.tools import ToolError, child_environment
 from plugins.lsp.diagnostics import DiagnosticsStore
 from plugins.lsp.files import Stamp, to_uri
@@ -48,6 +50,8 @@ STDERR_KEEP = 8 * 1024
 """Bytes of stderr kept: enough for a traceback's last lines in a crash message."""
 SHUTDOWN_GRACE_S = 5.0
 READ_LIMIT = 1024 * 1024
+CACHE_INSIDE = "/tmp/.cache"
+"""``XDG_CACHE_HOME`` of a sandboxed server: in the sandbox's private, writable /tmp."""
 
 _log = logging.getLogger("dsh.plugins.lsp")
 
@@ -97,6 +101,7 @@ class LanguageServer:
         self._stderr_done = asyncio.Event()
         self._exited = asyncio.Event()
         self._stopping = False
+        self._sandboxed = False
 
     # ------------------------------------------------------------------ identity
 
@@ -131,16 +136,18 @@ class LanguageServer:
         process is stopped and a ToolError raised."""
         env = child_environment(os.environ)
         env.update(self.spec.env)
+        wrapped = await self._contain(env)
+        self._sandboxed = wrapped.sandboxed
         try:
             process = await asyncio.create_subprocess_exec(
-                *self.spec.command,
+                *wrapped.argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=self.root,
-                env=env,
+                env=wrapped.env,
                 limit=READ_LIMIT,
-                **child_options(),  # its own group, ended with dsh
+                **launch_options(wrapped),  # its own group, ended with dsh
             )
             adopt(process.pid)
         except OSError as error:
@@ -182,10 +189,32 @@ class LanguageServer:
             await self.stop(grace=0)
             raise
 
+    async def _contain(self, env: dict[str, str]) -> Wrapped:
+        """The server's command line: inside the sandbox (with no network: it talks
+        over its pipes) unless ``[sandbox] language_servers`` is false."""
+        command = list(self.spec.command)
+        sandbox = self._ctx.get(SANDBOX, None)
+        if sandbox is None or not sandbox.table.language_servers:
+            return Wrapped(command, env)
+        # The home is read-only inside: a server's parse caches (jedi's, parso's in
+        # ~/.cache) go to the sandbox's private /tmp, kept while dsh runs.
+        inside = {**env, "XDG_CACHE_HOME": CACHE_INSIDE}
+        try:
+            return await sandbox.wrap(command, cwd=self.root, env=inside, shared_network=False)
+        except SandboxUnavailable as error:
+            raise ToolError(
+                f"the {self.label} was not started: the sandbox cannot start ({error}). "
+                "`language_servers = false` in [sandbox] of your settings runs language "
+                "servers outside it.",
+                "LSP_UNAVAILABLE",
+            ) from None
+
     def _initialize_params(self) -> dict[str, Any]:
         uri = to_uri(self.root)
         return {
-            "processId": os.getpid(),
+            # A server watches this process and exits when it is gone; in the
+            # sandbox's PID namespace dsh's PID names nothing (or another process).
+            "processId": None if self._sandboxed else os.getpid(),
             "clientInfo": {"name": "dsh", "version": __version__},
             "locale": "en",
             "rootPath": str(self.root),

@@ -68,6 +68,10 @@ class ServerConfig(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     """HTTP headers sent with every request; values may be ``${VAR}``."""
     enabled: bool = True
+    sandbox: bool = True
+    """A stdio server runs inside the OS sandbox (when ``[sandbox] mcp_servers``, the
+    default), with no network; ``false`` runs it outside, honoured only in the user's
+    own settings: a project's server always runs inside."""
     startup_timeout: PositiveFloat = 30.0
     """Seconds to start and answer ``initialize`` and ``tools/list``; then it is failed."""
     tool_timeout: PositiveFloat = 600.0

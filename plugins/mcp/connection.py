@@ -56,6 +56,8 @@ from dsh.credentials import Secret, redact
 from dsh.kernel import Context
 from dsh.llm import TextBlock, ToolSchema
 from dsh.processes import helper_command
+from dsh.sandbox import SandboxUnavailable, Wrapped
+from dsh.services import SANDBOX
 from dsh.tools import (
     Action,
     ToolContext,
@@ -145,8 +147,12 @@ class Connection:
         cwd: Path,
         register_command: RegisterCommand | None = None,
         login: Login | None = None,
+        own: bool = False,
     ) -> None:
         self.ctx = ctx
+        self._own = own
+        """Configured as it runs by the user's own settings (or the editor's): only
+        then may its ``sandbox = false`` start it outside the sandbox."""
         self._login = login
         self._register_command = register_command
         self.name = name
@@ -279,8 +285,11 @@ class Connection:
                         if program is None:
                             self._fail(f"no program {self.config.command!r} found")
                             return
+                        wrapped = await self._contain(program, env)
+                        if wrapped is None:
+                            return
                         errors, reader = self._stderr_pipe()
-                        streams = await stack.enter_async_context(self._stdio(program, env, errors))
+                        streams = await stack.enter_async_context(self._stdio(wrapped, errors))
                         errors.close()  # the child holds its copy
                     else:
                         streams = await stack.enter_async_context(self._http(headers))
@@ -471,16 +480,41 @@ class Connection:
 
     # ---------------------------------------------------------------- transports
 
-    def _stdio(self, program: str, env: dict[str, Secret], errors: TextIO) -> Any:
+    async def _contain(self, program: str, env: dict[str, Secret]) -> Wrapped | None:
+        """The server's command line, inside the sandbox unless ``[sandbox]
+        mcp_servers`` is false or the user's own table says ``sandbox = false``; None
+        (and the server failed, saying why) when the sandbox cannot start."""
+        argv = [program, *self.config.args]
+        plain = with_safe_git({key: value.reveal() for key, value in env.items()})
+        sandbox = self.ctx.get(SANDBOX, None)
+        opted_out = self._own and not self.config.sandbox
+        if sandbox is None or not sandbox.table.mcp_servers or opted_out:
+            return Wrapped(argv, plain)
+        try:
+            # The SDK's spawn takes no preexec: a network of its own (none), not the
+            # loopback the model's commands share.
+            return await sandbox.wrap(argv, cwd=self._server_cwd(), env=plain, shared_network=False)
+        except SandboxUnavailable as error:
+            self._fail(
+                f"not started: the sandbox cannot start ({error}); to run MCP servers "
+                f"outside it, set `sandbox = false` in [mcp.servers.{self.name}] or "
+                "`mcp_servers = false` in [sandbox] of your own settings"
+            )
+            return None
+
+    def _server_cwd(self) -> Path:
+        cwd = Path(self.config.cwd).expanduser() if self.config.cwd else self._cwd
+        return cwd if cwd.is_absolute() else self._cwd / cwd
+
+    def _stdio(self, wrapped: Wrapped, errors: TextIO) -> Any:
         # setpriv's parent-death signal: the server dies with dsh however dsh ends
         # (the SDK already puts it in a process group of its own and ends the group).
-        argv, _ = helper_command([program, *self.config.args])
-        cwd = Path(self.config.cwd).expanduser() if self.config.cwd else self._cwd
+        argv, _ = helper_command(wrapped.argv)
         parameters = StdioServerParameters(
             command=argv[0],
             args=argv[1:],
-            env=with_safe_git({key: value.reveal() for key, value in env.items()}),
-            cwd=cwd if cwd.is_absolute() else self._cwd / cwd,
+            env=wrapped.env,
+            cwd=self._server_cwd(),
         )
         return stdio_client(parameters, errlog=errors)
 

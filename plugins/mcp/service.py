@@ -144,6 +144,7 @@ class McpService:
             lookup=self._lookup if name in self._own else self._withheld_lookup,
             cwd=self._cwd,
             login=login,
+            own=name in self._own,
         )
         return connection
 

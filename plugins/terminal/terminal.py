@@ -24,6 +24,7 @@ from typing import Any
 from ptyprocess import PtyProcess
 
 from dsh.processes import adopt, child_options
+from dsh.sandbox import Wrapped, launch_options
 from plugins.terminal.meaning import Meaning
 
 ANSI = re.compile(
@@ -57,7 +58,10 @@ class Terminal:
         cols: int,
         name: str,
         max_log_chars: int,
+        wrapped: Wrapped | None = None,
     ) -> None:
+        """``wrapped``: ``argv`` as the sandbox starts it (see
+        :meth:`dsh.sandbox.Sandbox.wrap`); None runs ``argv`` as it is."""
         self.id = terminal_id
         self.owner = owner
         self.name = name
@@ -86,10 +90,17 @@ class Terminal:
         self.exit_code: int | None = None
         self.exit_signal: int | None = None
         self.listeners: list[Callable[[Terminal], None]] = []
-        # A session of its own (ptyprocess's setsid), and death with dsh.
-        preexec = child_options().get("preexec_fn")
+        # A session of its own (ptyprocess's setsid), death with dsh, and whatever
+        # the sandbox does in the child; ptyprocess closes every other descriptor
+        # before preexec runs, so the ones it uses are passed.
+        options = launch_options(wrapped) if wrapped is not None else child_options()
         self.process = PtyProcess.spawn(
-            argv, cwd=str(cwd), env=env, dimensions=(rows, cols), preexec_fn=preexec
+            wrapped.argv if wrapped is not None else argv,
+            cwd=str(cwd),
+            env=wrapped.env if wrapped is not None else env,
+            dimensions=(rows, cols),
+            preexec_fn=options.get("preexec_fn"),
+            pass_fds=wrapped.fds if wrapped is not None else (),
         )
         self.pid: int = self.process.pid
         adopt(self.pid)

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
+from dsh.sandbox import SandboxUnavailable, Widening, Wrapped
+from dsh.services import SANDBOX
 from dsh.tools import (
     Action,
     CallResult,
@@ -84,6 +86,7 @@ class Terminals:
         rows: int,
         cols: int,
         name: str,
+        wrapped: Wrapped | None = None,
     ) -> Terminal:
         if len(self.of(owner)) >= self.settings.max_terminals:
             raise ToolError(
@@ -101,6 +104,7 @@ class Terminals:
             cols=cols,
             name=name,
             max_log_chars=self.settings.scrollback_chars,
+            wrapped=wrapped,
         )
         self._terminals[terminal.id] = terminal
         return terminal
@@ -283,6 +287,29 @@ def present_screen(arguments: dict[str, Any], result: CallResult) -> Presentatio
 # ---------------------------------------------------------------------- tools
 
 
+async def contain(
+    context: ToolContext,
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    widening: Widening | None = None,
+) -> Wrapped | None:
+    """``argv`` as the sandbox starts it (None when the runtime has no sandbox, as in
+    tests of the terminal alone); ``widening`` is what an approved escalation adds.
+    When the sandbox cannot start, the terminal does not open."""
+    services = context.services
+    sandbox = services.get(SANDBOX, None) if services is not None else None
+    if sandbox is None:
+        return None
+    try:
+        return await sandbox.wrap(argv, cwd=cwd, env=env, widening=widening)
+    except SandboxUnavailable as error:
+        raise ToolError(
+            f"The terminal did not open: the sandbox cannot start ({error}).",
+            "SANDBOX_UNAVAILABLE",
+        ) from error
+
+
 def terminal_tools(service: Terminals) -> list[ToolDefinition]:
     def owner(context: ToolContext) -> str:
         return str(context.session_id)
@@ -302,6 +329,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             COLUMNS=str(arguments.cols or service.settings.default_cols),
             LINES=str(arguments.rows or service.settings.default_rows),
         )
+        wrapped = await contain(context, argv, cwd, env)
         try:
             terminal = service.open(
                 owner(context),
@@ -311,6 +339,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
                 arguments.rows or service.settings.default_rows,
                 arguments.cols or service.settings.default_cols,
                 arguments.name or arguments.command or "bash",
+                wrapped,
             )
         except OSError as error:
             raise ToolError(f"could not start the terminal: {error}", "TERMINAL_SPAWN") from None

@@ -69,7 +69,8 @@ from dsh.hooks import (
 )
 from dsh.kernel import Context, Next, NoConfig, Plugin
 from dsh.llm import PluginSource, UserMessage, joined_text, user_text
-from dsh.services import COMMANDS, SESSIONS, SETTINGS
+from dsh.sandbox import Sandbox
+from dsh.services import COMMANDS, SANDBOX, SESSIONS, SETTINGS
 from dsh.session import EventType, SessionEvent, register_events
 from dsh.tools import (
     Action,
@@ -188,6 +189,13 @@ def apply(ctx: Context, config: NoConfig) -> None:
     def earned(hook: Hook) -> tuple[str, ...] | None:
         return passthrough if (hook.event, hook.matcher, hook.command) in own else None
 
+    def contained(hook: Hook) -> Sandbox | None:
+        """The sandbox a project's hook runs in; the user's own run outside, as the
+        user's own programs."""
+        if (hook.event, hook.matcher, hook.command) in own:
+            return None
+        return ctx.get(SANDBOX, None)
+
     sessions = ctx.get(SESSIONS, None)
 
     async def run_all(
@@ -202,7 +210,17 @@ def apply(ctx: Context, config: NoConfig) -> None:
             # What a hook reads of the log is the session so far, not an older write.
             await agent.flush(sync=False)
         ran = await asyncio.gather(
-            *(run_hook(h.command, payload, cwd, h.timeout, passthrough=earned(h)) for h in chosen)
+            *(
+                run_hook(
+                    h.command,
+                    payload,
+                    cwd,
+                    h.timeout,
+                    passthrough=earned(h),
+                    sandbox=contained(h),
+                )
+                for h in chosen
+            )
         )
         return list(zip(chosen, ran, strict=True))
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from dsh.held_secrets import looks_secret, passed_through
 from dsh.processes import child_options
+from dsh.sandbox import Sandbox, SandboxUnavailable, launch_options
 from dsh.tools import child_environment, with_safe_git
 
 MAX_OUTPUT = 64 * 1024
@@ -63,10 +64,12 @@ async def run_hook(
     limit_s: float,
     *,
     passthrough: tuple[str, ...] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Ran:
     """Run one hook. ``passthrough``: the user's own list of secrets to pass on, for a
     hook of the user's own settings; None for a project's hook, which gets the
-    scrubbed environment and none of the user's secrets."""
+    scrubbed environment and none of the user's secrets. ``sandbox``: the one a
+    project's hook runs in (None: outside, as the user's own hooks run)."""
     began = time.monotonic()
     env = (
         child_environment(os.environ)
@@ -83,17 +86,23 @@ async def run_hook(
         )
     )
     env.update(DSH_PROJECT_DIR=str(cwd), CLAUDE_PROJECT_DIR=str(cwd))
+    argv = ["bash", "-c", command]
+    options = child_options()
+    if sandbox is not None:
+        try:
+            wrapped = await sandbox.wrap(argv, cwd=cwd, env=env)
+        except SandboxUnavailable as error:
+            return Ran(None, "", f"not run: the sandbox cannot start ({error})", _since(began))
+        argv, env, options = wrapped.argv, wrapped.env, launch_options(wrapped)
     try:
         process = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            command,
+            *argv,
             cwd=cwd,
             env=env,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            **child_options(),
+            **options,
         )
     except OSError as error:
         return Ran(None, "", f"could not start: {error}", _since(began))

@@ -148,9 +148,9 @@ async def test_a_killed_dsh_takes_its_servers_with_it(dsh: Dsh, fake_llm: FakeLL
     import os
     import signal
 
-    from tests.plugins.bash_support import eventually, process_running
+    from tests.plugins.bash_support import eventually, process_running, running_with
 
-    pid_file = dsh.root / "server.pid"
+    pid_file = dsh.project / "server.pid"  # where the sandbox lets the server write
     script = (
         "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
         f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
@@ -164,9 +164,8 @@ async def test_a_killed_dsh_takes_its_servers_with_it(dsh: Dsh, fake_llm: FakeLL
     )
     child = await dsh.start("-p", "wait on the server")
     await eventually(lambda: len(fake_llm.chat_requests) == 1 and pid_file.is_file())
-    await eventually(lambda: pid_file.read_text().isdigit())
-    server = int(pid_file.read_text())
-    assert process_running(server)
+    # Its own PID is its PID namespace's: found by its arguments out here.
+    [server] = running_with(sys.executable, str(pid_file))
     os.kill(child.pid, signal.SIGKILL)
     await asyncio.wait_for(child.wait(), 60)
     await eventually(lambda: not process_running(server))

@@ -135,6 +135,23 @@ def process_running(pid: int) -> bool:
     return state not in (b"Z", b"X")
 
 
+def running_with(program: str, token: str) -> list[int]:
+    """The PIDs (as this process sees them) of live ``program`` processes with
+    ``token`` among their arguments: a sandboxed program's own ``os.getpid()`` is the
+    one of its PID namespace, which names nothing (or another process) out here."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[0] == program.encode() and token.encode() in argv and process_running(int(entry)):
+            found.append(int(entry))
+    return found
+
+
 PR_SET_CHILD_SUBREAPER = 36
 
 

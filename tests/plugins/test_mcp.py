@@ -28,12 +28,18 @@ from dsh.tools import ToolContext, ToolService
 from dsh.tools.permissions import assess
 from plugins.mcp import MCP, McpService
 from plugins.mcp.service import status_lines
-from tests.plugins.bash_support import eventually, process_running
+from tests.plugins.bash_support import eventually, process_running, running_with
 from tests.support.waits import HANG_S
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "mcp" / "server.py"
 NODE_SERVERS = Path(__file__).resolve().parent.parent / "fixtures" / "node"
 PY = sys.executable
+
+
+def server_pid(token: Path) -> int:
+    """The PID of the one fixture server started with ``token`` among its arguments."""
+    [pid] = running_with(PY, str(token))
+    return pid
 
 
 def toml_string(text: str) -> str:
@@ -61,7 +67,7 @@ async def started(root: Path, settings: str, *, trust: bool | None = None) -> Ru
 
 @pytest_asyncio.fixture
 async def fixture_runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    record = tmp_path / "record.txt"
+    record = tmp_path / "project" / "record.txt"  # the sandbox lets the server write there
     runtime = await started(
         tmp_path, stdio_table("fixture", str(FIXTURE), "stdio", "--record", str(record))
     )
@@ -204,7 +210,7 @@ async def test_a_cancelled_turn_cancels_the_call_on_the_server(
     signal.set()  # Esc
     _, code = await asyncio.wait_for(running, HANG_S)
     assert code == "TOOL_CANCELLED"
-    record = tmp_path / "record.txt"
+    record = tmp_path / "project" / "record.txt"
     await until(
         lambda: record.is_file() and "slow cancelled" in record.read_text(),
         "the server to see notifications/cancelled",
@@ -419,7 +425,7 @@ async def test_broken_servers_leave_dsh_working(tmp_path: Path) -> None:
 
 
 async def test_closing_dsh_ends_the_servers(tmp_path: Path) -> None:
-    pid_file = tmp_path / "pid"
+    pid_file = tmp_path / "project" / "pid"
     script = (
         "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
         f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
@@ -427,14 +433,13 @@ async def test_closing_dsh_ends_the_servers(tmp_path: Path) -> None:
     runtime = await started(tmp_path, stdio_table("fixture", "-c", script, str(pid_file)))
     await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
     assert service_of(runtime).statuses()[0].state == "ready"
-    pid = int(pid_file.read_text())
-    assert process_running(pid)
+    pid = server_pid(pid_file)
     await runtime.aclose()
     assert not process_running(pid)
 
 
 async def test_a_server_that_dies_later_is_failed_and_can_be_restarted(tmp_path: Path) -> None:
-    pid_file = tmp_path / "pid"
+    pid_file = tmp_path / "project" / "pid"
     script = (
         "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
         f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
@@ -446,7 +451,7 @@ async def test_a_server_that_dies_later_is_failed_and_can_be_restarted(tmp_path:
     try:
         service = service_of(runtime)
         await asyncio.wait_for(service.settled(), HANG_S)
-        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        os.kill(server_pid(pid_file), signal.SIGKILL)
         await until(lambda: service.statuses()[0].state == "failed", "the crash to be seen")
         assert service.statuses()[0].reason == "the server closed the connection (it exited?)"
         assert tools_of(runtime).get("mcp__fixture__echo") is None
@@ -465,7 +470,7 @@ async def test_a_server_that_dies_later_is_failed_and_can_be_restarted(tmp_path:
 
 
 async def test_a_server_that_dies_later_comes_back_by_itself(tmp_path: Path) -> None:
-    pid_file = tmp_path / "pid"
+    pid_file = tmp_path / "project" / "pid"
     script = (
         "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
         f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
@@ -474,14 +479,12 @@ async def test_a_server_that_dies_later_comes_back_by_itself(tmp_path: Path) -> 
     try:
         service = service_of(runtime)
         await asyncio.wait_for(service.settled(), HANG_S)
-        first = int(pid_file.read_text())
+        first = server_pid(pid_file)
         os.kill(first, signal.SIGKILL)
 
         def back() -> bool:
-            text = pid_file.read_text() if pid_file.is_file() else ""
             return (
-                text.isdigit()
-                and int(text) != first
+                running_with(PY, str(pid_file)) not in ([], [first])
                 and service.statuses()[0].state == "ready"
                 and tools_of(runtime).get("mcp__fixture__echo") is not None
             )
@@ -601,7 +604,7 @@ def hostile_project(root: Path) -> tuple[Path, Path]:
     writes a marker file."""
     project = root / "project"
     (project / ".dsh").mkdir(parents=True)
-    marker_a, marker_b = root / "from-settings", root / "from-mcp-json"
+    marker_a, marker_b = project / "from-settings", project / "from-mcp-json"
     (project / ".dsh" / "settings.toml").write_text(
         stdio_table("evil", "-c", f"open({str(marker_a)!r}, 'w').write('ran')")
     )

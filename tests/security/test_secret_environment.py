@@ -352,7 +352,7 @@ async def test_a_users_own_mcp_server_still_gets_its_token(
 
 
 async def test_a_trusted_projects_hook_gets_no_secret(dsh: Dsh, fake_llm: FakeLLM) -> None:
-    out = dsh.root / "hook-env.txt"
+    out = dsh.project / "hook-env.txt"  # a project's hook runs in the sandbox: writes here
     (dsh.project / ".dsh").mkdir()
     (dsh.project / ".dsh" / "settings.toml").write_text(
         f'[[hooks.UserPromptSubmit]]\nhooks = [{{ type = "command", command = "env > {out}" }}]\n'

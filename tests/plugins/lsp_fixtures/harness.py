@@ -18,7 +18,9 @@ from typing import Any
 
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.llm import CallId, SessionId, ToolCallBlock
-from dsh.services import TOOLS
+from dsh.sandbox import Sandbox
+from dsh.services import SANDBOX, TOOLS
+from dsh.settings_tables import SandboxTable
 from dsh.tools import ToolContext, ToolService
 from plugins.fs import plugin as fs_plugin
 from plugins.lsp import LSP, LspService
@@ -107,13 +109,22 @@ class Session:
 
 @contextlib.asynccontextmanager
 async def session(
-    folder: Path, config: dict[str, Any] | None = None, *, with_fs: bool = True
+    folder: Path,
+    config: dict[str, Any] | None = None,
+    *,
+    with_fs: bool = True,
+    sandbox: SandboxTable | None = None,
 ) -> AsyncIterator[Session]:
-    """The plugins over a fresh copy of the project in ``folder``; disposed on exit."""
+    """The plugins over a fresh copy of the project in ``folder``; disposed on exit.
+    With ``sandbox``, the runtime's sandbox service as that table sets it."""
     cwd = folder / "project"
     shutil.copytree(PROJECT, cwd)
     root = Context(name="test")
     root.provide(TOOLS, ToolService(root))
+    if sandbox is not None:
+        contained = Sandbox(sandbox, sandbox.policy, root=cwd, home=folder / "dsh-home")
+        root.provide(SANDBOX, contained)
+        root.effect(lambda: contained.aclose)
     candidates = [Candidate("lsp", "test", plugin=lsp_plugin)]
     if with_fs:
         candidates.insert(0, Candidate("fs", "test", plugin=fs_plugin))
