@@ -68,6 +68,9 @@ class Layout:
 
     temp: Path
     """The private folder mounted on ``/tmp``."""
+    visible: tuple[Path, ...]
+    """Folders bound read-only after ``/tmp`` is replaced (the project under
+    ``read-only``: it may live under the host's ``/tmp``)."""
     writable: tuple[Path, ...]
     """Folders bound writable (the project under ``workspace-write``)."""
     read_only: tuple[Path, ...]
@@ -110,6 +113,11 @@ def arguments(
     ]
     if network == "private":
         args.append("--unshare-net")
+    bound = (*layout.visible, *layout.writable, *writable)
+    if cwd.is_relative_to("/tmp") and not any(cwd.is_relative_to(f) for f in bound):
+        args += ["--ro-bind-try", str(cwd), str(cwd)]  # else it would not exist inside
+    for folder in layout.visible:
+        args += ["--ro-bind-try", str(folder), str(folder)]
     for folder in (*layout.writable, *writable):
         args += ["--bind-try", str(folder), str(folder)]
     for path in layout.read_only:

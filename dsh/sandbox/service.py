@@ -222,6 +222,9 @@ class Sandbox:
     def _make_layout(self, policy: Policy, temp: Path) -> Layout:
         writable: list[Path] = []
         read_only: list[Path] = []
+        visible: list[Path] = []
+        if policy == "read-only":
+            visible.append(self._root)
         if policy == "workspace-write":
             writable.append(self._root)
             writable += [_real(Path(p).expanduser()) for p in self.table.writable]
@@ -229,6 +232,7 @@ class Sandbox:
         hidden = self._hidden()
         return Layout(
             temp=temp,
+            visible=tuple(visible),
             writable=tuple(writable),
             read_only=tuple(read_only),
             hidden_folders=tuple(path for path in hidden if path.is_dir()),
