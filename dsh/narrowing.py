@@ -21,8 +21,9 @@ key                                   from an untrusted folder
 ``tui.theme``, ``tui.mouse``          kept: themes come only from dsh and
                                       ``$DSH_HOME``
 ``sandbox.policy``                    kept when it narrows the user's own
-                                      (off < workspace-write < read-only); a
-                                      trusted project's is held to the same rule
+                                      (off < workspace-write < read-only), else
+                                      ignored; a trusted project's is held to
+                                      the same rule, so trust never applies it
 ``storage.backend``                   ignored: where the user's sessions are kept
                                       is theirs
 ``plugins.modules``                   ignored: it loads and runs Python code
@@ -73,6 +74,16 @@ class Ignored:
 
     def line(self) -> str:
         return f"{self.key} = {self.value} ({self.reason})"
+
+    @property
+    def trust_applies(self) -> bool:
+        """Trusting the folder would apply it (not so for :data:`NARROW_ONLY`)."""
+        return self.key not in NARROW_ONLY
+
+
+NARROW_ONLY = frozenset({"sandbox.policy"})
+"""Keys a project may only narrow even when trusted: what contains the commands run in
+a repository is never the repository's to loosen."""
 
 
 def narrow(

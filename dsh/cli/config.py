@@ -79,12 +79,19 @@ def run_config(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO =
 
 def _untrusted_note(settings: Settings, key: str, err: TextIO) -> None:
     for item in settings.ignored:
-        if item.key == key or item.key.startswith(f"{key}."):
+        if item.key != key and not item.key.startswith(f"{key}."):
+            continue
+        if item.trust_applies:
             err.write(
                 f"note: {key} does not apply while {settings.root} is not trusted "
                 f"({item.reason}); `dsh trust` applies it\n"
             )
-            return
+        else:
+            err.write(
+                f"note: {key} does not apply ({item.reason}): a project's settings, "
+                "trusted or not, may only narrow it\n"
+            )
+        return
 
 
 def _key(text: str) -> list[str]:

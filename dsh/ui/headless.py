@@ -262,6 +262,7 @@ async def run(
         except StartFailed as failed:
             err.write(f"{failed}\n")
             return EXIT_FAILED
+        await controller.sandbox_status()  # its warning, before anything runs
         return await _run(controller, ui, request, started)
     except asyncio.CancelledError:
         if not terminated:
@@ -400,6 +401,9 @@ class HeadlessUI:
     def show_ignored(self, settings: Settings) -> None:
         for line in ignored_lines(settings):
             self.printer.note(f"dsh: {line}\n")
+
+    def show_warning(self, text: str) -> None:
+        self.printer.note(f"dsh: {text}\n")
 
     async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
         from dsh.services import SESSIONS

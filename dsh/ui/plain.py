@@ -36,6 +36,7 @@ from prompt_toolkit.output import DummyOutput, Output, create_output
 from rich.console import Console
 from rich.text import Text
 
+from dsh.control_chars import visible
 from dsh.hooks import AGENT_STATUS
 from dsh.paths import dsh_home
 from dsh.services import SESSIONS, TOOLS
@@ -181,6 +182,7 @@ class PlainApp:
             except StartFailed as failed:
                 self.show(str(failed), level="error")
                 return EXIT_FAILED
+            await controller.sandbox_status()  # its warning, before the first prompt
             with self._terminal(), self._sigint():
                 if self.request.prompt:
                     await controller.submit(self.request.prompt)
@@ -338,6 +340,13 @@ class PlainApp:
     def show_ignored(self, settings: Settings) -> None:
         for line in ignored_lines(settings):
             self.console.print(Text(line, style="yellow"), soft_wrap=True)
+
+    def show_warning(self, text: str) -> None:
+        # On stderr, as dsh's other start-up lines: it stays out of a transcript
+        # redirected to a file, and is seen where the prompt is.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"dsh: {visible(text)}\n")
+            sys.stderr.flush()
 
     async def quit(self) -> None:
         self.quitting = True

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from dsh.frontend import Kind, ToolServer
     from dsh.kernel import Context
     from dsh.runtime import Runtime
-    from dsh.sandbox import Policy
+    from dsh.sandbox import Policy, SandboxStatus
     from dsh.session import SessionBusyError, SessionEvent
     from dsh.settings import Settings
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
@@ -56,6 +56,10 @@ CLOSE_TIMEOUT = 10.0
 """Seconds a running turn has to end, once cancelled, before its agent is disposed."""
 RECENT_SESSIONS = 10
 """Sessions :meth:`SessionController.choose_recent_session` lists."""
+
+_SAID: set[str] = set()
+"""The start-up warnings this process has said: ``dsh acp`` runs a controller (and a
+runtime) per editor session, and the person is told once, not once a session."""
 
 
 class StartFailed(Exception):
@@ -170,6 +174,11 @@ class UserInterface(Dialogs, Protocol):
     def show_ignored(self, settings: Settings) -> None:
         """Say which of the project's settings do not apply (it is not trusted); called
         once at start-up, with or without any."""
+        ...
+
+    def show_warning(self, text: str) -> None:
+        """A warning the person must see before going on, said once per process
+        (the sandbox is off, or cannot start): where it is seen before typing."""
         ...
 
     async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
@@ -319,6 +328,20 @@ class SessionController:
             )
         except SettingsError as error:
             raise StartFailed(f"dsh: {error}") from None
+
+    async def sandbox_status(self) -> SandboxStatus:
+        """Whether the sandbox works here, learned once (its probe runs in a thread and
+        starts a bwrap: a front end asks once its UI is up, never on the way to its
+        first paint). The first time this process learns that commands will not be
+        contained as asked, the front end says why (:meth:`UserInterface.show_warning`)."""
+        from dsh.services import SANDBOX
+
+        status = await self.ctx.get(SANDBOX).ready()
+        warning = status.warning()
+        if warning is not None and warning not in _SAID:
+            _SAID.add(warning)
+            self.ui.show_warning(warning)
+        return status
 
     async def _answer(self, questions: Sequence[Question], agent: Any) -> list[Answer] | None:
         return await self.ui.ask_questions(questions)
@@ -611,12 +634,18 @@ class SessionController:
                 # the one the next request will use (as the TUI's status bar shows).
                 options = self.agent.options
                 status = dataclasses.replace(status, provider=options.provider, model=options.model)
-            self.ui.show(render_status(status, queued=len(shown.queued)).plain)
+            said = render_status(status, queued=len(shown.queued)).plain
+            self.ui.show(f"{said}\n{sandbox_line(await self.sandbox_status())}")
 
         for command in (
             Command("new", "start a new session", new, recorded=False),
             Command("resume", "resume a session of this folder", resume, "[id]", recorded=False),
-            Command("status", "model, tokens, context and cost so far", status, recorded=False),
+            Command(
+                "status",
+                "model, tokens, context and cost so far, and the sandbox",
+                status,
+                recorded=False,
+            ),
             Command("help", "list the commands and keys", help_, recorded=False),
             Command("quit", "leave dsh", quit_, recorded=False),
         ):
@@ -709,6 +738,17 @@ def storage_problem(runtime: Runtime, agent: AgentHandle, since: int | None = No
                 f"then; all of it is stored now: resume the session {agent.id}"
             )
     return None
+
+
+def sandbox_line(status: SandboxStatus) -> str:
+    """``/status``'s line on the sandbox: the policy and what enforces it, or why
+    nothing does."""
+    summary = status.summary()
+    if status.active:
+        return f"{summary} ({status.backend}: {status.program})"
+    if status.reason is not None:
+        return f"{summary}: {status.reason}"
+    return summary
 
 
 def help_text(commands: list[Command], keys: str) -> str:

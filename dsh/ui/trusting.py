@@ -100,8 +100,12 @@ def ignored_lines(settings: Settings) -> list[str]:
     """One line per key not applied, for stderr or a notice."""
     root = visible(str(settings.root), one_line=True)
     after = f"{root} is not trusted (`dsh trust` or --trust applies it)"
+    never = "a project's settings, trusted or not, may only narrow it"
     source = visible(str(settings.project), one_line=True)
-    return [f"ignored {item.line()} from {source}; {after}" for item in settings.ignored]
+    return [
+        f"ignored {item.line()} from {source}; {after if item.trust_applies else never}"
+        for item in settings.ignored
+    ]
 
 
 def ignored_summary(settings: Settings) -> str | None:
@@ -111,7 +115,10 @@ def ignored_summary(settings: Settings) -> str | None:
     keys = ", ".join(item.key for item in settings.ignored)
     count = len(settings.ignored)
     settings_are = "1 of its settings is" if count == 1 else f"{count} of its settings are"
-    return (
-        f"This folder is not trusted, so {settings_are} not applied: {keys}. "
-        "`dsh trust` applies them."
-    )
+    said = f"This folder is not trusted, so {settings_are} not applied: {keys}."
+    if any(item.trust_applies for item in settings.ignored):
+        said += " `dsh trust` applies them."
+    never = [item.key for item in settings.ignored if not item.trust_applies]
+    if never:
+        said += f" A project may only narrow {', '.join(never)}, even trusted."
+    return said

@@ -60,6 +60,9 @@ class Recorder:
     def show_ignored(self, settings: Settings) -> None:
         self.lines.extend(("warning", item.key) for item in settings.ignored)
 
+    def show_warning(self, text: str) -> None:
+        self.lines.append(("start-up", text))
+
     async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
         self.shown.append((agent.id, replay))
 

@@ -60,6 +60,14 @@ def environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
 
 
+async def sandbox_shown(app: DshApp, pilot: Pilot[Any]) -> None:
+    """The sandbox is on the status bar once its probe has run, after the app is ready."""
+    deadline = time.monotonic() + HANG_S
+    while app.status_bar.sandbox is None:
+        assert time.monotonic() < deadline, "the sandbox's state was never learned"
+        await pilot.pause(0.02)
+
+
 def no_blink(app: App[Any]) -> None:
     """A blinking cursor is on or off depending on when the screenshot is taken."""
     for widget in app.screen.query("*"):
@@ -120,6 +128,7 @@ def test_main_screen_with_a_resumed_session(snap_compare: Snap, tmp_path: Path, 
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await asyncio.wait_for(app.ready.wait(), 15)
+        await sandbox_shown(app, pilot)
         no_blink(app)
         await pilot.pause()
         assert app.fold is not None
@@ -151,6 +160,7 @@ def test_main_screen_with_the_card_cursor(snap_compare: Snap, tmp_path: Path, th
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await asyncio.wait_for(app.ready.wait(), 15)
+        await sandbox_shown(app, pilot)
         no_blink(app)
         await pilot.press("ctrl+up", "ctrl+up", "enter")  # the older card, opened
         await pilot.pause()

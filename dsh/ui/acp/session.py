@@ -293,6 +293,9 @@ class AcpSession:
 
         agent = self.agent
         assert agent is not None
+        # The sandbox's warning, the first time: a notice before the first answer
+        # (updates sent before session/new's response may be dropped by the editor).
+        await self.controller.sandbox_status()
         self._cancelled = False
         media = media_of(blocks)
         text = prompt_text(blocks, media).strip()
@@ -436,6 +439,13 @@ class AcpSession:
         from dsh.ui.acp.updates import said
 
         self._queue.put_nowait((self.agent.id, said(f"{text}\n\n")))
+
+    def show_warning(self, text: str) -> None:
+        _log.warning("%s", text)
+        if self.agent is not None:
+            from dsh.ui.acp.updates import said
+
+            self._queue.put_nowait((self.agent.id, said(f"⚠ dsh: {text}.\n\n")))
 
     def show_ignored(self, settings: Settings) -> None:
         from dsh.ui.trusting import ignored_lines

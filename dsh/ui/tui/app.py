@@ -279,11 +279,24 @@ class DshApp(App[int]):
             self._fatal(f"dsh could not start: {error}")
             raise
         self.ready.set()
+        self.run_worker(self._show_sandbox(), group="sandbox", exclusive=True)
         early, self._early = self._early, []
         if self.request.prompt:
             early.insert(0, (self.request.prompt, False))
         for text, queue in early:
             await self.submit(text, queue=queue)
+
+    async def _show_sandbox(self) -> None:
+        """The sandbox on the status bar, and its warning the first time: learned once
+        the app is ready, since the probe starts a bwrap (a message typed ahead goes
+        out meanwhile; its commands wait for the same probe)."""
+        try:
+            status = await self.controller.sandbox_status()
+        except Exception as error:  # a bug in the probe: said, never a traceback
+            self.show(f"the sandbox's state is unknown: {error}", level="error")
+            return
+        self.status_bar.sandbox = status
+        self.status_bar.show()
 
     async def _preview(self, session_id: str) -> None:
         """Show a stored session, read-only, while the runtime and its plugins load:
@@ -359,6 +372,9 @@ class DshApp(App[int]):
         screen = SetupScreen(home, credentials, forms)
         choice = await dialogs.wait_screen(self, screen, None)
         return choice is not None
+
+    def show_warning(self, text: str) -> None:
+        self.show(f"{text[:1].upper()}{text[1:]}.", level="warning")
 
     def show_ignored(self, settings: Settings) -> None:
         from dsh.ui.trusting import ignored_summary

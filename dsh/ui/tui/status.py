@@ -12,13 +12,15 @@ from rich.text import Text
 from textual.widgets import Static
 
 if TYPE_CHECKING:  # the fold and its renderers load with the runtime, after the first frame
+    from dsh.sandbox import SandboxStatus
     from dsh.ui.entries import TranscriptFold
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 class StatusBar(Static):
-    """``model · state · tokens · ctx % · cost · cache %``, and a spinner while busy."""
+    """``model · state · tokens · ctx % · cost · cache %``, a spinner while busy, the
+    permission mode and the sandbox."""
 
     DEFAULT_CSS = "StatusBar { height: 1; padding: 0 1; color: $text-muted; }"
 
@@ -34,6 +36,8 @@ class StatusBar(Static):
         """The permission mode, shown when it is not ``default``."""
         self.unsaved = False
         """The session's writes are failing: what happens now is not stored."""
+        self.sandbox: SandboxStatus | None = None
+        """Known once the app is ready (learning it starts a bwrap)."""
         self._frame = 0
         self._shown: Text | None = None
 
@@ -68,6 +72,11 @@ class StatusBar(Static):
         if self.mode != "default":
             style = "bold red" if self.mode == "bypass" else "bold yellow"
             status.append(f"  ⏵ {self.mode}", style=style)
+        if self.sandbox is not None:
+            # Uncontained commands are marked as loudly as the bypass mode.
+            off = self.sandbox.policy == "off"
+            style = "bold red" if off else "bold yellow" if self.sandbox.unavailable else ""
+            status.append(f"  {self.sandbox.summary()}", style=style)
         if self.note:
             status.append(f"  {self.note}", style="italic")
         if self.unsaved:
