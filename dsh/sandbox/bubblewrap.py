@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ from typing import Literal
 
 from dsh.processes import adopt, die_with_parent
 
+HOLDER_START_S = 30.0
+"""A hang guard: the holder starts in milliseconds."""
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
@@ -181,6 +184,7 @@ class NetworkHolder:
             raise OSError(words) from None
         adopt(process.pid)
         try:
+            _wait_for_exec(pid, program, process)
             user_ns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
             try:
                 net_ns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
@@ -225,6 +229,28 @@ class NetworkHolder:
             return
         self._process.kill()
         self._process.wait()
+
+
+def _wait_for_exec(pid: int, program: str, process: subprocess.Popen[bytes]) -> None:
+    """Wait until the holder's child runs ``cat``: bwrap reports its PID before the
+    child has written its user namespace's ID maps and brought ``lo`` up, and a
+    command joining meanwhile would find its own user unmapped (bwrap then fails,
+    "setting up uid map: Operation not permitted") or no loopback."""
+    ours = os.path.realpath(program)
+    deadline = time.monotonic() + HOLDER_START_S
+    delay = 0.001
+    while time.monotonic() < deadline:
+        try:
+            running = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            running = None
+        if running is not None and running != ours:
+            return
+        if process.poll() is not None:
+            break
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    raise OSError("the network holder did not start")
 
 
 def probe(program: str, layout: Layout, cwd: Path) -> str | None:

@@ -223,6 +223,9 @@ class Sandbox:
         writable: list[Path] = []
         read_only: list[Path] = []
         visible: list[Path] = []
+        home = _real(self._user_home)
+        if home.is_relative_to("/tmp"):
+            visible.append(home)  # the rest of the filesystem, the home included, is seen
         if policy == "read-only":
             visible.append(self._root)
         if policy == "workspace-write":

@@ -464,7 +464,7 @@ async def test_a_custom_command_runs_with_its_arguments_mention_and_asked_bang_l
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
     (dsh.project / "api.py").write_text("def handler(): return 42\n")
-    marker = dsh.root / "ran"
+    marker = dsh.project / "ran"
     (dsh.home / "commands").mkdir()
     (dsh.home / "commands" / "review.md").write_text(
         "---\ndescription: Review a file for one concern\nargument-hint: FILE CONCERN\n---\n"

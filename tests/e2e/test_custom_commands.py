@@ -120,7 +120,9 @@ async def test_allowed_tools_hold_for_the_commands_own_turn_only(
     """``allowed-tools`` lets the command's ``!`` lines and its turn's calls run
     unasked (``dsh -p`` has no one to ask, so anything else is denied): a call beyond
     its rules is denied in that turn, and the next turn's same call is denied too."""
-    before, during, beyond, after = (dsh.root / n for n in ("before", "during", "beyond", "after"))
+    before, during, beyond, after = (
+        dsh.project / n for n in ("before", "during", "beyond", "after")
+    )
     (dsh.home / "commands").mkdir()
     (dsh.home / "commands" / "touch.md").write_text(ALLOWED.format(before=before))
     fake_llm.add(

@@ -191,7 +191,11 @@ async def test_a_notification_hook_hears_that_dsh_needs_permission(
 async def test_pre_tool_use_allows_as_a_rule_would_but_not_past_a_deny_rule(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
-    record, marker, denied = dsh.root / "allow.jsonl", dsh.root / "touched", dsh.root / "rm-me"
+    record, marker, denied = (
+        dsh.root / "allow.jsonl",
+        dsh.project / "touched",
+        dsh.project / "rm-me",
+    )
     denied.write_text("keep me\n")
     configure(
         dsh,
@@ -212,7 +216,8 @@ async def test_pre_tool_use_allows_as_a_rule_would_but_not_past_a_deny_rule(
 async def test_pre_tool_use_rewrites_the_input_and_the_rewrite_is_judged(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
-    record, asked_for = dsh.root / "rewrite.jsonl", dsh.root / "asked-for"
+    # The rewritten command writes beside the record, so in the project: the sandbox.
+    record, asked_for = dsh.project / "rewrite.jsonl", dsh.project / "asked-for"
     configure(dsh, hook_table("PreToolUse", record, "rewrite-touch", matcher="bash"))
     fake_llm.add(Reply(tool_calls=[bash(f"touch {asked_for}")]), Reply(text="Done."))
     done = await dsh.run("-p", "touch it", "--permission-mode", "bypass")

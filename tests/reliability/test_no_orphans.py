@@ -115,9 +115,9 @@ def busy_turn(dsh: Dsh) -> None:
     dsh.server.add(Reply(text="never reached"))
 
 
-async def started_all(dsh: Dsh) -> asyncio.subprocess.Process:
+async def started_all(dsh: Dsh, *flags: str) -> asyncio.subprocess.Process:
     busy_turn(dsh)
-    child = await dsh.start("-p", "keep busy", "--permission-mode", "bypass")
+    child = await dsh.start("-p", "keep busy", "--permission-mode", "bypass", *flags)
     everything = {*MARKERS, "pylsp"}
     await wait_until(lambda: set(running().values()) == everything, "not all started")
     return child
@@ -135,7 +135,9 @@ async def test_leftovers_of_a_dsh_whose_watchdog_died_too_end_at_the_next_start(
     dsh: Dsh,
 ) -> None:
     assert running() == {}, "leftovers of an earlier run"
-    child = await started_all(dsh)
+    # Unsandboxed: inside the sandbox, the command's PID namespace ends with its shell,
+    # grandchildren and all (the next test), and nothing would be left to sweep.
+    child = await started_all(dsh, "--sandbox", "off")
     watchdogs = [
         pid
         for pid in children_of(child.pid)
@@ -157,3 +159,22 @@ async def test_leftovers_of_a_dsh_whose_watchdog_died_too_end_at_the_next_start(
     assert set(running().values()) == grandchildren
     await dsh.run("-p", "/cost")
     await wait_until(lambda: not running(), "leftovers after the next start")
+
+
+async def test_inside_the_sandbox_nothing_outlives_a_dsh_whose_watchdog_died_too(
+    dsh: Dsh,
+) -> None:
+    assert running() == {}, "leftovers of an earlier run"
+    child = await started_all(dsh)
+    watchdogs = [
+        pid
+        for pid in children_of(child.pid)
+        if b"-S\0-I\0-c" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    assert len(watchdogs) == 1
+    os.kill(watchdogs[0], signal.SIGKILL)
+    child.send_signal(signal.SIGKILL)
+    await child.wait()
+    # bwrap dies with dsh, and the command's PID namespace with it: the grandchildren
+    # its shell started too, which the unsandboxed run above leaves to the next start.
+    await wait_until(lambda: not running(), "children outlived dsh")

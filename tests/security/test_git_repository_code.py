@@ -165,8 +165,9 @@ async def test_a_projects_own_config_runs_none_of_its_programs_and_the_users_sti
             f'[sequence]\n\teditor = "touch {marker}-sequence-editor; true"\n'
             f'[credential]\n\thelper = "!touch {marker}-credential; true"\n'
         )
-    used = user_home(dsh)
-    with (used / ".gitconfig").open("a") as config:
+    # They leave their marks in the project: the sandbox keeps the home read-only.
+    used = project
+    with (user_home(dsh) / ".gitconfig").open("a") as config:
         config.write(
             f'[core]\n\tsshCommand = "touch {used}/ssh-used; false"\n'
             f'[credential]\n\thelper = "!touch {used}/credential-used"\n'

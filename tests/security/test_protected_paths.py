@@ -165,11 +165,20 @@ async def test_a_bashrc_redirection_is_asked_in_accept_edits_and_runs_in_bypass(
     _, reasons = await results_and_reasons(dsh)
     assert reasons == ["writes ~/.bashrc: this file runs in every new shell"]
 
+    # Bypass asks nothing, and the sandbox still keeps the home read-only...
     fake_llm.add(bash("echo 'alias ll=\"ls -l\"' >> ~/.bashrc"), Reply(text="Added."))
     bypassed = await dsh.run("-p", "add an alias", "--permission-mode", "bypass")
 
     assert bypassed.code == 0, bypassed.stderr
-    assert bashrc.read_text() == '# mine\nalias ll="ls -l"\n'  # bypass is bypass
+    assert bashrc.read_text() == "# mine\n"
+    assert "Read-only file system" in tool_texts(fake_llm)[-1]
+    # ...unless the person turned it off too: bypass is bypass.
+    fake_llm.add(bash("echo 'alias ll=\"ls -l\"' >> ~/.bashrc"), Reply(text="Added."))
+    unsandboxed = await dsh.run(
+        "-p", "add an alias", "--permission-mode", "bypass", "--sandbox", "off"
+    )
+    assert unsandboxed.code == 0, unsandboxed.stderr
+    assert bashrc.read_text() == '# mine\nalias ll="ls -l"\n'
 
 
 async def test_an_allow_rule_does_not_carry_a_copy_into_git_hooks(

@@ -183,7 +183,7 @@ async def test_bash_cannot_read_a_process_environment_even_in_bypass(
 
 
 async def test_no_secret_reaches_a_command_by_any_name(dsh: Dsh, fake_llm: FakeLLM) -> None:
-    out = dsh.root / "env.txt"
+    out = dsh.project / "env.txt"
     fake_llm.add(bash(f"env > {out}; echo done"), Reply(text="Done."))
     done = await dsh.run("-p", "show the environment", "--permission-mode", "bypass")
 
@@ -210,7 +210,7 @@ async def test_the_users_passthrough_still_passes_a_name(
     dsh: Dsh, fake_llm: FakeLLM, table: str
 ) -> None:
     (dsh.home / "settings.toml").write_text(SETTINGS + table)
-    out = dsh.root / "env.txt"
+    out = dsh.project / "env.txt"
     fake_llm.add(bash(f"env > {out}; echo done"), Reply(text="Done."))
     done = await dsh.run("-p", "show the environment", "--permission-mode", "bypass")
 
@@ -251,7 +251,7 @@ async def test_a_projects_passthrough_passes_nothing(dsh: Dsh, fake_llm: FakeLLM
         '[plugins.bash]\nenv_passthrough = ["GITHUB_PAT", "DEEPSEEK_API_KEY"]\n'
         '[environment]\npassthrough = ["GITHUB_PAT", "DEEPSEEK_API_KEY"]\n'
     )
-    out = dsh.root / "env.txt"
+    out = dsh.project / "env.txt"
     fake_llm.add(bash(f"env > {out}; echo done"), Reply(text="Done."))
     done = await dsh.run("-p", "show it", "--permission-mode", "bypass", "--trust")
 
