@@ -8,6 +8,7 @@ from __future__ import annotations
 from dsh.tools.approval import denied_reads
 from dsh.tools.definition import (
     Action,
+    Escalation,
     Risk,
     ToolContext,
     ToolDefinition,
@@ -68,6 +69,7 @@ __all__ = [
     "CommandView",
     "Deny",
     "DiffView",
+    "Escalation",
     "FileDiff",
     "PermissionMode",
     "PostHook",

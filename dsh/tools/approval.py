@@ -23,14 +23,16 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dsh.hooks import APPROVAL_ASK
 from dsh.kernel import Context, Disposer
+from dsh.sandbox.policy import Widening
 from dsh.services import APPROVALS
 from dsh.session import Session, SessionHeader
 from dsh.session.events import ApprovalRequested, ApprovalResolved, GrantsIgnored
 from dsh.tools.definition import Action, Risk, ToolContext, ToolDefinition
+from dsh.tools.escalation import sandbox_need
 from dsh.tools.grants import InstallationKey, KeyRefused, grant_fields, sign, verify
 from dsh.tools.permissions import (
     MODES,
@@ -45,6 +47,9 @@ from dsh.tools.permissions import (
     session_rules,
 )
 from dsh.wire import Frozen
+
+if TYPE_CHECKING:
+    from dsh.sandbox.service import SandboxStatus
 
 _log = logging.getLogger("dsh.approvals")
 
@@ -92,6 +97,8 @@ class Gate:
     allowed: bool
     message: str | None = None
     code: str | None = None
+    widening: Widening | None = None
+    """Allowed: what the person approved beyond the sandbox's policy for this call."""
 
 
 class ApprovalService:
@@ -259,11 +266,15 @@ class ApprovalService:
         signal: asyncio.Event | None = None,
         extra_allow: Sequence[str] = (),
         agent_label: str | None = None,
+        sandbox: SandboxStatus | None = None,
     ) -> Gate:
         """Decide one call. ``force_ask`` (a pre-execute hook's reason) turns an allow
         into an ask; it never overrides a denial. ``signal`` set (the turn cancelled)
         while the person is asked: the question is taken away and the call denied.
-        ``agent_label``: the subagent whose call it is, for the dialog to say."""
+        ``agent_label``: the subagent whose call it is, for the dialog to say.
+        ``sandbox``: the sandbox's status, for a call it contains: an escalation, or a
+        command while the sandbox cannot start, is asked in every mode whatever the
+        rules say (:mod:`dsh.tools.escalation`)."""
         assessment = assess(
             self.mode,
             tool,
@@ -275,8 +286,25 @@ class ApprovalService:
         )
         if force_ask is not None and assessment.verdict == "allow":
             assessment = Assessment("ask", force_ask, grantable=False)
+        need = sandbox_need(action, sandbox, self._granted(session))
+        allowed = Gate(True, widening=need.widening if need is not None else None)
+        escalation_grant: list[Rule] = []
+        if need is not None and need.question is not None and assessment.verdict != "deny":
+            # The command's own grant still goes with the escalation's, when it had one.
+            command_grant = (
+                session_rules(tool, action, Path(cwd))
+                if assessment.verdict == "ask" and assessment.grantable
+                else None
+            )
+            escalation_grant = [*(command_grant or []), *need.grant] if need.grant else []
+            assessment = Assessment(
+                "ask",
+                need.question,
+                grantable=bool(escalation_grant),
+                headless=f"{need.question}; no mode or rule allows that unasked",
+            )
         if assessment.verdict == "allow" and action.risk == "read":
-            return Gate(True)
+            return allowed
         request_id = uuid.uuid4().hex
         session.append(
             "approval/requested",
@@ -302,11 +330,15 @@ class ApprovalService:
         match assessment.verdict:
             case "allow":
                 resolve("allow-once", assessment.by, reason=assessment.reason)
-                return Gate(True)
+                return allowed
             case "deny":
                 resolve("deny", assessment.by, reason=assessment.reason)
                 return Gate(False, f"{tool.name} is not allowed: {assessment.reason}", "DENIED")
-        grant = session_rules(tool, action, Path(cwd)) if assessment.grantable else None
+        grant: list[Rule] | None = None
+        if escalation_grant:
+            grant = escalation_grant
+        elif assessment.grantable:
+            grant = session_rules(tool, action, Path(cwd))
         offered = ", ".join(str(rule) for rule in grant) if grant else None
         if offered is not None and self._rejected(session, offered):
             resolve("deny", "user", reason="rejected for the rest of the session")
@@ -343,7 +375,7 @@ class ApprovalService:
         match decision.outcome:
             case "allow_once":
                 resolve("allow-once", "user")
-                return Gate(True)
+                return allowed
             case "allow_session" if grant:
                 try:
                     rules = parse_rules(decision.rule) if decision.rule else grant
@@ -353,10 +385,10 @@ class ApprovalService:
                 pattern = ", ".join(str(rule) for rule in rules)
                 mac = self._sign_grant(session, request_id, tool.name, pattern)
                 resolve("allow-session", "user", pattern=pattern, mac=mac)
-                return Gate(True)
+                return allowed
             case "allow_session":
                 resolve("allow-once", "user")
-                return Gate(True)
+                return allowed
             case "deny_session" if offered is not None:
                 self.denials(session).add(offered)
                 resolve("deny", "user", reason=decision.feedback, pattern=offered)

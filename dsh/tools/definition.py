@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context
 from dsh.llm import Block, CallId, SessionId, ToolSchema, UserMessage
+from dsh.sandbox.policy import Widening
 from dsh.tools.presentation import CallResult, Presentation
 
 TOOL_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
@@ -38,6 +39,15 @@ class ToolError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """A call's request to run with more than the sandbox's policy allows."""
+
+    widening: Widening
+    reason: str
+    """Why, in the model's words: shown to the person."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,14 @@ class Action:
     unchecked: str | None = None
     """Why no rule can vouch for this call and deny rules cannot see all it does (keys
     that edit a shell's line before it runs): always asked, never granted."""
+    sandboxed: bool = False
+    """The call starts a program, or runs a line, that the OS sandbox contains (a
+    command, a terminal): when the sandbox cannot start it would run unsandboxed, so
+    it is asked in every mode (:mod:`dsh.tools.escalation`)."""
+    escalation: Escalation | None = None
+    """What the call asks beyond the sandbox's policy (the bash tool's ``escalate``):
+    asked every time unless a signed session grant covers it; never allowed by a
+    mode or a rule."""
 
 
 @dataclass
@@ -88,6 +106,10 @@ class ToolContext:
     allow: tuple[str, ...] = ()
     """Permission rules the call's turn adds to the settings' allow rules (a custom
     command's ``allowed-tools``); they never outweigh a deny rule or a protection."""
+    widening: Widening | None = None
+    """What the person approved beyond the sandbox for this call (set by the pipeline
+    after approval, never by the model): an escalation, or ``unsandboxed`` when the
+    sandbox cannot start. A tool passes it to ``Sandbox.wrap``."""
 
 
 @dataclass(frozen=True)

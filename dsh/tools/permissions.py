@@ -696,7 +696,9 @@ def describe_grant(rules: Sequence[Rule], *, commands: bool) -> str:
     offered for a call that runs a command)."""
     parts = []
     for rule in rules:
-        if commands and rule.pattern and not rule.any:
+        if rule.tool == SANDBOX_GRANT and rule.pattern:
+            parts.append(_describe_escalation(rule.pattern))
+        elif commands and rule.pattern and not rule.any:
             words, prefix = rule.command_words()
             command = " ".join(shlex.quote(w) for w in words)
             parts.append(f"`{command}` and `{command} …`" if prefix else f"exactly `{command}`")
@@ -711,3 +713,25 @@ def describe_grant(rules: Sequence[Rule], *, commands: bool) -> str:
         else:
             parts.append(f"every {rule.tool} call")
     return "; ".join(parts)
+
+
+SANDBOX_GRANT = "sandbox"
+"""The name an escalation's session grant is written under (:mod:`dsh.tools.escalation`):
+``sandbox(curl network)``. No allow rule in settings is read under it."""
+
+
+def _describe_escalation(pattern: str) -> str:
+    try:
+        words = shlex.split(pattern)
+    except ValueError:
+        return f"sandbox({pattern})"
+    if len(words) < 2:
+        return f"sandbox({pattern})"
+    program, what = f"`{words[0]}`", words[1:]
+    if what == ["unsandboxed"]:
+        return f"{program} outside the sandbox"
+    if what == ["network"]:
+        return f"{program} with the network"
+    if len(what) == 2 and what[0] == "write":
+        return f"{program} writing {what[1]} and what is under it"
+    return f"sandbox({pattern})"

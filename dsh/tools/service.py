@@ -4,7 +4,9 @@
 2. describe what the call would do (:class:`~dsh.tools.definition.Action`);
 3. the ``tool/pre-execute`` hooks, side by side: any may deny (the first denial in
    listener order wins) or ask for approval;
-4. permission: the mode, the rules and the person (:mod:`dsh.tools.approval`);
+4. permission: the mode, the rules and the person (:mod:`dsh.tools.approval`); for a
+   call the OS sandbox contains, its status too (:mod:`dsh.tools.escalation`): what
+   the person approved beyond the policy reaches execute as ``ToolContext.widening``;
 5. execute, within the tool's timeout, stopped at once by a cancel;
 6. the ``tool/post-execute`` hooks, side by side: any may turn the result into an error
    with feedback (the first in listener order wins), or add to it;
@@ -23,7 +25,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -38,9 +40,13 @@ from dsh.llm import (
     UserMessage,
     tool_result,
 )
+from dsh.services import SANDBOX
 from dsh.tools.approval import ApprovalService
 from dsh.tools.definition import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from dsh.tools.spill import MAX_INLINE_BYTES, SpillStore, preview
+
+if TYPE_CHECKING:
+    from dsh.sandbox.service import SandboxStatus
 
 
 @dataclass(frozen=True)
@@ -214,6 +220,8 @@ class ToolService(ScopedRegistry[ToolDefinition]):
             ask = next((d.reason for d in decisions if isinstance(d, Ask)), None)
             if ask is None and any(isinstance(d, Allow) for d in decisions):
                 allow = (*allow, call.name)  # as an allow rule naming the tool, this once
+        # Only what approval grants widens the sandbox: never the context the call came with.
+        context = replace(context, widening=None)
         if self.approvals is not None and context.agent is not None:
             gate = await self.approvals.check(
                 tool,
@@ -225,11 +233,14 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                 signal=context.signal,
                 extra_allow=allow,
                 agent_label=context.agent.label,
+                sandbox=await _sandbox_status(action, context),
             )
             if not gate.allowed:
                 return _failure(
                     call, gate.message or f"{call.name} was not allowed", gate.code or "DENIED"
                 )
+            if gate.widening:
+                context = replace(context, widening=gate.widening)
 
         outcome = await self._execute(tool, call, arguments, context)
         if self._ctx is not None:
@@ -329,6 +340,15 @@ class ToolView(RegistryView[ToolDefinition]):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.service, name)
+
+
+async def _sandbox_status(action: Action, context: ToolContext) -> SandboxStatus | None:
+    """The sandbox's status, for a call it contains (learned once, in a thread)."""
+    if not action.sandboxed and action.escalation is None:
+        return None
+    services = context.services
+    sandbox = services.get(SANDBOX, None) if services is not None else None
+    return await sandbox.ready() if sandbox is not None else None
 
 
 def _amended(call: ToolCallBlock, outcome: CallOutcome, amend: Amend) -> CallOutcome:

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from dsh.sandbox import SandboxUnavailable
+from dsh.sandbox import SandboxUnavailable, Widening, Wrapped
 from dsh.services import COMMAND_RUNNER, SANDBOX
-from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import Action, Escalation, ToolContext, ToolDefinition, ToolError, ToolOutput
 from plugins.bash.background import BashJob
 from plugins.bash.capture import SPILL_CAP_BYTES, TAIL_BYTES, StreamCapture, spill_opener
 from plugins.bash.delegated import run_delegated
@@ -31,6 +31,7 @@ from plugins.bash.jobs import JobService
 from plugins.bash.present import bash_call, bash_result
 from plugins.bash.process import GRACE_S, ShellProcess, SpawnError, spawn_shell
 from plugins.bash.render import final_markers, render_output, signal_name
+from plugins.bash.sandbox_hint import sandbox_hint
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -50,6 +51,16 @@ its last {TAIL_BYTES} bytes; when there was more, `[output truncated; full outpu
 <path>]` names a file with all of it (up to {SPILL_CAP_BYTES // (1024 * 1024)} MiB),
 to be searched or read in parts rather than printed again.
 
+Commands run in an OS sandbox: by default the project and a private /tmp are
+writable and the rest of the filesystem is read-only, secrets such as ~/.ssh are out of
+sight, and there is no network but a loopback your commands share. When a command
+fails because of it (a result marked `[sandbox: …]`: "Read-only file system" outside
+the project, no network, a refused connection to a server outside), call it again with
+`escalate` to ask the user to rerun it with more: `network`, `write` (existing
+folders), or `unsandboxed` as a last resort, and a `reason`. The user is asked every
+time (unless they allowed it for the session); ask only for what the command needs,
+and never to get around a denial.
+
 A command is stopped after `timeout_ms` (default {DEFAULT_TIMEOUT_MS}, at most
 {MAX_TIMEOUT_MS}). For servers, watchers and anything long, set `run_in_background`:
 the call returns a job id at once, and `job_output`, `job_list` and `job_kill` follow
@@ -60,6 +71,44 @@ the job; you are told when it ends.\
 def _no_default(schema: dict[str, Any]) -> None:
     # An optional argument shows up as its type alone, without a null default.
     schema.pop("default", None)
+
+
+class EscalateArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    network: bool = Field(
+        default=False, description="Use the network (the sandbox has only a loopback)."
+    )
+    write: list[str] = Field(
+        default_factory=list,
+        description="Existing folders (or files) outside the writable ones the command "
+        "must write; a relative path is taken from where the command runs.",
+    )
+    unsandboxed: bool = Field(
+        default=False,
+        description="Run outside the sandbox altogether: only when nothing narrower works.",
+    )
+    reason: str = Field(description="Why the command needs it, in one sentence, for the user.")
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, reason: str) -> str:
+        if not reason.strip():
+            raise ValueError("say why the command needs more than the sandbox allows")
+        return reason.strip()
+
+    @field_validator("write")
+    @classmethod
+    def _paths(cls, paths: list[str]) -> list[str]:
+        if any(not path.strip() or "\x00" in path for path in paths):
+            raise ValueError("each path must be a non-empty path without NUL characters")
+        return paths
+
+    @model_validator(mode="after")
+    def _something(self) -> EscalateArguments:
+        if not (self.network or self.write or self.unsandboxed):
+            raise ValueError("ask for at least one of network, write or unsandboxed")
+        return self
 
 
 class BashArguments(BaseModel):
@@ -85,6 +134,12 @@ class BashArguments(BaseModel):
     run_in_background: bool = Field(
         default=False,
         description="Start the command as a background job and return its id at once.",
+    )
+    escalate: EscalateArguments | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Ask the user to run this command with more than the sandbox allows, "
+        "after it failed because of the sandbox.",
+        json_schema_extra=_no_default,
     )
 
     @field_validator("command")
@@ -137,7 +192,31 @@ def describe(arguments: BashArguments, context: ToolContext) -> Action:
         details=arguments.command,
         command=arguments.command,
         workdir=workdir,
+        sandboxed=True,
+        escalation=escalation(arguments.escalate, workdir or context.cwd),
     )
+
+
+def escalation(asked: EscalateArguments | None, where: Path) -> Escalation | None:
+    """What the call asks beyond the sandbox: the paths as the sandbox will bind them
+    (resolved; each must exist, as a folder cannot be bound before it is made)."""
+    if asked is None:
+        return None
+    writable = []
+    for text in asked.write:
+        path = Path(os.path.realpath(where / Path(text).expanduser()))
+        if not path.exists():
+            raise ToolError(
+                f"escalate.write: {text} does not exist; ask for a folder that exists "
+                "(its parent, or make it first inside the project)",
+                "INVALID_ARGUMENTS",
+            )
+        if path not in writable:
+            writable.append(path)
+    widening = Widening(
+        network=asked.network, writable=tuple(writable), unsandboxed=asked.unsandboxed
+    )
+    return Escalation(widening, asked.reason)
 
 
 def bash_tool(jobs: JobService, settings: BashSettings | None = None) -> ToolDefinition:
@@ -193,24 +272,43 @@ async def spawn(
     stdout: StreamCapture,
     stderr: StreamCapture,
 ) -> ShellProcess:
-    """Start the command, inside the sandbox when the runtime has one."""
-    services = context.services
-    sandbox = services.get(SANDBOX, None) if services is not None else None
-    wrapped = None
-    if sandbox is not None:
-        try:
-            wrapped = await sandbox.wrap(["bash", "-c", command], cwd=cwd, env=env)
-        except SandboxUnavailable as error:
-            raise ToolError(
-                f"The command did not run: the sandbox cannot start ({error}).",
-                "SANDBOX_UNAVAILABLE",
-            ) from error
+    """Start the command, inside the sandbox when the runtime has one (widened as the
+    person approved for this call, ``context.widening``)."""
+    wrapped = await contain(command, context, cwd, env)
     try:
         return await spawn_shell(
             command, cwd=cwd, env=env, stdout=stdout.feed, stderr=stderr.feed, wrapped=wrapped
         )
     except SpawnError as error:
         raise ToolError(f"Could not start bash: {error}", "BASH_SPAWN_FAILED") from error
+
+
+async def contain(
+    command: str, context: ToolContext, cwd: Path, env: dict[str, str]
+) -> Wrapped | None:
+    services = context.services
+    sandbox = services.get(SANDBOX, None) if services is not None else None
+    if sandbox is None:
+        return None
+    try:
+        return await sandbox.wrap(
+            ["bash", "-c", command], cwd=cwd, env=env, widening=context.widening
+        )
+    except SandboxUnavailable as error:
+        raise ToolError(
+            f"The command did not run: the sandbox cannot start ({error}).",
+            "SANDBOX_UNAVAILABLE",
+        ) from error
+
+
+def _hint(context: ToolContext, content: str) -> str | None:
+    """The sandbox's part in a failure, when it ran the command."""
+    services = context.services
+    sandbox = services.get(SANDBOX, None) if services is not None else None
+    status = sandbox.status if sandbox is not None else None
+    if status is None or not status.active:
+        return None
+    return sandbox_hint(content, status.policy, context.widening or Widening())
 
 
 async def run_command(
@@ -246,6 +344,9 @@ async def run_command(
     content = render_output(
         stdout, stderr, final_markers(timed_out_ms=timed_out_ms, returncode=returncode)
     )
+    hint = _hint(context, content)
+    if hint is not None:
+        content = f"{content}\n{hint}"
     meta = {
         "exitCode": returncode if returncode is None or returncode >= 0 else None,
         "signal": signal_name(-returncode) if returncode is not None and returncode < 0 else None,

@@ -329,7 +329,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             COLUMNS=str(arguments.cols or service.settings.default_cols),
             LINES=str(arguments.rows or service.settings.default_rows),
         )
-        wrapped = await contain(context, argv, cwd, env)
+        wrapped = await contain(context, argv, cwd, env, context.widening)
         try:
             terminal = service.open(
                 owner(context),
@@ -435,7 +435,14 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
         target: str | None = None,
     ) -> Action:
         workdir = (context.cwd / cwd).resolve() if cwd else None  # as open_ resolves it
-        return Action(risk="exec", summary=summary, command=command, workdir=workdir, target=target)
+        return Action(
+            risk="exec",
+            summary=summary,
+            command=command,
+            workdir=workdir,
+            target=target,
+            sandboxed=True,
+        )
 
     def typed(arguments: SendArguments, context: ToolContext) -> Action:
         summary = f"type into {arguments.terminal_id}: {shlex.quote(arguments.text)}"
@@ -445,7 +452,13 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
         refused = [p.path for p in command_protections(arguments.text, context.cwd) if p.refused]
         terminal = service.get(owner(context), arguments.terminal_id)
         if terminal.repl is not None:
-            return Action(risk="exec", summary=summary, reads=tuple(refused), target=terminal.repl)
+            return Action(
+                risk="exec",
+                summary=summary,
+                reads=tuple(refused),
+                target=terminal.repl,
+                sandboxed=True,
+            )
         into = typing_into(terminal.line, _typed_bytes(arguments).decode(errors="replace"))
         if into.command is None:
             # Nothing runs before Enter; keys that edit the line are still the user's call,
@@ -457,6 +470,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
                 reads=tuple(refused),
                 target="shell",
                 unchecked=into.unknown,
+                sandboxed=risk == "exec",
             )
         return Action(
             risk="exec",
@@ -466,6 +480,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             reads=tuple(refused),
             unchecked=into.unknown or terminal.meaning.judge(into.command),
             workdir=terminal.current_cwd(),  # where git would find its repository
+            sandboxed=True,
         )
 
     return [

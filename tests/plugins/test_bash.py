@@ -179,6 +179,7 @@ async def test_describe_names_the_command(harness: Harness) -> None:
         summary="make test",
         details="make test\nmake lint",
         command="make test\nmake lint",
+        sandboxed=True,
     )
 
 

@@ -39,7 +39,7 @@ ALWAYS_SHELL = {
 # person's own from their settings.
 ALLOWED_SHELLS = {
     ("plugins/bash/process.py", "spawn_shell"),  # the bash tool: ["bash", "-c", command]
-    ("plugins/bash/tool.py", "spawn"),  # the same command line, handed to the sandbox
+    ("plugins/bash/tool.py", "contain"),  # the same command line, handed to the sandbox
     ("plugins/terminal/tools.py", "open_"),  # terminal_open: a program in a pty
     # a user hook: the [hooks] table of the person's settings (a project's only when
     # the folder is trusted), never a command the model wrote
