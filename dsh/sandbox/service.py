@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,6 +127,7 @@ class Sandbox:
         self._temp: Path | None = None
         self._holder: NetworkHolder | None = None
         self._layouts: dict[Policy, Layout] = {}
+        self._mount_points_made = False
 
     @property
     def status(self) -> SandboxStatus | None:
@@ -152,7 +153,10 @@ class Sandbox:
             return self._unavailable(why or "bwrap not found")
         self._program = program
         try:
-            self._temp = Path(tempfile.mkdtemp(prefix="dsh-sandbox-"))
+            # In the temp folder named: with no folder, tempfile first proves one by
+            # writing a file, which a file-size limit refuses.
+            where = os.environ.get("TMPDIR") or "/tmp"
+            self._temp = Path(tempfile.mkdtemp(prefix="dsh-sandbox-", dir=where))
         except OSError as error:
             return self._unavailable(f"no private temp folder: {error}")
         failure = probe(program, self._layout(self.policy), self._root)
@@ -196,13 +200,24 @@ class Sandbox:
             dies = "preexec_fn" in child_options()
             preexec = holder.preexec(die_with_dsh=dies)
             fds = holder.fds
-        writable = await asyncio.to_thread(_real_all, widening.writable)
-        layout = self._layout(self.policy)  # made by ready(), in a thread
+        writable, protected = await asyncio.to_thread(self._now, widening.writable)
+        layout = replace(self._layout(self.policy), read_only=protected)
         prefix = arguments(self._program, layout, cwd=cwd, network=network, writable=writable)
         inside = {**env, "TMPDIR": "/tmp"}
         return Wrapped(
             [*prefix, *argv], inside, preexec, sandboxed=True, fds=fds, dies_with_dsh=dies
         )
+
+    def _now(self, widening: Sequence[Path]) -> tuple[list[Path], tuple[Path, ...]]:
+        """What this command's layout reads from the disk as it is now (blocking):
+        the widened folders' real paths, and the protected paths in the project,
+        which a command may have created since the last one (``git init``)."""
+        if self.policy != "workspace-write":
+            return _real_all(widening), ()
+        if not self._mount_points_made:
+            self._mount_points_made = True
+            _make_mount_points(self._root)
+        return _real_all(widening), tuple(_protected_inside(self._root))
 
     async def _live_holder(self) -> NetworkHolder:
         holder = self._holder
@@ -238,7 +253,7 @@ class Sandbox:
         if policy == "workspace-write":
             writable.append(self._root)
             writable += [_real(Path(p).expanduser()) for p in self.table.writable]
-            read_only += _protected_inside(self._root)
+            read_only += _protected_inside(self._root)  # as they are now; see _now
         hidden = self._hidden()
         return Layout(
             temp=temp,
@@ -293,16 +308,22 @@ def _exists(path: Path) -> bool:
 
 def _protected_inside(root: Path) -> list[Path]:
     """What stays read-only inside a writable project: what git runs and obeys, and
-    dsh's own project settings. A missing ``.git/hooks`` or ``.dsh`` is made (empty)
-    first, or a command could create it and write there."""
+    dsh's own project settings (bound only where they exist)."""
     paths: list[Path] = []
     git = root / ".git"
     if git.is_dir():
-        with contextlib.suppress(OSError):
-            (git / "hooks").mkdir(exist_ok=True)
         paths += [git / "hooks", git / "config"]
-    dot_dsh = root / ".dsh"
-    with contextlib.suppress(OSError):
-        dot_dsh.mkdir(exist_ok=True)
-    paths.append(dot_dsh)
+    paths.append(root / ".dsh")
     return paths
+
+
+def _make_mount_points(root: Path) -> None:
+    """Before the first command: a missing ``.dsh`` (and ``.git/hooks`` in a
+    repository) is made, empty, so that it can be bound read-only: else a command could
+    create it and write there what dsh or git would obey later. (A repository that a
+    command creates and plants hooks in, in one go, is not covered.)"""
+    git = root / ".git"
+    with contextlib.suppress(OSError):
+        if git.is_dir():
+            (git / "hooks").mkdir(exist_ok=True)
+        (root / ".dsh").mkdir(exist_ok=True)

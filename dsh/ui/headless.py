@@ -262,8 +262,14 @@ async def run(
         except StartFailed as failed:
             err.write(f"{failed}\n")
             return EXIT_FAILED
-        await controller.sandbox_status()  # its warning, before anything runs
-        return await _run(controller, ui, request, started)
+        # The sandbox's probe (and its warning) beside the first request, not before
+        # it: the first command waits for it anyway.
+        probe = asyncio.create_task(controller.sandbox_status(), name="sandbox-probe")
+        try:
+            return await _run(controller, ui, request, started)
+        finally:
+            with contextlib.suppress(Exception):
+                await probe
     except asyncio.CancelledError:
         if not terminated:
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -282,3 +283,29 @@ def test_a_project_may_narrow_the_policy_but_never_widen_it(tmp_path: Path) -> N
     assert [i.key for i in untrusted.ignored] == ["sandbox.policy"]
     (home / "settings.toml").write_text('[sandbox]\npolicy = "off"\n')
     assert load_settings(home, project, environ={}, trust=True).sandbox.policy == "off"
+
+
+async def test_nothing_is_made_in_the_project_until_a_command_runs(folders: Folders) -> None:
+    shutil.rmtree(folders.project / ".git")
+    contained = make(folders)
+    try:
+        assert (await contained.ready()).active
+        assert sorted(p.name for p in folders.project.iterdir()) == []
+        await run(contained, "true", folders.project)
+        # Made empty so that it can be bound read-only: a command cannot plant one.
+        assert sorted(p.name for p in folders.project.iterdir()) == [".dsh"]
+    finally:
+        await contained.aclose()
+
+
+async def test_a_repository_a_command_made_is_protected_from_the_next(folders: Folders) -> None:
+    shutil.rmtree(folders.project / ".git")
+    contained = make(folders)
+    try:
+        assert (await contained.ready()).active
+        await run(contained, "git init -q . && mkdir -p .git/hooks", folders.project)
+        await run(contained, "echo planted > .git/hooks/pre-commit", folders.project)
+    finally:
+        await contained.aclose()
+    assert (folders.project / ".git" / "hooks").is_dir()
+    assert not (folders.project / ".git" / "hooks" / "pre-commit").exists()
