@@ -72,6 +72,8 @@ class StatusBar(Static):
         if self.mode != "default":
             style = "bold red" if self.mode == "bypass" else "bold yellow"
             status.append(f"  ⏵ {self.mode}", style=style)
+        if self.unsaved:  # before what a narrow terminal may cut off
+            status.append("  ⚠ not saved", style="bold red")
         if self.sandbox is not None:
             # Uncontained commands are marked as loudly as the bypass mode.
             off = self.sandbox.policy == "off"
@@ -79,8 +81,6 @@ class StatusBar(Static):
             status.append(f"  {self.sandbox.summary()}", style=style)
         if self.note:
             status.append(f"  {self.note}", style="italic")
-        if self.unsaved:
-            status.append("  ⚠ not saved", style="bold red")
         self._put(status, layout)
 
     def _put(self, status: Text, layout: bool) -> None:
