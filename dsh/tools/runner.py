@@ -34,6 +34,11 @@ class CommandRun:
     """The tool call running it."""
     command: str
     """The command line, run as ``bash -c <command>``."""
+    argv: tuple[str, ...] | None = None
+    """When set, the program and arguments to start instead of ``bash -c command``:
+    the OS sandbox's command line around it (:mod:`dsh.sandbox`). A runner that can
+    start only a shell command line must refuse (``CommandRunFailed``) rather than
+    run ``command`` uncontained."""
     cwd: Path
     env: Mapping[str, str]
     """The whole environment the local run would give the command."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dsh.sandbox import Wrapped
 from dsh.tools import (
     CommandOutcome,
     CommandRun,
@@ -57,12 +58,16 @@ async def run_delegated(
     cwd: Path,
     env: dict[str, str],
     timeout_ms: int,
+    *,
+    wrapped: Wrapped | None = None,
 ) -> ToolOutput:
+    """``wrapped``: the sandbox's command line for it, which the runner starts."""
     run = CommandRun(
         call_id=context.call_id,
         command=command,
+        argv=tuple(wrapped.argv) if wrapped is not None and wrapped.sandboxed else None,
         cwd=cwd,
-        env=env,
+        env=wrapped.env if wrapped is not None else env,
         timeout_s=timeout_ms / 1000,
         output_limit=TAIL_BYTES,
         signal=context.signal,

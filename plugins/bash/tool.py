@@ -235,7 +235,12 @@ def bash_tool(jobs: JobService, settings: BashSettings | None = None) -> ToolDef
         services = context.services
         runner = services.get(COMMAND_RUNNER, None) if services is not None else None
         if runner is not None:  # the front end's place for commands (an editor's terminal)
-            return await run_delegated(runner, arguments.command, context, cwd, env, timeout_ms)
+            # The editor starts the sandbox's command line; it cannot join the
+            # session's loopback (no code of ours runs in its child), so it gets its own.
+            wrapped = await contain(arguments.command, context, cwd, env, shared_network=False)
+            return await run_delegated(
+                runner, arguments.command, context, cwd, env, timeout_ms, wrapped=wrapped
+            )
         return await run_command(arguments.command, context, cwd, env, timeout_ms)
 
     return ToolDefinition(
@@ -284,7 +289,12 @@ async def spawn(
 
 
 async def contain(
-    command: str, context: ToolContext, cwd: Path, env: dict[str, str]
+    command: str,
+    context: ToolContext,
+    cwd: Path,
+    env: dict[str, str],
+    *,
+    shared_network: bool = True,
 ) -> Wrapped | None:
     services = context.services
     sandbox = services.get(SANDBOX, None) if services is not None else None
@@ -292,7 +302,11 @@ async def contain(
         return None
     try:
         return await sandbox.wrap(
-            ["bash", "-c", command], cwd=cwd, env=env, widening=context.widening
+            ["bash", "-c", command],
+            cwd=cwd,
+            env=env,
+            widening=context.widening,
+            shared_network=shared_network,
         )
     except SandboxUnavailable as error:
         raise ToolError(

@@ -22,6 +22,7 @@ from acp.schema import (
 )
 
 from tests.acp.client import Editor
+from tests.support.waits import HANG_S
 
 
 @dataclass
@@ -153,8 +154,7 @@ class TerminalEditor(Editor):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(terminal.process.pid, signal.SIGKILL)
             await terminal.process.wait()
-        if terminal.reading is not None:
-            terminal.reading.cancel()
+        await _finish_reading(terminal)
         return ReleaseTerminalResponse()
 
     async def close(self) -> None:
@@ -164,5 +164,15 @@ class TerminalEditor(Editor):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(terminal.process.pid, signal.SIGKILL)
                 await terminal.process.wait()
-            if terminal.reading is not None:
-                terminal.reading.cancel()
+            await _finish_reading(terminal)
+
+
+async def _finish_reading(terminal: Terminal) -> None:
+    """Read the output to its end, which closes the process's pipe (a transport left
+    open is reported when the loop it belonged to is gone): what the program left
+    holding the pipe (inside a sandbox, its namespace) ends a moment after it."""
+    if terminal.reading is None:
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(terminal.reading), HANG_S)
+    terminal.reading.cancel()

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.acp.client import editor_session, text
 from tests.acp.terminals import TerminalEditor
 from tests.e2e.harness import SETTINGS, TIMEOUT, Dsh
+from tests.e2e.sandboxed import installation_outside_tmp
 
 TERMINALS = ClientCapabilities(terminal=True)
 
@@ -144,8 +146,9 @@ async def test_a_command_runs_in_the_editor_terminal(
         updates = editor.tool_updates(call.tool_call_id)
     assert editor.methods() == ["create", "wait_for_exit", "output", "release"]
     [(_, created)] = editor.calls[:1]
-    assert created["command"] == "bash"
-    assert created["args"] == ["-c", command]
+    # The sandbox's command line around bash: the editor starts it contained.
+    assert Path(created["command"]).name == "bwrap"
+    assert created["args"][-3:] == ["bash", "-c", command]
     assert created["cwd"] == str((dsh.project / "sub").resolve())
     assert created["outputByteLimit"] > 0
     # The local run's environment: no pager, the session named, the key withheld.
@@ -336,3 +339,35 @@ async def test_background_jobs_stay_local(
         await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("run")), TIMEOUT)
         assert "started background job" in tool_results(fake_llm)[-1]
     assert editor.calls == []
+
+
+async def test_a_command_in_the_editors_terminal_runs_inside_the_sandbox(
+    fake_llm: FakeLLM,
+) -> None:
+    async with installation_outside_tmp(fake_llm) as dsh:
+        bashrc = Path(dsh.environment["HOME"]) / ".bashrc"
+        bashrc.write_text("# mine\n")
+        fake_llm.add(bash("echo evil >> ~/.bashrc; echo made > made.txt"), Reply(text="Done."))
+        editor = TerminalEditor(env=dsh.env())
+        try:
+            async with editor_session(
+                dsh, editor, "--permission-mode", "bypass", capabilities=TERMINALS
+            ) as (conn, _):
+                sid = (await conn.new_session(cwd=str(dsh.project))).session_id
+                await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("go")), TIMEOUT)
+        finally:
+            await editor.close()
+        made = (dsh.project / "made.txt").read_text()
+        rc = bashrc.read_text()
+        [result] = [
+            m["content"]
+            for request in fake_llm.chat_requests
+            for m in request.body["messages"]
+            if m["role"] == "tool"
+        ][-1:]
+        created = [params for kind, params in editor.calls if kind == "create"]
+    assert len(created) == 1  # it ran in the editor's terminal...
+    assert Path(created[0]["command"]).name == "bwrap"  # ...inside the sandbox
+    assert rc == "# mine\n"
+    assert made == "made\n"
+    assert "Read-only file system" in result

@@ -109,3 +109,9 @@ def test_a_child_agents_run_is_text_content_and_a_subagents_approval_is_titled()
     assert approval_call(asked).title == "run make"
     labelled = asked.model_copy(update={"agent_label": "explore"})
     assert approval_call(labelled).title == "explore: run make"
+    # Why it is asked is what the person needs to answer (the sandbox cannot start).
+    assert approval_call(asked).content is None
+    why = "the sandbox cannot start: no bwrap; this command would run unsandboxed"
+    [reason] = approval_call(asked.model_copy(update={"reason": why})).content or []
+    assert isinstance(reason, ContentToolCallContent)
+    assert reason.content.text == why  # type: ignore[union-attr]

@@ -15,9 +15,11 @@ from collections.abc import Sequence
 
 from acp.schema import (
     AllowedOutcome,
+    ContentToolCallContent,
     FileEditToolCallContent,
     PermissionOption,
     RequestPermissionResponse,
+    TextContentBlock,
     ToolCallLocation,
     ToolCallUpdate,
 )
@@ -61,9 +63,17 @@ def approval_options(request: ApprovalRequest) -> list[PermissionOption]:
 
 def approval_call(request: ApprovalRequest) -> ToolCallUpdate:
     """The tool call the request is about, as the editor shows it in the request: the
-    files it would write, and the change itself when the tool's details are a diff of
-    one file."""
-    content: list[FileEditToolCallContent] = []
+    files it would write, the change itself when the tool's details are a diff of one
+    file, and why it is asked (that the sandbox cannot start, what an escalation
+    widens: what the person must know to answer)."""
+    content: list[FileEditToolCallContent | ContentToolCallContent] = []
+    if request.reason:
+        content.append(
+            ContentToolCallContent(
+                type="content",
+                content=TextContentBlock(type="text", text=request.reason),
+            )
+        )
     details = request.details or ""
     if request.risk == "write" and len(request.paths) == 1 and "\n@@" in f"\n{details}":
         content.append(

@@ -67,8 +67,9 @@ class EditorTerminals:
         try:
             created = await self._client.create_terminal(
                 session_id=self._session_id,
-                command="bash",
-                args=["-c", run.command],
+                # Inside the sandbox when the tool wrapped it (its command line).
+                command=run.argv[0] if run.argv else "bash",
+                args=list(run.argv[1:]) if run.argv else ["-c", run.command],
                 # What dsh took out of its environment at start is blanked too: the
                 # editor may have started dsh with the same secrets in its own.
                 env=editor_environment(run.env, held_secrets.environment()),
