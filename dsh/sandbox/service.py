@@ -62,6 +62,15 @@ class SandboxStatus:
             return f"sandbox {self.policy}"
         return "no sandbox"
 
+    def label(self) -> str:
+        """:meth:`summary` as short as the status bar needs it, where a long line is
+        cut: the usual case (``workspace-write``, working) is one word."""
+        if self.active and self.policy == "workspace-write":
+            return "sandboxed"
+        if self.active:
+            return f"sandboxed {self.policy}"
+        return self.summary()
+
     def warning(self) -> str | None:
         """What the user must be told once at start-up, if anything."""
         if self.policy == "off":

@@ -78,7 +78,7 @@ class StatusBar(Static):
             # Uncontained commands are marked as loudly as the bypass mode.
             off = self.sandbox.policy == "off"
             style = "bold red" if off else "bold yellow" if self.sandbox.unavailable else ""
-            status.append(f"  {self.sandbox.summary()}", style=style)
+            status.append(f"  {self.sandbox.label()}", style=style)
         if self.note:
             status.append(f"  {self.note}", style="italic")
         self._put(status, layout)
