@@ -5,9 +5,7 @@ asserting the effects (files on disk, connections a server outside saw)."""
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,43 +14,15 @@ import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import SETTINGS, Dsh, close_stdin, finish, send, stream_events
-from tests.support.waits import HANG_S
+from tests.support.sandboxing import Listener, listening
 
 STREAM = ("-p", "--input-format", "stream-json", "--output-format", "stream-json")
 
 
-class Listener:
-    """A TCP server outside the sandbox that counts the connections it accepts."""
-
-    def __init__(self) -> None:
-        self.socket = socket.create_server(("127.0.0.1", 0))
-        self.socket.settimeout(0.2)
-        self.port: int = self.socket.getsockname()[1]
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            connection.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(HANG_S)
-        self.socket.close()
-
-
 @pytest.fixture
 def listener() -> Iterator[Listener]:
-    server = Listener()
-    yield server
-    server.close()
+    with listening() as server:
+        yield server
 
 
 @pytest.fixture

@@ -123,6 +123,19 @@ async def started_all(dsh: Dsh, *flags: str) -> asyncio.subprocess.Process:
     return child
 
 
+async def kill_with_its_watchdog(child: asyncio.subprocess.Process) -> None:
+    """SIGKILL to dsh and to the watchdog that would end its children."""
+    watchdogs = [
+        pid
+        for pid in children_of(child.pid)
+        if b"-S\0-I\0-c" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    assert len(watchdogs) == 1
+    os.kill(watchdogs[0], signal.SIGKILL)
+    child.send_signal(signal.SIGKILL)
+    await child.wait()
+
+
 async def test_a_killed_dsh_takes_every_child_with_it(dsh: Dsh) -> None:
     assert running() == {}, "leftovers of an earlier run"
     child = await started_all(dsh)
@@ -138,15 +151,7 @@ async def test_leftovers_of_a_dsh_whose_watchdog_died_too_end_at_the_next_start(
     # Unsandboxed: inside the sandbox, the command's PID namespace ends with its shell,
     # grandchildren and all (the next test), and nothing would be left to sweep.
     child = await started_all(dsh, "--sandbox", "off")
-    watchdogs = [
-        pid
-        for pid in children_of(child.pid)
-        if b"-S\0-I\0-c" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
-    assert len(watchdogs) == 1
-    os.kill(watchdogs[0], signal.SIGKILL)
-    child.send_signal(signal.SIGKILL)
-    await child.wait()
+    await kill_with_its_watchdog(child)
     # The parent-death signal ended what dsh started itself (a shell that ran one
     # program became that program); the grandchildren of the command's shell
     # survive, as nothing else knew of them.
@@ -166,15 +171,7 @@ async def test_inside_the_sandbox_nothing_outlives_a_dsh_whose_watchdog_died_too
 ) -> None:
     assert running() == {}, "leftovers of an earlier run"
     child = await started_all(dsh)
-    watchdogs = [
-        pid
-        for pid in children_of(child.pid)
-        if b"-S\0-I\0-c" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
-    assert len(watchdogs) == 1
-    os.kill(watchdogs[0], signal.SIGKILL)
-    child.send_signal(signal.SIGKILL)
-    await child.wait()
+    await kill_with_its_watchdog(child)
     # bwrap dies with dsh, and the command's PID namespace with it: the grandchildren
     # its shell started too, which the unsandboxed run above leaves to the next start.
     await wait_until(lambda: not running(), "children outlived dsh")

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
-import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest_asyncio
 from dsh.sandbox import Sandbox, SandboxUnavailable, Widening, launch_options
 from dsh.settings import load_settings
 from dsh.settings_tables import SandboxTable
+from tests.support.sandboxing import Listener, listening
 from tests.support.waits import HANG_S
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
@@ -79,38 +78,10 @@ async def run(
     return process.returncode, out.decode(errors="replace")
 
 
-class Listener:
-    """A TCP server outside the sandbox that counts the connections it accepts."""
-
-    def __init__(self) -> None:
-        self.socket = socket.create_server(("127.0.0.1", 0))
-        self.socket.settimeout(0.2)
-        self.port: int = self.socket.getsockname()[1]
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            connection.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(HANG_S)
-        self.socket.close()
-
-
 @pytest.fixture
 def listener() -> Iterator[Listener]:
-    server = Listener()
-    yield server
-    server.close()
+    with listening() as server:
+        yield server
 
 
 CONNECT = (

@@ -1,4 +1,5 @@
-"""What the sandbox tests share: a home folder the sandbox can see.
+"""What the sandbox tests share: a home folder the sandbox can see, and a server
+outside it that counts who connects.
 
 The sandbox gives every program a private ``/tmp``, so a home under pytest's
 ``tmp_path`` (in ``/tmp``) is simply not there inside, and a test that a write to
@@ -9,10 +10,14 @@ is seen as the user's home is: read-only, its secret stores hidden.
 from __future__ import annotations
 
 import shutil
+import socket
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.support.waits import HANG_S
 
 SECRET_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nsandbox-test-secret-key\n"
 
@@ -28,3 +33,40 @@ def visible_home() -> Iterator[Path]:
         yield home
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+class Listener:
+    """A TCP server on 127.0.0.1, outside the sandbox, that counts the connections it
+    accepts (in a thread: the test's loop may be blocked in a subprocess call)."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.socket.settimeout(0.2)
+        self.port: int = self.socket.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            connection.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(HANG_S)
+        self.socket.close()
+
+
+@contextmanager
+def listening() -> Iterator[Listener]:
+    server = Listener()
+    try:
+        yield server
+    finally:
+        server.close()
