@@ -91,8 +91,10 @@ def arguments(
     cwd: Path,
     network: Network,
     writable: Iterable[Path] = (),
+    shown: Iterable[Path] = (),
 ) -> list[str]:
-    """``bwrap``'s command line up to (not including) the program's own argv."""
+    """``bwrap``'s command line up to (not including) the program's own argv.
+    ``shown``: files the program needs to see (its script, under ``/tmp``)."""
     args = [
         program,
         "--unshare-user",
@@ -117,8 +119,10 @@ def arguments(
     if network == "private":
         args.append("--unshare-net")
     bound = (*layout.visible, *layout.writable, *writable)
-    if cwd.is_relative_to("/tmp") and not any(cwd.is_relative_to(f) for f in bound):
-        args += ["--ro-bind-try", str(cwd), str(cwd)]  # else it would not exist inside
+    for folder in (cwd, *shown):
+        # Under the host's /tmp, which the private one replaces: else not there inside.
+        if folder.is_relative_to("/tmp") and not any(folder.is_relative_to(f) for f in bound):
+            args += ["--ro-bind-try", str(folder), str(folder)]
     for folder in layout.visible:
         args += ["--ro-bind-try", str(folder), str(folder)]
     for folder in (*layout.writable, *writable):

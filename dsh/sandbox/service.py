@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 BACKEND = "bubblewrap"
 
+INSTALLED = Path(__file__).resolve().parents[2]
+"""Where dsh (and its bundled plugins) is installed: a clone, or site-packages."""
+
 SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock")
 """Sockets that hand out the powers of whoever runs their daemon."""
 
@@ -209,24 +212,30 @@ class Sandbox:
             dies = "preexec_fn" in child_options()
             preexec = holder.preexec(die_with_dsh=dies)
             fds = holder.fds
-        writable, protected = await asyncio.to_thread(self._now, widening.writable)
+        writable, protected, shown = await asyncio.to_thread(self._now, widening.writable, argv)
         layout = replace(self._layout(self.policy), read_only=protected)
-        prefix = arguments(self._program, layout, cwd=cwd, network=network, writable=writable)
+        prefix = arguments(
+            self._program, layout, cwd=cwd, network=network, writable=writable, shown=shown
+        )
         inside = {**env, "TMPDIR": "/tmp"}
         return Wrapped(
             [*prefix, *argv], inside, preexec, sandboxed=True, fds=fds, dies_with_dsh=dies
         )
 
-    def _now(self, widening: Sequence[Path]) -> tuple[list[Path], tuple[Path, ...]]:
+    def _now(
+        self, widening: Sequence[Path], argv: Sequence[str]
+    ) -> tuple[list[Path], tuple[Path, ...], list[Path]]:
         """What this command's layout reads from the disk as it is now (blocking):
-        the widened folders' real paths, and the protected paths in the project,
-        which a command may have created since the last one (``git init``)."""
+        the widened folders' real paths, the protected paths in the project, which a
+        command may have created since the last one (``git init``), and the files its
+        command line names under ``/tmp`` (a server's script)."""
+        shown = _named_under_tmp(argv)
         if self.policy != "workspace-write":
-            return _real_all(widening), ()
+            return _real_all(widening), (), shown
         if not self._mount_points_made:
             self._mount_points_made = True
             _make_mount_points(self._root)
-        return _real_all(widening), tuple(_protected_inside(self._root))
+        return _real_all(widening), tuple(_protected_inside(self._root)), shown
 
     async def _live_holder(self) -> NetworkHolder:
         holder = self._holder
@@ -254,9 +263,13 @@ class Sandbox:
         writable: list[Path] = []
         read_only: list[Path] = []
         visible: list[Path] = []
-        home = _real(self._user_home)
-        if home.is_relative_to("/tmp"):
-            visible.append(home)  # the rest of the filesystem, the home included, is seen
+        # The rest of the filesystem is seen, read-only, even where it lies under the
+        # host's /tmp (which the private one replaces): the home, and the Python and
+        # the dsh installation its servers run from (a clone and its venv in /tmp).
+        for folder in (self._user_home, Path(sys.prefix), Path(sys.base_prefix), INSTALLED):
+            real = _real(folder)
+            if real.is_relative_to("/tmp") and real not in visible:
+                visible.append(real)
         if policy == "read-only":
             visible.append(self._root)
         if policy == "workspace-write":
@@ -299,6 +312,21 @@ class Sandbox:
         temp, self._temp = self._temp, None
         if temp is not None:
             await asyncio.to_thread(shutil.rmtree, temp, True)
+
+
+def _named_under_tmp(argv: Sequence[str]) -> list[Path]:
+    """The regular files under ``/tmp`` that a command line names, a server's script
+    (blocking). Files alone, never their folders: a command line the model wrote must
+    not be able to show a sandboxed program what else lies in the host's ``/tmp`` (a
+    terminal multiplexer's socket)."""
+    found: list[Path] = []
+    for word in argv:
+        if not word.startswith("/tmp/"):
+            continue
+        path = _real(Path(word))
+        if path.is_relative_to("/tmp") and path.is_file() and path not in found:
+            found.append(path)
+    return found
 
 
 def _real_all(paths: Sequence[Path]) -> list[Path]:

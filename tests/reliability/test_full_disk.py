@@ -58,14 +58,16 @@ def echo(text: str) -> ToolCallSpec:
 
 @pytest.fixture
 def small_home(tmp_path: Path) -> Iterator[Path]:
-    """A 256 KiB tmpfs for ``$DSH_HOME``; it grows to 64 MiB when the test calls the
-    path's ``resize`` attribute (a file beside it), unmounted at the end."""
+    """A 448 KiB tmpfs for ``$DSH_HOME``; it grows to 64 MiB when the test calls the
+    path's ``resize`` attribute (a file beside it), unmounted at the end. (256 KiB,
+    with the session index beside the log, was sometimes full before the first command
+    ran on a loaded machine: the index writes as the run goes, at its own pace.)"""
     home = tmp_path / "root" / "home"
     home.mkdir(parents=True)
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a small tmpfs needs root; test_a_size_limited_log covers it")
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(home)],
+        ["mount", "-t", "tmpfs", "-o", "size=448k,mode=0700", "tmpfs", str(home)],
         capture_output=True,
         text=True,
         timeout=30,

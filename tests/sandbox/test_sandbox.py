@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -280,3 +281,33 @@ async def test_a_repository_a_command_made_is_protected_from_the_next(folders: F
         await contained.aclose()
     assert (folders.project / ".git" / "hooks").is_dir()
     assert not (folders.project / ".git" / "hooks" / "pre-commit").exists()
+
+
+async def test_what_lies_under_the_hosts_tmp_is_seen_only_where_it_must_be(
+    sandbox: Sandbox, folders: Folders, tmp_path: Path
+) -> None:
+    # A clone and its venv in /tmp (as CI's) still run: the installation is seen, and
+    # a script a server's command line names.
+    script = tmp_path / "server.py"
+    script.write_text("print('served')\n")
+    secret = tmp_path / "neighbour"
+    secret.mkdir()
+    (secret / "note").write_text("NEIGHBOUR-MARKER\n")
+    wrapped = await sandbox.wrap(
+        [sys.executable, str(script)], cwd=folders.project, env=ENV, shared_network=False
+    )
+    done = await asyncio.create_subprocess_exec(
+        *wrapped.argv,
+        cwd=folders.project,
+        env=wrapped.env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        **launch_options(wrapped),
+    )
+    out, _ = await asyncio.wait_for(done.communicate(), HANG_S)
+    assert out.decode().strip() == "served"
+    # A command line naming a folder of the host's /tmp shows nothing of it.
+    _code, out_text = await run(sandbox, f"cat {secret}/note; ls {secret}", folders.project)
+    assert "NEIGHBOUR-MARKER" not in out_text
+    _code, out_text = await run(sandbox, str(secret), folders.project)
+    assert "NEIGHBOUR-MARKER" not in out_text
