@@ -176,3 +176,8 @@ async def _finish_reading(terminal: Terminal) -> None:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(terminal.reading), HANG_S)
     terminal.reading.cancel()
+    # And closed now, not when collected: its end of the process may be noticed after
+    # the loop that owns it has closed (seen with sandboxed commands on a loaded run).
+    transport = getattr(terminal.process, "_transport", None)
+    if transport is not None:
+        transport.close()
