@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,14 @@ async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
         yield term
     finally:
         await term.close()
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Iterator[str]:
+    """A name in the machine's ``/tmp``, which a command inside the sandbox writes to
+    its own ``/tmp`` instead; removed afterwards, should it land here."""
+    path = Path(f"/tmp/dsh-sandbox-scratch-{os.getpid()}-{tmp_path.name}")
+    try:
+        yield str(path)
+    finally:
+        path.unlink(missing_ok=True)

@@ -18,9 +18,8 @@ when there is one; and the honest writes (the project, ``/tmp``) still work.
 from __future__ import annotations
 
 import asyncio
-import os
 import textwrap
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -78,17 +77,6 @@ async def project(dsh: Dsh) -> Path:
     (dsh.project / ".dsh").mkdir()
     (dsh.project / ".dsh/settings.toml").write_text("# the project's own\n")
     return dsh.project
-
-
-@pytest.fixture
-def scratch(tmp_path: Path) -> Iterator[str]:
-    """A name in the machine's ``/tmp``, which a command inside the sandbox writes to
-    its own ``/tmp`` instead; removed afterwards, should it land here."""
-    path = Path(f"/tmp/dsh-sandbox-scratch-{os.getpid()}-{tmp_path.name}")
-    try:
-        yield str(path)
-    finally:
-        path.unlink(missing_ok=True)
 
 
 class Listener:

@@ -18,7 +18,7 @@ import os
 import socket
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +43,6 @@ async def dsh(fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
     async with installation_outside_tmp(fake_llm) as installation:
         installation.environment.update(IDENTITY)
         yield installation
-
-
-@pytest.fixture
-def scratch(tmp_path: Path) -> Iterator[str]:
-    """A name in the machine's ``/tmp``, which a command inside the sandbox writes to
-    its own ``/tmp`` instead; removed afterwards, should it land here."""
-    path = Path(f"/tmp/dsh-sandbox-handoff-{os.getpid()}-{tmp_path.name}")
-    try:
-        yield str(path)
-    finally:
-        path.unlink(missing_ok=True)
 
 
 def bash(command: str, **more: Any) -> Reply:
