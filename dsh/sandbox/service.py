@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,8 +102,6 @@ class Wrapped:
     fds: tuple[int, ...] = ()
     """Descriptors ``preexec`` uses: a spawn that closes the child's descriptors
     before ``preexec`` (ptyprocess) must keep these open (they close at exec)."""
-    dies_with_dsh: bool = field(default=False, repr=False)
-    """``preexec`` also sets the parent-death signal."""
 
 
 def launch_options(wrapped: Wrapped) -> dict[str, Any]:
@@ -205,12 +203,11 @@ class Sandbox:
         if network == "shared" and not shared_network:
             network = "private"
         preexec = None
-        dies = False
         fds: tuple[int, ...] = ()
         if network == "shared":
             holder = await self._live_holder()
-            dies = "preexec_fn" in child_options()
-            preexec = holder.preexec(die_with_dsh=dies)
+            # The parent-death signal only where child_options would set it.
+            preexec = holder.preexec(die_with_dsh="preexec_fn" in child_options())
             fds = holder.fds
         writable, protected, shown = await asyncio.to_thread(self._now, widening.writable, argv)
         layout = replace(self._layout(self.policy), read_only=protected)
@@ -218,9 +215,7 @@ class Sandbox:
             self._program, layout, cwd=cwd, network=network, writable=writable, shown=shown
         )
         inside = {**env, "TMPDIR": "/tmp"}
-        return Wrapped(
-            [*prefix, *argv], inside, preexec, sandboxed=True, fds=fds, dies_with_dsh=dies
-        )
+        return Wrapped([*prefix, *argv], inside, preexec, sandboxed=True, fds=fds)
 
     def _now(
         self, widening: Sequence[Path], argv: Sequence[str]
