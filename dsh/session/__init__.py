@@ -81,7 +81,7 @@ from dsh.session.spend import (
     session_spend,
 )
 from dsh.session.store import AmbiguousSessionError, ForkError, SessionSink, SessionStore
-from dsh.session.turns import TurnInfo, TurnNotFoundError, turns
+from dsh.session.turns import TurnInfo, TurnNotFoundError, shadowing, turns, turns_of
 
 __all__ = [
     "AmbiguousSessionError",
@@ -162,8 +162,10 @@ __all__ = [
     "register_event",
     "register_events",
     "session_spend",
+    "shadowing",
     "title_of",
     "turn_end_reasons",
     "turn_triggers",
     "turns",
+    "turns_of",
 ]
