@@ -68,13 +68,15 @@ def find_turn(infos: Sequence[TurnInfo], turn: int, *, visible: bool = False) ->
     for info in infos:
         if info.turn == turn:
             if visible and info.shadowed:
-                raise TurnNotFoundError(f"turn {turn} was rewound already; {_which(infos)}")
+                raise TurnNotFoundError(
+                    f"turn {turn} was rewound already; {_which(infos, visible)}"
+                )
             return info
-    raise TurnNotFoundError(f"there is no turn {turn}; {_which(infos)}")
+    raise TurnNotFoundError(f"there is no turn {turn}; {_which(infos, visible)}")
 
 
-def _which(infos: Sequence[TurnInfo]) -> str:
-    shown = [info.turn for info in infos if not info.shadowed]
+def _which(infos: Sequence[TurnInfo], visible: bool) -> str:
+    shown = [info.turn for info in infos if not (visible and info.shadowed)]
     if not shown:
         return "the session has no turns to choose"
     if len(shown) == 1:

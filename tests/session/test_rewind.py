@@ -14,6 +14,7 @@ from dsh.llm import LlmCallConfig, PluginSource, new_session_id, user_text
 from dsh.session import (
     EpochHeader,
     EventFormatError,
+    ForkError,
     ReplaceOp,
     RequestContext,
     RequestHeader,
@@ -266,5 +267,60 @@ async def test_a_stored_rewind_loads_the_same_from_either_backend(
         assert [t.shadowed for t in turns(loaded)] == [False, True, True, False, False]
         assert loaded.last_turn == 5
         assert check_log(loaded.events) == []
+    finally:
+        await other.aclose()
+
+
+async def test_a_fork_at_a_turn_holds_the_conversation_through_its_end(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    source = await store.create("/w")
+    complete_turn(source, "first", "one", with_tool=False)
+    complete_turn(source, "second", "two", with_tool=False)
+    complete_turn(source, "third", "three", with_tool=False)
+    rewind(source, 3)
+    complete_turn(source, "fourth", "four", with_tool=False)
+    await store.close(source)
+
+    at_two = await store.fork(source.id[:8], at_turn=2)
+    assert texts(at_two) == ["first", "one", "second", "two"]
+    assert at_two.header.parent_session == source.id
+    # A rewound turn can be forked at: its branch comes back as it was.
+    at_three = await store.fork(source.id, at_turn=3)
+    assert texts(at_three) == ["first", "one", "second", "two", "third", "three"]
+    at_four = await store.fork(source.id, at_turn=4)
+    assert texts(at_four) == ["first", "one", "second", "two", "fourth", "four"]
+    complete_turn(at_four, "fifth", "five", with_tool=False)
+    assert at_four.last_turn == 5
+    assert check_log(at_four.events) == []
+    with pytest.raises(ForkError, match="there is no turn 9; the turns are 1-4"):
+        await store.fork(source.id, at_turn=9)
+    for fork in (at_two, at_three, at_four):
+        await store.close(fork)
+
+    other = reopen(store, tmp_path)
+    try:
+        reread = await other.open(at_four.id)
+        assert texts(reread) == ["first", "one", "second", "two", "fourth", "four", "fifth", "five"]
+    finally:
+        await other.aclose()
+
+
+async def test_a_fork_at_a_turn_that_has_not_ended_is_refused(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    source = await store.create("/w")
+    complete_turn(source, "first", "one", with_tool=False)
+    source.append("turn/start", TurnStart(turn=2))
+    source.append("user/message", user_text("still going"))
+    assert await store.flush(source)
+    # Another process forks it while its writer holds it: the open turn is
+    # unfinished, not interrupted.
+    other = SessionStore.at(tmp_path, store.persistence.name)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(ForkError, match=r"turn 2 of session .* has not ended yet"):
+            await other.fork(source.id, at_turn=2)
+        fork = await other.fork(source.id, at_turn=1)
+        assert texts(fork) == ["first", "one"]
     finally:
         await other.aclose()
