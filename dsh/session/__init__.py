@@ -7,6 +7,14 @@ from __future__ import annotations
 
 from dsh.session.blobs import Blobs
 from dsh.session.catalog import Catalog, CatalogEntry, SearchHit
+from dsh.session.checkpoint_events import (
+    CheckpointTaken,
+    FileWrite,
+    LeftOut,
+    PathChange,
+    RestoreDone,
+    RestoreStarted,
+)
 from dsh.session.events import (
     AnyCancelCause,
     AnyTurnEndReason,
@@ -96,19 +104,23 @@ __all__ = [
     "CancelCause",
     "Catalog",
     "CatalogEntry",
+    "CheckpointTaken",
     "CorruptSessionError",
     "EpochHeader",
     "EventFormatError",
     "EventType",
+    "FileWrite",
     "ForkError",
     "FormatUnsupportedError",
     "Holder",
+    "LeftOut",
     "LoadIssue",
     "LoadedSession",
     "LogLostError",
     "ModelCall",
     "PaidCall",
     "PaidRequest",
+    "PathChange",
     "PersistenceError",
     "Pricing",
     "ReentrantAppendError",
@@ -116,6 +128,8 @@ __all__ = [
     "RequestContext",
     "RequestHeader",
     "RequestTotal",
+    "RestoreDone",
+    "RestoreStarted",
     "SearchHit",
     "SeqMismatchError",
     "Session",
