@@ -32,6 +32,7 @@ from dsh.checkpoints.restore import (
     read_history,
 )
 from dsh.checkpoints.store import MB, CheckpointError, CheckpointStore, Snapshot
+from dsh.services import AGENTS
 from dsh.session.checkpoint_events import (
     MAX_CHANGES,
     CheckpointTaken,
@@ -102,6 +103,13 @@ class Checkpoints:
         the calls of one step share it. Never raises."""
         if not self.table.enabled:
             return
+        parent = _parent(agent)
+        if parent is not None and parent.session.open_turn is not None:
+            # A subagent's effects are its parent's turn's too: /undo in the parent
+            # must cover them, and the parent's call that made it has none of its own.
+            await self.before_effect(
+                parent, parent.session.open_turn, parent.session.open_step or 1
+            )
         state = self._state(agent)
         key = (turn, step)
         task = state.steps.get(key)
@@ -355,6 +363,15 @@ class Checkpoints:
         state = self._state(agent)
         state.last = target
         return RestoreOutcome(started.restore_id, done.applied, conflicts, resumed)
+
+
+def _parent(agent: AgentHandle) -> AgentHandle | None:
+    """The live agent that delegated to ``agent``, if it is a subagent."""
+    header = agent.session.header
+    if header.origin != "subagent" or header.parent_session is None:
+        return None
+    agents = agent.ctx.get(AGENTS, None)
+    return agents.get(header.parent_session) if agents is not None else None
 
 
 async def _changes(

@@ -125,3 +125,32 @@ async def test_a_turn_of_writes_edits_and_commands_is_covered(
         assert await checkpoints.plan_undo(agent) is None  # nothing left to undo
     finally:
         await runtime.aclose()
+
+
+async def test_what_a_subagent_changes_is_its_parents_turns_too(
+    project: tuple[Path, Path], fake_llm: FakeLLM
+) -> None:
+    root, home = project
+    runtime = await runtime_for(root, home, fake_llm)
+    try:
+        fake_llm.add(
+            Reply(tool_calls=[call("task", description="make it", prompt="write child.txt")]),
+            Reply(tool_calls=[bash("echo from the child > child.txt")]),
+            Reply(text="written"),
+            Reply(text="the child wrote it"),
+        )
+        agent = await runtime.agents.create(root)
+        agent.followup(user_text("delegate"))
+        await asyncio.wait_for(agent.when_idle(), 60)
+        assert (root / "child.txt").read_bytes() == b"from the child\n"
+        taken = [e.data for e in agent.session.events if isinstance(e.data, CheckpointTaken)]
+        assert [(c.phase, c.turn) for c in taken] == [("before-step", 1), ("turn-end", 1)]
+        assert [(c.path, c.change) for c in taken[-1].changes] == [("child.txt", "added")]
+
+        checkpoints = runtime.root.get(CHECKPOINTS)
+        plan = await checkpoints.plan_undo(agent)
+        assert plan is not None
+        await checkpoints.restore(agent, plan)
+        assert not (root / "child.txt").exists()
+    finally:
+        await runtime.aclose()
