@@ -53,6 +53,15 @@ GITLINK_MODE = 0o160000
 ABSENT = ""
 """What :func:`current_blob` says of a path that holds no file."""
 MB = 1024 * 1024
+BULK_FILES = 64
+BULK = (("core.bigFileThreshold", "1"), ("core.compression", "1"))
+"""For a snapshot that stores many files: ``update-index`` streams every blob into
+one pack (its objects transaction), lightly compressed. Only for that command: above
+the threshold git also takes files for binary in diffs, and a command without such a
+transaction would make a pack per blob."""
+BULK_MALLOC = "glibc.malloc.trim_threshold=268435456:glibc.malloc.top_pad=67108864"
+"""glibc's heap kept rather than given back after each blob: a third of such a
+command's time went in growing and trimming it (``brk``) per file."""
 
 
 class CheckpointError(Exception):
@@ -118,12 +127,24 @@ class GitRunner:
             env[f"GIT_CONFIG_VALUE_{index}"] = value
         self._env = with_safe_git(env)
 
-    async def run(self, *args: str, stdin: bytes | None = None, index: Path | None = None) -> bytes:
-        """git's standard output; raises :class:`CheckpointError` when git fails."""
+    async def run(
+        self,
+        *args: str,
+        stdin: bytes | None = None,
+        index: Path | None = None,
+        bulk: bool = False,
+    ) -> bytes:
+        """git's standard output; raises :class:`CheckpointError` when git fails.
+        ``bulk``: the command stores many blobs (see :data:`BULK`)."""
         env = self._env if index is None else {**self._env, "GIT_INDEX_FILE": str(index)}
+        if bulk:
+            env = {**env, "GLIBC_TUNABLES": BULK_MALLOC}
         if args[0] == "init":  # a bare repository is made without a work tree
             env = {k: v for k, v in env.items() if k not in ("GIT_WORK_TREE", "GIT_DIR")}
-        argv, options = helper_command(["git", *args])
+        settings = (
+            [part for key, value in BULK for part in ("-c", f"{key}={value}")] if bulk else []
+        )
+        argv, options = helper_command(["git", *settings, *args])
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -299,9 +320,12 @@ class CheckpointStore:
                 stdin=_joined(item.path for item in left_out), index=index,
             )  # fmt: skip
         if removed or added:
+            # Many files (the first snapshot): one command streams every blob into one
+            # pack; a loose object each would cost a file created per blob.
             await self.git.run(
                 "update-index", "-z", "--add", "--remove", "--replace", "--stdin",
                 stdin=_joined([*removed, *added]), index=index,
+                bulk=len(added) >= BULK_FILES,
             )  # fmt: skip
         tree = (await self.git.run("write-tree", index=index)).decode().strip()
         staged = await self.git.run("ls-files", "-z", "--stage", index=index)
@@ -437,34 +461,41 @@ def _entry(mode: str, blob: str) -> Entry | None:
 def _stat_all(root: Path, names: Sequence[str]) -> dict[str, os.stat_result | None]:
     """lstat of each path under ``root`` (None: nothing there, or a folder)."""
     found: dict[str, os.stat_result | None] = {}
-    for name in names:
-        try:
-            info = os.lstat(root / name)
-        except (FileNotFoundError, NotADirectoryError):
-            found[name] = None
-            continue
-        found[name] = None if stat.S_ISDIR(info.st_mode) else info
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in names:
+            try:
+                info = os.lstat(os.fsencode(name), dir_fd=folder)
+            except (FileNotFoundError, NotADirectoryError):
+                found[name] = None
+                continue
+            found[name] = None if stat.S_ISDIR(info.st_mode) else info
+    finally:
+        os.close(folder)
     return found
 
 
 def _odd_modes(root: Path, staged: bytes) -> dict[str, int]:
-    """The permission bits of the index's regular files that git would not restore."""
+    """The permission bits of the index's regular files that git would not restore.
+    Every file is looked at (a chmod changes no content, so git's cache does not say
+    it): bytes paths against the root's descriptor keep that to a bare lstat each."""
     modes: dict[str, int] = {}
-    for record in staged.split(b"\0"):
-        if not record:
-            continue
-        meta, _, path = record.partition(b"\t")
-        git_mode = int(meta.split(b" ", 1)[0], 8)
-        if not stat.S_ISREG(git_mode):
-            continue
-        name = os.fsdecode(path)
-        try:
-            info = os.lstat(root / name)
-        except OSError:
-            continue
-        bits = info.st_mode & 0o7777
-        if stat.S_ISREG(info.st_mode) and bits != git_default_bits(git_mode):
-            modes[name] = bits
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for record in staged.split(b"\0"):
+            if not record.startswith(b"100"):  # not a regular file (a link, a gitlink)
+                continue
+            meta, _, path = record.partition(b"\t")
+            try:
+                info = os.lstat(path, dir_fd=folder)
+            except OSError:
+                continue
+            bits = info.st_mode & 0o7777
+            executable = meta[3] == ord("7")  # 100755
+            if bits != (0o755 if executable else 0o644) and stat.S_ISREG(info.st_mode):
+                modes[os.fsdecode(path)] = bits
+    finally:
+        os.close(folder)
     return modes
 
 
