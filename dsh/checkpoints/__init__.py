@@ -6,7 +6,8 @@ turn) file by file, resumably.
 Public API: :class:`Checkpoints` (the ``checkpoints`` service,
 :data:`dsh.services.CHECKPOINTS`), :class:`RestorePlan`, :class:`FileSummary`,
 :class:`RestoreOutcome`, :class:`TurnCheckpoints`, :class:`TurnCheckpoint`,
-:class:`CheckpointError`; ``/undo`` is :func:`undo_command`.
+:class:`CheckpointError`; ``/undo`` is
+:func:`dsh.checkpoints.commands.undo_command`.
 """
 
 from __future__ import annotations
