@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dsh.paths import private_dir
 from dsh.processes import helper_command
 from dsh.session.checkpoint_events import LeftOut
 from dsh.tools.environment import with_safe_git
@@ -153,6 +154,9 @@ class GitRunner:
                 stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                # Copies of the user's files: readable by the user alone, whatever
+                # umask dsh was started with.
+                umask=0o077,
                 **options,
             )
         except OSError as error:
@@ -253,17 +257,17 @@ class CheckpointStore:
         return store
 
     async def _create(self) -> None:
-        await asyncio.to_thread(self.folder.parent.mkdir, parents=True, exist_ok=True, mode=0o700)
+        await asyncio.to_thread(private_dir, self.folder)
         # No template: nothing (no sample hook) is copied in.
         await self.git.run("init", "--bare", "--quiet", "--template=", str(self.folder))
         for key, value in (("gc.auto", "0"), ("core.autocrlf", "false"), ("core.bare", "false")):
             await self.git.run("config", key, value)
 
         def finish() -> None:
-            (self.folder / "info").mkdir(exist_ok=True)
-            (self.folder / "info" / "attributes").write_bytes(ATTRIBUTES)
-            (self.folder / "indexes").mkdir(exist_ok=True, mode=0o700)
-            (self.folder / "root").write_text(str(self.root) + "\n", encoding="utf-8")
+            private_dir(self.folder / "info")
+            private_dir(self.folder / "indexes")
+            _write_private(self.folder / "info" / "attributes", ATTRIBUTES)
+            _write_private(self.folder / "root", os.fsencode(self.root) + b"\n")
 
         await asyncio.to_thread(finish)
 
@@ -443,6 +447,15 @@ class CheckpointStore:
             for path, blob in zip(regular, out.decode().split(), strict=True):
                 found[path] = blob
         return found
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(descriptor, 0o600)  # whatever the umask took away or left
+        os.write(descriptor, data)
+    finally:
+        os.close(descriptor)
 
 
 def _split(out: bytes) -> list[str]:
