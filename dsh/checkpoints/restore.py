@@ -32,12 +32,14 @@ from dsh.checkpoints.store import (
     LINK_MODE,
     CheckpointStore,
     Entry,
+    LineCount,
     current_blob,
     restored_mode,
 )
 from dsh.session.checkpoint_events import (
     CheckpointTaken,
     FileWrite,
+    PathChange,
     RestoreDone,
     RestoreStarted,
 )
@@ -113,8 +115,9 @@ class TurnCheckpoint:
     """A finished restore has put the files back to before this turn (or an earlier one)."""
 
     @property
-    def changes(self) -> tuple[str, ...]:
-        return tuple(change.path for change in self.end.changes) if self.end else ()
+    def changes(self) -> tuple[PathChange, ...]:
+        """What the turn changed (at most :data:`MAX_CHANGES`; see ``changes_total``)."""
+        return self.end.changes if self.end else ()
 
     @property
     def changes_total(self) -> int:
@@ -152,8 +155,7 @@ def read_history(events: Iterable[SessionEvent]) -> TurnCheckpoints:
     by_id: dict[str, CheckpointTaken] = {}
     firsts: dict[int, CheckpointTaken] = {}
     ends: dict[int, CheckpointTaken] = {}
-    undone_from: dict[int, int] = {}
-    """Turn -> the position in the log of the restore that undid it."""
+    undone: set[int] = set()
     order: list[int] = []
     expected: CheckpointTaken | None = None
     started: dict[str, RestoreStarted] = {}
@@ -170,7 +172,6 @@ def read_history(events: Iterable[SessionEvent]) -> TurnCheckpoints:
             if data.phase == "before-step" and data.turn not in firsts:
                 firsts[data.turn] = data
                 order.append(data.turn)
-                undone_from.pop(data.turn, None)
             elif data.phase == "turn-end":
                 ends[data.turn] = data
         elif isinstance(data, RestoreStarted):
@@ -182,12 +183,9 @@ def read_history(events: Iterable[SessionEvent]) -> TurnCheckpoints:
             target = by_id.get(begun.target)
             if target is not None:
                 expected = target
-            for turn in order:
-                if turn >= begun.turn:
-                    undone_from.setdefault(turn, event.seq)
+            undone.update(turn for turn in order if turn >= begun.turn)
     turns = tuple(
-        TurnCheckpoint(turn, firsts[turn], ends.get(turn), undone=turn in undone_from)
-        for turn in order
+        TurnCheckpoint(turn, firsts[turn], ends.get(turn), undone=turn in undone) for turn in order
     )
     pending = next(reversed(started.values()), None) if started else None
     return TurnCheckpoints(turns, by_id, expected, pending)
@@ -220,14 +218,12 @@ async def plan_restore(
     t_entries: dict[str, Entry | None] = {p: c.new for p, c in e_to_t.items()}
     # Paths whose permission bits alone differ between E and T: the same entry in both.
     mode_only = (set(expected.modes) | set(target.modes)) - set(e_to_t)
-    shared: dict[str, Entry] = {}
     if mode_only:
         target_entries = await store.entries(target.tree)
         for path in mode_only:
             entry = target_entries.get(path)
             if entry is None or expected.modes.get(path) == target.modes.get(path):
                 continue
-            shared[path] = entry
             e_entries[path] = t_entries[path] = entry
     unknown = {item.path for item in current.left_out}
     writes: list[FileWrite] = []
@@ -277,14 +273,12 @@ def _summary_line(
     path: str,
     e: tuple[str, int] | None,
     t: tuple[str, int] | None,
-    counts: Mapping[str, object],
+    counts: Mapping[str, LineCount],
 ) -> FileSummary:
-    from dsh.checkpoints.store import LineCount
-
     count = counts.get(path)
     added = removed = 0
     binary = False
-    if isinstance(count, LineCount):
+    if count is not None:
         # diff-tree ran from E to T: what it adds is what the restore puts back.
         added, removed, binary = count.added, count.removed, count.binary
     if t is None:
