@@ -13,6 +13,7 @@ import pytest
 from dsh.checkpoints.restore import apply_restore, plan_restore
 from dsh.checkpoints.store import (
     ABSENT,
+    BULK_FILES,
     LINK_MODE,
     CheckpointError,
     CheckpointStore,
@@ -151,6 +152,9 @@ def checkpoint(snapshot: Snapshot) -> CheckpointTaken:
 
 
 async def test_an_unchanged_tree_adds_no_objects(repository: Path, tmp_path: Path) -> None:
+    for n in range(BULK_FILES + 10):  # enough that a new index stores them in bulk
+        (repository / "many" / f"{n}.txt").parent.mkdir(exist_ok=True)
+        (repository / "many" / f"{n}.txt").write_bytes(b"%d\n" % n)
     store = await CheckpointStore.open(tmp_path / "home", repository)
     first = await store.snapshot("s1")
     stored = objects(store)
