@@ -54,6 +54,9 @@ class TerminalEditor(Editor):
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     terminals: dict[str, Terminal] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
+    started: list[Terminal] = field(default_factory=list)
+    """Every terminal ever created, released or not: ``close`` ends them all (a release
+    the agent's exit cut short leaves its terminal out of ``terminals``, its pipe open)."""
 
     def methods(self) -> list[str]:
         return [method for method, _ in self.calls]
@@ -91,6 +94,7 @@ class TerminalEditor(Editor):
         )
         self.pids.append(process.pid)
         terminal = Terminal(process, output_byte_limit)
+        self.started.append(terminal)
         terminal.reading = asyncio.create_task(self._read(terminal))
         terminal_id = f"term-{len(self.terminals) + 1}"
         self.terminals[terminal_id] = terminal
@@ -158,8 +162,8 @@ class TerminalEditor(Editor):
         return ReleaseTerminalResponse()
 
     async def close(self) -> None:
-        """What a test leaves running is ended (by pid)."""
-        for terminal in self.terminals.values():
+        """What a test leaves running is ended (by pid), and every pipe closed."""
+        for terminal in self.started:
             if terminal.process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(terminal.process.pid, signal.SIGKILL)
