@@ -18,7 +18,7 @@ from dsh.frontend import front_end
 from dsh.llm import PluginSource, TextBlock, UserMessage
 from dsh.services import CHECKPOINTS
 
-__all__ = ["describe_plan", "undo_command", "undone_note"]
+__all__ = ["describe_plan", "names", "undo_command", "undone_note"]
 
 NOTE_SOURCE = PluginSource(plugin="dsh", form="notice")
 USAGE = "usage: /undo [--dry-run]"
@@ -41,7 +41,7 @@ def _line(item: FileSummary) -> str:
     return f"  {item.action:<8} {visible(item.path, one_line=True)}  {lines}"
 
 
-def _names(paths: tuple[str, ...]) -> str:
+def names(paths: tuple[str, ...]) -> str:
     shown = ", ".join(visible(p, one_line=True) for p in paths[:SHOWN])
     more = len(paths) - SHOWN
     return f"{shown} and {more} more" if more > 0 else shown
@@ -59,12 +59,12 @@ def describe_plan(plan: RestorePlan) -> str:
     if count > SHOWN:
         lines.append(f"  and {count - SHOWN} more")
     if plan.conflicts:
-        lines.append("Conflicts, changed by hand since and left alone: " + _names(plan.conflicts))
+        lines.append("Conflicts, changed by hand since and left alone: " + names(plan.conflicts))
     if plan.kept:
-        lines.append("Changed by hand, not touched: " + _names(plan.kept))
+        lines.append("Changed by hand, not touched: " + names(plan.kept))
     if plan.left_out:
         lines.append(
-            "Left out of the checkpoints (too large), not restored: " + _names(plan.left_out)
+            "Left out of the checkpoints (too large), not restored: " + names(plan.left_out)
         )
     lines.append(NOT_COVERED)
     return "\n".join(lines)
@@ -72,19 +72,23 @@ def describe_plan(plan: RestorePlan) -> str:
 
 def undone_note(plan: RestorePlan, outcome: RestoreOutcome) -> UserMessage:
     """What the model is told after a restore."""
-    what = {
-        "undo": f"undid turn {plan.turn}'s changes to the files",
-        "rewind": f"rewound the files to before turn {plan.turn}",
-        "fork": f"restored the files to before turn {plan.turn}",
-    }[plan.purpose]
-    parts = [
-        f"[The user {what}: the workspace is back as it was before that turn, so files "
-        "may differ from what you last saw.",
-    ]
+    if plan.purpose == "fork":
+        what = (
+            f"forked this session at turn {plan.turn - 1} and put the files back as that "
+            "turn left them"
+        )
+    elif plan.purpose == "undo":
+        what = (
+            f"undid turn {plan.turn}'s changes to the files: the workspace is back as it "
+            "was before that turn"
+        )
+    else:
+        what = f"rewound the files to how they were before turn {plan.turn}"
+    parts = [f"[The user {what}, so files may differ from what you last saw."]
     if outcome.applied:
-        parts.append(f"Restored: {_names(outcome.applied)}.")
+        parts.append(f"Restored: {names(outcome.applied)}.")
     if outcome.conflicts:
-        parts.append(f"Left as they are (changed by hand since): {_names(outcome.conflicts)}.")
+        parts.append(f"Left as they are (changed by hand since): {names(outcome.conflicts)}.")
     return UserMessage(content=(TextBlock(text=" ".join(parts) + "]"),), source=NOTE_SOURCE)
 
 
@@ -129,7 +133,7 @@ async def undo(context: CommandContext, args: str) -> None:
     count = len(outcome.applied)
     said = f"Restored {count} file{'' if count == 1 else 's'} to before turn {plan.turn}."
     if outcome.conflicts:
-        said += " Left alone (changed by hand): " + _names(outcome.conflicts) + "."
+        said += " Left alone (changed by hand): " + names(outcome.conflicts) + "."
     host.show(said)
     agent.inject(undone_note(plan, outcome))
 

@@ -255,6 +255,27 @@ class Checkpoints:
             return None
         return await self._plan(agent, history, purpose, turn, found.first)
 
+    async def plan_fork(self, fork: AgentHandle, source: Session) -> RestorePlan | None:
+        """Putting the files back to how the agent left them at the end of the turn
+        ``fork`` (a fork of ``source`` at a turn) ends with; None when its log holds no
+        checkpoint. The restore is logged in the fork; what the files are expected to
+        hold now is the source's latest state, so what was changed by hand since
+        is a conflict, as for ``/undo``."""
+        target = self.history(fork.session).expected
+        if target is None:
+            return None
+        expected = read_history(source.events).expected
+        if expected is not None and expected.root != target.root:
+            expected = None  # another project's files: the fork's own state stands
+        return await self._plan(
+            fork,
+            self.history(fork.session),
+            "fork",
+            fork.session.last_turn + 1,
+            target,
+            expected=expected,
+        )
+
     async def _plan(
         self,
         agent: AgentHandle,
@@ -262,10 +283,12 @@ class Checkpoints:
         purpose: Purpose,
         turn: int,
         target: CheckpointTaken,
+        *,
+        expected: CheckpointTaken | None = None,
     ) -> RestorePlan:
         if target.tree is None:
             raise CheckpointError(f"turn {turn}'s checkpoint was not taken: {target.error}")
-        expected = history.expected or target
+        expected = expected or history.expected or target
         current = await self._take(agent, "before-restore", None, None)
         if current is None or current.tree is None:
             why = current.error if current is not None else off_reason(Path(target.root))

@@ -590,11 +590,13 @@ class SessionController:
             return
         await self._attach(agent, replay=True)
 
-    async def fork_session(self, turn: int | None) -> None:
-        """``/fork [TURN]``: a new session holding the conversation on screen through
-        the end of turn ``turn`` (None: its last finished turn), opened in its place
-        as ``/resume`` opens one. The session on screen is kept as it is; one that
-        cannot be forked there is an error that changes nothing."""
+    async def fork_session(self, turn: int | None, *, code: bool = False) -> None:
+        """``/fork [TURN] [--code]``: a new session holding the conversation on screen
+        through the end of turn ``turn`` (None: its last finished turn), opened in its
+        place as ``/resume`` opens one. The session on screen is kept as it is; one
+        that cannot be forked there is an error that changes nothing. With ``code``
+        the files go back to how the agent left them at that turn's end too, after the
+        summary is shown and confirmed (the restore is logged in the fork)."""
         from dsh.commands import CommandError
         from dsh.session import ForkError, PersistenceError
 
@@ -616,6 +618,7 @@ class SessionController:
         except (ForkError, LookupError, OSError, PersistenceError) as error:
             raise CommandError(str(error)) from None
         source = agent.id
+        restored = await self._restore_for_fork(forked, agent) if code else None
         await self._detach("resume")
         await self._attach(forked, replay=True)
         where = f"turn {turn}" if turn is not None else "its last finished turn"
@@ -623,6 +626,41 @@ class SessionController:
             f"Forked session {source[:8]} at {where}: this is the new session "
             f"{forked.id[:8]}. The original is kept (/resume {source[:8]} to go back)."
         )
+        if restored is not None:
+            self.ui.show(restored)
+
+    async def _restore_for_fork(self, forked: AgentHandle, source: AgentHandle) -> str:
+        """Put the files back as the fork's last turn left them; what was done, said."""
+        from dsh.checkpoints import CheckpointError
+        from dsh.checkpoints.commands import describe_plan, names, undone_note
+        from dsh.services import CHECKPOINTS
+
+        checkpoints = self._runtime().root.get(CHECKPOINTS, None)
+        if checkpoints is None:
+            return "Checkpoints are not available in this dsh: the files were left as they are."
+        try:
+            plan = await checkpoints.plan_fork(forked, source.session)
+        except CheckpointError as error:
+            return f"The files were left as they are: {error}"
+        if plan is None:
+            return "No checkpoint holds the files of that turn: they were left as they are."
+        self.ui.show(describe_plan(plan))
+        if plan.empty():
+            return "The files already are as that turn left them."
+        picked = await self.ui.choose(
+            "Restore these files in the fork?", ["Restore the files", "Leave them"], current=0
+        )
+        if picked != 0:
+            return "The files were left as they are."
+        try:
+            outcome = await checkpoints.restore(forked, plan)
+        except CheckpointError as error:
+            return f"The files were not restored: {error}"
+        forked.inject(undone_note(plan, outcome))
+        said = f"Restored {len(outcome.applied)} file(s) as turn {plan.turn - 1} left them."
+        if outcome.conflicts:
+            said += " Left alone (changed by hand): " + names(outcome.conflicts) + "."
+        return said
 
     async def quit(self) -> None:
         await self.ui.quit()
@@ -651,7 +689,10 @@ class SessionController:
             await self.open_session(args or None)
 
         async def fork(context: CommandContext, args: str) -> None:
-            await self.fork_session(parse_turn("fork", args))
+            words = args.split()
+            code = "--code" in words
+            words = [word for word in words if word != "--code"]
+            await self.fork_session(parse_turn("fork", " ".join(words)), code=code)
 
         async def quit_(context: CommandContext, args: str) -> None:
             await self.quit()
@@ -681,9 +722,10 @@ class SessionController:
             Command("resume", "resume a session of this folder", resume, "[id]", recorded=False),
             Command(
                 "fork",
-                "continue in a new session from a turn (default: the last)",
+                "continue in a new session from a turn (default: the last); --code "
+                "also puts the files back as they were then",
                 fork,
-                "[turn]",
+                "[turn] [--code]",
                 recorded=False,
             ),
             Command(

@@ -205,3 +205,55 @@ async def test_a_restore_cut_short_is_finished_on_resume(
         assert await runtime.root.get(CHECKPOINTS).finish_interrupted(resumed) is None
     finally:
         await runtime.aclose()
+
+
+async def test_fork_at_a_turn_with_code_puts_the_files_back_as_that_turn_left_them(
+    project: Path, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    runtime = await runtime_for(project, tmp_path / "home", fake_llm)
+    # /fork 1 --code: "Leave them" the first time, "Restore the files" the second.
+    ui = Chooser(kind="plain", choices=[1, 0])
+    try:
+        controller = await open_controller(runtime, project, ui)
+        fake_llm.add(Reply(tool_calls=[bash("echo one > keep.txt")]), Reply(text="1"))
+        await turn(controller, "first")
+        fake_llm.add(
+            Reply(tool_calls=[bash("echo two > keep.txt; rm doomed.txt; echo t > hand.txt")]),
+            Reply(text="2"),
+        )
+        await turn(controller, "second")
+        (project / "hand.txt").write_bytes(b"by hand\n")  # a conflict, left alone
+        source = controller.agent
+        assert source is not None
+
+        await controller.submit("/fork 1 --code")
+        first_fork = controller.agent
+        assert first_fork is not None
+        assert first_fork.id != source.id
+        assert ui.said("info")[-1] == "The files were left as they are."
+        assert (project / "keep.txt").read_bytes() == b"two\n"
+
+        await controller.open_session(str(source.id))
+        await controller.submit("/fork 1 --code")
+        fork = controller.agent
+        assert fork is not None
+        assert fork.id not in (source.id, first_fork.id)
+        preview = ui.said("info")[-3]
+        assert "Conflicts, changed by hand since and left alone: hand.txt" in preview
+        assert ui.said("info")[-1] == (
+            "Restored 2 file(s) as turn 1 left them. Left alone (changed by hand): hand.txt."
+        )
+        assert (project / "keep.txt").read_bytes() == b"one\n"
+        assert (project / "doomed.txt").read_bytes() == b"doomed\n"
+        assert (project / "hand.txt").read_bytes() == b"by hand\n"
+        # The restore is the fork's, and so is the note the model gets next.
+        assert any(isinstance(e.data, RestoreDone) for e in fork.session.events)
+        assert not any(isinstance(e.data, RestoreStarted) for e in source.session.events)
+        fake_llm.add(Reply(text="ok"))
+        await turn(controller, "go on")
+        sent = str(fake_llm.chat_requests[-1].body["messages"])
+        assert "forked this session at turn 1" in sent
+        assert "second" not in sent
+        await controller.close()
+    finally:
+        await runtime.aclose()
