@@ -20,7 +20,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from dsh.checkpoints.restore import (
     Purpose,
@@ -44,14 +44,34 @@ from dsh.settings_tables import CheckpointsTable
 from dsh.trust import project_root
 
 if TYPE_CHECKING:
-    from dsh.agent_handle import AgentHandle
-    from dsh.session import Session
+    from collections.abc import Sequence
 
-__all__ = ["Checkpoints"]
+    from dsh.agent_handle import AgentHandle
+    from dsh.kernel import Context
+    from dsh.llm import SessionId
+    from dsh.session import Session, SessionEvent
+
+__all__ = ["Checkpoints", "SessionOwner"]
 
 _log = logging.getLogger("dsh.checkpoints")
 
 Phase = Literal["before-step", "turn-end", "before-restore"]
+
+
+class SessionOwner(Protocol):
+    """What the service needs of whoever writes a session: an agent (an
+    :class:`~dsh.agent_handle.AgentHandle` is one), or ``dsh sessions fork --code``,
+    which restores files into a fork it has open without running an agent."""
+
+    @property
+    def id(self) -> SessionId: ...
+    @property
+    def session(self) -> Session: ...
+    @property
+    def cwd(self) -> Path: ...
+    @property
+    def ctx(self) -> Context: ...
+    async def flush(self, *, sync: bool = True) -> bool: ...
 
 
 @dataclass
@@ -98,7 +118,7 @@ class Checkpoints:
 
     # ------------------------------------------------------------------ taking
 
-    async def before_effect(self, agent: AgentHandle, turn: int, step: int) -> None:
+    async def before_effect(self, agent: SessionOwner, turn: int, step: int) -> None:
         """The snapshot before a call with effects: once per (session, turn, step);
         the calls of one step share it. Never raises."""
         if not self.table.enabled:
@@ -121,7 +141,7 @@ class Checkpoints:
         # The snapshot is the service's: a call stopped while it waits leaves it running.
         await asyncio.shield(task)
 
-    async def turn_ended(self, agent: AgentHandle, turn: int) -> None:
+    async def turn_ended(self, agent: SessionOwner, turn: int) -> None:
         """The turn-end snapshot, with the turn's changes, after a turn that took a
         checkpoint. Never raises."""
         state = self._sessions.get(agent.id)
@@ -136,7 +156,7 @@ class Checkpoints:
         task.add_done_callback(self._tasks.discard)
         await asyncio.shield(task)
 
-    def _state(self, agent: AgentHandle) -> _SessionState:
+    def _state(self, agent: SessionOwner) -> _SessionState:
         state = self._sessions.get(agent.id)
         if state is None:
             state = self._sessions[agent.id] = _SessionState()
@@ -155,7 +175,7 @@ class Checkpoints:
         return store
 
     async def _take(
-        self, agent: AgentHandle, phase: Phase, turn: int | None, step: int | None
+        self, agent: SessionOwner, phase: Phase, turn: int | None, step: int | None
     ) -> CheckpointTaken | None:
         """Take a snapshot and log it; None when checkpoints are off here (said once)."""
         state = self._state(agent)
@@ -223,7 +243,7 @@ class Checkpoints:
             return self._log(agent, taken)
 
     @staticmethod
-    def _log(agent: AgentHandle, taken: CheckpointTaken) -> CheckpointTaken:
+    def _log(agent: SessionOwner, taken: CheckpointTaken) -> CheckpointTaken:
         agent.session.append("checkpoint/taken", taken)
         return taken
 
@@ -235,7 +255,7 @@ class Checkpoints:
 
     # ------------------------------------------------------------------ restoring
 
-    async def plan_undo(self, agent: AgentHandle) -> RestorePlan | None:
+    async def plan_undo(self, agent: SessionOwner) -> RestorePlan | None:
         """Putting the files back to before the latest turn with effects that is not
         undone yet; None when there is none."""
         history = self.history(agent.session)
@@ -245,7 +265,7 @@ class Checkpoints:
         return await self._plan(agent, history, "undo", turn.turn, turn.first)
 
     async def plan_rewind(
-        self, agent: AgentHandle, turn: int, *, purpose: Purpose = "rewind"
+        self, agent: SessionOwner, turn: int, *, purpose: Purpose = "rewind"
     ) -> RestorePlan | None:
         """Putting the files back to how they were before ``turn``; None when no turn
         from ``turn`` on changed anything."""
@@ -255,16 +275,19 @@ class Checkpoints:
             return None
         return await self._plan(agent, history, purpose, turn, found.first)
 
-    async def plan_fork(self, fork: AgentHandle, source: Session) -> RestorePlan | None:
+    async def plan_fork(
+        self, fork: SessionOwner, source: Sequence[SessionEvent]
+    ) -> RestorePlan | None:
         """Putting the files back to how the agent left them at the end of the turn
-        ``fork`` (a fork of ``source`` at a turn) ends with; None when its log holds no
+        ``fork`` (a fork at a turn of the session whose events are ``source``) ends
+        with; None when its log holds no
         checkpoint. The restore is logged in the fork; what the files are expected to
         hold now is the source's latest state, so what was changed by hand since
         is a conflict, as for ``/undo``."""
         target = self.history(fork.session).expected
         if target is None:
             return None
-        expected = read_history(source.events).expected
+        expected = read_history(source).expected
         if expected is not None and expected.root != target.root:
             expected = None  # another project's files: the fork's own state stands
         return await self._plan(
@@ -278,7 +301,7 @@ class Checkpoints:
 
     async def _plan(
         self,
-        agent: AgentHandle,
+        agent: SessionOwner,
         history: TurnCheckpoints,
         purpose: Purpose,
         turn: int,
@@ -307,7 +330,7 @@ class Checkpoints:
             left_out=left_out,
         )
 
-    async def restore(self, agent: AgentHandle, plan: RestorePlan) -> RestoreOutcome:
+    async def restore(self, agent: SessionOwner, plan: RestorePlan) -> RestoreOutcome:
         """Apply ``plan``: ``checkpoint/restoring`` logged and synced first, then file
         by file, then ``checkpoint/restored``. Raises :class:`CheckpointError` when the
         log cannot be written (nothing touched) or a file cannot be (the restore is
@@ -329,7 +352,7 @@ class Checkpoints:
             raise CheckpointError("the session log cannot be written, so nothing was restored")
         return await self._apply(agent, started, target, resumed=False)
 
-    async def finish_interrupted(self, agent: AgentHandle) -> RestoreOutcome | None:
+    async def finish_interrupted(self, agent: SessionOwner) -> RestoreOutcome | None:
         """Finish a restore whose process was stopped before its end (on resume)."""
         history = self.history(agent.session)
         started = history.pending
@@ -354,7 +377,7 @@ class Checkpoints:
 
     async def _apply(
         self,
-        agent: AgentHandle,
+        agent: SessionOwner,
         started: RestoreStarted,
         target: CheckpointTaken,
         *,
@@ -388,7 +411,7 @@ class Checkpoints:
         return RestoreOutcome(started.restore_id, done.applied, conflicts, resumed)
 
 
-def _parent(agent: AgentHandle) -> AgentHandle | None:
+def _parent(agent: SessionOwner) -> AgentHandle | None:
     """The live agent that delegated to ``agent``, if it is a subagent."""
     header = agent.session.header
     if header.origin != "subagent" or header.parent_session is None:

@@ -15,12 +15,13 @@ import json
 import os
 import sqlite3
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsh.control_chars import visible
 from dsh.paths import dsh_home
-from dsh.session import LoadedSession, SessionStore
+from dsh.session import LoadedSession, Session, SessionStore
 from dsh.session.catalog import CatalogEntry
 from dsh.session.databases import reason
 from dsh.session.jsonl import JsonlPersistence, export_jsonl, parse_jsonl
@@ -39,6 +40,8 @@ from dsh.settings import SettingsError, load_settings
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
+    from dsh.llm import SessionId
+    from dsh.session.store import SessionSink
 
 
 def _short_time(ms: int) -> str:
@@ -194,11 +197,45 @@ class _Cli:
             print(f"dsh: --at takes a turn number (1 or more), not {turn}", file=sys.stderr)
             return 1
         forked = await self.store.fork(self.args.id, at_turn=turn)
-        await self.store.close(forked)
         source = forked.header.parent_session or self.args.id
+        code = await self._restore_code(forked, source) if self.args.code else 0
+        await self.store.close(forked)
         where = f"turn {turn}" if turn is not None else "its last finished turn"
         print(f"Forked session {source} at {where} into {forked.id}.")
         print(f"Resume it with: dsh --resume {forked.id}")
+        return code
+
+    async def _restore_code(self, forked: Session, source: str) -> int:
+        """``--code``: the files back as the fork's last turn left them, logged in the
+        fork (the command line is the confirmation; conflicts are left alone)."""
+        from dsh.checkpoints import CheckpointError, Checkpoints
+        from dsh.checkpoints.commands import describe_plan, names, undone_note
+        from dsh.kernel import Context
+
+        cwd = Path(forked.header.cwd or Path.cwd())
+        table = load_settings(self.home, cwd, check=False).checkpoints
+        checkpoints = Checkpoints(table, home=self.home)
+        owner = _ForkOwner(forked, self.store.sink(forked), cwd, Context(name="fork"))
+        try:
+            plan = await checkpoints.plan_fork(owner, (await self.read(source)).events)
+            if plan is None:
+                print("No checkpoint holds the files of that turn: they were left as they are.")
+                return 0
+            print(describe_plan(plan))
+            if plan.empty():
+                print("The files already are as that turn left them.")
+                return 0
+            outcome = await checkpoints.restore(owner, plan)
+        except CheckpointError as error:
+            print(f"dsh: the files were not restored: {error}", file=sys.stderr)
+            return 1
+        finally:
+            await checkpoints.aclose()
+        forked.append("user/message", undone_note(plan, outcome))
+        said = f"Restored {len(outcome.applied)} file(s) as turn {plan.turn - 1} left them."
+        if outcome.conflicts:
+            said += " Left alone (changed by hand): " + names(outcome.conflicts) + "."
+        print(said)
         return 0
 
     async def import_file(self) -> int:
@@ -254,6 +291,23 @@ class _Cli:
                 await backend.close()
         print(f"Indexed {count} session(s).")
         return 0
+
+
+@dataclass
+class _ForkOwner:
+    """A fork this command has open, as the checkpoints service sees its writer."""
+
+    session: Session
+    sink: SessionSink
+    cwd: Path
+    ctx: Context
+
+    @property
+    def id(self) -> SessionId:
+        return self.session.id
+
+    async def flush(self, *, sync: bool = True) -> bool:
+        return await self.sink.flush(sync=sync)
 
 
 def run_sessions(args: argparse.Namespace) -> int:

@@ -37,6 +37,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="TURN",
         help="through the end of this turn (default: its last finished turn)",
     )
+    fork.add_argument(
+        "--code",
+        action="store_true",
+        help="also put the project's files back as the agent left them at that turn's "
+        "end (what was changed by hand since is left alone)",
+    )
 
     importing = sub.add_parser("import", help="store a session exported as JSONL")
     importing.add_argument("file")

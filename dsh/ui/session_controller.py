@@ -639,7 +639,7 @@ class SessionController:
         if checkpoints is None:
             return "Checkpoints are not available in this dsh: the files were left as they are."
         try:
-            plan = await checkpoints.plan_fork(forked, source.session)
+            plan = await checkpoints.plan_fork(forked, source.session.events)
         except CheckpointError as error:
             return f"The files were left as they are: {error}"
         if plan is None:

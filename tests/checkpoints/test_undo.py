@@ -15,11 +15,12 @@ import pytest
 from dsh.llm import PluginSource, user_text
 from dsh.runtime import Runtime
 from dsh.services import CHECKPOINTS
-from dsh.session import RestoreDone, RestoreStarted
+from dsh.session import RestoreDone, RestoreStarted, SessionStore
 from dsh.session.events import CommandDone
 from dsh.testing import FakeLLM, Reply
 from dsh.ui.session_controller import SessionChoice, SessionController
 from tests.checkpoints.test_turns import bash, call, runtime_for
+from tests.session.test_cli import dsh as cli
 from tests.support.waits import HANG_S
 from tests.ui.test_session_controller import Recorder
 
@@ -257,3 +258,43 @@ async def test_fork_at_a_turn_with_code_puts_the_files_back_as_that_turn_left_th
         await controller.close()
     finally:
         await runtime.aclose()
+
+
+async def test_sessions_fork_with_code_restores_the_files_into_the_fork(
+    project: Path, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = tmp_path / "home"
+    runtime = await runtime_for(project, home, fake_llm)
+    try:
+        agent = await runtime.agents.create(project)
+        fake_llm.add(Reply(tool_calls=[bash("echo one > keep.txt")]), Reply(text="1"))
+        agent.followup(user_text("first"))
+        await asyncio.wait_for(agent.when_idle(), HANG_S)
+        fake_llm.add(
+            Reply(tool_calls=[bash("echo two > keep.txt; rm doomed.txt; echo t > hand.txt")]),
+            Reply(text="2"),
+        )
+        agent.followup(user_text("second"))
+        await asyncio.wait_for(agent.when_idle(), HANG_S)
+        source_id = str(agent.id)
+    finally:
+        await runtime.aclose()
+    (project / "hand.txt").write_bytes(b"by hand\n")
+
+    result = cli(home, "fork", source_id[:8], "--at", "1", "--code", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "Conflicts, changed by hand since and left alone: hand.txt" in result.stdout
+    assert "Restored 2 file(s) as turn 1 left them." in result.stdout
+    assert (project / "keep.txt").read_bytes() == b"one\n"
+    assert (project / "doomed.txt").read_bytes() == b"doomed\n"
+    assert (project / "hand.txt").read_bytes() == b"by hand\n"
+    fork_id = result.stdout.split("into ")[1].split(".")[0]
+
+    store = SessionStore.at(home)
+    try:
+        fork = await store.open(fork_id)
+        assert any(isinstance(e.data, RestoreDone) for e in fork.events)
+        assert "forked this session at turn 1" in fork.derive_messages()[-1].text()
+        await store.close(fork)
+    finally:
+        await store.aclose()
