@@ -34,6 +34,11 @@ Target = Literal["next-turn", "next-step"]
 Placement = Literal["queued", "steering"]
 
 
+class RewindError(Exception):
+    """A rewind that cannot be done (a turn runs, no such turn, one rewound already);
+    the message says why and what can be chosen. Nothing was logged."""
+
+
 @dataclass(frozen=True)
 class InboxItem:
     """A prompt waiting in the inbox: ``queued`` for a turn of its own, or
@@ -152,4 +157,12 @@ class AgentHandle(Protocol):
 
     def entered_context(self) -> dict[str, str]:
         """The text of each context entry as history holds it now, by entry name."""
+        ...
+
+    def rewind(self, turn: int, *, restore_id: str | None = None) -> UserMessage:
+        """Take the conversation back to just before ``turn`` (``history/rewound``: the
+        log keeps the rewound turns, the next request does not hold them) and return
+        the prompt that opened it, to edit and send again. ``restore_id``: the
+        workspace restore done with it. Raises :class:`RewindError` while a turn runs
+        or is about to, or for a turn that is not there to rewind."""
         ...

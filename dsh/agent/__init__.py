@@ -27,7 +27,16 @@ from dsh.agent.interception import (
 )
 from dsh.agent.service import AgentService
 from dsh.agent.signal import TurnSignal
-from dsh.agent_handle import AgentHandle, Edit, InboxItem, Placement, Remove, Status, Target
+from dsh.agent_handle import (
+    AgentHandle,
+    Edit,
+    InboxItem,
+    Placement,
+    Remove,
+    RewindError,
+    Status,
+    Target,
+)
 from dsh.settings_tables import AgentOptions
 
 __all__ = [
@@ -55,6 +64,7 @@ __all__ = [
     "Remove",
     "RequestError",
     "Retry",
+    "RewindError",
     "Status",
     "Target",
     "TurnSignal",

@@ -21,11 +21,20 @@ from typing import Any, TypeVar
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import PromptAllow, PromptBlock, PromptSubmit
 from dsh.agent.turn import AgentServices, Turn
-from dsh.agent_handle import Edit, InboxItem, Remove, Status, Target
+from dsh.agent_handle import Edit, InboxItem, Remove, RewindError, Status, Target
 from dsh.hooks import AGENT_PROMPT_BLOCKED, AGENT_PROMPT_SUBMIT, AGENT_STATUS
-from dsh.llm import LlmService, Message, PluginSource, SessionId, UserMessage
+from dsh.llm import (
+    LlmService,
+    Message,
+    PluginSource,
+    SessionId,
+    UserMessage,
+    new_message_id,
+    user_text,
+)
 from dsh.session import CancelCause, Session, SessionSink, TurnAborted, TurnEndReason
-from dsh.session.events import CancelByDisposal, PromptTrigger
+from dsh.session.events import CancelByDisposal, HistoryRewound, PromptTrigger
+from dsh.session.turns import TurnNotFoundError, find_turn, turn_prompt, turns
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService
 
@@ -181,6 +190,24 @@ class Agent:
     async def flush(self, *, sync: bool = True) -> bool:
         """Store the session's events so far (``sync``: through a power cut too)."""
         return await self._sink.flush(sync=sync)
+
+    def rewind(self, turn: int, *, restore_id: str | None = None) -> UserMessage:
+        """Take the conversation back to just before ``turn``; returns its prompt."""
+        if self.status != "idle" or self._reservation is not None or self._turn is not None:
+            raise RewindError("a turn is running: rewind once it has ended (or stop it first)")
+        try:
+            info = find_turn(turns(self.session), turn, visible=True)
+        except TurnNotFoundError as error:
+            raise RewindError(str(error)) from None
+        self.session.append(
+            "history/rewound",
+            HistoryRewound(turn=turn, to_seq=info.start_seq, restore_id=restore_id),
+        )
+        prompt = turn_prompt(self.session.events, info)
+        if prompt is None:  # a turn no one typed (a background job woke it)
+            return user_text("")
+        # Sent again, it is a new message: the rewound one keeps its id in the log.
+        return prompt.model_copy(update={"id": new_message_id()})
 
     async def dispose(self) -> None:
         """Stop the running turn (queued prompts stay durable for a later resume),

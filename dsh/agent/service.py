@@ -116,13 +116,15 @@ class AgentService:
         *,
         cwd: Path | None = None,
         setup: Setup | None = None,
+        at_turn: int | None = None,
     ) -> Agent:
         """An agent on a new session that continues a stored one (by id or unique
-        prefix) from its last finished turn, working in ``cwd`` as :meth:`resume`
-        does; the stored one is only read, so this works while another process
-        writes it."""
+        prefix) from its last finished turn (``at_turn``: from the end of that turn),
+        working in ``cwd`` as :meth:`resume` does; the stored one is only read, so
+        this works while another process writes it. Raises ``ForkError`` saying why
+        it cannot fork there."""
         cwd = (cwd or Path.cwd()).resolve()
-        session = await self._sessions.fork(session_id, cwd=str(cwd))
+        session = await self._sessions.fork(session_id, cwd=str(cwd), at_turn=at_turn)
         # What the fork logged after the copied events (session/moved) is news: shown.
         opened_at = session.header.seed_length or len(session.events)
         return await self._continue(session, options, setup, opened_at, cwd)

@@ -1,4 +1,4 @@
-"""``dsh sessions``: list, show, search, export, import, remove and reindex sessions.
+"""``dsh sessions``: list, show, search, export, fork, import, remove and reindex sessions.
 
 No plugin is applied here, but a command that reads logs first registers every
 plugin's vocabulary (their event types), so a log reads as a running dsh reads it: a
@@ -30,6 +30,7 @@ from dsh.session.sqlite import SqlitePersistence
 from dsh.session.store import (
     AmbiguousSessionError,
     Backend,
+    ForkError,
     blobs_beside,
     copy_blobs,
     make_persistence,
@@ -108,6 +109,8 @@ class _Cli:
                     return await self.search()
                 case "export":
                     return await self.export()
+                case "fork":
+                    return await self.fork()
                 case "import":
                     return await self.import_file()
                 case "rm":
@@ -115,7 +118,7 @@ class _Cli:
                 case "reindex":
                     return await self.reindex()
             return 2
-        except (LookupError, AmbiguousSessionError, PersistenceError) as error:
+        except (LookupError, AmbiguousSessionError, PersistenceError, ForkError) as error:
             print(f"dsh: {error}", file=sys.stderr)
             return 1
         except BrokenPipeError:
@@ -180,6 +183,22 @@ class _Cli:
                 await asyncio.to_thread(copy_blobs, source, blobs_beside(self.args.output))
         else:
             sys.stdout.write(text)
+        return 0
+
+    async def fork(self) -> int:
+        """A new session holding the conversation up to a turn; the source is only read
+        (so it can be forked while another dsh writes it)."""
+        await self.vocabulary()
+        turn = self.args.at
+        if turn is not None and turn < 1:
+            print(f"dsh: --at takes a turn number (1 or more), not {turn}", file=sys.stderr)
+            return 1
+        forked = await self.store.fork(self.args.id, at_turn=turn)
+        await self.store.close(forked)
+        source = forked.header.parent_session or self.args.id
+        where = f"turn {turn}" if turn is not None else "its last finished turn"
+        print(f"Forked session {source} at {where} into {forked.id}.")
+        print(f"Resume it with: dsh --resume {forked.id}")
         return 0
 
     async def import_file(self) -> int:

@@ -27,6 +27,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export.add_argument("--format", choices=["jsonl", "markdown"], default="jsonl")
     export.add_argument("-o", "--output", help="file to write (default: standard output)")
 
+    fork = sub.add_parser(
+        "fork", help="a new session holding a session's conversation up to a turn"
+    )
+    fork.add_argument("id", help="session id or a unique prefix of one")
+    fork.add_argument(
+        "--at",
+        type=int,
+        metavar="TURN",
+        help="through the end of this turn (default: its last finished turn)",
+    )
+
     importing = sub.add_parser("import", help="store a session exported as JSONL")
     importing.add_argument("file")
 

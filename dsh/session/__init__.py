@@ -21,6 +21,7 @@ from dsh.session.events import (
     EpochHeader,
     EventFormatError,
     EventType,
+    HistoryRewound,
     PaidCall,
     PaidRequest,
     ReplaceOp,
@@ -80,6 +81,7 @@ from dsh.session.spend import (
     session_spend,
 )
 from dsh.session.store import AmbiguousSessionError, ForkError, SessionSink, SessionStore
+from dsh.session.turns import TurnInfo, TurnNotFoundError, shadowing, turns, turns_of
 
 __all__ = [
     "AmbiguousSessionError",
@@ -102,6 +104,7 @@ __all__ = [
     "EventType",
     "ForkError",
     "FormatUnsupportedError",
+    "HistoryRewound",
     "Holder",
     "LoadIssue",
     "LoadedSession",
@@ -141,9 +144,11 @@ __all__ = [
     "TurnEnd",
     "TurnEndReason",
     "TurnFailed",
+    "TurnInfo",
     "TurnInterrupted",
     "TurnMaxSteps",
     "TurnMaxTokens",
+    "TurnNotFoundError",
     "TurnStart",
     "TurnTrigger",
     "cancel_causes",
@@ -157,7 +162,10 @@ __all__ = [
     "register_event",
     "register_events",
     "session_spend",
+    "shadowing",
     "title_of",
     "turn_end_reasons",
     "turn_triggers",
+    "turns",
+    "turns_of",
 ]

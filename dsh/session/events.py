@@ -457,6 +457,18 @@ class InboxDiscarded(Frozen):
     """Why, in words: a prompt-submit hook's reason for blocking, say."""
 
 
+class HistoryRewound(Frozen):
+    """The conversation goes back to just before turn ``turn``: every event from
+    ``to_seq`` (that turn's ``turn/start``) up to this one is shadowed. Model history
+    becomes what it was before ``to_seq``; the log itself only grows."""
+
+    turn: PositiveInt
+    to_seq: NonNegativeInt
+    restore_id: str | None = None
+    """The workspace restore (``checkpoint/restoring``) done with it, when the code went
+    back too."""
+
+
 class OpaqueData(Opaque):
     """The payload of an event of a type this process does not know."""
 
@@ -638,6 +650,7 @@ _core_event("inbox/enqueued", InboxEnqueued)
 _core_event("inbox/updated", InboxUpdated)
 _core_event("inbox/claimed", InboxClaimed)
 _core_event("inbox/discarded", InboxDiscarded)
+_core_event("history/rewound", HistoryRewound)
 
 
 # ---------------------------------------------------------------------- the envelope

@@ -22,7 +22,14 @@ from dsh.llm import (
     ToolResultMessage,
     tool_result,
 )
-from dsh.session.events import AssistantMessageData, ReplaceOp, SessionEvent, ToolResult
+from dsh.session.events import (
+    AssistantMessageData,
+    HistoryRewound,
+    ReplaceOp,
+    SessionEvent,
+    ToolResult,
+    TurnStart,
+)
 
 UNANSWERED_CALL_TEXT = (
     "This tool call was interrupted before it returned a result, so its outcome is "
@@ -81,6 +88,66 @@ class Surface:
                 first, last = self.positions(op)
                 self.nodes[first : last + 1] = [event.seq]
                 self.generation += 1
+
+
+class Rewinds:
+    """The runs of a log that rewinds shadow: a ``history/rewound`` at seq ``at`` going
+    back to ``start`` (a turn's ``turn/start``) shadows ``start .. at - 1``. A rewind
+    can only go back to a turn still in view, so two runs are nested or apart."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[int, int]] = []
+        """(start, at) of every rewind that holds, in log order."""
+
+    def shadowed(self, seq: int) -> bool:
+        return any(start <= seq < at for start, at in self.runs)
+
+    def problem(
+        self, events: Sequence[SessionEvent], at: int, rewind: HistoryRewound
+    ) -> str | None:
+        """Why a rewind logged at ``at`` cannot hold in ``events``, or None."""
+        start = rewind.to_seq
+        if start >= at or start >= len(events):
+            return f"rewind to seq {start}, which is not before it"
+        data = events[start].data
+        if not isinstance(data, TurnStart) or data.turn != rewind.turn:
+            return f"rewind to turn {rewind.turn}: seq {start} is not that turn's turn/start"
+        if self.shadowed(start):
+            return f"rewind to turn {rewind.turn}, which an earlier rewind took back already"
+        return None
+
+
+def rewinds_of(events: Sequence[SessionEvent]) -> Rewinds:
+    """The rewinds that hold in ``events`` (a stored log, an export)."""
+    rewinds = Rewinds()
+    for event in events:
+        data = event.data
+        if isinstance(data, HistoryRewound) and rewinds.problem(events, event.seq, data) is None:
+            rewinds.runs.append((data.to_seq, event.seq))
+    return rewinds
+
+
+def surface_before(events: Sequence[SessionEvent], end: int, rewinds: Rewinds) -> list[int]:
+    """The surface nodes as they stood just before seq ``end``: the surface operations
+    of ``events[:end]`` replayed, each rewind among them putting back the surface its
+    turn started with."""
+    runs = [(start, at) for start, at in rewinds.runs if at < end]
+    wanted = {start for start, _ in runs}
+    back_to = {at: start for start, at in runs}
+    kept: dict[int, list[int]] = {}
+    surface = Surface()
+    for event in events[:end]:
+        if event.seq in wanted:
+            kept[event.seq] = list(surface.nodes)
+        start = back_to.get(event.seq)
+        if start is not None:
+            surface.nodes = list(kept[start])
+            continue
+        try:
+            surface.apply(event)
+        except SurfaceError:
+            surface.nodes.append(event.seq)  # as a seed's damaged replace is kept
+    return surface.nodes
 
 
 def synthetic_result(call_id: CallId) -> ToolResultMessage:

@@ -1,6 +1,9 @@
 """A session as a Markdown transcript, for reading and sharing (``dsh sessions show``
 and ``export``). Control characters in it are shown as pictures
-(:func:`dsh.control_chars.visible`), so the file is safe to print on a terminal."""
+(:func:`dsh.control_chars.visible`), so the file is safe to print on a terminal.
+
+What a rewind took back stays in the transcript, each part marked ``(rewound)``, with
+a line where the rewind happened: the log keeps it, the conversation does not."""
 
 from __future__ import annotations
 
@@ -12,12 +15,16 @@ from dsh.control_chars import visible
 from dsh.llm import PluginSource, ReasoningBlock, TextBlock, ToolCallBlock
 from dsh.session.events import (
     AssistantMessageData,
+    HistoryRewound,
     SessionEvent,
     ToolResult,
     TurnEnd,
     latest_title,
 )
 from dsh.session.header import SessionHeader
+from dsh.session.history import rewinds_of
+
+REWOUND = " (rewound)"
 
 
 def _when(ms: int) -> str:
@@ -62,7 +69,9 @@ def to_markdown(
         out.append(f"- Started from it: `{child_id}` {child_title}")
     out.append("")
 
+    rewinds = rewinds_of(events)
     for event in events:
+        mark = REWOUND if rewinds.shadowed(event.seq) else ""
         match event.type:
             case "user/message" | "steering/message":
                 message = event.data
@@ -70,14 +79,14 @@ def to_markdown(
                     heading = f"Context from {message.source.plugin}"
                 else:
                     heading = "Steering" if event.type == "steering/message" else "User"
-                out += [f"## {heading}", "", message.text(), ""]
+                out += [f"## {heading}{mark}", "", message.text(), ""]
             case "assistant/message":
                 data = event.data
                 assert isinstance(data, AssistantMessageData)
                 if not data.message.content:
                     continue
                 suffix = " (interrupted)" if data.interrupted else ""
-                out += [f"## Assistant{suffix}", ""]
+                out += [f"## Assistant{suffix}{mark}", ""]
                 for block in data.message.content:
                     match block:
                         case ReasoningBlock(text=text) if text.strip():
@@ -96,10 +105,22 @@ def to_markdown(
                 result = data.message.result
                 label = "Tool error" if result.is_error else "Tool result"
                 text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
-                out += [f"**{label}**", "", _fence(text or "(no output)"), ""]
+                out += [f"**{label}**{mark}", "", _fence(text or "(no output)"), ""]
             case "turn/end":
                 reason = event.data.reason.kind if isinstance(event.data, TurnEnd) else "?"
                 if reason not in ("completed",):
-                    out += [f"*Turn ended: {reason}*", ""]
+                    out += [f"*Turn ended: {reason}*{mark}", ""]
+            case "history/rewound" if isinstance(event.data, HistoryRewound):
+                turn = event.data.turn
+                if (event.data.to_seq, event.seq) in rewinds.runs:
+                    said = (
+                        f"Rewound to before turn {turn}: what is marked (rewound) is no "
+                        "longer in the conversation."
+                    )
+                else:
+                    said = (
+                        f"A rewind to before turn {turn} that this log does not hold a start for."
+                    )
+                out += [f"*{said}*", ""]
     # Read on a terminal (``dsh sessions show``, ``cat``), nothing in it may drive one.
     return visible("\n".join(out).rstrip() + "\n")

@@ -19,6 +19,7 @@ from dsh.session.events import (
     EndSeed,
     EpochHeader,
     EventFormatError,
+    HistoryRewound,
     ReplaceOp,
     RequestContext,
     RequestHeader,
@@ -34,7 +35,14 @@ from dsh.session.events import (
     parse_payload,
 )
 from dsh.session.header import SessionHeader
-from dsh.session.history import HistoryFold, Surface, SurfaceError, event_message
+from dsh.session.history import (
+    HistoryFold,
+    Rewinds,
+    Surface,
+    SurfaceError,
+    event_message,
+    surface_before,
+)
 
 if TYPE_CHECKING:
     from dsh.session.persistence import LoadIssue
@@ -66,6 +74,7 @@ class Session:
         self._subscribers: list[Subscriber] = []
         self._dispatching = False
         self._surface = Surface()
+        self._rewinds = Rewinds()
         self._fold = HistoryFold()
         self._folded = 0  # surface nodes already in the fold
         self._fold_generation = 0
@@ -103,7 +112,13 @@ class Session:
 
     @property
     def replace_generation(self) -> int:
+        """Bumped whenever history is rewritten rather than extended (a replace, a
+        rewind): what was derived from it before must be derived again."""
         return self._surface.generation
+
+    def shadowed(self, seq: int) -> bool:
+        """Whether a rewind took the event at ``seq`` back (it stays in the log)."""
+        return self._rewinds.shadowed(seq)
 
     # ------------------------------------------------------------------ appending
 
@@ -128,6 +143,8 @@ class Session:
             surface_op = "append"
         sources = tuple(source_event_seqs) if source_event_seqs is not None else None
         self._check_surface(type, seq, surface, surface_op, sources)
+        if isinstance(payload, HistoryRewound):
+            self._check_rewind(seq, payload)
         event = SessionEvent(
             type=type,
             seq=seq,
@@ -176,6 +193,26 @@ class Session:
                     f"{type}: a replace must cite every node it shadows {shadowed}"
                 )
 
+    def _check_rewind(self, seq: int, rewind: HistoryRewound) -> None:
+        if self.open_turn is not None:
+            raise EventFormatError(f"cannot rewind while turn {self.open_turn} is open")
+        problem = self._rewinds.problem(self._events, seq, rewind)
+        if problem is not None:
+            raise EventFormatError(problem)
+
+    def _rewind(self, event: SessionEvent, rewind: HistoryRewound) -> None:
+        """History goes back to what it was before the rewound turn started."""
+        problem = self._rewinds.problem(self._events, event.seq, rewind)
+        if problem is not None:
+            # Only a stored log can get here (append checks first): one written by hand,
+            # or whose turn/start was lost to a damaged line. History stays as it is.
+            _log.warning("session %s seq %d: %s; ignored", self.id, event.seq, problem)
+            return
+        self._rewinds.runs.append((rewind.to_seq, event.seq))
+        self._surface.nodes = surface_before(self._events, rewind.to_seq, self._rewinds)
+        self._surface.generation += 1
+        self._derived = None
+
     def _store(self, event: SessionEvent) -> None:
         self._events.append(event)
         match event.data:
@@ -191,6 +228,10 @@ class Session:
                 self._header_seq = event.seq
             case RequestContext():
                 self._context_seq = event.seq
+            case HistoryRewound():
+                # The request header and route are not rewound: they say what the next
+                # request is sent with, which the rewound turns do not change.
+                self._rewind(event, event.data)
         if event.surface_op is not None:
             try:
                 self._surface.apply(event)

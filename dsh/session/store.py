@@ -36,6 +36,7 @@ from dsh.session.repair import closing_events
 from dsh.session.session import Session, now_ms
 from dsh.session.spend import Pricing
 from dsh.session.sqlite import SqlitePersistence
+from dsh.session.turns import TurnNotFoundError, find_turn, turns_of
 from dsh.session.writer import SessionWriter
 from dsh.settings_tables import Backend as Backend
 
@@ -242,12 +243,21 @@ class SessionStore:
         return session
 
     async def fork(
-        self, source_id: str, at_seq: int | None = None, *, cwd: str | None = None
+        self,
+        source_id: str,
+        at_seq: int | None = None,
+        *,
+        cwd: str | None = None,
+        at_turn: int | None = None,
     ) -> Session:
-        """A new session continuing from ``source_id``'s events up to ``at_seq`` (by
-        default its last finished turn: another process may be in the middle of one),
-        in ``cwd`` (None: the source's folder; when another, ``session/moved`` says
-        which the source's was). The source is only read."""
+        """A new session continuing from ``source_id``'s events up to ``at_seq`` or
+        through the end of turn ``at_turn`` (by default its last finished turn:
+        another process may be in the middle of one), in ``cwd`` (None: the source's
+        folder; when another, ``session/moved`` says which the source's was). The
+        source is only read. A turn a rewind took back can be forked at: the fork holds
+        the conversation as it was at that turn's end."""
+        if at_seq is not None and at_turn is not None:
+            raise ValueError("fork at a seq or at a turn, not both")
         resolved = await self.resolve(source_id)
         loaded = await self.persistence.inspect(resolved)
         events = loaded.events
@@ -255,7 +265,9 @@ class SessionStore:
             # The turn its writer has open is not interrupted, only unfinished.
             events = events[: len(events) - len(loaded.repaired)]
         boundary = len(events) - 1 if at_seq is None else at_seq
-        if at_seq is None and closing_events(events):
+        if at_turn is not None:
+            boundary = _turn_end(resolved, events, at_turn)
+        elif at_seq is None and closing_events(events):
             ends = [e.seq for e in events if e.type == "turn/end"]
             if not ends:
                 raise ForkError(f"session {resolved} has no finished turn to continue from yet")
@@ -608,6 +620,19 @@ class SessionStore:
         finally:
             self._release(resolved)
         return resolved
+
+
+def _turn_end(session_id: str, events: Sequence[SessionEvent], turn: int) -> int:
+    """The seq of turn ``turn``'s ``turn/end`` in ``events``; ForkError says why not."""
+    try:
+        info = find_turn(turns_of(events), turn)
+    except TurnNotFoundError as error:
+        raise ForkError(f"cannot fork session {session_id} at turn {turn}: {error}") from None
+    if info.end_seq is None:
+        raise ForkError(
+            f"turn {turn} of session {session_id} has not ended yet; fork at an earlier turn"
+        )
+    return info.end_seq
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from dsh.session.events import (
     CommandRun,
     Corrupt,
     GrantsIgnored,
+    HistoryRewound,
     InboxClaimed,
     InboxDiscarded,
     InboxEnqueued,
@@ -278,6 +279,11 @@ class TranscriptFold:
         self._turn_spent = Spend()
         self._stepped: list[Entry] | None = None
         """The entries the running fold step added, while one runs."""
+        self._starts: dict[int, int] = {}
+        """Each turn's ``turn/start`` seq, while a rewind can go back to it."""
+        self.rewinds = 0
+        """How many rewinds dropped entries: a view that drew entries redraws when it
+        changes (the dropped ones are no longer in :attr:`entries`)."""
 
     def get(self, key: str) -> Entry | None:
         return self._by_key.get(key)
@@ -302,6 +308,7 @@ class TranscriptFold:
             case ToolResult():
                 return self._tool_result(event, data)
             case TurnStart():
+                self._starts[data.turn] = event.seq
                 self._turn_started[data.turn] = event.time
                 self._turn_spent = Spend()
                 self.panels = {}
@@ -358,6 +365,8 @@ class TranscriptFold:
             case SessionMoved():
                 text = visible(data.notice())
                 return [self._add(NoticeEntry(f"moved:{event.seq}", event.seq, "warning", text))]
+            case HistoryRewound():
+                return self._rewound(event, data)
             case CommandRun():
                 label = visible(f"/{data.name}" + (f" {data.args}" if data.args else ""))
                 entry = NoticeEntry(f"command:{data.command_id}", event.seq, "info", label)
@@ -623,6 +632,33 @@ class TranscriptFold:
             entry.status = "done"
         self._set_state("thinking")
         return [entry]
+
+    def _rewound(self, event: SessionEvent, data: HistoryRewound) -> list[Entry]:
+        """The rewound turns leave the transcript (they stay in the log, and in the
+        session's spend: they were paid for); one notice says where it went back to."""
+        if self._starts.get(data.turn) != data.to_seq:
+            # As the session does: a rewind the log holds no start for changes nothing.
+            text = f"A rewind to before turn {data.turn} could not be applied: ignored."
+            return [self._add(NoticeEntry(f"rewound:{event.seq}", event.seq, "warning", text))]
+        self._starts = {turn: seq for turn, seq in self._starts.items() if seq < data.to_seq}
+        kept = [entry for entry in self.entries if entry.seq < data.to_seq]
+        if len(kept) != len(self.entries):
+            self.entries = kept
+            self._by_key = {entry.key: entry for entry in kept}
+            self._tools_by_request = {
+                request: entry
+                for request, entry in self._tools_by_request.items()
+                if entry.seq < data.to_seq
+            }
+            self.rewinds += 1
+        self._turn_started = {
+            turn: started for turn, started in self._turn_started.items() if turn < data.turn
+        }
+        # Measured for a history that is no longer sent: unknown until the next request.
+        self.status.context_tokens = None
+        self._set_state("idle")
+        text = f"Rewound to before turn {data.turn}."
+        return [self._add(NoticeEntry(f"rewound:{event.seq}", event.seq, "info", text))]
 
     def _turn_end(self, event: SessionEvent, data: TurnEnd) -> list[Entry]:
         outcome: Literal["completed", "cancelled", "failed", "stopped"]

@@ -590,6 +590,40 @@ class SessionController:
             return
         await self._attach(agent, replay=True)
 
+    async def fork_session(self, turn: int | None) -> None:
+        """``/fork [TURN]``: a new session holding the conversation on screen through
+        the end of turn ``turn`` (None: its last finished turn), opened in its place
+        as ``/resume`` opens one. The session on screen is kept as it is; one that
+        cannot be forked there is an error that changes nothing."""
+        from dsh.commands import CommandError
+        from dsh.session import ForkError, PersistenceError
+
+        if self.ui.one_session:
+            raise CommandError("headless, fork with: dsh sessions fork ID [--at TURN]")
+        agent = self.agent
+        if agent is None:
+            raise CommandError("no session on screen to fork")
+        if agent.status != "idle":
+            raise CommandError("a turn is running: /fork once it has ended")
+        runtime = self._runtime()
+        # The fork is made from storage: everything on screen goes there first.
+        if not await agent.flush():
+            raise CommandError("this session could not be written, so it cannot be forked yet")
+        try:
+            forked = await runtime.agents.fork(
+                str(agent.id), agent.options, cwd=self.cwd, at_turn=turn
+            )
+        except (ForkError, LookupError, OSError, PersistenceError) as error:
+            raise CommandError(str(error)) from None
+        source = agent.id
+        await self._detach("resume")
+        await self._attach(forked, replay=True)
+        where = f"turn {turn}" if turn is not None else "its last finished turn"
+        self.ui.show(
+            f"Forked session {source[:8]} at {where}: this is the new session "
+            f"{forked.id[:8]}. The original is kept (/resume {source[:8]} to go back)."
+        )
+
     async def quit(self) -> None:
         await self.ui.quit()
 
@@ -613,6 +647,9 @@ class SessionController:
 
         async def resume(context: CommandContext, args: str) -> None:
             await self.open_session(args or None)
+
+        async def fork(context: CommandContext, args: str) -> None:
+            await self.fork_session(parse_turn("fork", args))
 
         async def quit_(context: CommandContext, args: str) -> None:
             await self.quit()
@@ -640,6 +677,13 @@ class SessionController:
         for command in (
             Command("new", "start a new session", new, recorded=False),
             Command("resume", "resume a session of this folder", resume, "[id]", recorded=False),
+            Command(
+                "fork",
+                "continue in a new session from a turn (default: the last)",
+                fork,
+                "[turn]",
+                recorded=False,
+            ),
             Command(
                 "status",
                 "model, tokens, context and cost so far, and the sandbox",
@@ -770,3 +814,16 @@ def ago(timestamp: int, now: float) -> str:
         if seconds >= size:
             return f"{int(seconds // size)} {unit} ago"
     return "just now"
+
+
+def parse_turn(command: str, args: str) -> int | None:
+    """A command's optional turn number (``/fork 3``): None when none is given; a
+    CommandError saying how to write one otherwise."""
+    from dsh.commands import CommandError
+
+    text = args.strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise CommandError(f"/{command} takes a turn number, as in /{command} 2 (not {text!r})")
+    return int(text)

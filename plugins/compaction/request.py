@@ -35,6 +35,7 @@ from dsh.session import (
     SessionEvent,
     derive_history,
     event_message,
+    shadowing,
 )
 from plugins.compaction.events import PURPOSE, CompactionStart, CompactionSummary
 from plugins.compaction.meter import epoch_tokens, message_tokens, messages_tokens, text_tokens
@@ -75,9 +76,11 @@ class Trim:
 
 
 def latest_todos(events: Sequence[SessionEvent]) -> tuple[TodoItem, ...]:
-    """The todo list as the latest ``todo/write`` of ``events`` left it."""
+    """The todo list as the latest ``todo/write`` of ``events`` left it, leaving out
+    what a rewind took back (the list written in a rewound turn is not the model's)."""
+    rewound = shadowing(events)
     for event in reversed(events):
-        if isinstance(event.data, TodoWrite):
+        if isinstance(event.data, TodoWrite) and not rewound.shadowed(event.seq):
             return event.data.todos
     return ()
 

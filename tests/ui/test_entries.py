@@ -354,3 +354,75 @@ def test_the_retries_of_one_request_are_one_notice_saying_the_latest() -> None:
     assert notice.text == "deepseek server error (500) - retry 3 of 5 in 1.5 s"
     printed = out.getvalue()
     assert [f"retry {n} of 5" in printed for n in (1, 2, 3)] == [True, True, True]
+
+
+async def test_a_rewind_drops_the_rewound_turns_and_says_so_once(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="echo", arguments={"text": "hi"})]),
+        Reply(text="First done."),
+        Reply(text="Second done."),
+        Reply(text="Third done."),
+        Reply(text="Again done."),
+    )
+    agent = await runtime.agents.create(tmp_path)
+    live = TranscriptFold(cost=runtime.llm.cost)
+    agent.session.subscribe(live.apply)
+    for prompt in ("first", "second", "third"):
+        agent.followup(user_text(prompt))
+        await agent.when_idle()
+    cost = live.status.cost
+
+    agent.rewind(3)
+    agent.rewind(2)
+    agent.followup(user_text("second, again"))
+    await agent.when_idle()
+
+    expected = [
+        ("user", "first"),
+        ("tool", "echo done echo: hi"),
+        ("AnswerEntry", "First done."),
+        ("footer", "completed"),
+        # The notice of the rewind to turn 3 went with turn 2, which it followed.
+        ("NoticeEntry", "Rewound to before turn 2."),
+        ("user", "second, again"),
+        ("AnswerEntry", "Again done."),
+        ("footer", "completed"),
+    ]
+    assert shape(live) == expected
+    assert live.rewinds == 2
+    tool = next(entry for entry in live.entries if isinstance(entry, ToolEntry))
+    assert live.get(tool.key) is tool
+    assert live.get("block:2.1.0") is None  # turn 2's answer, dropped
+    # What was paid for still counts.
+    assert cost is not None
+    assert live.status.cost is not None
+    assert live.status.cost > cost
+    replayed = TranscriptFold(cost=runtime.llm.cost)
+    for event in agent.session.events:
+        replayed.apply(event)
+    assert shape(replayed) == expected
+
+
+def test_a_rewind_the_fold_has_no_turn_start_for_changes_nothing() -> None:
+    fold = TranscriptFold()
+    fold.apply(parse_event({"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1}}))
+    fold.apply(
+        parse_event(
+            {
+                "type": "user/message",
+                "seq": 1,
+                "time": 1,
+                "data": user_text("kept").model_dump(mode="json"),
+                "surfaceOp": "append",
+            }
+        )
+    )
+    rewind = {"type": "history/rewound", "seq": 2, "time": 2, "data": {"turn": 1, "toSeq": 1}}
+    fold.apply(parse_event(rewind))
+    assert shape(fold) == [
+        ("user", "kept"),
+        ("NoticeEntry", "A rewind to before turn 1 could not be applied: ignored."),
+    ]
+    assert fold.rewinds == 0

@@ -18,7 +18,7 @@ from dsh.commands import CommandError
 from dsh.frontend import Kind
 from dsh.hooks import APPROVAL_ASK
 from dsh.runtime import Runtime
-from dsh.session import SessionBusyError, SessionEvent
+from dsh.session import SessionBusyError, SessionEvent, turns_of
 from dsh.settings import Settings
 from dsh.testing import FakeLLM, Reply
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
@@ -269,3 +269,43 @@ async def test_a_second_close_returns_once_the_first_is_done(
     assert runtime.agents.list() == []
     assert agent.session.events[-1].type == "turn/end"
     await first
+
+
+async def test_fork_opens_a_new_session_from_a_turn_and_keeps_the_original(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    ui = Recorder()
+    controller = await started(runtime, tmp_path, ui)
+    controller.add_session_commands("", lambda: None)
+    assert await controller.open_first()
+    for prompt in ("first", "second"):
+        assert await controller.submit(prompt)
+        assert controller.agent is not None
+        await asyncio.wait_for(controller.agent.when_idle(), HANG_S)
+    original = controller.agent
+    assert original is not None
+
+    assert not await controller.submit("/fork two")
+    assert ui.said("error")[-1] == "/fork takes a turn number, as in /fork 2 (not 'two')"
+    assert not await controller.submit("/fork 5")
+    assert ui.said("error")[-1].endswith("there is no turn 5; the turns are 1-2")
+    assert controller.agent is original  # nothing changed
+
+    assert not await controller.submit("/fork 1")
+    forked = controller.agent
+    assert forked is not None
+    assert forked.id != original.id
+    assert ui.shown[-1] == (forked.id, True)
+    assert ui.said("info")[-1].startswith(f"Forked session {original.id[:8]} at turn 1: ")
+    assert forked.session.header.parent_session == original.id
+    assert [m.text() for m in forked.session.derive_messages()][-2:] == ["first", "one"]
+    assert await controller.submit("third")
+    await asyncio.wait_for(forked.when_idle(), HANG_S)
+    sent = [m["content"] for m in fake_llm.chat_requests[-1].body["messages"]]
+    assert sent[-3:] == ["first", "one", "third"]
+    assert "second" not in sent
+    # The original still holds both turns.
+    reread = await runtime.sessions.persistence.inspect(original.id)
+    assert [t.prompt for t in turns_of(reread.events)] == ["first", "second"]
+    await controller.close()

@@ -934,3 +934,27 @@ async def test_messages_sent_as_the_first_turn_starts_keep_their_order(
             if m["role"] == "user" and not str(m["content"]).startswith("Today's date")
         ]
         assert users == ["a", "b", "c"]
+
+
+async def test_a_rewind_takes_the_rewound_turns_off_the_screen(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="The first answer."), Reply(text="The second answer."))
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await finish_a_turn(app, pilot, "the first question")
+        await finish_a_turn(app, pilot, "the second question")
+        await until(pilot, lambda: "The second answer." in screen_text(app), what="turn 2")
+
+        prompt = app.agent.rewind(2)
+
+        assert prompt.text() == "the second question"
+        await until(
+            pilot,
+            lambda: "Rewound to before turn 2." in screen_text(app),
+            what="the rewind notice",
+        )
+        text = screen_text(app)
+        assert "The first answer." in text
+        assert "the second question" not in text
+        assert "The second answer." not in text
+        assert text.count("Rewound to before turn 2.") == 1

@@ -290,6 +290,8 @@ class Transcript(VerticalScroll, can_focus=False):
         """Index in the fold's entries of the oldest entry that has (or had) a view."""
         self._known: set[str] = set()
         self._pending: dict[str, Entry] = {}
+        self._rewinds = 0
+        """The fold's rewinds when it was last drawn whole."""
         self._local: list[Widget] = []
         self._scheduled = False
         self._more = MoreAbove("", id="more-above")
@@ -308,6 +310,7 @@ class Transcript(VerticalScroll, can_focus=False):
     async def show(self, fold: TranscriptFold) -> None:
         """Replace what is shown by the tail of ``fold`` (a session opened or resumed)."""
         self.fold = fold
+        self._rewinds = fold.rewinds
         self._pending.clear()
         await self.remove_children([w for w in self.children if w is not self._more])
         self.views.clear()
@@ -321,7 +324,13 @@ class Transcript(VerticalScroll, can_focus=False):
         self.anchor()
 
     def take(self, changed: list[Entry]) -> None:
-        """Entries an event added or changed: shown at the next refresh."""
+        """Entries an event added or changed: shown at the next refresh. After a
+        rewind dropped entries, the transcript is drawn again from the fold."""
+        fold = self.fold
+        if fold is not None and fold.rewinds != self._rewinds:
+            self._rewinds = fold.rewinds
+            self.run_worker(self.show(fold), group="rewound", exclusive=True)
+            return
         for entry in changed:
             self._pending[entry.key] = entry
         if changed and not self._scheduled:
