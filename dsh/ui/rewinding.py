@@ -18,9 +18,14 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from dsh.control_chars import visible
+
+if TYPE_CHECKING:
+    from dsh.checkpoints import RestorePlan
+    from dsh.commands import CommandContext, CommandView
+    from dsh.llm import UserMessage
 
 RewindChoice = Literal["both", "conversation", "code"]
 """What a rewind restores: code and conversation, the conversation only, the code only."""
@@ -151,6 +156,11 @@ class RewindAsker(Protocol):
         """The rewound turn's prompt, back for the person to edit and send again."""
         ...
 
+    def said(self, text: str) -> None:
+        """What the rewind did, for the person: shown once the transcript on screen
+        shows the rewound conversation."""
+        ...
+
 
 class ChoosingAsker:
     """A :class:`RewindAsker` of numbered lists (``choose``) and lines (``show``):
@@ -205,6 +215,9 @@ class ChoosingAsker:
 
     def put_back(self, prompt: str) -> None:
         self.show(f"The prompt of that turn, to send again or change:\n{prompt}")
+
+    def said(self, text: str) -> None:
+        self.show(text)
 
 
 def parse_arguments(args: str) -> tuple[int | None, RewindChoice | None]:
@@ -301,4 +314,178 @@ def preview_lines(turn: TurnRow, code: CodePreview, limit: int = PREVIEW_FILES) 
         shown = ", ".join(visible(path, one_line=True) for path in code.left_out[:limit])
         lines.append(f"Not in the checkpoints (too large), not restored: {shown}")
     lines.append(NOT_COVERED)
+    return lines
+
+
+# ---------------------------------------------------------------------- the command
+
+
+def register_rewind(commands: CommandView, asker: Callable[[], RewindAsker]) -> None:
+    """``/rewind`` in ``commands`` (a front end's view of the commands service);
+    ``asker`` gives the front end's way of asking, when the command runs."""
+    from dsh.commands import Command
+
+    async def rewind(context: CommandContext, args: str) -> None:
+        await run_rewind(context, args, asker())
+
+    commands.register(
+        "rewind",
+        Command(
+            "rewind",
+            "go back to before a turn: its code, its conversation or both",
+            rewind,
+            "[turn] [--code|--conversation|--both]",
+        ),
+    )
+
+
+async def run_rewind(context: CommandContext, args: str, asker: RewindAsker) -> RewindResult | None:
+    """``/rewind [TURN] [--code|--conversation|--both]``: the turn picked (or named),
+    what to restore chosen after the code's summary is shown, then done: the code
+    first (a restore that is itself recorded and resumable), then the conversation
+    (``history/rewound`` naming that restore), so a rewind stopped halfway leaves the
+    conversation as it was. Returns what it did, or None when the person cancelled.
+    Raises :class:`~dsh.commands.CommandError` with what went wrong; nothing is
+    changed then."""
+    from dsh.agent_handle import RewindError
+    from dsh.checkpoints import CheckpointError
+    from dsh.commands import CommandError
+    from dsh.services import CHECKPOINTS
+    from dsh.session.turns import TurnNotFoundError, find_turn, turns
+
+    agent = context.agent
+    number, choice = parse_arguments(args)
+    if agent.status != "idle":
+        raise CommandError("a turn is running: stop it (Esc) or let it end, then rewind")
+    infos = turns(agent.session)
+    shown = [info for info in infos if not info.shadowed and info.end_seq is not None]
+    if not shown:
+        raise CommandError("nothing to rewind: this session has no finished turn yet")
+    checkpoints = agent.ctx.get(CHECKPOINTS, None)
+    history = checkpoints.history(agent.session) if checkpoints is not None else None
+    rows: list[TurnRow] = []
+    for info in shown:
+        taken = history.turn(info.turn) if history is not None else None
+        rows.append(
+            TurnRow(
+                turn=info.turn,
+                prompt=info.prompt,
+                time=info.time,
+                files=taken.changes if taken is not None else (),
+                files_total=taken.changes_total if taken is not None else 0,
+            )
+        )
+    given: TurnRow | None = None
+    if number is not None:
+        try:
+            found = find_turn(infos, number, visible=True)
+        except TurnNotFoundError as error:
+            raise CommandError(str(error)) from None
+        given = next((row for row in rows if row.turn == found.turn), None)
+        if given is None:
+            raise CommandError(f"turn {number} has not ended yet")
+
+    plans: dict[int, RestorePlan | None] = {}
+    unavailable: dict[int, str] = {}
+
+    async def preview(row: TurnRow) -> CodePreview:
+        if checkpoints is None:
+            return CodePreview(unavailable="checkpoints are off ([checkpoints] enabled = false)")
+        try:
+            plan = plans[row.turn] = await checkpoints.plan_rewind(agent, row.turn)
+        except CheckpointError as error:
+            unavailable[row.turn] = str(error)
+            return CodePreview(unavailable=str(error))
+        unavailable.pop(row.turn, None)
+        return code_preview(plan)
+
+    pick = await asker.ask(rows, preview, turn=given, choice=choice)
+    if pick is None:
+        context.host.show("Nothing was rewound.")
+        return None
+    restored: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+    restore_id: str | None = None
+    notes: list[str] = []
+    if pick.choice in ("both", "code"):
+        if pick.turn not in plans and pick.turn not in unavailable:
+            await preview(next(row for row in rows if row.turn == pick.turn))
+        if pick.turn in unavailable or checkpoints is None:
+            why = unavailable.get(pick.turn, "checkpoints are off")
+            raise CommandError(f"the code cannot be restored: {why}; nothing was rewound")
+        plan = plans.get(pick.turn)
+        if plan is not None:
+            conflicts = plan.conflicts
+        if plan is not None and not plan.empty():
+            try:
+                outcome = await checkpoints.restore(agent, plan)
+            except CheckpointError as error:
+                raise CommandError(f"the code was not restored: {error}") from None
+            restored, conflicts, restore_id = outcome.applied, outcome.conflicts, outcome.restore_id
+        elif pick.choice == "code":
+            notes.append("No file needed restoring.")
+    prompt: str | None = None
+    if pick.choice in ("both", "conversation"):
+        try:
+            prompt = agent.rewind(pick.turn, restore_id=restore_id).text()
+        except RewindError as error:
+            done = " (the code was restored)" if restore_id is not None else ""
+            raise CommandError(f"the conversation was not rewound{done}: {error}") from None
+    elif restore_id is not None:
+        # The conversation stays: the model must know its files went back.
+        agent.session.append("user/message", code_rewound_note(pick.turn, restored, conflicts))
+    result = RewindResult(pick.turn, pick.choice, restored, conflicts, prompt, tuple(notes))
+    asker.said("\n".join(result_lines(result)))
+    if prompt:
+        asker.put_back(prompt)
+    return result
+
+
+def code_preview(plan: RestorePlan | None) -> CodePreview:
+    """The views of a restore plan (None: no turn from there changed a file)."""
+    if plan is None:
+        return CodePreview()
+    return CodePreview(
+        files=tuple(
+            FileRow(row.path, row.action, row.added_lines, row.removed_lines)
+            for row in plan.summary
+        ),
+        conflicts=plan.conflicts,
+        left_out=plan.left_out,
+    )
+
+
+def code_rewound_note(turn: int, restored: Sequence[str], conflicts: Sequence[str]) -> UserMessage:
+    """What the model is told when the code went back and the conversation did not."""
+    from dsh.agent.interruption import NOTE_SOURCE
+    from dsh.llm import TextBlock, UserMessage
+
+    text = (
+        f"[The user restored the project's files to how they were before turn {turn}: "
+        f"{', '.join(restored)} changed back."
+    )
+    if conflicts:
+        text += f" Left as the user changed them: {', '.join(conflicts)}."
+    text += " Read a file again before you rely on what you saw of it.]"
+    return UserMessage(content=(TextBlock(text=text),), source=NOTE_SOURCE)
+
+
+def result_lines(result: RewindResult) -> list[str]:
+    """What a rewind did, for the person."""
+    what = {
+        "both": "code and conversation",
+        "conversation": "conversation",
+        "code": "code",
+    }[result.choice]
+    lines = [f"Rewound the {what} to before turn {result.turn}."]
+    if result.restored:
+        count = len(result.restored)
+        lines.append(f"Restored {count} file{'' if count == 1 else 's'}:")
+        lines.extend(f"  {visible(path, one_line=True)}" for path in result.restored)
+    elif result.choice != "conversation":
+        lines.append("No file was changed.")
+    if result.conflicts:
+        lines.append("Changed by hand since, left alone (conflicts):")
+        lines.extend(f"  {visible(path, one_line=True)}" for path in result.conflicts)
+    lines.extend(result.notes)
     return lines
