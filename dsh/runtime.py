@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh.agent import AgentService
+from dsh.checkpoints import Checkpoints
 from dsh.commands import CommandService
 from dsh.credentials import CredentialStore
 from dsh.kernel import Candidate, Context, PluginHost, discover
@@ -20,6 +21,7 @@ from dsh.sandbox import Policy, Sandbox
 from dsh.services import (
     AGENTS,
     APPROVALS,
+    CHECKPOINTS,
     COMMANDS,
     CREDENTIALS,
     LLM,
@@ -126,6 +128,9 @@ async def start_runtime(
     )
     root.provide(SANDBOX, contained)
     root.effect(lambda: contained.aclose)
+    checkpoints = Checkpoints(settings.checkpoints, home=data)
+    root.provide(CHECKPOINTS, checkpoints)
+    root.effect(lambda: checkpoints.aclose)
     # What an earlier dsh that died left running (if its watchdog died with it) ends
     # now, before anything here starts children of its own; the user's own git
     # settings, which every child's git environment carries, are read meanwhile

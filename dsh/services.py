@@ -22,6 +22,7 @@ from dsh.kernel import ServiceKey
 
 if TYPE_CHECKING:
     from dsh.agent import AgentService
+    from dsh.checkpoints import Checkpoints
     from dsh.commands import CommandView
     from dsh.credentials import CredentialStore
     from dsh.llm.service import BoundLlmService
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AGENTS",
     "APPROVALS",
+    "CHECKPOINTS",
     "COMMANDS",
     "COMMAND_RUNNER",
     "CREDENTIALS",
@@ -81,3 +83,6 @@ whether it works here (``ready``)."""
 COMMAND_RUNNER: ServiceKey[CommandRunner] = ServiceKey("command-runner")
 """Where a tool's foreground shell commands run, when not here (an editor's terminals):
 provided by a front end on an agent's scope; absent, a tool runs them itself."""
+CHECKPOINTS: ServiceKey[Checkpoints] = ServiceKey("checkpoints")
+"""Snapshots of the project's files before a turn's effects (``before_effect``), and
+restoring them (``plan_undo``, ``plan_rewind``, ``restore``)."""

@@ -52,7 +52,13 @@ from dsh.settings_tui import TuiTable
 from dsh.trust import TrustState, TrustStore, project_root
 
 if TYPE_CHECKING:
-    from dsh.settings_tables import AgentOptions, PermissionsTable, SandboxTable, StorageTable
+    from dsh.settings_tables import (
+        AgentOptions,
+        CheckpointsTable,
+        PermissionsTable,
+        SandboxTable,
+        StorageTable,
+    )
 
 USER_FILE = "settings.toml"
 ENV_FILE = ".env"
@@ -116,6 +122,11 @@ class Settings:
     def storage(self) -> StorageTable:
         """``[storage]``: where sessions are kept."""
         return self._validated("storage")  # type: ignore[no-any-return]
+
+    @cached_property
+    def checkpoints(self) -> CheckpointsTable:
+        """``[checkpoints]``: snapshots of the project's files, for ``/undo``."""
+        return self._validated("checkpoints")  # type: ignore[no-any-return]
 
     @cached_property
     def sandbox(self) -> SandboxTable:
@@ -433,6 +444,12 @@ def _tui_model() -> Any:
     return TuiTable
 
 
+def _checkpoints_model() -> Any:
+    from dsh.settings_tables import CheckpointsTable
+
+    return CheckpointsTable
+
+
 def _environment_model() -> Any:
     from dsh.settings_tables import EnvironmentTable
 
@@ -460,4 +477,5 @@ CORE_TABLES = {
     "storage": _storage_model,
     "environment": _environment_model,
     "sandbox": _sandbox_model,
+    "checkpoints": _checkpoints_model,
 }

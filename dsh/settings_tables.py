@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, StringConstraints
+from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, StringConstraints
 
 from dsh.permission_modes import PermissionMode
 from dsh.sandbox.policy import DEFAULT_POLICY, Policy
@@ -53,6 +53,20 @@ class StorageTable(BaseModel):
     backend: Backend = "jsonl"
     """``jsonl`` (a file per session) or ``sqlite`` (one database); either way under
     ``$DSH_HOME``, indexed in the same catalog."""
+
+
+class CheckpointsTable(BaseModel):
+    """``[checkpoints]``: the snapshots of the project's files taken before a turn's
+    effects, which ``/undo`` and ``/rewind`` restore (:mod:`dsh.checkpoints`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    max_file_mb: PositiveFloat = 10
+    """A file larger than this is left out of every checkpoint (and named in it)."""
+    max_checkpoint_mb: PositiveFloat = 200
+    """Once a checkpoint has read this much new content, the largest files left are
+    left out (and named)."""
 
 
 VariableName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]

@@ -13,7 +13,7 @@ from dsh.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_END, AGENT_SE
 from dsh.kernel import Context
 from dsh.llm import LlmService
 from dsh.prompt import PromptService
-from dsh.services import WORKSPACE_FILES
+from dsh.services import CHECKPOINTS, WORKSPACE_FILES
 from dsh.session import Session, SessionStore
 from dsh.session.events import SessionMoved
 from dsh.settings_tables import AgentOptions
@@ -107,7 +107,12 @@ class AgentService:
             # At once, not at the first tool call: the person hears of grants that no
             # longer hold when the session opens, even if no tool is ever called.
             approvals.restore(session)
-        return await self._continue(session, options, setup, opened_at, cwd)
+        agent = await self._continue(session, options, setup, opened_at, cwd)
+        checkpoints = self._root.get(CHECKPOINTS, None)
+        if checkpoints is not None:
+            # A restore a kill cut short is finished before anything else runs.
+            await checkpoints.finish_interrupted(agent)
+        return agent
 
     async def fork(
         self,

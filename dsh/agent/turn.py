@@ -66,6 +66,7 @@ from dsh.llm import (
     tool_result,
 )
 from dsh.prompt import Assembly, PromptContext, PromptService
+from dsh.services import CHECKPOINTS
 from dsh.session import (
     AssistantChunk,
     AssistantMessageData,
@@ -191,6 +192,11 @@ class Turn:
                 # The work is done but not stored: the turn did not succeed.
                 self.ends = TurnFailed(error=self._write_failure())
             reason = self.ends or TurnCompleted()
+            checkpoints = self.agent.ctx.get(CHECKPOINTS, None)
+            if checkpoints is not None:
+                # What the turn changed, for /undo and /rewind: before turn/end, so
+                # a turn's events hold its checkpoints.
+                await checkpoints.turn_ended(self.agent, self.number)
             self.session.append("turn/end", TurnEnd(turn=self.number, reason=reason))
             self._close()
             # Written before the agent goes idle; the fsync follows in the background.
@@ -571,6 +577,8 @@ class Turn:
             spill=(lambda text, label: spill.save(session_id, label, text)) if spill else None,
             progress=self._progress.reporter(call_id),
             allow=self.allow,
+            turn=self.number,
+            step=max(self.steps, 1),
         )
 
     def _log_progress(self, call_id: CallId, text: str) -> None:

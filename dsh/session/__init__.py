@@ -7,6 +7,14 @@ from __future__ import annotations
 
 from dsh.session.blobs import Blobs
 from dsh.session.catalog import Catalog, CatalogEntry, SearchHit
+from dsh.session.checkpoint_events import (
+    CheckpointTaken,
+    FileWrite,
+    LeftOut,
+    PathChange,
+    RestoreDone,
+    RestoreStarted,
+)
 from dsh.session.events import (
     AnyCancelCause,
     AnyTurnEndReason,
@@ -98,20 +106,24 @@ __all__ = [
     "CancelCause",
     "Catalog",
     "CatalogEntry",
+    "CheckpointTaken",
     "CorruptSessionError",
     "EpochHeader",
     "EventFormatError",
     "EventType",
+    "FileWrite",
     "ForkError",
     "FormatUnsupportedError",
     "HistoryRewound",
     "Holder",
+    "LeftOut",
     "LoadIssue",
     "LoadedSession",
     "LogLostError",
     "ModelCall",
     "PaidCall",
     "PaidRequest",
+    "PathChange",
     "PersistenceError",
     "Pricing",
     "ReentrantAppendError",
@@ -119,6 +131,8 @@ __all__ = [
     "RequestContext",
     "RequestHeader",
     "RequestTotal",
+    "RestoreDone",
+    "RestoreStarted",
     "SearchHit",
     "SeqMismatchError",
     "Session",

@@ -110,6 +110,11 @@ class ToolContext:
     """What the person approved beyond the sandbox for this call (set by the pipeline
     after approval, never by the model): an escalation, or ``unsandboxed`` when the
     sandbox cannot start. A tool passes it to ``Sandbox.wrap``."""
+    turn: int | None = None
+    """The turn the call's effects belong to, and its step: the pipeline takes the
+    workspace's checkpoint for them before a call with effects runs. None (a command
+    the person runs at the prompt): no checkpoint, as for an edit by hand."""
+    step: int = 1
 
 
 @dataclass(frozen=True)

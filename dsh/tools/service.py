@@ -40,7 +40,7 @@ from dsh.llm import (
     UserMessage,
     tool_result,
 )
-from dsh.services import SANDBOX
+from dsh.services import CHECKPOINTS, SANDBOX
 from dsh.tools.approval import ApprovalService
 from dsh.tools.definition import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from dsh.tools.spill import MAX_INLINE_BYTES, SpillStore, preview
@@ -242,6 +242,8 @@ class ToolService(ScopedRegistry[ToolDefinition]):
             if gate.widening:
                 context = replace(context, widening=gate.widening)
 
+        if action.risk != "read":
+            await _checkpoint(context)
         outcome = await self._execute(tool, call, arguments, context)
         if self._ctx is not None:
             verdicts = await self._ctx.parallel(
@@ -349,6 +351,16 @@ async def _sandbox_status(action: Action, context: ToolContext) -> SandboxStatus
     services = context.services
     sandbox = services.get(SANDBOX, None) if services is not None else None
     return await sandbox.ready() if sandbox is not None else None
+
+
+async def _checkpoint(context: ToolContext) -> None:
+    """The workspace's checkpoint before a call with effects (commands included: what
+    they change is covered as what the edit tools change), once per step of a turn."""
+    if context.agent is None or context.turn is None or context.services is None:
+        return
+    checkpoints = context.services.get(CHECKPOINTS, None)
+    if checkpoints is not None:
+        await checkpoints.before_effect(context.agent, context.turn, context.step)
 
 
 def _amended(call: ToolCallBlock, outcome: CallOutcome, amend: Amend) -> CallOutcome:

@@ -660,10 +660,12 @@ class SessionController:
 
     def add_session_commands(self, keys: str, fold: Callable[[], TranscriptFold | None]) -> None:
         """The commands of an interactive front end: ``/new``, ``/resume``, ``/status``,
-        ``/help`` (the commands, then ``keys``) and ``/quit``; ``fold`` is the
-        transcript on screen, which ``/status`` reads. Registered in the front end's
-        context, so they go with it; none is recorded in the session: they act on
-        the front end, not on the conversation."""
+        ``/help`` (the commands, then ``keys``), ``/quit`` and ``/undo``
+        (:mod:`dsh.checkpoints.commands`); ``fold`` is the transcript on screen, which
+        ``/status`` reads. Registered in the front end's context, so they go with it;
+        only ``/undo``, which changes the files, is recorded in the session: the others
+        act on the front end, not on the conversation."""
+        from dsh.checkpoints.commands import undo_command
         from dsh.commands import Command, CommandContext
 
         async def new(context: CommandContext, args: str) -> None:
@@ -716,6 +718,7 @@ class SessionController:
             ),
             Command("help", "list the commands and keys", help_, recorded=False),
             Command("quit", "leave dsh", quit_, recorded=False),
+            undo_command(),
         ):
             self.commands.register(command.name, command)
 

@@ -109,6 +109,9 @@ async def apply(ctx: Context, config: NoConfig) -> None:
             session_id=agent.session.id,
             services=agent.ctx,
             allow=allow,
+            # Its effects are the turn's that the command's prompt starts (or the one
+            # running): covered by that turn's checkpoint, undone with it.
+            turn=agent.session.open_turn or agent.session.last_turn + 1,
         )
         outcome = await tools.service.run(call, tool_context, agent)
         text = joined_text(outcome.message.result.content)

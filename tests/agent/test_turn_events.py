@@ -102,6 +102,7 @@ async def test_a_turn_with_reasoning_an_approved_call_and_an_answer(
         "tool/call",
         "approval/requested",
         "approval/resolved",
+        "checkpoint/taken",  # the workspace, before the approved call's effects
         "tool/result",
         "step/end",
         "step/start",
@@ -109,6 +110,7 @@ async def test_a_turn_with_reasoning_an_approved_call_and_an_answer(
         "assistant/chunk…",
         "assistant/message",
         "step/end",
+        "checkpoint/taken",  # the turn's end: what it changed
         "turn/end",
     ]
     by_type = {e.type: e.data for e in events}
@@ -167,6 +169,7 @@ async def test_steering_and_tool_context_join_the_next_step(
         "approval/requested",
         "inbox/enqueued",  # steered while the person was asked
         "approval/resolved",
+        "checkpoint/taken",  # the workspace, before the approved call's effects
         "tool/result",
         "step/end",
         "inbox/claimed",  # the steering, claimed for the next step
@@ -177,6 +180,7 @@ async def test_steering_and_tool_context_join_the_next_step(
         "assistant/chunk…",
         "assistant/message",
         "step/end",
+        "checkpoint/taken",  # the turn's end: what it changed
         "turn/end",
     ]
     steering, context = [e.data for e in events if e.type in ("steering/message", "user/message")][
