@@ -349,6 +349,7 @@ async def run_rewind(context: CommandContext, args: str, asker: RewindAsker) -> 
     changed then."""
     from dsh.agent_handle import RewindError
     from dsh.checkpoints import CheckpointError
+    from dsh.checkpoints.commands import undone_note
     from dsh.commands import CommandError
     from dsh.services import CHECKPOINTS
     from dsh.session.turns import TurnNotFoundError, find_turn, turns
@@ -371,7 +372,7 @@ async def run_rewind(context: CommandContext, args: str, asker: RewindAsker) -> 
                 turn=info.turn,
                 prompt=info.prompt,
                 time=info.time,
-                files=taken.changes if taken is not None else (),
+                files=tuple(change.path for change in taken.changes) if taken else (),
                 files_total=taken.changes_total if taken is not None else 0,
             )
         )
@@ -406,6 +407,7 @@ async def run_rewind(context: CommandContext, args: str, asker: RewindAsker) -> 
     restored: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
     restore_id: str | None = None
+    undone: UserMessage | None = None
     notes: list[str] = []
     if pick.choice in ("both", "code"):
         if pick.turn not in plans and pick.turn not in unavailable:
@@ -422,6 +424,7 @@ async def run_rewind(context: CommandContext, args: str, asker: RewindAsker) -> 
             except CheckpointError as error:
                 raise CommandError(f"the code was not restored: {error}") from None
             restored, conflicts, restore_id = outcome.applied, outcome.conflicts, outcome.restore_id
+            undone = undone_note(plan, outcome)
         elif pick.choice == "code":
             notes.append("No file needed restoring.")
     prompt: str | None = None
@@ -431,9 +434,9 @@ async def run_rewind(context: CommandContext, args: str, asker: RewindAsker) -> 
         except RewindError as error:
             done = " (the code was restored)" if restore_id is not None else ""
             raise CommandError(f"the conversation was not rewound{done}: {error}") from None
-    elif restore_id is not None:
-        # The conversation stays: the model must know its files went back.
-        agent.session.append("user/message", code_rewound_note(pick.turn, restored, conflicts))
+    elif undone is not None:
+        # The conversation stays: the model must know its files went back, as after /undo.
+        agent.inject(undone)
     result = RewindResult(pick.turn, pick.choice, restored, conflicts, prompt, tuple(notes))
     asker.said("\n".join(result_lines(result)))
     if prompt:
@@ -453,21 +456,6 @@ def code_preview(plan: RestorePlan | None) -> CodePreview:
         conflicts=plan.conflicts,
         left_out=plan.left_out,
     )
-
-
-def code_rewound_note(turn: int, restored: Sequence[str], conflicts: Sequence[str]) -> UserMessage:
-    """What the model is told when the code went back and the conversation did not."""
-    from dsh.agent.interruption import NOTE_SOURCE
-    from dsh.llm import TextBlock, UserMessage
-
-    text = (
-        f"[The user restored the project's files to how they were before turn {turn}: "
-        f"{', '.join(restored)} changed back."
-    )
-    if conflicts:
-        text += f" Left as the user changed them: {', '.join(conflicts)}."
-    text += " Read a file again before you rely on what you saw of it.]"
-    return UserMessage(content=(TextBlock(text=text),), source=NOTE_SOURCE)
 
 
 def result_lines(result: RewindResult) -> list[str]:

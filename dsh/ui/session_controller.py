@@ -278,6 +278,7 @@ class SessionController:
         """Settle the project's trust and start the runtime (unless one was given),
         then wire the front end to it: its context, its approver and answerer.
         Raises :class:`StartFailed`."""
+        from dsh.checkpoints.commands import undo_command
         from dsh.services import APPROVALS, COMMANDS, QUESTIONS
         from dsh.ui.rewinding import register_rewind
 
@@ -286,6 +287,9 @@ class SessionController:
         runtime = self.runtime
         self._ctx = runtime.root.child(name=self.ui.kind)
         self._commands = self._ctx.get(COMMANDS)
+        # Every front end's, dsh -p's and dsh acp's as well: where nobody can be asked,
+        # the command line is the confirmation.
+        self._commands.register("undo", undo_command())
         register_rewind(self._commands, self._rewind_asker)
         if self.ui.answers:
             self._ctx.get(APPROVALS).add_approver(self.ui.ask_approval)
@@ -660,12 +664,11 @@ class SessionController:
 
     def add_session_commands(self, keys: str, fold: Callable[[], TranscriptFold | None]) -> None:
         """The commands of an interactive front end: ``/new``, ``/resume``, ``/status``,
-        ``/help`` (the commands, then ``keys``), ``/quit`` and ``/undo``
-        (:mod:`dsh.checkpoints.commands`); ``fold`` is the transcript on screen, which
-        ``/status`` reads. Registered in the front end's context, so they go with it;
-        only ``/undo``, which changes the files, is recorded in the session: the others
-        act on the front end, not on the conversation."""
-        from dsh.checkpoints.commands import undo_command
+        ``/help`` (the commands, then ``keys``) and ``/quit``; ``fold`` is the
+        transcript on screen, which ``/status`` reads. Registered in the front end's
+        context, so they go with it; none is recorded in the session: they act on the
+        front end, not on the conversation. (``/undo`` and ``/rewind``, which every front
+        end has, are registered by :meth:`start`.)"""
         from dsh.commands import Command, CommandContext
 
         async def new(context: CommandContext, args: str) -> None:
@@ -718,7 +721,6 @@ class SessionController:
             ),
             Command("help", "list the commands and keys", help_, recorded=False),
             Command("quit", "leave dsh", quit_, recorded=False),
-            undo_command(),
         ):
             self.commands.register(command.name, command)
 

@@ -133,5 +133,5 @@ async def test_plain_mode_rewinds_through_numbered_lists(
     await plain.wait_for("Understood.")
     texts = user_texts(fake_llm.requests[-1].body)
     assert any("second prompt" in text for text in texts)
-    assert any("restored the project's files" in text for text in texts)
+    assert any("rewound the files to before turn 1" in text for text in texts)
     assert await plain.quit() == 0
