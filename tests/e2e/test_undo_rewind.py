@@ -245,6 +245,16 @@ async def test_rewind_to_the_first_turn_restores_code_and_conversation(
     configure(dsh, backend)
     (dsh.project / "kept.txt").write_bytes(b"kept\n")
     session_id = await two_turns(dsh, fake_llm, backend)
+    # Nobody to ask: the command line must name the turn, and one that is there.
+    unnamed = await dsh.run("-p", "/rewind", "--resume", session_id)
+    assert unnamed.code == 1
+    assert "name the turn to rewind to: /rewind N (turns 1-2)" in unnamed.stderr
+    missing = await dsh.run("-p", "/rewind 9", "--resume", session_id, "--output-format", "json")
+    assert missing.code == 1
+    [refused] = missing.json_lines()
+    assert refused["isError"] is True
+    assert "there is no turn 9" in refused["error"]
+    assert (dsh.project / "one.txt").exists()
     await rewind_to_the_first_turn(dsh, fake_llm, session_id)
 
 
