@@ -301,14 +301,16 @@ async def test_sigkill_during_the_restore_and_a_resume_finishes_it(
         after = state(dsh.project)
         assert len(after) == files + 2
         child = await dsh.start("-p", "/rewind 1 --code", "--resume", session_id)
-        killed = await kill_when(child, dsh.project / "many", rng.randint(1, files - 1))
-        landed += killed
+        await kill_when(child, dsh.project / "many", rng.randint(1, files - 1))
         events = await dsh.events(session_id)
         started = {e.data.restore_id for e in of_type(events, "checkpoint/restoring")}
         finished = {e.data.restore_id for e in of_type(events, "checkpoint/restored")}
         assert started, "a file was touched before the restore was recorded"
-        if killed:
-            assert started - finished  # killed halfway: not finished yet
+        # The kill may still come after the restore's end: then it is all done.
+        interrupted = bool(started - finished)
+        landed += interrupted
+        if not interrupted:
+            assert state(dsh.project) == BEFORE_REWIND
         # A new process resumes the session and finishes what was begun.
         done = await dsh.run("-p", "/cost", "--resume", session_id)
         assert done.code == 0, done.stderr[-3000:]
@@ -317,7 +319,8 @@ async def test_sigkill_during_the_restore_and_a_resume_finishes_it(
         assert check_log(events) == []
         done_ids = {e.data.restore_id for e in of_type(events, "checkpoint/restored")}
         assert started <= done_ids
-        assert any(e.data.resumed for e in of_type(events, "checkpoint/restored")) == killed
+        resumed = any(e.data.resumed for e in of_type(events, "checkpoint/restored"))
+        assert resumed == interrupted
     assert landed, "no kill landed inside the restore"
     # The conversation is still whole (--code); rewinding it too works after all that.
     done = await dsh.run(
