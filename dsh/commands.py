@@ -52,6 +52,13 @@ class CommandHost(Protocol):
         """The index of the item the person picks, or None: they closed the list, or
         nobody is there to ask (headless, a script on stdin)."""
 
+    @property
+    def attended(self) -> bool:
+        """Somebody answers :meth:`choose`, so its None is their "no". False where
+        nobody can be asked (``dsh -p``, a script on stdin, an editor, whose protocol
+        has no list to pick from): the command line is then the confirmation."""
+        ...
+
 
 @dataclass
 class CommandContext:

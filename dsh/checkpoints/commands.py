@@ -14,7 +14,6 @@ from dsh.checkpoints.restore import FileSummary, RestoreOutcome, RestorePlan
 from dsh.checkpoints.store import CheckpointError
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.control_chars import visible
-from dsh.frontend import front_end
 from dsh.llm import PluginSource, TextBlock, UserMessage
 from dsh.services import CHECKPOINTS
 
@@ -119,11 +118,9 @@ async def undo(context: CommandContext, args: str) -> None:
         host.show("Nothing was restored.")
         return
     picked = await host.choose("Restore these files?", ["Restore the files", "Cancel"], current=0)
-    shown = front_end(agent)
-    # Nobody to ask (dsh -p): the command line was the confirmation. A person who
-    # closed the list meant no.
-    asked = shown is None or shown.interactive
-    if picked == 1 or (picked is None and asked):
+    # Nobody to ask (dsh -p, a script, an editor): the command line was the
+    # confirmation. A person who closed the list meant no.
+    if picked == 1 or (picked is None and host.attended):
         host.show("Nothing was restored.")
         return
     try:

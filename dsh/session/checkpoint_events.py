@@ -75,7 +75,7 @@ class FileWrite(Frozen):
     a symlink), if the file holds ``expect`` (a blob id; None: absent)."""
 
     path: str
-    blob: str | None
+    blob: str | None = None
     mode: int | None = None
     expect: str | None = None
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from dsh.commands import parse_command
 from dsh.control_chars import VisibleStream, is_terminal, printable
 from dsh.hooks import SESSION_TITLE_NOW
 from dsh.llm import TextDelta, user_text
@@ -86,6 +87,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
 EXIT_TERMINATED = 143  # 128 + SIGTERM
+RESTORING = frozenset({"undo", "rewind"})
+"""Commands whose JSON result says what they restored, not what a turn answered."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -291,6 +294,8 @@ async def _run(
     printer = ui.printer
     first_live = len(agent.session.events)
     command_failed = False
+    restoring: str | None = None
+    """``/undo`` or ``/rewind`` given as the prompt: its JSON result says what it did."""
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, agent.cancel, CancelByUser())
     try:
@@ -301,7 +306,14 @@ async def _run(
             if not request.prompt:
                 ui.err.write("dsh: no prompt given (pass one, or pipe it on stdin)\n")
                 return EXIT_USAGE
-            if not await controller.run_command(request.prompt):
+            parsed = parse_command(request.prompt)
+            named = parsed[0] if parsed and parsed[0] in RESTORING else None
+            # Their record says what they did: what they say for a person goes to
+            # stderr, so that stdout holds only the record.
+            ui.said_aside = named is not None and request.output_format != "text"
+            if await controller.run_command(request.prompt):
+                restoring = named
+            else:
                 agent.followup(user_text(request.prompt))
             command_failed = ui.failed or printer.command_failed
         await agent.when_idle()
@@ -333,7 +345,9 @@ async def _run(
     printer.end_line()
     if printer.closed:
         return EXIT_CLOSED_OUTPUT  # the reader left: say nothing more, as `yes | head` does
-    if request.output_format in ("json", "stream-json"):
+    if request.output_format in ("json", "stream-json") and restoring is not None:
+        printer.json_line(_restore_result(agent, events, restoring, code, reason, started))
+    elif request.output_format in ("json", "stream-json"):
         result = _result(runtime, agent, events, code, reason, started, len(ends))
         if not kept:
             result["sessionId"] = None  # no stored session has that id
@@ -367,6 +381,49 @@ def _result(
     }
 
 
+def _restore_result(
+    agent: AgentHandle,
+    events: list[SessionEvent],
+    command: str,
+    code: int,
+    reason: str | None,
+    started: float,
+) -> dict[str, Any]:
+    """``dsh -p "/undo"`` or ``"/rewind N"``'s JSON result, from what the run logged:
+    the files its restore put back, the ones changed by hand it left alone, and the
+    rewound turn's prompt (when the conversation went back too)."""
+    from dsh.session import HistoryRewound, RestoreDone, turns
+
+    restored: list[str] = []
+    conflicts: list[str] = []
+    prompt: str | None = None
+    failure = reason
+    for event in events:
+        data = event.data
+        if isinstance(data, RestoreDone):
+            restored.extend(data.applied)
+            conflicts.extend(data.conflicts)
+            if data.error is not None:
+                failure = data.error
+        elif isinstance(data, HistoryRewound):
+            prompt = next(
+                (info.prompt for info in turns(agent.session) if info.turn == data.turn), None
+            )
+        elif isinstance(data, CommandDone) and data.kind == "error":
+            failure = data.text
+    return {
+        "type": "result",
+        "subtype": command,
+        "isError": code != EXIT_OK,
+        "error": None if code == EXIT_OK else failure,
+        "restored": restored,
+        "conflicts": conflicts,
+        "prompt": prompt,
+        "sessionId": agent.id,
+        "durationMs": round((time.monotonic() - started) * 1000),
+    }
+
+
 class HeadlessUI:
     """``dsh -p`` as a front end: the session printed in the chosen format, notes and
     errors on stderr. The program driving dsh over stdin answers approvals and
@@ -375,6 +432,7 @@ class HeadlessUI:
 
     kind: Kind = "headless"
     one_session = True
+    attended = False
 
     def __init__(self, request: HeadlessRequest, out: TextIO, err: TextIO) -> None:
         self.err = err
@@ -385,6 +443,8 @@ class HeadlessUI:
         )
         self.failed = False
         """A slash command given as the prompt failed."""
+        self.said_aside = False
+        """What a command says goes to stderr: its JSON record on stdout says it."""
         self._unsubscribe: list[Callable[[], None]] = []
 
     @property
@@ -401,6 +461,8 @@ class HeadlessUI:
         if level == "error":
             self.failed = True
             self.printer.note(f"dsh: {text}\n")
+        elif self.said_aside:
+            self.printer.note(f"{text}\n")
         else:
             self.printer.write(text + "\n")
 

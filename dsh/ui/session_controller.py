@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from dsh.tools.permissions import PermissionMode
     from dsh.tools.questions import Answer, Question
     from dsh.ui.entries import TranscriptFold
+    from dsh.ui.rewinding import RewindAsker
     from dsh.ui.trusting import TrustAnswer, TrustQuestion
 
 _log = logging.getLogger(__name__)
@@ -154,6 +155,12 @@ class UserInterface(Dialogs, Protocol):
         ...
 
     @property
+    def attended(self) -> bool:
+        """Somebody answers :meth:`Dialogs.choose` (see
+        :attr:`~dsh.commands.CommandHost.attended`)."""
+        ...
+
+    @property
     def answers(self) -> bool:
         """Somebody answers approvals and questions. False (``dsh -p`` without stdin
         commands): what needs approval is denied, and asking is an error the model
@@ -244,6 +251,10 @@ class SessionController:
         self._settings: Settings | None = choice.settings
         self._shell_signals: set[asyncio.Event] = set()
         """What stops each ``!`` command still running."""
+        self.rewind_asker: RewindAsker | None = None
+        """How ``/rewind`` asks in this front end, when it has a way of its own (the
+        TUI's picker screen); None: numbered lists through :meth:`choose`, or, where
+        nobody can be asked, nothing (the command line says it all)."""
 
     @property
     def ctx(self) -> Context:
@@ -267,16 +278,29 @@ class SessionController:
         """Settle the project's trust and start the runtime (unless one was given),
         then wire the front end to it: its context, its approver and answerer.
         Raises :class:`StartFailed`."""
+        from dsh.checkpoints.commands import undo_command
         from dsh.services import APPROVALS, COMMANDS, QUESTIONS
+        from dsh.ui.rewinding import register_rewind
 
         if self.runtime is None:
             self.runtime = await self._start_runtime()
         runtime = self.runtime
         self._ctx = runtime.root.child(name=self.ui.kind)
         self._commands = self._ctx.get(COMMANDS)
+        # Every front end's, dsh -p's and dsh acp's as well: where nobody can be asked,
+        # the command line is the confirmation.
+        self._commands.register("undo", undo_command())
+        register_rewind(self._commands, self._rewind_asker)
         if self.ui.answers:
             self._ctx.get(APPROVALS).add_approver(self.ui.ask_approval)
             self._ctx.get(QUESTIONS).set_answerer(self._answer)
+
+    def _rewind_asker(self) -> RewindAsker:
+        from dsh.ui.rewinding import ChoosingAsker
+
+        if self.rewind_asker is not None:
+            return self.rewind_asker
+        return ChoosingAsker(self.choose, self.ui.show, attended=lambda: self.ui.attended)
 
     @property
     def home(self) -> Path:
@@ -670,16 +694,19 @@ class SessionController:
     ) -> int | None:
         return await self.ui.choose(title, items, current=current)
 
+    @property
+    def attended(self) -> bool:
+        return self.ui.attended
+
     # ------------------------------------------------------------------ commands
 
     def add_session_commands(self, keys: str, fold: Callable[[], TranscriptFold | None]) -> None:
         """The commands of an interactive front end: ``/new``, ``/resume``, ``/status``,
-        ``/help`` (the commands, then ``keys``), ``/quit`` and ``/undo``
-        (:mod:`dsh.checkpoints.commands`); ``fold`` is the transcript on screen, which
-        ``/status`` reads. Registered in the front end's context, so they go with it;
-        only ``/undo``, which changes the files, is recorded in the session: the others
-        act on the front end, not on the conversation."""
-        from dsh.checkpoints.commands import undo_command
+        ``/help`` (the commands, then ``keys``) and ``/quit``; ``fold`` is the
+        transcript on screen, which ``/status`` reads. Registered in the front end's
+        context, so they go with it; none is recorded in the session: they act on the
+        front end, not on the conversation. (``/undo`` and ``/rewind``, which every front
+        end has, are registered by :meth:`start`.)"""
         from dsh.commands import Command, CommandContext
 
         async def new(context: CommandContext, args: str) -> None:
@@ -736,7 +763,6 @@ class SessionController:
             ),
             Command("help", "list the commands and keys", help_, recorded=False),
             Command("quit", "leave dsh", quit_, recorded=False),
-            undo_command(),
         ):
             self.commands.register(command.name, command)
 

@@ -141,7 +141,7 @@ async def test_headless_undo_needs_no_answer_and_goes_back_turn_by_turn(
     project: Path, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     runtime = await runtime_for(project, tmp_path / "home", fake_llm)
-    ui = Chooser(kind="headless", choices=[None, None])
+    ui = Chooser(kind="headless", choices=[None, None], attended=False)
     try:
         controller = await open_controller(runtime, project, ui)
         fake_llm.add(Reply(tool_calls=[bash("echo one > keep.txt")]), Reply(text="1"))

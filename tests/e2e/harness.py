@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dsh.session import SessionEvent, SessionStore, check_log
+from dsh.settings_tables import Backend
 from dsh.testing import FakeLLM
 from dsh.testing.reconstruct import check_requests
 from plugins._shared.chat_completions import request_body
@@ -59,6 +60,9 @@ class Dsh:
     wrapper: tuple[str, ...] = ()
     """A command the child runs under (it ends by running ``python -m dsh ARGS``), such
     as a cap on the size of the files it may write (tests/support/file_limit.py)."""
+    backend: Backend = "jsonl"
+    """Where the test reads the stored sessions from: set it with the settings'
+    ``[storage] backend``."""
 
     def __post_init__(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -135,7 +139,7 @@ class Dsh:
 
     async def session_ids(self) -> list[str]:
         """Every stored session, oldest first."""
-        store = SessionStore.at(self.home)
+        store = SessionStore.at(self.home, self.backend)
         try:
             headers = await store.persistence.list()
         finally:
@@ -149,7 +153,7 @@ class Dsh:
             ids = await self.session_ids()
             assert len(ids) == 1, f"expected one session, found {ids}"
             session_id = ids[0]
-        store = SessionStore.at(self.home)
+        store = SessionStore.at(self.home, self.backend)
         try:
             async with async_plugin_vocabulary():
                 loaded = await store.persistence.load(session_id)  # type: ignore[arg-type]

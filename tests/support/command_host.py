@@ -14,6 +14,8 @@ class RecordingHost:
     """What :meth:`choose` answers, in order (None once they run out)."""
     choices: list[tuple[str, list[str], int | None]] = field(default_factory=list)
     """(title, items, current) of each list offered."""
+    attended: bool = True
+    """Whether :meth:`choose`'s None is a person's "no" (False: nobody to ask)."""
 
     def show(self, text: str, *, level: str = "info") -> None:
         self.shown.append((level, text))

@@ -42,6 +42,7 @@ class Recorder:
 
     kind: Kind = "plain"
     answers: bool = True
+    attended: bool = True  # a None from its choose is a "no"
     one_session: bool = False
     busy: BusyChoice | None = None
     picks: list[str | None] = field(default_factory=list)

@@ -529,9 +529,10 @@ async def test_backslash_enter_starts_a_new_line(
         assert "one\ntwo" in str(sent)
 
 
-async def test_escape_twice_lists_the_sessions_prompts(
+async def test_ctrl_r_lists_the_sessions_prompts(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
+    """The prompt list Esc Esc opened before Esc Esc became the rewind picker."""
     from dsh.ui.tui.screens.picker import Picker
 
     fake_llm.add(Reply(text="one done"))
@@ -539,7 +540,7 @@ async def test_escape_twice_lists_the_sessions_prompts(
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
         await finish_a_turn(app, pilot, "first prompt")
         await finish_a_turn(app, pilot, "second prompt")
-        await pilot.press("escape", "escape")
+        await pilot.press("ctrl+r")
         await until(pilot, lambda: isinstance(app.screen, Picker), what="the prompt list")
         picker = app.screen
         assert isinstance(picker, Picker)
@@ -548,10 +549,11 @@ async def test_escape_twice_lists_the_sessions_prompts(
         await until(pilot, lambda: not isinstance(app.screen, Picker))
         assert app.prompt_area.text == "first prompt"  # to edit; nothing sent
         assert len(fake_llm.requests) == 2
-        # With text typed, Esc Esc leaves it alone.
-        await pilot.press("escape", "escape")
+        # With text typed, Ctrl+R leaves it alone (and says why).
+        await pilot.press("ctrl+r")
         await pilot.pause(0.2)
         assert not isinstance(app.screen, Picker)
+        assert app.prompt_area.text == "first prompt"
 
 
 async def test_queued_message_can_be_taken_back_with_up(

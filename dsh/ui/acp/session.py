@@ -88,6 +88,7 @@ class AcpSession:
     kind: Kind = "acp"
     answers = True
     one_session = True  # the editor opens and switches sessions itself
+    attended = False  # no list to pick from in the protocol: what is typed is the answer
 
     def __init__(self, client: Client, choice: SessionChoice, *, replay: bool = True) -> None:
         self.client = client

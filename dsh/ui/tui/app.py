@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from dsh.tools.questions import Answer, Question
     from dsh.ui.entries import TranscriptFold
     from dsh.ui.opening import BusyChoice
+    from dsh.ui.rewinding import Preview, RewindChoice, RewindPick, TurnRow
     from dsh.ui.trusting import TrustAnswer, TrustQuestion
     from dsh.ui.tui.early_terminal import EarlyTerminal
     from dsh.ui.tui.transcript import Transcript
@@ -68,14 +69,15 @@ CANCELLING = "cancelling…"
 STREAMED = frozenset({"text-delta", "reasoning-delta"})
 """The ``assistant/chunk`` events that only add text to an answer or a thought."""
 ESCAPE_WINDOW_S = 0.8
-"""Esc twice within this long, nothing typed and no turn running: the prompt list."""
+"""Esc twice within this long, nothing typed and no turn running: the rewind picker."""
 CARD_HINT = "card: Enter opens · Esc leaves"
 KEYS_HELP = (
     "Keys: Enter sends (while a turn runs it steers the turn) · Tab queues a follow-up"
     " while a turn runs · Ctrl+J, Alt+Enter, Shift+Enter or \\ then Enter adds a line ·"
     " Up/Down"
-    " browse earlier prompts · Esc cancels the turn; Esc Esc lists this session's"
-    " prompts · Ctrl+C copies the selection, else stops the reply, else clears the"
+    " browse earlier prompts · Esc cancels the turn; Esc Esc (nothing typed) rewinds to"
+    " before a turn (code, conversation or both) · Ctrl+R lists this session's prompts"
+    " · Ctrl+C copies the selection, else stops the reply, else clears the"
     " prompt, else (twice) quits · PgUp/PgDn scroll, and Home/End on an empty prompt ·"
     " Ctrl+Up/Ctrl+Down move over tool cards and thoughts, Enter opens one (a subagent's"
     " card: its transcript, read-only; Esc or q comes back) · Ctrl+O"
@@ -128,12 +130,14 @@ class DshApp(App[int]):
     ENABLE_COMMAND_PALETTE = False
     kind: Kind = "tui"
     answers = True
+    attended = True
     one_session = False
 
     def __init__(self, request: TuiRequest | None = None, *, runtime: Runtime | None = None):
         super().__init__()
         self.request = request or TuiRequest()
         self.controller = SessionController(self, self.request, runtime=runtime)
+        self.controller.rewind_asker = TuiRewinder(self)
         self.cwd = self.controller.cwd
         self.fold: TranscriptFold | None = None
         self.transcript: Transcript | None = None
@@ -664,7 +668,7 @@ class DshApp(App[int]):
 
     def on_prompt_area_escape(self, message: PromptArea.Escape) -> None:
         """Esc: leave the cards, else cancel the running turn, else (twice within a
-        moment, nothing typed) list this session's prompts to take one back."""
+        moment, nothing typed) open the rewind picker, as ``/rewind`` does."""
         transcript = self.transcript
         if transcript is not None and transcript.on_card():
             transcript.clear_cursor()
@@ -676,9 +680,23 @@ class DshApp(App[int]):
         now = time.monotonic()
         if not self.prompt_area.text and now - self._last_escape < ESCAPE_WINDOW_S:
             self._last_escape = 0.0
-            self.run_worker(self.pick_prompt(), group="prompts")
+            if not self.ready.is_set() or self.agent is None or self.fold is None:
+                return
+            from dsh.ui.entries import UserEntry
+
+            if not any(isinstance(entry, UserEntry) for entry in self.fold.entries):
+                self.notify("No turn to rewind to yet.", timeout=2)
+                return
+            self.run_worker(self.submit("/rewind"), group="rewind")
             return
         self._last_escape = now
+
+    def on_prompt_area_prompt_list(self, message: PromptArea.PromptList) -> None:
+        """Ctrl+R: this session's prompts, to take one back into an empty prompt."""
+        if self.prompt_area.text:
+            self.notify("Ctrl+R puts an earlier prompt into an empty prompt.", timeout=2)
+            return
+        self.run_worker(self.pick_prompt(), group="prompts")
 
     async def pick_prompt(self) -> None:
         """The session's prompts, newest first; the one picked goes back into the
@@ -821,6 +839,41 @@ class DshApp(App[int]):
     async def shutdown(self) -> None:
         """Cancel what runs, store and close the session, unload the runtime (once)."""
         await self.controller.close(self.end_reason)
+
+
+class TuiRewinder:
+    """``/rewind`` (and Esc Esc) in the TUI: its picker screen, and the rewound prompt
+    back in the prompt box."""
+
+    def __init__(self, app: DshApp) -> None:
+        self.app = app
+
+    async def ask(
+        self,
+        turns: Sequence[TurnRow],
+        preview: Preview,
+        *,
+        turn: TurnRow | None = None,
+        choice: RewindChoice | None = None,
+    ) -> RewindPick | None:
+        return await dialogs.ask_rewind(self.app, turns, preview, turn=turn, choice=choice)
+
+    def put_back(self, prompt: str) -> None:
+        area = self.app.prompt_area
+        # What was typed meanwhile stays, after it.
+        area.set_text("\n\n".join(text for text in (prompt, area.text) if text.strip()))
+        area.focus()
+
+    def said(self, text: str) -> None:
+        self.app.run_worker(self._say(text), group="rewind-said")
+
+    async def _say(self, text: str) -> None:
+        # A rewind draws the transcript again from the fold (its notices of the UI's
+        # own with it): said once that is done, it stays on screen.
+        redrawing = [w for w in self.app.workers if w.group == "rewound" and not w.is_finished]
+        if redrawing:
+            await self.app.workers.wait_for_complete(redrawing)
+        self.app.show(text)
 
 
 def _import_all(modules: tuple[str, ...]) -> None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
     from dsh.tools.questions import Answer, Question
     from dsh.ui.opening import BusyChoice
+    from dsh.ui.rewinding import Preview, RewindChoice, RewindPick, TurnRow
 
 T = TypeVar("T")
 
@@ -118,3 +119,19 @@ async def choose_for_busy(app: App[Any], message: str) -> BusyChoice | None:
 
     choice: BusyChoice | None = await wait_screen(app, BusyScreen(message), None)
     return choice
+
+
+async def ask_rewind(
+    app: App[Any],
+    turns: Sequence[TurnRow],
+    preview: Preview,
+    *,
+    turn: TurnRow | None = None,
+    choice: RewindChoice | None = None,
+) -> RewindPick | None:
+    """The turn to rewind to and what to restore, or None (Esc)."""
+    from dsh.ui.tui.screens.rewind import RewindScreen
+
+    screen = RewindScreen(turns, preview, turn=turn, choice=choice)
+    picked: RewindPick | None = await wait_screen(app, screen, None)
+    return picked

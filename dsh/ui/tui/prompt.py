@@ -8,8 +8,8 @@ prompts. While the completion menu is open, Up/Down move in it, Tab or Enter acc
 Esc closes it. PgUp/PgDn (and Home/End on an empty prompt) scroll the transcript;
 Ctrl+Up/Ctrl+Down (or Alt+Up/Alt+Down) move a cursor over the transcript's tool
 cards and thoughts, and Enter on an empty prompt opens or closes the one it is on;
-Esc goes to the app (cancel the turn, leave the cards, or twice: earlier prompts);
-Shift+Tab cycles the permission mode. These keys are handled in the prompt's own
+Esc goes to the app (cancel the turn, leave the cards, or twice: the rewind
+picker); Ctrl+R lists the session's prompts; Shift+Tab cycles the permission mode. These keys are handled in the prompt's own
 queue of keys, in the order typed (see ``_on_key``).
 
 A paste longer than :data:`PASTE_LINES` lines or :data:`PASTE_CHARS` characters
@@ -93,6 +93,9 @@ class PromptArea(TextArea):
 
     class Escape(Message):
         """Esc, with no completion menu to close."""
+
+    class PromptList(Message):
+        """Ctrl+R: the session's earlier prompts, to take one back."""
 
     class CardCursor(Message):
         """Move the cursor over the transcript's cards: ``step`` -1 to an older one,
@@ -190,6 +193,8 @@ class PromptArea(TextArea):
             return lambda: self.post_message(self.CycleMode())
         if key == "escape":
             return lambda: self.post_message(self.Escape())
+        if key == "ctrl+r":
+            return lambda: self.post_message(self.PromptList())
         if key in ("ctrl+up", "alt+up", "ctrl+down", "alt+down"):
             cursor = self.CardCursor(-1 if key.endswith("up") else 1)
             return lambda: self.post_message(cursor)
