@@ -8,14 +8,14 @@ from pathlib import Path
 
 from dsh.agent.agent import Agent
 from dsh.agent.turn import AgentServices
-from dsh.agent_handle import AgentHandle
+from dsh.agent_handle import AgentHandle, RewindError
 from dsh.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_END, AGENT_SESSION_START
 from dsh.kernel import Context
 from dsh.llm import LlmService
 from dsh.prompt import PromptService
 from dsh.services import CHECKPOINTS, WORKSPACE_FILES
-from dsh.session import Session, SessionStore
-from dsh.session.events import SessionMoved
+from dsh.session import RestoreStarted, Session, SessionStore
+from dsh.session.events import HistoryRewound, SessionMoved, TurnStart
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService
 
@@ -110,8 +110,10 @@ class AgentService:
         agent = await self._continue(session, options, setup, opened_at, cwd)
         checkpoints = self._root.get(CHECKPOINTS, None)
         if checkpoints is not None:
-            # A restore a kill cut short is finished before anything else runs.
+            # A restore a kill cut short is finished before anything else runs, and
+            # so is the rewind of the conversation that was to follow it.
             await checkpoints.finish_interrupted(agent)
+            _finish_rewind(agent)
         return agent
 
     async def fork(
@@ -218,3 +220,20 @@ class AgentService:
     async def aclose(self) -> None:
         for agent in list(self._agents.values()):
             await self.dispose(agent)
+
+
+def _finish_rewind(agent: Agent) -> None:
+    """The conversation's rewind that the session's last restore was to be followed by,
+    if the process stopped before it was logged (nothing has run since)."""
+    for event in reversed(agent.session.events):
+        match event.data:
+            case TurnStart() | HistoryRewound():
+                return  # it was logged, or the session went on: nothing left to do
+            case RestoreStarted(conversation=True, turn=turn, restore_id=restore_id):
+                try:
+                    agent.rewind(turn, restore_id=restore_id)
+                except RewindError as error:
+                    _log.warning("session %s: the rewind was not finished: %s", agent.id, error)
+                return
+            case RestoreStarted():
+                return

@@ -330,7 +330,9 @@ class Checkpoints:
             left_out=left_out,
         )
 
-    async def restore(self, agent: SessionOwner, plan: RestorePlan) -> RestoreOutcome:
+    async def restore(
+        self, agent: SessionOwner, plan: RestorePlan, *, conversation: bool = False
+    ) -> RestoreOutcome:
         """Apply ``plan``: ``checkpoint/restoring`` logged and synced first, then file
         by file, then ``checkpoint/restored``. Raises :class:`CheckpointError` when the
         log cannot be written (nothing touched) or a file cannot be (the restore is
@@ -346,6 +348,7 @@ class Checkpoints:
             target=plan.target,
             writes=plan.writes,
             conflicts=plan.conflicts,
+            conversation=conversation,
         )
         agent.session.append("checkpoint/restoring", started)
         if not await agent.flush(sync=True):

@@ -93,6 +93,10 @@ class RestoreStarted(Frozen):
     writes: tuple[FileWrite, ...] = ()
     conflicts: tuple[str, ...] = ()
     """Files changed by hand since the agent last saw them: left alone."""
+    conversation: bool = False
+    """The conversation is rewound to before ``turn`` too, once the files are (a
+    ``history/rewound`` naming this restore): a process stopped between the two
+    leaves the rewind to the next one that resumes the session."""
 
 
 class RestoreDone(Frozen):

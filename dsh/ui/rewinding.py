@@ -420,7 +420,7 @@ async def run_rewind(context: CommandContext, args: str, asker: RewindAsker) -> 
             conflicts = plan.conflicts
         if plan is not None and not plan.empty():
             try:
-                outcome = await checkpoints.restore(agent, plan)
+                outcome = await checkpoints.restore(agent, plan, conversation=pick.choice == "both")
             except CheckpointError as error:
                 raise CommandError(f"the code was not restored: {error}") from None
             restored, conflicts, restore_id = outcome.applied, outcome.conflicts, outcome.restore_id

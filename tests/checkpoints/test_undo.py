@@ -298,3 +298,60 @@ async def test_sessions_fork_with_code_restores_the_files_into_the_fork(
         await store.close(fork)
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("cut", ["before-any-file", "after-the-files"])
+async def test_a_rewind_cut_short_rewinds_the_conversation_on_resume(
+    project: Path, tmp_path: Path, fake_llm: FakeLLM, cut: str
+) -> None:
+    """``/rewind N`` of code and conversation killed before the conversation's rewind
+    was logged: the next process to resume the session finishes both."""
+    home = tmp_path / "home"
+    runtime = await runtime_for(project, home, fake_llm)
+    try:
+        agent = await runtime.agents.create(project)
+        for prompt, command in [("first", "echo one > keep.txt"), ("second", "rm doomed.txt")]:
+            fake_llm.add(Reply(tool_calls=[bash(command)]), Reply(text=prompt))
+            agent.followup(user_text(prompt))
+            await asyncio.wait_for(agent.when_idle(), HANG_S)
+        checkpoints = runtime.root.get(CHECKPOINTS)
+        plan = await checkpoints.plan_rewind(agent, 2)
+        assert plan is not None
+        if cut == "after-the-files":
+            outcome = await checkpoints.restore(agent, plan, conversation=True)
+            restore_id = outcome.restore_id
+            assert (project / "doomed.txt").exists()
+        else:
+            restore_id = "cut"
+            agent.session.append(
+                "checkpoint/restoring",
+                RestoreStarted(
+                    restore_id=restore_id, purpose="rewind", turn=2, target=plan.target,
+                    writes=plan.writes, conflicts=plan.conflicts, conversation=True,
+                ),
+            )  # fmt: skip
+        assert await agent.flush()
+        session_id = agent.id
+    finally:
+        await runtime.aclose()
+
+    runtime = await runtime_for(project, home, fake_llm)
+    try:
+        resumed = await runtime.agents.resume(session_id, cwd=project)
+        assert (project / "doomed.txt").read_bytes() == b"doomed\n"
+        assert (project / "keep.txt").read_bytes() == b"one\n"
+        [rewound] = [e.data for e in resumed.session.events if e.type == "history/rewound"]
+        assert rewound.turn == 2
+        assert rewound.restore_id == restore_id
+        said = [m.text() for m in resumed.session.derive_messages()]
+        assert "first" in said
+        assert "second" not in said
+    finally:
+        await runtime.aclose()
+
+    runtime = await runtime_for(project, home, fake_llm)
+    try:  # and only once
+        again = await runtime.agents.resume(session_id, cwd=project)
+        assert len([e for e in again.session.events if e.type == "history/rewound"]) == 1
+    finally:
+        await runtime.aclose()
