@@ -82,7 +82,10 @@ def undone_note(plan: RestorePlan, outcome: RestoreOutcome) -> UserMessage:
             "was before that turn"
         )
     else:
-        what = f"rewound the files to how they were before turn {plan.turn}"
+        what = (
+            f"rewound the files to before turn {plan.turn}: the workspace is back as it "
+            "was before that turn"
+        )
     parts = [f"[The user {what}, so files may differ from what you last saw."]
     if outcome.applied:
         parts.append(f"Restored: {names(outcome.applied)}.")
