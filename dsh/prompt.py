@@ -35,6 +35,7 @@ from dsh.agent_handle import AgentHandle
 from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE
 from dsh.kernel import Context, Disposer, ScopedRegistry
 from dsh.llm import ToolSchema
+from dsh.permission_modes import PLAN_MODE_TEXT, PermissionMode
 
 # Re-exported because dsh.paths is not public API and user-level prompt files
 # ($DSH_HOME/AGENTS.md) live there.
@@ -327,9 +328,27 @@ class PromptView:
         return await self._service.assemble(pc)
 
 
-def register_core_sections(view: PromptView) -> Disposer:
-    """Register the built-in sections (the one-line identity) through ``view``."""
-    return view.section("identity", -100, IDENTITY)
+def register_core_sections(
+    view: PromptView, mode: Callable[[], PermissionMode] | None = None
+) -> Disposer:
+    """Register the built-in sections through ``view``: the one-line identity, and,
+    given the permission mode's getter, what plan mode asks of the model (last, and
+    only while the mode is ``plan``, so the cached prefix of the prompt is the same
+    in every mode and the prompt is byte-stable while the mode does not change)."""
+    identity = view.section("identity", -100, IDENTITY)
+    if mode is None:
+        return identity
+
+    def planning(pc: PromptContext) -> str | None:
+        return PLAN_MODE_TEXT if mode() == "plan" else None
+
+    plan = view.section("plan-mode", 10_000, planning)
+
+    def dispose() -> None:
+        plan()
+        identity()
+
+    return dispose
 
 
 def per_workspace(render: Render) -> Callable[[PromptContext], Awaitable[str | None]]:

@@ -115,7 +115,7 @@ async def start_runtime(
     root.provide(TOOLS, tools)
     prompt = PromptService(root, tools=tools.schemas)
     root.provide(PROMPT, prompt)  # each caller gets its own PromptView
-    register_core_sections(prompt.bind_context(root))
+    register_core_sections(prompt.bind_context(root), mode=lambda: approvals.mode)
     agents = AgentService(
         root, llm=llm, tools=tools, prompt=prompt, sessions=sessions, defaults=settings.agent
     )

@@ -404,3 +404,26 @@ async def test_per_workspace_keeps_nothing_from_a_failure_and_forgets_gone_agent
     del scope
     gc.collect()
     assert seen() is None  # the cache held no strong reference to the agent
+
+
+async def test_plan_mode_is_said_last_and_only_while_it_is_the_mode(tmp_path: Path) -> None:
+    from dsh.permission_modes import PLAN_MODE_TEXT, PermissionMode
+    from dsh.prompt import PromptContext, PromptService, register_core_sections
+
+    mode: list[PermissionMode] = ["default"]
+    root = Context(name="root")
+    service = PromptService(root, tools=lambda scope: [])
+    view = service.bind_context(root)
+    register_core_sections(view, mode=lambda: mode[0])
+    view.section("persona", 0, "You answer briefly.")
+    pc = PromptContext(agent=None, scope=None, cwd=tmp_path, provider="p", model="m")
+
+    default = (await view.assemble(pc)).system
+    assert "plan mode" not in default
+    assert (await view.assemble(pc)).system == default  # byte-stable while the mode is
+    mode[0] = "plan"
+    planning = (await view.assemble(pc)).system
+    assert planning.endswith(PLAN_MODE_TEXT)
+    assert planning.startswith(default)  # the cached prefix is the same
+    mode[0] = "accept-edits"
+    assert (await view.assemble(pc)).system == default

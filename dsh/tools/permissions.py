@@ -29,6 +29,7 @@ The mode decides what is left:
 mode           read tools   secret      writes in   writes     protected   commands,
                             stores      the cwd     outside    paths       other
 =============  ===========  ==========  ==========  =========  ==========  ===========
+plan           allow        ask         deny        deny       deny        deny
 read-only      allow        ask         deny        deny       deny        ask
 default        allow        ask         ask         ask        ask         ask
 accept-edits   allow        ask         allow       ask        ask         ask
@@ -65,6 +66,7 @@ from pathlib import Path
 from typing import Literal
 
 from dsh.permission_modes import MODES as MODES
+from dsh.permission_modes import PLAN_MODE_REFUSAL, PLANNING_MODES
 from dsh.permission_modes import PermissionMode as PermissionMode
 from dsh.tools.definition import Action, ToolDefinition
 from dsh.tools.git_config import repository_programs
@@ -89,6 +91,7 @@ from dsh.tools.protected import (
     read_protection,
     write_protection,
 )
+from dsh.tools.read_only_commands import only_reads
 from dsh.tools.readers import recursive_reads
 from dsh.tools.shell import Analysis, Invocation, analyse
 from dsh.tools.shell_words import Word
@@ -517,6 +520,15 @@ def assess(
         )
     if action.risk == "read" and not found:
         return Assessment("allow", "reads only")
+    if mode == "plan" and action.risk != "read":
+        if not (
+            action.command is not None
+            and not action.paths
+            and only_reads(action.command, action.workdir or cwd)
+        ):
+            return Assessment("deny", PLAN_MODE_REFUSAL, grantable=False)
+        if not found:
+            return Assessment("allow", "plan mode: a command that only reads")
     writes_outside = [p for p in action.paths if not inside(p, cwd)]
     if mode == "bypass":
         return Assessment("allow", "bypass mode")
@@ -535,14 +547,15 @@ def assess(
         )
     if action.risk == "write":
         if writes_outside and not (
-            mode != "read-only" and all(outside_granted(granted, path) for path in writes_outside)
+            mode not in PLANNING_MODES
+            and all(outside_granted(granted, path) for path in writes_outside)
         ):
             return Assessment("ask", f"writes outside the working directory: {writes_outside[0]}")
         if mode == "accept-edits":
             return Assessment("allow", "accept-edits mode")
     if rules_cover(allow, tool, action, cwd):
         return Assessment("allow", "an allow rule in settings", by="rule")
-    if mode != "read-only" and rules_cover(granted, tool, action, cwd):
+    if mode not in PLANNING_MODES and rules_cover(granted, tool, action, cwd):
         return Assessment("allow", "allowed for this session", by="rule")
     unchecked = _unchecked(action, cwd)
     if unchecked is not None:
@@ -552,7 +565,7 @@ def assess(
             grantable=False,
             headless=f"no rule can allow it unasked: {unchecked}",
         )
-    return Assessment("ask", f"{action.risk} needs approval", grantable=mode != "read-only")
+    return Assessment("ask", f"{action.risk} needs approval", grantable=mode not in PLANNING_MODES)
 
 
 def _unchecked(action: Action, cwd: Path) -> str | None:

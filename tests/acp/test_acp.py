@@ -275,7 +275,7 @@ async def test_modes_switch_and_read_only_denies_edits(dsh: Dsh, fake_llm: FakeL
         session = await conn.new_session(cwd=str(dsh.project))
         assert session.modes is not None
         offered = [m.id for m in session.modes.available_modes]
-        assert offered == ["read-only", "default", "accept-edits"]
+        assert offered == ["plan", "read-only", "default", "accept-edits"]
         await conn.set_session_mode(session_id=session.session_id, mode_id="read-only")
         await asyncio.wait_for(
             conn.prompt(session_id=session.session_id, prompt=text("edit")), TIMEOUT

@@ -419,7 +419,7 @@ async def test_shift_tab_cycles_the_permission_mode_and_the_bar_shows_it(
             seen.append(mode)
             if mode != "default":
                 assert mode in str(app.status_bar.render())
-        assert seen == ["accept-edits", "read-only", "default"]
+        assert seen == ["accept-edits", "plan", "default"]
         assert app.focused is app.prompt_area  # the key did not move the focus
         runtime.root.get(
             APPROVALS

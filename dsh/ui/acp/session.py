@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("dsh.acp")
 
 MODE_NAMES: dict[PermissionMode, tuple[str, str]] = {
+    "plan": ("Plan", "Reads and explores, then proposes a plan; nothing is written or run"),
     "read-only": ("Read only", "Reads and searches; file writes are denied, commands are asked"),
     "default": ("Ask", "Reads freely; asks before writing, running or fetching"),
     "accept-edits": ("Accept edits", "Edits files in the project unasked; asks for the rest"),

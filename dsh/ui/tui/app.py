@@ -651,14 +651,17 @@ class DshApp(App[int]):
             self.transcript.toggle_details()
 
     def on_prompt_area_cycle_mode(self, message: PromptArea.CycleMode) -> None:
-        """Shift+Tab: default → accept-edits → read-only → default. ``bypass`` is never
-        a key press away; a session started in it leaves it for default."""
+        """Shift+Tab: default → accept-edits → plan → default. ``bypass`` is never a
+        key press away; a session started in it, or in read-only (which ``/permissions``
+        chooses: plan mode is what a person cycling wants, explore then propose, and
+        read-only, which still asks about commands, is the rarer choice), leaves it for
+        default."""
         if self.runtime is None:
             return
         from dsh.services import APPROVALS
 
         approvals = self.runtime.root.get(APPROVALS)
-        order: tuple[PermissionMode, ...] = ("default", "accept-edits", "read-only")
+        order: tuple[PermissionMode, ...] = ("default", "accept-edits", "plan")
         current = approvals.mode
         approvals.mode = (
             order[(order.index(current) + 1) % len(order)] if current in order else "default"
