@@ -72,6 +72,10 @@ class Action:
     target: str | None = None
     """What a rule naming the tool matches its pattern against instead of the summary
     (for a call that types into a running program: that program)."""
+    typed: bool = False
+    """``command`` is typed into a program already running (a terminal), which may read
+    the keys otherwise than a shell would (a pager saving to a file on ``s``): plan
+    mode never vouches for it as only reading."""
     unchecked: str | None = None
     """Why no rule can vouch for this call and deny rules cannot see all it does (keys
     that edit a shell's line before it runs): always asked, never granted."""

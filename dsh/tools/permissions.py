@@ -524,6 +524,7 @@ def assess(
         if not (
             action.command is not None
             and not action.paths
+            and not action.typed
             and only_reads(action.command, action.workdir or cwd)
         ):
             return Assessment("deny", PLAN_MODE_REFUSAL, grantable=False)

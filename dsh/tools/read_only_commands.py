@@ -30,9 +30,16 @@ GIT_READERS = frozenset(
 )
 """git's reading subcommands (``status`` is not: it refreshes the index, a write)."""
 
-REFUSED_OPTIONS = ("--output", "--pre", "--ext-diff", "--open-files-in-pager", "-O")
+REFUSED_OPTIONS = (
+    "--output",
+    "--pre",
+    "--hostname-bin",
+    "--ext-diff",
+    "--open-files-in-pager",
+    "-O",
+)
 """Options that write a file (``git log --output=F``) or run a program (``rg --pre``,
-``git grep -O``), refused as written or with ``=``."""
+``rg --hostname-bin``, ``git grep -O``), refused as written or with ``=``."""
 
 
 def only_reads(command: str, cwd: Path) -> bool:

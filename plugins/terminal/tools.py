@@ -481,6 +481,7 @@ def terminal_tools(service: Terminals) -> list[ToolDefinition]:
             unchecked=into.unknown or terminal.meaning.judge(into.command),
             workdir=terminal.current_cwd(),  # where git would find its repository
             sandboxed=True,
+            typed=True,
         )
 
     return [

@@ -35,6 +35,7 @@ HOSTILE = [
     "git status",  # refreshes the index
     "git commit -m x",  # not a reading subcommand
     "rg --pre 'touch made.txt' old",  # runs a program per file
+    "rg --hostname-bin=./evil old",  # runs a program for hyperlinks
     "find . -delete",  # not a reader
     "bash -c 'touch made.txt'",  # a nested script
     "ls | xargs touch",  # xargs runs what is not written
@@ -98,6 +99,9 @@ def test_plan_mode_denies_with_its_reason_even_where_allow_rules_would_allow(
     assert not verdict.grantable
     log = Action(risk="exec", summary="log", command="git log --oneline")
     assert assess("plan", tool, log, repository).verdict == "allow"
+    # Typed into a running program (a pager may take "s" as "save to a file"): never.
+    typed = Action(risk="exec", summary="type", command="stat made.txt", typed=True)
+    assert assess("plan", tool, typed, repository).verdict == "deny"
     secret = Action(risk="exec", summary="cat", command="cat ~/.ssh/id_rsa")
     assert assess("plan", tool, secret, repository).verdict != "allow"
 
