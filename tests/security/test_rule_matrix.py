@@ -4,7 +4,8 @@ Each call is described by the real tool of a real runtime (real terminals, one r
 a shell and one running Python), then decided with no rule, with a deny rule of each
 kind and with an allow rule of each kind, in every mode. A rule kind that applies to a
 call denies it in every mode, bypass included, and allows it unless the mode forbids
-(writes in read-only); a kind that does not apply changes nothing.
+(writes in read-only, anything with effects in plan); a kind that does not apply
+changes nothing.
 """
 
 from __future__ import annotations
@@ -27,8 +28,22 @@ from dsh.tools.permissions import MODES, Rule, assess
 
 KINDS = ("bash", "edit", "read", "name")
 RULES = {"bash": "bash(touch:*)", "edit": "edit(src/**)", "read": "read(src/**)"}
-ASKS = {"read-only": "ask", "default": "ask", "accept-edits": "ask", "bypass": "allow"}
-WRITES = {"read-only": "deny", "default": "ask", "accept-edits": "allow", "bypass": "allow"}
+# Plan mode refuses every call with effects, rules included (a command it vouches for
+# as only reading is allowed: none of these is one).
+ASKS = {
+    "plan": "deny",
+    "read-only": "ask",
+    "default": "ask",
+    "accept-edits": "ask",
+    "bypass": "allow",
+}
+WRITES = {
+    "plan": "deny",
+    "read-only": "deny",
+    "default": "ask",
+    "accept-edits": "allow",
+    "bypass": "allow",
+}
 READS = dict.fromkeys(MODES, "allow")
 
 
