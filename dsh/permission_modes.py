@@ -25,8 +25,8 @@ PLAN_MODE_TEXT = (
 the prompt's cached prefix does not change with the mode)."""
 
 PLAN_MODE_REFUSAL = (
-    "not run: you are in plan mode, where nothing that writes or runs a command with "
-    "effects is executed. Keep exploring with reading tools, then present your plan as "
-    "your answer; the person leaves plan mode to let you carry it out"
+    "you are in plan mode, where nothing that writes or runs a command with effects is "
+    "executed. Keep exploring with reading tools, then present your plan as your "
+    "answer; the person leaves plan mode to let you carry it out"
 )
 """Why a call with effects was refused in plan mode, as the model reads it."""
