@@ -14,7 +14,7 @@ from dsh.kernel import Context
 from dsh.llm import LlmService
 from dsh.prompt import PromptService
 from dsh.services import CHECKPOINTS, WORKSPACE_FILES
-from dsh.session import RestoreStarted, Session, SessionStore
+from dsh.session import RestoreDone, RestoreStarted, Session, SessionStore
 from dsh.session.events import HistoryRewound, SessionMoved, TurnStart
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService
@@ -224,11 +224,17 @@ class AgentService:
 
 def _finish_rewind(agent: Agent) -> None:
     """The conversation's rewind that the session's last restore was to be followed by,
-    if the process stopped before it was logged (nothing has run since)."""
+    if the process stopped before it was logged (nothing has run since). A restore that
+    failed was followed by none: ``/rewind`` stopped there."""
+    failed: set[str] = set()
     for event in reversed(agent.session.events):
         match event.data:
             case TurnStart() | HistoryRewound():
                 return  # it was logged, or the session went on: nothing left to do
+            case RestoreDone(error=str(), restore_id=restore_id):
+                failed.add(restore_id)
+            case RestoreStarted(restore_id=restore_id) if restore_id in failed:
+                return
             case RestoreStarted(conversation=True, turn=turn, restore_id=restore_id):
                 try:
                     agent.rewind(turn, restore_id=restore_id)

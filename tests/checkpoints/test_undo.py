@@ -300,7 +300,7 @@ async def test_sessions_fork_with_code_restores_the_files_into_the_fork(
         await store.aclose()
 
 
-@pytest.mark.parametrize("cut", ["before-any-file", "after-the-files"])
+@pytest.mark.parametrize("cut", ["before-any-file", "after-the-files", "failed"])
 async def test_a_rewind_cut_short_rewinds_the_conversation_on_resume(
     project: Path, tmp_path: Path, fake_llm: FakeLLM, cut: str
 ) -> None:
@@ -317,7 +317,17 @@ async def test_a_rewind_cut_short_rewinds_the_conversation_on_resume(
         checkpoints = runtime.root.get(CHECKPOINTS)
         plan = await checkpoints.plan_rewind(agent, 2)
         assert plan is not None
-        if cut == "after-the-files":
+        if cut == "failed":  # the files could not be restored: /rewind stopped there
+            restore_id = "failed"
+            for event, data in [
+                ("checkpoint/restoring", RestoreStarted(
+                    restore_id=restore_id, purpose="rewind", turn=2, target=plan.target,
+                    writes=plan.writes, conflicts=plan.conflicts, conversation=True,
+                )),
+                ("checkpoint/restored", RestoreDone(restore_id=restore_id, error="disk full")),
+            ]:  # fmt: skip
+                agent.session.append(event, data)
+        elif cut == "after-the-files":
             outcome = await checkpoints.restore(agent, plan, conversation=True)
             restore_id = outcome.restore_id
             assert (project / "doomed.txt").exists()
@@ -338,6 +348,10 @@ async def test_a_rewind_cut_short_rewinds_the_conversation_on_resume(
     runtime = await runtime_for(project, home, fake_llm)
     try:
         resumed = await runtime.agents.resume(session_id, cwd=project)
+        if cut == "failed":
+            assert not [e for e in resumed.session.events if e.type == "history/rewound"]
+            assert not (project / "doomed.txt").exists()
+            return
         assert (project / "doomed.txt").read_bytes() == b"doomed\n"
         assert (project / "keep.txt").read_bytes() == b"one\n"
         [rewound] = [e.data for e in resumed.session.events if e.type == "history/rewound"]
