@@ -10,6 +10,9 @@ notice of dsh's own, so its next request knows the files changed back.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+
 from dsh.checkpoints.restore import FileSummary, RestoreOutcome, RestorePlan
 from dsh.checkpoints.store import CheckpointError
 from dsh.commands import Command, CommandContext, CommandError
@@ -17,7 +20,11 @@ from dsh.control_chars import visible
 from dsh.llm import PluginSource, TextBlock, UserMessage
 from dsh.services import CHECKPOINTS
 
-__all__ = ["describe_plan", "names", "undo_command", "undone_note"]
+if TYPE_CHECKING:
+    from dsh.checkpoints.service import Checkpoints, SessionOwner
+    from dsh.session import SessionEvent
+
+__all__ = ["describe_plan", "names", "restore_fork_files", "undo_command", "undone_note"]
 
 NOTE_SOURCE = PluginSource(plugin="dsh", form="notice")
 USAGE = "usage: /undo [--dry-run]"
@@ -145,3 +152,32 @@ def undo_command() -> Command:
         undo,
         "[--dry-run]",
     )
+
+
+async def restore_fork_files(
+    checkpoints: Checkpoints,
+    fork: SessionOwner,
+    source: Sequence[SessionEvent],
+    *,
+    show: Callable[[str], None],
+    confirm: Callable[[], Awaitable[bool]],
+) -> str:
+    """``--code`` of a fork (``/fork`` and ``dsh sessions fork``): the files put back as
+    the fork's last turn left them, after ``show`` got the summary and ``confirm``
+    said yes; the restore is logged in the fork, with the note for the model. Returns
+    what was done, for the person; raises :class:`CheckpointError`."""
+    plan = await checkpoints.plan_fork(fork, source)
+    if plan is None:
+        return "No checkpoint holds the files of that turn: they were left as they are."
+    show(describe_plan(plan))
+    if plan.empty():
+        return "The files already are as that turn left them."
+    if not await confirm():
+        return "The files were left as they are."
+    outcome = await checkpoints.restore(fork, plan)
+    # The fork is idle: the note goes straight into its log.
+    fork.session.append("user/message", undone_note(plan, outcome))
+    said = f"Restored {len(outcome.applied)} file(s) as turn {plan.turn - 1} left them."
+    if outcome.conflicts:
+        said += " Left alone (changed by hand): " + names(outcome.conflicts) + "."
+    return said

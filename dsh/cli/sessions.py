@@ -209,33 +209,29 @@ class _Cli:
         """``--code``: the files back as the fork's last turn left them, logged in the
         fork (the command line is the confirmation; conflicts are left alone)."""
         from dsh.checkpoints import CheckpointError, Checkpoints
-        from dsh.checkpoints.commands import describe_plan, names, undone_note
+        from dsh.checkpoints.commands import restore_fork_files
         from dsh.kernel import Context
 
         cwd = Path(forked.header.cwd or Path.cwd())
         table = load_settings(self.home, cwd, check=False).checkpoints
         checkpoints = Checkpoints(table, home=self.home)
         owner = _ForkOwner(forked, self.store.sink(forked), cwd, Context(name="fork"))
+
+        async def confirm() -> bool:
+            return True  # the command line said --code
+
         try:
-            plan = await checkpoints.plan_fork(owner, (await self.read(source)).events)
-            if plan is None:
-                print("No checkpoint holds the files of that turn: they were left as they are.")
-                return 0
-            print(describe_plan(plan))
-            if plan.empty():
-                print("The files already are as that turn left them.")
-                return 0
-            outcome = await checkpoints.restore(owner, plan)
+            source_events = (await self.read(source)).events
+            print(
+                await restore_fork_files(
+                    checkpoints, owner, source_events, show=print, confirm=confirm
+                )
+            )
         except CheckpointError as error:
             print(f"dsh: the files were not restored: {error}", file=sys.stderr)
             return 1
         finally:
             await checkpoints.aclose()
-        forked.append("user/message", undone_note(plan, outcome))
-        said = f"Restored {len(outcome.applied)} file(s) as turn {plan.turn - 1} left them."
-        if outcome.conflicts:
-            said += " Left alone (changed by hand): " + names(outcome.conflicts) + "."
-        print(said)
         return 0
 
     async def import_file(self) -> int:

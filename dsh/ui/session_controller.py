@@ -656,35 +656,25 @@ class SessionController:
     async def _restore_for_fork(self, forked: AgentHandle, source: AgentHandle) -> str:
         """Put the files back as the fork's last turn left them; what was done, said."""
         from dsh.checkpoints import CheckpointError
-        from dsh.checkpoints.commands import describe_plan, names, undone_note
+        from dsh.checkpoints.commands import restore_fork_files
         from dsh.services import CHECKPOINTS
 
         checkpoints = self._runtime().root.get(CHECKPOINTS, None)
         if checkpoints is None:
             return "Checkpoints are not available in this dsh: the files were left as they are."
+
+        async def confirm() -> bool:
+            picked = await self.ui.choose(
+                "Restore these files in the fork?", ["Restore the files", "Leave them"], current=0
+            )
+            return picked == 0
+
         try:
-            plan = await checkpoints.plan_fork(forked, source.session.events)
-        except CheckpointError as error:
-            return f"The files were left as they are: {error}"
-        if plan is None:
-            return "No checkpoint holds the files of that turn: they were left as they are."
-        self.ui.show(describe_plan(plan))
-        if plan.empty():
-            return "The files already are as that turn left them."
-        picked = await self.ui.choose(
-            "Restore these files in the fork?", ["Restore the files", "Leave them"], current=0
-        )
-        if picked != 0:
-            return "The files were left as they are."
-        try:
-            outcome = await checkpoints.restore(forked, plan)
+            return await restore_fork_files(
+                checkpoints, forked, source.session.events, show=self.ui.show, confirm=confirm
+            )
         except CheckpointError as error:
             return f"The files were not restored: {error}"
-        forked.inject(undone_note(plan, outcome))
-        said = f"Restored {len(outcome.applied)} file(s) as turn {plan.turn - 1} left them."
-        if outcome.conflicts:
-            said += " Left alone (changed by hand): " + names(outcome.conflicts) + "."
-        return said
 
     async def quit(self) -> None:
         await self.ui.quit()
