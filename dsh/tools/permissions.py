@@ -525,7 +525,8 @@ def assess(
             action.command is not None
             and not action.paths
             and not action.typed
-            and only_reads(action.command, action.workdir or cwd)
+            and only_reads(action.command)
+            and git_elsewhere(action, cwd) is None
         ):
             return Assessment("deny", PLAN_MODE_REFUSAL, grantable=False)
         if not found:

@@ -6,15 +6,14 @@ unchecked or hidden, no redirection that writes) and every simple command in it 
 program of :data:`READERS` run directly (no wrapper such as ``timeout`` or ``xargs``,
 no nested script), with no option of :data:`REFUSED_OPTIONS`. git qualifies for the
 subcommands of :data:`GIT_READERS` alone, written first (``git -c ... log`` does
-not), and only where its repository's own config names no program for git to run
-(a diff driver's ``textconv``, ``core.fsmonitor``...), which would run on a read.
+not). Where git runs is the caller's to judge, as for any git command
+(:func:`dsh.tools.permissions.git_elsewhere`: outside the project, or in a
+repository whose config names a program for git to run, such as a diff driver's
+``textconv``, which would run on a read).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from dsh.tools.git_config import repository_programs
 from dsh.tools.shell import analyse
 from dsh.tools.shell_words import Word
 
@@ -42,12 +41,11 @@ REFUSED_OPTIONS = (
 ``rg --hostname-bin``, ``git grep -O``), refused as written or with ``=``."""
 
 
-def only_reads(command: str, cwd: Path) -> bool:
-    """Whether ``command``, run in ``cwd``, can be vouched for as only reading."""
+def only_reads(command: str) -> bool:
+    """Whether ``command`` can be vouched for as only reading (wherever git runs)."""
     analysis = analyse(command)
     if not analysis.checkable or analysis.hidden or analysis.writes:
         return False
-    uses_git = False
     for invocation in analysis.invocations:
         if invocation.open_ended or invocation.transparent or invocation.nested:
             return False
@@ -62,10 +60,9 @@ def only_reads(command: str, cwd: Path) -> bool:
         if program == "git":
             if len(argv) < 2 or argv[1].value not in GIT_READERS:
                 return False
-            uses_git = True
         elif program not in READERS:
             return False
-    return not (uses_git and repository_programs(cwd) is not None)
+    return True
 
 
 def _plain(word: Word) -> bool:

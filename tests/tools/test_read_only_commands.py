@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from dsh.tools.definition import Action, ToolDefinition
 from dsh.tools.permissions import assess
 from dsh.tools.read_only_commands import only_reads
 from tests.e2e.harness import Dsh, text_of
@@ -65,32 +66,51 @@ def repository(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("command", READING)
 def test_reading_commands_are_vouched_for(repository: Path, command: str) -> None:
-    assert only_reads(command, repository)
+    assert only_reads(command)
+    # Not refused; a word naming a protected file (HEAD) is still asked, as in any mode.
+    expected = "ask" if "HEAD" in command else "allow"
+    assert plan_verdict(command, repository) == expected
 
 
 @pytest.mark.parametrize("command", HOSTILE)
 def test_hostile_commands_are_not(repository: Path, command: str) -> None:
-    assert not only_reads(command, repository)
+    assert not only_reads(command)
+    assert plan_verdict(command, repository) == "deny"
+
+
+def bash_tool() -> ToolDefinition:
+    async def run(arguments: BaseModel, context: object) -> str:
+        return ""
+
+    return ToolDefinition(name="bash", description="", arguments=BaseModel, execute=run)
+
+
+def plan_verdict(command: str, cwd: Path, workdir: Path | None = None) -> str:
+    action = Action(risk="exec", summary=command, command=command, workdir=workdir)
+    return assess("plan", bash_tool(), action, cwd).verdict
 
 
 def test_git_is_not_vouched_for_where_the_repository_names_a_program(repository: Path) -> None:
     with (repository / ".git" / "config").open("a") as config:
         config.write('[diff "evil"]\n\ttextconv = touch made.txt\n')
     (repository / ".gitattributes").write_text("* diff=evil\n")
-    assert not only_reads("git log -p", repository)
-    assert only_reads("ls", repository)
+    assert plan_verdict("git log -p", repository) == "deny"
+    assert plan_verdict("ls", repository) == "allow"
+
+
+def test_git_outside_the_project_is_not_vouched_for(repository: Path, tmp_path: Path) -> None:
+    project = repository / "inner"
+    project.mkdir()
+    assert plan_verdict("git log", project, workdir=repository) == "deny"
+    assert plan_verdict("git log", repository) == "allow"
 
 
 def test_plan_mode_denies_with_its_reason_even_where_allow_rules_would_allow(
     repository: Path,
 ) -> None:
-    from dsh.tools.definition import Action, ToolDefinition
     from dsh.tools.permissions import parse_rules
 
-    async def run(arguments: BaseModel, context: object) -> str:
-        return ""
-
-    tool = ToolDefinition(name="bash", description="", arguments=BaseModel, execute=run)
+    tool = bash_tool()
     action = Action(risk="exec", summary="touch", command="touch made.txt")
     allowed = parse_rules("bash(touch:*)")
     verdict = assess("plan", tool, action, repository, allow=allowed)
