@@ -15,6 +15,7 @@ from dsh.tools.definition import Action, ToolDefinition
 from dsh.tools.permissions import assess
 from dsh.tools.read_only_commands import only_reads
 from tests.e2e.harness import Dsh, text_of
+from tests.e2e.test_plan_mode import commit
 
 READING = [
     "ls -la",
@@ -53,14 +54,7 @@ def git_init(folder: Path) -> None:
 
 @pytest.fixture
 def repository(tmp_path: Path) -> Path:
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    (tmp_path / "notes.txt").write_text("old notes\n")
-    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "first"],
-        cwd=tmp_path,
-        check=True,
-    )
+    commit(tmp_path)
     return tmp_path
 
 
