@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     )
     from dsh.agent.signal import TurnSignal
     from dsh.llm import GenerateOptions, LlmCallConfig, RetryNotice, StreamChunk, UserMessage
+    from dsh.permission_modes import PermissionMode
     from dsh.prompt import Assembly, AssemblyDraft
     from dsh.tools import (
         Action,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
         ToolDefinition,
     )
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+    from dsh.tools.plan_review import PlanDecision, PlanReview
     from dsh.tools.questions import Answer, Dismissed, Question
 
 __all__ = [
@@ -75,6 +77,8 @@ __all__ = [
     "KERNEL_ERROR",
     "LLM_RETRY",
     "LLM_STREAM",
+    "PERMISSION_MODE_CHANGED",
+    "PLAN_REVIEW",
     "PROMPT_ATTACH",
     "PROMPT_PASTE",
     "QUESTION_ASK",
@@ -234,6 +238,17 @@ APPROVAL_ASK: First[[ApprovalRequest], ApprovalDecision] = First(
     doc="a call needs the person's approval: the newest approver (a UI's dialog) "
     "decides; none at all is a denial (headless)",
 )
+PLAN_REVIEW: First[[PlanReview], PlanDecision] = First(
+    "plan/review",
+    doc="the model presented a plan in plan mode: the newest reviewer (a UI) approves "
+    "it (going on in accept-edits or default mode) or sends it back with a note; none "
+    "at all leaves the mode as it is (headless)",
+)
+PERMISSION_MODE_CHANGED: Notify[[PermissionMode]] = Notify(
+    "permissions/mode-changed",
+    doc="the permission mode changed (the person, a command, an approved plan): the "
+    "new mode, for every front end to show",
+)
 QUESTION_ASK: First[[Sequence[Question], AgentHandle | None], Sequence[Answer] | Dismissed] = First(
     "question/ask",
     subject=lambda questions, agent: agent,
@@ -275,6 +290,8 @@ CORE_HOOKS: tuple[Hook, ...] = (
     TOOL_PRE_EXECUTE,
     TOOL_POST_EXECUTE,
     APPROVAL_ASK,
+    PLAN_REVIEW,
+    PERMISSION_MODE_CHANGED,
     QUESTION_ASK,
     SESSION_TITLE_NOW,
 )

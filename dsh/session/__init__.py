@@ -78,6 +78,7 @@ from dsh.session.persistence import (
     SessionNotFoundError,
     SessionPersistence,
 )
+from dsh.session.plan_events import PlanProposed, PlanReviewed, PlanReviewOutcome
 from dsh.session.session import ReentrantAppendError, Session
 from dsh.session.spend import (
     ModelCall,
@@ -125,6 +126,9 @@ __all__ = [
     "PaidRequest",
     "PathChange",
     "PersistenceError",
+    "PlanProposed",
+    "PlanReviewOutcome",
+    "PlanReviewed",
     "Pricing",
     "ReentrantAppendError",
     "ReplaceOp",

@@ -23,14 +23,15 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from dsh.hooks import APPROVAL_ASK
+from dsh.hooks import APPROVAL_ASK, PERMISSION_MODE_CHANGED, PLAN_REVIEW
 from dsh.kernel import Context, Disposer
 from dsh.sandbox.policy import Widening
 from dsh.services import APPROVALS
 from dsh.session import Session, SessionHeader
 from dsh.session.events import ApprovalRequested, ApprovalResolved, GrantsIgnored
+from dsh.session.plan_events import PlanProposed, PlanReviewed
 from dsh.tools.definition import Action, Risk, ToolContext, ToolDefinition
 from dsh.tools.escalation import sandbox_need
 from dsh.tools.grants import InstallationKey, KeyRefused, grant_fields, sign, verify
@@ -46,6 +47,7 @@ from dsh.tools.permissions import (
     read_denied,
     session_rules,
 )
+from dsh.tools.plan_review import APPROVED_MODES, PlanDecision, PlanReview, Reviewer
 from dsh.wire import Frozen
 
 if TYPE_CHECKING:
@@ -89,6 +91,8 @@ class ApprovalDecision(Frozen):
 
 Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
 
+D = TypeVar("D", ApprovalDecision, PlanDecision)
+
 
 @dataclass(frozen=True)
 class Gate:
@@ -116,7 +120,7 @@ class ApprovalService:
         if mode not in MODES:
             raise ValueError(f"unknown permission mode {mode!r} (one of: {', '.join(MODES)})")
         self._ctx = ctx
-        self.mode: PermissionMode = mode
+        self._mode: PermissionMode = mode
         self.allow = list(allow)
         self.deny = list(deny)
         self._grants: dict[str, list[Rule]] = {}
@@ -124,6 +128,74 @@ class ApprovalService:
         """The sessions seen, by id: how a subagent's grants reach its parents'."""
         self._denials: dict[str, set[str]] = {}
         self._key = InstallationKey(home)
+
+    @property
+    def mode(self) -> PermissionMode:
+        """The permission mode every call is judged in."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: PermissionMode) -> None:
+        """Change the mode; every front end hears of it on ``permissions/mode-changed``
+        (the status bar, an editor's mode picker)."""
+        if mode not in MODES:
+            raise ValueError(f"unknown permission mode {mode!r} (one of: {', '.join(MODES)})")
+        if mode == self._mode:
+            return
+        self._mode = mode
+        self._ctx.emit(PERMISSION_MODE_CHANGED, mode)
+
+    def add_plan_reviewer(self, reviewer: Reviewer) -> Disposer:
+        """Review plans (before any reviewer registered earlier) until the service's
+        context is disposed, or the returned disposer is called."""
+        return self._ctx.on(PLAN_REVIEW, reviewer, prepend=True)
+
+    async def review_plan(
+        self,
+        plan: str,
+        *,
+        session: Session,
+        call_id: str,
+        signal: asyncio.Event | None = None,
+        agent_label: str | None = None,
+    ) -> PlanDecision:
+        """Ask the person about ``plan`` (Markdown) and log what they decided: approved,
+        the mode is then the one they chose; sent back, the note is for the model.
+        ``signal`` set (the turn cancelled) takes the review away. With nobody to ask
+        the outcome is ``unavailable`` and the mode stays as it is."""
+        review_id = uuid.uuid4().hex
+        session.append(
+            "plan/proposed", PlanProposed(review_id=review_id, call_id=call_id, plan=plan)
+        )
+        review = PlanReview(
+            id=review_id,
+            session_id=session.id,
+            call_id=call_id,
+            plan=plan,
+            agent_label=agent_label,
+        )
+        try:
+            reviewing = self._ctx.serial(PLAN_REVIEW, review)
+            answer = await _unless_cancelled(
+                reviewing,
+                signal,
+                PlanDecision(outcome="cancelled", note="the turn was cancelled"),
+            )
+        except Exception as error:  # a broken dialog approves nothing
+            answer = PlanDecision(outcome="unavailable", note=f"the review failed: {error}")
+        by: Literal["user", "headless"] = "user"
+        if answer is None:
+            answer, by = PlanDecision(outcome="unavailable"), "headless"
+        mode = APPROVED_MODES.get(answer.outcome)
+        if mode is not None:
+            self.mode = mode
+        session.append(
+            "plan/reviewed",
+            PlanReviewed(
+                review_id=review_id, outcome=answer.outcome, by=by, note=answer.note, mode=mode
+            ),
+        )
+        return answer
 
     def read_denied(self, path: Path, cwd: Path) -> bool:
         """Whether a deny rule hides ``path`` from every reading tool (searches leave
@@ -361,7 +433,11 @@ class ApprovalService:
         )
         try:
             asking = self._ctx.serial(APPROVAL_ASK, request)
-            answer = await _unless_cancelled(asking, signal)
+            answer = await _unless_cancelled(
+                asking,
+                signal,
+                ApprovalDecision(outcome="cancelled", feedback="the turn was cancelled"),
+            )
         except Exception as error:  # a broken dialog must not run the call
             answer = ApprovalDecision(
                 outcome="unavailable", feedback=f"the approval failed: {error}"
@@ -410,8 +486,8 @@ class ApprovalService:
 
 
 async def _unless_cancelled(
-    asking: Awaitable[ApprovalDecision | None], signal: asyncio.Event | None
-) -> ApprovalDecision | None:
+    asking: Awaitable[D | None], signal: asyncio.Event | None, cancelled: D
+) -> D | None:
     """The approver's decision, or "cancelled" once ``signal`` is set: a turn cancelled
     (Esc elsewhere, quitting, /new) must not wait on a dialog nobody will answer, and
     the approver's task is cancelled so that its dialog goes away."""
@@ -429,7 +505,7 @@ async def _unless_cancelled(
         return answer.result()
     answer.cancel()
     await asyncio.gather(answer, return_exceptions=True)
-    return ApprovalDecision(outcome="cancelled", feedback="the turn was cancelled")
+    return cancelled
 
 
 def _rules(texts: Sequence[str]) -> list[Rule]:
@@ -465,6 +541,11 @@ class BoundApprovals:
         """Decide approvals (before any approver registered earlier) until this
         context is disposed."""
         return self._ctx.on(APPROVAL_ASK, approver, prepend=True)
+
+    def add_plan_reviewer(self, reviewer: Reviewer) -> Disposer:
+        """Review plans (before any reviewer registered earlier) until this context is
+        disposed."""
+        return self._ctx.on(PLAN_REVIEW, reviewer, prepend=True)
 
     @property
     def mode(self) -> PermissionMode:

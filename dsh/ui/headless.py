@@ -73,6 +73,7 @@ from dsh.session.events import (
 from dsh.session.writer import unstored_message
 from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.opening import BusyChoice
 from dsh.ui.session_controller import SessionChoice, SessionController, StartFailed
@@ -528,6 +529,11 @@ class HeadlessUI:
         if self.agent is not None and not await self._stored(self.agent.id):
             return None
         return await self.control.answer(questions)
+
+    async def ask_plan(self, review: PlanReview) -> PlanDecision:
+        from dsh.tools.plan_review import review_decision, review_question
+
+        return review_decision(await self.ask_questions([review_question(review)]))
 
     async def _stored(self, session_id: str) -> bool:
         """Store what the session logged so far, before a request line names it: the

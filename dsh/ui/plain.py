@@ -45,6 +45,7 @@ from dsh.session.events import CancelByUser
 from dsh.session.writer import RECOVERED_MESSAGE, failing_message
 from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.entries import TranscriptFold
 from dsh.ui.opening import BUSY_CHOICES, BusyChoice
@@ -380,6 +381,11 @@ class PlainApp:
 
     async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
         return await self.line.dialogs.answer(questions)
+
+    async def ask_plan(self, review: PlanReview) -> PlanDecision:
+        from dsh.tools.plan_review import review_decision, review_question
+
+        return review_decision(await self.ask_questions([review_question(review)]))
 
     async def choose(
         self, title: str, items: Sequence[str], *, current: int | None = None

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from dsh.settings import Settings
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
     from dsh.tools.permissions import PermissionMode
+    from dsh.tools.plan_review import PlanDecision, PlanReview
     from dsh.tools.questions import Answer, Question
     from dsh.ui.entries import TranscriptFold
     from dsh.ui.rewinding import RewindAsker
@@ -130,6 +131,11 @@ class Dialogs(Protocol):
 
     async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
         """The ``questions`` service's answerer: None when the person dismissed them."""
+        ...
+
+    async def ask_plan(self, review: PlanReview) -> PlanDecision:
+        """The ``approvals`` service's plan reviewer: approve the plan (and the mode to
+        carry it out in) or send it back with a note."""
         ...
 
     async def choose(
@@ -294,6 +300,7 @@ class SessionController:
         if self.ui.answers:
             self._ctx.get(APPROVALS).add_approver(self.ui.ask_approval)
             self._ctx.get(QUESTIONS).set_answerer(self._answer)
+            self._ctx.get(APPROVALS).add_plan_reviewer(self.ui.ask_plan)
 
     def _rewind_asker(self) -> RewindAsker:
         from dsh.ui.rewinding import ChoosingAsker

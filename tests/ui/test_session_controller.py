@@ -22,6 +22,7 @@ from dsh.session import SessionBusyError, SessionEvent, turns_of
 from dsh.settings import Settings
 from dsh.testing import FakeLLM, Reply
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.opening import BusyChoice
 from dsh.ui.session_controller import (
@@ -91,6 +92,9 @@ class Recorder:
 
     async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
         return None
+
+    async def ask_plan(self, review: PlanReview) -> PlanDecision:
+        return PlanDecision(outcome="keep-planning")
 
     async def choose(
         self, title: str, items: Sequence[str], *, current: int | None = None

@@ -52,6 +52,7 @@ from dsh.session.events import (
 )
 from dsh.session.writer import SESSION_WRITE_FAILED
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.acp import permissions
 from dsh.ui.acp.prompt import Media, PromptBlock, attach, media_of, prompt_message, prompt_text
@@ -556,6 +557,11 @@ class AcpSession:
             return None
         answer = permissions.question_answer(question, response)
         return [answer] if answer is not None else None
+
+    async def ask_plan(self, review: PlanReview) -> PlanDecision:
+        from dsh.tools.plan_review import review_decision, review_question
+
+        return review_decision(await self.ask_questions([review_question(review)]))
 
     def _asking_call(self) -> str:
         """The running call that asks (the newest): the editor shows the question on it."""

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from dsh.settings import Settings
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
     from dsh.tools.permissions import PermissionMode
+    from dsh.tools.plan_review import PlanDecision, PlanReview
     from dsh.tools.questions import Answer, Question
     from dsh.ui.entries import TranscriptFold
     from dsh.ui.opening import BusyChoice
@@ -794,6 +795,11 @@ class DshApp(App[int]):
         finally:
             self.status_bar.asking = False
             self.status_bar.show()
+
+    async def ask_plan(self, review: PlanReview) -> PlanDecision:
+        from dsh.tools.plan_review import review_decision, review_question
+
+        return review_decision(await self.ask_questions([review_question(review)]))
 
     async def pick_session(self) -> str | None:
         assert self.runtime is not None
