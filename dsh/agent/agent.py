@@ -73,6 +73,12 @@ class Agent:
         self._driver: asyncio.Task[None] | None = None
         self._reservation: asyncio.Event | None = None
         self._stopping = False
+        self._driving = False
+        """The driver's loop still looks at the queue: a send needs no new driver."""
+        self._held = False
+        """A cancel kept the inbox: the driver leaves the queue for the next send."""
+        self._waking = False
+        """A send came while the driver was saying "idle": it starts again next."""
 
     @property
     def id(self) -> SessionId:
@@ -147,6 +153,7 @@ class Agent:
         if not keep_inbox:
             self.inbox.clear("cancelled")
         if self._turn is not None:
+            self._held = keep_inbox
             self._turn.cancel(cause)
 
     async def when_idle(self) -> None:
@@ -158,6 +165,9 @@ class Agent:
                 continue
             if self._reservation is not None:
                 await self._reservation.wait()
+                continue
+            if self._waking:
+                await asyncio.sleep(0)
                 continue
             return
 
@@ -221,10 +231,27 @@ class Agent:
     # ------------------------------------------------------------------ turns
 
     def _wake(self) -> None:
-        if self._driver is not None and not self._driver.done():
+        # A send is what a kept queue waits for, whenever it comes: even in the moment
+        # between a cancelled turn's end and the driver looking at the queue again.
+        self._held = False
+        if self._driving:
             return
+        if self._driver is not None and not self._driver.done():
+            # The driver has left its loop and is saying "idle" (a status listener
+            # sends): a new driver starts once that is said, so no listener hears
+            # "idle" after "running".
+            if not self._waking:
+                self._waking = True
+                asyncio.get_running_loop().call_soon(self._wake_again)
+            return
+        self._driving = True
         self._set_status("running")
         self._driver = self.ctx.spawn(self._drive(), name=f"driver:{self.id}")
+
+    def _wake_again(self) -> None:
+        self._waking = False
+        if self.inbox.has_queued and not self._stopping:
+            self._wake()
 
     async def _drive(self) -> None:
         """Run a turn for each queued prompt, in order, that the ``prompt-submit``
@@ -255,14 +282,17 @@ class Agent:
                 ended = await self._run_turn(
                     prompt, decision.additional_contexts, allow=decision.allow
                 )
-                if isinstance(ended, TurnAborted) and self.inbox.has_queued:
+                if isinstance(ended, TurnAborted) and self._held:
+                    self._held = False
                     break  # a cancel that kept the inbox: the queue waits for the next send
         finally:
+            self._driving = False
             self._set_status("idle")
 
     async def _run_turn(
         self, prompt: UserMessage, extra: tuple[UserMessage, ...], *, allow: tuple[str, ...] = ()
     ) -> TurnEndReason:
+        self._held = False  # a cancel that kept the inbox is about the turn it cancelled
         turn = self._turn = Turn(
             self, self._services, self._sink, self.inbox, trigger=PromptTrigger(), allow=allow
         )

@@ -32,6 +32,7 @@ from tests.e2e.harness import (
     text_of,
     user_texts,
 )
+from tests.support.waits import HANG_S
 
 
 def echo(text: str, delay: float = 0.0) -> ToolCallSpec:
@@ -592,3 +593,53 @@ async def test_sessions_command_lists_what_storage_holds(dsh: Dsh, fake_llm: Fak
     assert current[:8] in done.stdout
     assert kept[:8] in done.stdout
     assert lost[:8] not in done.stdout
+
+
+CANCEL_CYCLES = 20
+
+
+async def test_a_prompt_sent_right_after_a_cancelled_turn_ends_always_runs(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """The driver's pattern that lost prompts: a turn is cancelled, and the next prompt
+    is sent with the cancel or the moment the turn's end is printed. Each one runs,
+    cycle after cycle."""
+    for cycle in range(CANCEL_CYCLES):
+        fake_llm.add(
+            Reply(text=f"never {cycle}", first_byte_delay_ms=20_000),
+            Reply(text=f"answer {cycle}"),
+        )
+    child = await dsh.start("-p", "--input-format", "stream-json", "--output-format", "stream-json")
+    ends: list[str] = []
+    await send(child, {"type": "prompt", "text": "slow 0"})
+    async for event in stream_events(child):
+        cycle = len(ends) // 2
+        if event["type"] == "step/start" and len(ends) % 2 == 0:
+            # The slow request is at the server: cancel it there.
+            deadline = asyncio.get_running_loop().time() + HANG_S
+            while len(fake_llm.chat_requests) <= 2 * cycle:
+                assert asyncio.get_running_loop().time() < deadline, "no request came"
+                await asyncio.sleep(0.01)
+            # Every other cycle the next prompt goes with the cancel, in one write:
+            # it arrives before the cancelled turn has ended.
+            together = [{"type": "prompt", "text": f"right after {cycle}"}] if cycle % 2 else []
+            await send(child, {"type": "cancel"}, *together)
+        if event["type"] != "turn/end":
+            continue
+        ends.append(event["data"]["reason"]["kind"])
+        if len(ends) % 2 and cycle % 2 == 0:
+            await send(child, {"type": "prompt", "text": f"right after {cycle}"})
+        elif cycle + 1 < CANCEL_CYCLES:
+            await send(child, {"type": "prompt", "text": f"slow {cycle + 1}"})
+        else:
+            await close_stdin(child)
+    done = await finish(child, stdin=None)
+
+    assert done.code == 0, done.stderr
+    assert ends == ["aborted", "completed"] * CANCEL_CYCLES
+    events = await dsh.checked_events()
+    answered = [e.data.message.text() for e in of_type(events, "assistant/message")]
+    assert [text for text in answered if text.startswith("answer")] == [
+        f"answer {cycle}" for cycle in range(CANCEL_CYCLES)
+    ]
+    assert fake_llm.remaining == 0
