@@ -179,10 +179,12 @@ def test_the_tui_module_loads_its_runtime_after_the_first_frame() -> None:
 
 
 def test_plugin_commands_are_tried_only_where_no_prompt_can_be() -> None:
-    from dsh.cli import _maybe_plugin_command
+    from dsh.cli import _maybe_plugin_command, _plugin_command
 
     assert _maybe_plugin_command(["mcp", "list"])
-    assert not _maybe_plugin_command(["mcp"])  # one word: a prompt
+    # One word: a plugin's command (``dsh mcp`` says its actions), else a prompt.
+    assert _maybe_plugin_command(["mcp"])
+    assert _plugin_command(["hello"]) is None
     assert not _maybe_plugin_command(["fix the build", "--plain"])
     assert not _maybe_plugin_command(["hello", "-p"])
     assert _maybe_plugin_command(["mcp", "--help"])  # no plugin's: the usual usage

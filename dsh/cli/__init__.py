@@ -231,10 +231,12 @@ _WORD = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 def _maybe_plugin_command(args: list[str]) -> bool:
     """``dsh NAME WORD ...``: two words first, which no prompt can be (the prompt is one
-    argument), the first no core command. Only then are the plugins looked at."""
-    if len(args) < 2 or not _WORD.match(args[0]):
+    argument), the first no core command; or ``dsh NAME`` alone, which a plugin's
+    command answers with its usage (``dsh mcp``) and any other word leaves a prompt.
+    Only then are the plugins looked at."""
+    if not args or not _WORD.match(args[0]):
         return False
-    return not args[1].startswith("-") or args[1] in ("-h", "--help")
+    return len(args) == 1 or not args[1].startswith("-") or args[1] in ("-h", "--help")
 
 
 def _plugin_command(args: list[str]) -> int | None:

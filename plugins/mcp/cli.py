@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +31,39 @@ from plugins.mcp.service import MCP, McpService, status_lines
 SETTINGS_FILE = "settings.toml"
 
 
+class _CommandAfterDashes(argparse.ArgumentParser):
+    """Everything after the first ``--`` is the server's command (``args.command``).
+
+    argparse alone cannot read ``NAME --scope project -- ./server -y``: it takes NAME
+    and an empty command together, then finds ``-- ./server`` unrecognized, or, with a
+    REMAINDER command, swallows every option after NAME into it."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        words = list(sys.argv[1:] if args is None else args)
+        tail: list[str] = []
+        if "--" in words:
+            at = words.index("--")
+            words, tail = words[:at], words[at + 1 :]
+        parsed, extras = super().parse_known_args(words, namespace)
+        if tail and self.get_default("command") is None:
+            self.error(f"unrecognized arguments: -- {' '.join(tail)}")
+        if self.get_default("command") is not None:
+            parsed.command = tail
+        return parsed, extras
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = parser.add_subparsers(dest="action", required=True, parser_class=_CommandAfterDashes)
     listing = actions.add_parser("list", help="every server's state, tools and last error")
     listing.add_argument("--json", action="store_true", help="print JSON")
     get = actions.add_parser("get", help="one server: where it is, its state and tools")
     get.add_argument("name")
     add = actions.add_parser(
         "add",
+        usage="dsh mcp add NAME [options] -- COMMAND [ARGS...]\n"
+        "       dsh mcp add NAME --url URL [options]",
         help="add a server: NAME -- COMMAND [ARGS...], or NAME --url URL",
         description="dsh mcp add github -- npx -y @modelcontextprotocol/server-github\n"
         "dsh mcp add tracker --url https://mcp.example.com/mcp --header 'Authorization: "
@@ -54,7 +80,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--header", action="append", default=[], metavar="NAME: VALUE", help="an HTTP header"
     )
     add.add_argument("--scope", choices=["user", "project"], default="user")
-    add.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    add.set_defaults(command=[])  # what follows ``--``: see _CommandAfterDashes
     remove = actions.add_parser("remove", help="remove a server from the settings")
     remove.add_argument("name")
     remove.add_argument("--scope", choices=["user", "project"], default="user")
@@ -219,8 +245,6 @@ def _add(args: argparse.Namespace) -> int:
     import tomlkit
 
     command = list(args.command)
-    if command[:1] == ["--"]:
-        command = command[1:]
     entry: dict[str, Any] = {}
     if args.url and command:
         raise _Refused("give a command (after --) or --url, not both")

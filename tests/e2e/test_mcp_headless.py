@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tomllib
 from pathlib import Path
 
 from dsh.session import check_log
@@ -141,6 +142,66 @@ async def test_dsh_mcp_add_list_get_remove(dsh: Dsh) -> None:
     missing = await dsh.run("mcp", "get", "fixture")
     assert missing.code == 1
     assert "no server named 'fixture'" in missing.stderr
+
+
+async def test_dsh_mcp_add_takes_its_options_after_the_name(dsh: Dsh) -> None:
+    """The forms docs/mcp.md and ``--help`` show: options after NAME, the command
+    after ``--`` (its own options included)."""
+    added = await dsh.run(
+        "mcp",
+        "add",
+        "docs",
+        "--url",
+        "https://mcp.example.com/mcp",
+        "--header",
+        "Authorization: Bearer ${TOKEN}",
+        "--transport",
+        "http",
+    )
+    assert added.code == 0, added.stderr
+    settings = tomllib.loads((dsh.home / "settings.toml").read_text())
+    assert settings["mcp"]["servers"]["docs"] == {
+        "url": "https://mcp.example.com/mcp",
+        "type": "http",
+        "headers": {"Authorization": "Bearer ${TOKEN}"},
+    }
+
+    local = await dsh.run(
+        "mcp",
+        "add",
+        "local",
+        "--scope",
+        "project",
+        "--env",
+        "LEVEL=2",
+        "--",
+        "./server",
+        "-y",
+        "--",
+        "x",
+    )
+    assert local.code == 0, local.stderr
+    project = tomllib.loads((dsh.project / ".dsh" / "settings.toml").read_text())
+    assert project["mcp"]["servers"]["local"] == {
+        "command": "./server",
+        "args": ["-y", "--", "x"],
+        "env": {"LEVEL": "2"},
+    }
+    assert "local" not in tomllib.loads((dsh.home / "settings.toml").read_text())["mcp"]["servers"]
+
+    before = (dsh.home / "settings.toml").read_text()
+    bare = await dsh.run("mcp", "add", "bare", "./server")
+    assert bare.code == 2
+    assert "unrecognized arguments: ./server" in bare.stderr
+    assert (dsh.home / "settings.toml").read_text() == before
+
+
+async def test_dsh_mcp_alone_says_its_actions(dsh: Dsh) -> None:
+    alone = await dsh.run("mcp")
+    assert alone.code == 2
+    assert "terminal" not in alone.stderr
+    assert "usage: dsh mcp" in alone.stderr
+    assert "add" in alone.stderr
 
 
 async def test_a_killed_dsh_takes_its_servers_with_it(dsh: Dsh, fake_llm: FakeLLM) -> None:
