@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic.alias_generators import to_camel
+
 from dsh.control_chars import visible
 from dsh.paths import dsh_home
 from dsh.session import LoadedSession, Session, SessionStore
@@ -150,7 +152,9 @@ class _Cli:
         await self.index(cwd)
         entries = await self.store.catalog.list(cwd=cwd, limit=self.args.limit)
         if self.args.json:
-            print(json.dumps([entry.__dict__ for entry in entries], indent=2))
+            # camelCase keys, as every JSON dsh prints (the log's, stream-json's).
+            rows = [{to_camel(key): value for key, value in vars(e).items()} for e in entries]
+            print(json.dumps(rows, indent=2))
         elif not entries:
             where = "" if self.args.all else " in this directory (try --all)"
             print(f"No sessions{where}.")

@@ -105,7 +105,8 @@ async def test_a_batch_the_index_missed_is_made_good_by_the_next(dsh: Dsh) -> No
 
     listed = await dsh.run("sessions", "list", "--json")
     [entry] = json.loads(listed.stdout)
-    assert entry["last_seq"] == len(await dsh.events()) - 1
+    assert entry["lastSeq"] == len(await dsh.events()) - 1
+    assert "last_seq" not in entry  # camelCase, as every JSON dsh prints
     assert (await dsh.run("sessions", "reindex")).code == 0
     [rebuilt] = json.loads((await dsh.run("sessions", "list", "--json")).stdout)
     # (Costs aside: `dsh sessions` prices nothing, so a rebuilt entry has none.)
