@@ -39,6 +39,7 @@ def describe(entry: CatalogEntry) -> dict[str, Any]:
         "id": model.id,
         "name": model.name,
         "sentAs": model.sent_as,
+        "offered": entry.offered,
         "contextWindow": model.context_window,
         "maxOutputTokens": model.default_max_tokens,
         "vision": model.vision,
@@ -59,7 +60,12 @@ def describe(entry: CatalogEntry) -> dict[str, Any]:
 def format_table(provider: str, entries: list[CatalogEntry]) -> str:
     if not entries:
         return f"{provider} lists no models."
-    lines = [
+    lines = []
+    if all(entry.offered is None for entry in entries):
+        lines.append(
+            f"{provider}'s model listing could not be read: these are the models dsh knows."
+        )
+    lines += [
         f"{'MODEL':<30} {'CONTEXT':>7} {'OUTPUT':>6} {'VISION':<6} PRICE $/M (hit/miss/out, peak)"
     ]
     for entry in entries:
@@ -74,6 +80,8 @@ def format_table(provider: str, entries: list[CatalogEntry]) -> str:
         )
         if model.sent_as:
             line += f"  (legacy: sent as {model.sent_as})"
+        if entry.offered is False:
+            line += f"  (not offered by {provider}: known to dsh only)"
         lines.append(line)
     return "\n".join(lines)
 

@@ -93,6 +93,9 @@ class CatalogEntry(Frozen):
 
     model: ResolvedModel
     price: Price | None = None
+    offered: bool | None = None
+    """Whether the provider offers it (:attr:`ModelInfo.offered`); a legacy id is
+    offered when the model it is sent as is."""
 
 
 class ProviderReply(Frozen):

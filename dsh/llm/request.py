@@ -83,6 +83,9 @@ class ModelInfo(Frozen):
     id: str
     name: str
     description: str | None = None
+    offered: bool | None = None
+    """Whether the provider's own listing (``/models``) has it: False for a model only
+    dsh's settings or plugin know; None when no listing could be read."""
 
 
 class ReasoningEffortInfo(Frozen):

@@ -201,7 +201,9 @@ class LlmService:
         if registration is None:
             return []
         entries: list[CatalogEntry] = []
-        for info in await self.list_models(provider):
+        listed = await self.list_models(provider)
+        offered = {info.id: info.offered for info in listed}
+        for info in listed:
             try:
                 resolved = registration.adapter.resolve_model(provider, info.id)
             except Exception:
@@ -209,7 +211,13 @@ class LlmService:
             if resolved.name == resolved.id and info.name != info.id:
                 resolved = resolved.model_copy(update={"name": info.name})
             entries.append(
-                CatalogEntry(model=resolved, price=registration.adapter.price(provider, info.id))
+                CatalogEntry(
+                    model=resolved,
+                    price=registration.adapter.price(provider, info.id),
+                    offered=offered.get(resolved.sent_as, info.offered)
+                    if resolved.sent_as
+                    else info.offered,
+                )
             )
         return entries
 

@@ -937,6 +937,7 @@ class ChatCompletionsAdapter(LlmAdapter):
 
     async def list_models(self, provider: str) -> list[ModelInfo]:
         listed: list[ModelInfo] = []
+        read = False
         if self._list_models_path is not None:
             try:
                 headers, _ = self._request_headers(provider)
@@ -948,13 +949,25 @@ class ChatCompletionsAdapter(LlmAdapter):
                     for entry in response.json().get("data", []):
                         if isinstance(entry, dict) and isinstance(entry.get("id"), str):
                             listed.append(
-                                ModelInfo(provider=provider, id=entry["id"], name=entry["id"])
+                                ModelInfo(
+                                    provider=provider,
+                                    id=entry["id"],
+                                    name=entry["id"],
+                                    offered=True,
+                                )
                             )
+                    read = True
             except (httpx.HTTPError, LlmError, ValueError, AttributeError):
-                listed = []
+                listed, read = [], False
         known = {info.id for info in listed}
+        # What only dsh knows is listed too, and says whether the server offers it.
         listed.extend(
-            ModelInfo(provider=provider, id=model, name=settings.name or model)
+            ModelInfo(
+                provider=provider,
+                id=model,
+                name=settings.name or model,
+                offered=False if read else None,
+            )
             for model, settings in self.models.items()
             if model not in known
         )

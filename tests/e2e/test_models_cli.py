@@ -79,3 +79,31 @@ async def test_a_legacy_id_is_sent_as_deepseek_flash_and_noted_once_per_session(
     events = await dsh.checked_events()
     assert [e.type for e in events].count("model/renamed") == 1
     assert [request.body["model"] for request in fake_llm.requests] == ["deepseek-flash"] * 2
+
+
+async def test_dsh_models_says_which_models_the_server_does_not_offer(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script.models[:] = ["deepseek-flash"]  # this server has no pro
+
+    listed = {e["id"]: e for e in json.loads((await dsh.run("models", "--json")).stdout)}
+
+    assert listed["deepseek-flash"]["offered"] is True
+    assert listed["deepseek-v4-pro"]["offered"] is False
+    assert listed["deepseek-v4-flash"]["offered"] is True  # sent as deepseek-flash
+    table = await dsh.run("models")
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+    assert rows["deepseek-v4-pro"].endswith("(not offered by deepseek: known to dsh only)")
+    assert "not offered" not in rows["deepseek-flash"]
+
+
+async def test_dsh_models_says_when_the_listing_cannot_be_read(dsh: Dsh) -> None:
+    dsh.environment["DEEPSEEK_BASE_URL"] = "http://127.0.0.1:9"  # nobody listens there
+
+    table = await dsh.run("models")
+
+    assert table.code == 0, table.stderr
+    first = table.stdout.splitlines()[0]
+    assert first == "deepseek's model listing could not be read: these are the models dsh knows."
+    assert "deepseek-flash" in table.stdout
+    assert "not offered" not in table.stdout
