@@ -28,6 +28,7 @@ import io
 import os
 import stat
 import warnings
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +138,8 @@ def prepare(data: bytes, name: str) -> Prepared:
     kind = media_type(data[:16])
     if kind is None:
         raise ImageError(f"{name} is not a {FORMATS} image (judged by its content)")
+    if kind == "image/png":
+        data = _without_damaged_ancillary_chunks(data, name)
     from PIL import Image
 
     try:
@@ -160,6 +163,32 @@ def prepare(data: bytes, name: str) -> Prepared:
         raise ImageError(f"{name} is too large to decode (over {MAX_PIXELS:,} pixels)") from None
     except (OSError, ValueError, SyntaxError) as error:
         raise ImageError(f"{name} cannot be decoded as an image ({error})") from None
+
+
+def _without_damaged_ancillary_chunks(data: bytes, name: str) -> bytes:
+    """The PNG without the ancillary chunks (text, colour profile...) whose checksum is
+    wrong, which viewers skip and Pillow refuses the whole image for; a damaged critical
+    chunk (header, palette, pixels) is refused, since no viewer would show it. Unsound
+    framing is left for the decoder to report."""
+    kept = [data[:8]]
+    at, dropped = 8, False
+    while at + 12 <= len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        end = at + 12 + length
+        if end > len(data):
+            return data
+        kind = data[at + 4 : at + 8]
+        if zlib.crc32(data[at + 4 : end - 4]) != int.from_bytes(data[end - 4 : end], "big"):
+            if kind[0] & 0x20:  # a lower-case first letter: an ancillary chunk
+                dropped, at = True, end
+                continue
+            label = kind.decode("ascii") if kind.isalpha() else kind.hex()
+            raise ImageError(f"{name} is a damaged PNG: its {label} chunk fails its checksum")
+        kept.append(data[at:end])
+        at = end
+        if kind == b"IEND":
+            break
+    return b"".join(kept) if dropped else data
 
 
 def _scaled(image: Any, kind: MediaType, name: str) -> Prepared:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import base64
 import io
 import os
+import struct
 import subprocess
 import sys
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -453,6 +455,45 @@ def test_what_is_not_an_image_or_too_big_to_decode_is_refused() -> None:
     Image.new("1", (12_000, 12_000)).save(bomb, "PNG")  # small file, 144M pixels
     with pytest.raises(ImageError, match="too large to decode"):
         prepare(bomb.getvalue(), "bomb.png")
+
+
+def _chunk(kind: bytes, body: bytes, *, crc: int | None = None) -> bytes:
+    checksum = zlib.crc32(kind + body) if crc is None else crc
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", checksum)
+
+
+def _with_chunk(png_bytes: bytes, chunk: bytes) -> bytes:
+    """``chunk`` put right after IHDR (8 signature bytes, 25 of IHDR)."""
+    return png_bytes[:33] + chunk + png_bytes[33:]
+
+
+def test_a_damaged_ancillary_chunk_is_dropped_as_viewers_do() -> None:
+    """server-everything's get-tiny-image carries a text chunk whose CRC is wrong:
+    viewers skip such a chunk (only a critical chunk's damage makes a PNG unreadable)."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 3), "red").save(buffer, "PNG")
+    damaged = _with_chunk(buffer.getvalue(), _chunk(b"tEXt", b"Comment\x00hi", crc=0x1234))
+
+    prepared = prepare(damaged, "tiny.png")
+
+    assert (prepared.media_type, prepared.width, prepared.height) == ("image/png", 4, 3)
+    assert b"tEXt" not in prepared.data  # what the model gets is a sound PNG
+    with Image.open(io.BytesIO(prepared.data)) as image:
+        image.load()
+        assert image.getpixel((0, 0)) == (255, 0, 0)
+
+
+def test_a_damaged_critical_chunk_is_still_refused() -> None:
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 3), "red").save(buffer, "PNG")
+    sound = buffer.getvalue()
+    at = sound.index(b"IDAT") - 4
+    length = struct.unpack(">I", sound[at : at + 4])[0]
+    crc_at = at + 8 + length
+    damaged = sound[:crc_at] + bytes(4) + sound[crc_at + 4 :]
+
+    with pytest.raises(ImageError, match=r"broken\.png is a damaged PNG: its IDAT chunk fails"):
+        prepare(damaged, "broken.png")
 
 
 async def test_a_fork_gets_its_own_copy_and_a_delete_removes_them(

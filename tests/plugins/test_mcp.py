@@ -8,6 +8,7 @@ Every wait is bounded by HANG_S (a hang guard, never a timing assertion).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -26,6 +27,7 @@ from dsh.runtime import Runtime, start_runtime
 from dsh.services import COMMANDS, TOOLS
 from dsh.tools import ToolContext, ToolService
 from dsh.tools.permissions import assess
+from plugins._shared.images import prepare
 from plugins.mcp import MCP, McpService
 from plugins.mcp.service import status_lines
 from tests.plugins.bash_support import eventually, process_running, running_with
@@ -729,5 +731,12 @@ async def test_the_reference_server_everything(tmp_path: Path) -> None:
         text, code = await call(runtime, tmp_path, "mcp__everything__echo", {"message": "hi"})
         assert code is None
         assert "hi" in text
+        # Its tiny image has a text chunk with a wrong checksum, which viewers skip: a
+        # model with vision gets it too, without that chunk.
+        tiny = await session.call_tool("get-tiny-image", {})
+        [image] = [block for block in tiny.content if block.type == "image"]
+        prepared = prepare(base64.b64decode(image.data), "tiny")
+        assert prepared.media_type == "image/png"
+        assert (prepared.width, prepared.height) > (0, 0)
     finally:
         await runtime.aclose()
