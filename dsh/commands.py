@@ -84,6 +84,9 @@ class Command:
     recorded: bool = True
     """Log ``command/run`` and ``command/done`` in the session (not for UI-only
     commands such as ``/theme``)."""
+    quits: bool = False
+    """It ends dsh (``/exit``): not offered where dsh cannot end itself (an editor's
+    agent, whose sessions the editor ends)."""
 
     def __post_init__(self) -> None:
         if not COMMAND_NAME.match(self.name):
@@ -105,12 +108,15 @@ class CommandService(ScopedRegistry[Command]):
     def bind_context(self, ctx: Context) -> CommandView:
         return CommandView(self, ctx)
 
-    def complete(self, prefix: str, scope: object | None = None) -> list[Command]:
-        """Visible commands whose name starts with ``prefix`` (no slash), by name."""
+    def complete(
+        self, prefix: str, scope: object | None = None, *, quitting: bool = True
+    ) -> list[Command]:
+        """Visible commands whose name starts with ``prefix`` (no slash), by name;
+        those that end dsh only where it can end (``quitting``)."""
         found = [
             command
             for name, command in self.visible(scope).items()
-            if name.startswith(prefix) and not command.hidden
+            if name.startswith(prefix) and not command.hidden and (quitting or not command.quits)
         ]
         return sorted(found, key=lambda command: command.name)
 
@@ -166,8 +172,8 @@ class CommandView(RegistryView[Command]):
         assert isinstance(registry, CommandService)
         return registry
 
-    def complete(self, prefix: str) -> list[Command]:
-        return self.service.complete(prefix, self._ctx.scope)
+    def complete(self, prefix: str, *, quitting: bool = True) -> list[Command]:
+        return self.service.complete(prefix, self._ctx.scope, quitting=quitting)
 
     async def run(self, text: str, context: CommandContext) -> bool:
         return await self.service.run(text, context)

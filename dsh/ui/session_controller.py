@@ -759,7 +759,7 @@ class SessionController:
                 recorded=False,
             ),
             Command("help", "list the commands and keys", help_, recorded=False),
-            Command("quit", "leave dsh", quit_, recorded=False),
+            Command("quit", "leave dsh", quit_, recorded=False, quits=True),
         ):
             self.commands.register(command.name, command)
 

@@ -187,7 +187,7 @@ BUILT_IN = (
     Command("cost", "Tokens, cache hits and cost of this session", cost, recorded=False),
     Command("sessions", "Recent sessions of this directory", sessions, recorded=False),
     Command("init", "Ask the model to draft an AGENTS.md for this repository", init, "[focus]"),
-    Command("exit", "Quit dsh", exit_, recorded=False),
+    Command("exit", "Quit dsh", exit_, recorded=False, quits=True),
 )
 
 

@@ -61,7 +61,10 @@ async def test_a_prompt_streams_thoughts_and_text(dsh: Dsh, fake_llm: FakeLLM) -
         assert editor.text() == "Hello from dsh."
         commands = [u for u in editor.updates if isinstance(u, AvailableCommandsUpdate)]
         assert commands
-        assert "cost" in {c.name for c in commands[0].available_commands}
+        offered = {c.name for c in commands[0].available_commands}
+        assert "cost" in offered
+        # dsh cannot end itself here: the editor ends its sessions.
+        assert not offered & {"exit", "quit"}
     # The session is dsh's own: stored, sound, with the prompt as sent.
     events = await dsh.checked_events(session.session_id)
     assert [e.type for e in events].count("turn/end") == 1
@@ -536,3 +539,17 @@ async def test_cancel_while_a_command_line_is_asked_runs_nothing_and_sends_nothi
         assert reply.stop_reason == "cancelled"
     assert not marker.exists()
     assert fake_llm.chat_requests == []  # the command's prompt did not go out either
+
+
+async def test_exit_typed_in_an_editor_says_how_to_end_the_session(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    editor = Editor()
+    async with editor_session(dsh, editor) as (conn, _):
+        session = await conn.new_session(cwd=str(dsh.project))
+        reply = await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=text("/exit")), TIMEOUT
+        )
+        assert reply.stop_reason == "end_turn"
+        assert "close the session in the editor" in editor.text()
+    assert fake_llm.chat_requests == []  # not sent to the model either

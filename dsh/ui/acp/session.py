@@ -275,7 +275,7 @@ class AcpSession:
                     else None
                 ),
             )
-            for command in self.controller.commands.complete("")
+            for command in self.controller.commands.complete("", quitting=False)
         ]
         if commands == self._commands:
             return
@@ -515,7 +515,8 @@ class AcpSession:
         pass  # never asked: ask_busy chooses nothing
 
     async def quit(self) -> None:
-        pass  # the editor ends the session
+        # Not offered to the editor, but a prompt may still start with /exit.
+        self.show("dsh runs as this editor's agent: close the session in the editor to end it.")
 
     async def ask_trust(self, question: TrustQuestion) -> TrustAnswer:
         return "later"  # what the project would widen stays ignored (dsh trust PATH)
