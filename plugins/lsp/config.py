@@ -18,8 +18,14 @@ class Config(BaseModel):
     request_timeout_s: float = Field(default=30.0, gt=0, le=600)
     """How long one request (``initialize`` included) may take before LSP_TIMEOUT."""
     diagnostics_after_edit: bool = True
-    """Append a file's new diagnostics to write/edit/multi_edit results, when a server
-    for its language is already running (none is started for it)."""
+    """Append a file's new diagnostics to write/edit/multi_edit results."""
+    start_on_edit: bool = True
+    """Start the server of an edited file's language when none runs, so the first edit
+    of a session gets its diagnostics too (False: only servers already running, which
+    the ``lsp`` tool starts, report on edits)."""
+    edit_start_wait_s: float = Field(default=10.0, ge=0, le=120)
+    """How long an edit waits for a server it started; one slower to start goes on
+    starting, and the next edit gets its diagnostics."""
     edit_diagnostics_wait_s: float = Field(default=3.0, ge=0, le=30)
     """How long an edit waits for the server's new diagnostics before giving up on them."""
     diagnostics_wait_s: float = Field(default=5.0, gt=0, le=60)

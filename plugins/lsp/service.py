@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from plugins.lsp.files import Source, current_stamp, find_workspace, read_source
 from plugins.lsp.server import LanguageServer
 from plugins.lsp.servers import Catalog
 from plugins.lsp.supervisor import Supervisor
+
+_log = logging.getLogger("dsh.plugins.lsp")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class LspService:
         self._ctx = ctx
         self._supervisors: dict[tuple[str, Path], Supervisor] = {}
         self._workspaces: dict[Path, Path] = {}
+        self._starting: dict[tuple[str, Path], asyncio.Task[LanguageServer | None]] = {}
         self._closed = False
 
     async def workspace(self, cwd: Path) -> Path:
@@ -70,6 +74,24 @@ class LspService:
             )
             self._supervisors[(name, root)] = supervisor
         return await supervisor.get()
+
+    def starting(self, name: str, cwd: Path) -> asyncio.Task[LanguageServer | None]:
+        """Start the ``name`` server for ``cwd`` in a task the plugin owns (one per
+        server at a time), so a caller that stops waiting leaves it starting: the
+        server, or None when it cannot start (not installed, failed: logged)."""
+        key = (name, cwd)
+        task = self._starting.get(key)
+        if task is None or task.done():
+            task = self._ctx.spawn(self._start_quietly(name, cwd), name=f"lsp-start:{name}")
+            self._starting[key] = task
+        return task
+
+    async def _start_quietly(self, name: str, cwd: Path) -> LanguageServer | None:
+        try:
+            return await self.server(name, cwd)
+        except ToolError as error:
+            _log.info("the %s language server did not start: %s", name, error.message)
+            return None
 
     def running(self, name: str | None = None, root: Path | None = None) -> list[LanguageServer]:
         """Servers running now (of ``name``, for ``root``); never starts one."""

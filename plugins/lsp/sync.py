@@ -3,10 +3,11 @@ edit broke (or fixed).
 
 A post hook on every successful ``write``, ``edit`` and ``multi_edit`` (known by name
 and their ``file_path`` argument: plugins do not import each other) sends the file's
-new text (``didChange``, or ``didOpen``) and ``didSave`` to each *running* server for
-its language; it never starts one. With ``diagnostics_after_edit``, it then waits (at
-most ``edit_diagnostics_wait_s``) for the server's report on the new version and
-appends it to the edit's result:
+new text (``didChange``, or ``didOpen``) and ``didSave`` to each running server for
+its language, starting one first when none runs (``start_on_edit``, waiting at most
+``edit_start_wait_s``: the first edit of a session reports too). With
+``diagnostics_after_edit``, it then waits (at most ``edit_diagnostics_wait_s``) for
+the server's report on the new version and appends it to the edit's result:
 
 - errors and warnings: ``Diagnostics for <path>:`` and one line each;
 - none, after the file had errors or warnings: ``Diagnostics for <path>: none``, so the
@@ -67,10 +68,24 @@ def edit_hook(service: LspService) -> PostHook:
 
 
 async def after_edit(service: LspService, file_path: str, cwd: Path) -> str | None:
-    """Send the edited file to the running servers of its language; the diagnostics
-    text to append, if any (see the module docstring)."""
-    if not service.running():
-        return None  # the usual case, answered without touching the disk
+    """Send the edited file to the servers of its language (the first one started if
+    none runs and ``start_on_edit``); the diagnostics text to append, if any (see the
+    module docstring)."""
+    config = service.config
+    language = service.catalog.server_name_or_none(Path(file_path))
+    if language is None:
+        return None  # no server is for such a file: answered without touching the disk
+    if not service.running(language):
+        if not (config.start_on_edit and config.diagnostics_after_edit):
+            return None
+        try:
+            started = await asyncio.wait_for(
+                asyncio.shield(service.starting(language, cwd)), config.edit_start_wait_s
+            )
+        except TimeoutError:
+            return None  # it goes on starting: the next edit hears from it
+        if started is None:
+            return None
     path = (await asyncio.to_thread(resolve, file_path, cwd)).real
     name = service.catalog.server_name_or_none(path)
     servers = service.running(name) if name is not None else []

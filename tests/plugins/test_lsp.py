@@ -114,12 +114,35 @@ async def test_files_changed_behind_the_tools_back_are_sent_again(py: Session) -
     assert all(app not in s.documents for s in py.service.running())
 
 
-async def test_an_edit_never_starts_a_server(py: Session) -> None:
+async def test_the_first_edit_starts_the_server_and_reports(py: Session) -> None:
+    """A cold session: no server runs until the model edits a Python file, and that
+    first edit gets its diagnostics."""
     await py.ok("read", file_path="pkg/app.py")
+    assert py.service.status() == []  # reading starts none
     edited = await py.ok(
         "edit", file_path="pkg/app.py", old_string="Circle(radius)\n", new_string="Nope(radius)\n"
     )
-    assert "Diagnostics" not in edited
+    assert edited.endswith(
+        "\n\nDiagnostics for pkg/app.py:\npkg/app.py:7:14 error [pyflakes] undefined name 'Nope'"
+    )
+    assert [row.running for row in py.service.status()] == [True]
+
+
+async def test_an_edit_starts_no_server_when_told_not_to(tmp_path: Path) -> None:
+    async with session(tmp_path, {**BASE_CONFIG, "start_on_edit": False}) as py:
+        await py.ok("read", file_path="pkg/app.py")
+        edited = await py.ok(
+            "edit",
+            file_path="pkg/app.py",
+            old_string="Circle(radius)\n",
+            new_string="Nope(radius)\n",
+        )
+        assert "Diagnostics" not in edited
+        assert py.service.status() == []
+
+
+async def test_an_edit_of_a_file_no_server_is_for_starts_none(py: Session) -> None:
+    await py.ok("write", file_path="notes.txt", content="hello\n")
     assert py.service.status() == []
 
 

@@ -15,6 +15,7 @@ from dsh.testing import FakeLLM
 from dsh.ui.rewinding import NOT_COVERED, CodePreview, FileRow, RewindPick, TurnRow
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.screens.rewind import RewindScreen
+from tests.support.waits import HANG_S
 from tests.ui.tui_support import shown, tui, until
 
 NOW_MS = 1_764_000_000_000
@@ -88,7 +89,11 @@ async def test_the_turns_then_the_summary_then_the_choice(
         assert "remove new.txt (+0 -2)" in summary
         assert "hand.txt" in summary.split("left alone", 1)[1]
         assert "network calls" in summary
-        assert not any(disabled for _, disabled in options(screen, "#choices"))
+        await until(
+            pilot,
+            lambda: not any(disabled for _, disabled in options(screen, "#choices")),
+            what="every choice offered",
+        )
 
         # Esc goes back to the turns, and a turn picked again is worked out again.
         await pilot.press("escape")
@@ -101,7 +106,7 @@ async def test_the_turns_then_the_summary_then_the_choice(
             what="code choices offered",
         )
         await pilot.press("down", "down", "enter")  # code only
-        assert await asyncio.wait_for(picked, 10) == RewindPick(2, "code")
+        assert await asyncio.wait_for(picked, HANG_S) == RewindPick(2, "code")
 
 
 async def test_code_that_cannot_be_restored_offers_the_conversation_only(
@@ -123,15 +128,23 @@ async def test_code_that_cannot_be_restored_offers_the_conversation_only(
             lambda: "no checkpoint was taken" in shown(screen.query_one("#preview", Static)),
             what="the reason",
         )
+        # The choices follow the preview: waited for, not read in the same instant.
+        await until(
+            pilot,
+            lambda: (
+                [disabled for _, disabled in options(screen, "#choices")]
+                == [True, False, True, False]
+            ),
+            what="the code choices disabled",
+        )
         choices = options(screen, "#choices")
-        assert [disabled for _, disabled in choices] == [True, False, True, False]
         assert "cannot be restored" in choices[0][0]
         highlighted = screen.query_one("#choices", OptionList).highlighted
         assert highlighted == 1  # --code asked for, but only the conversation can go back
         await pilot.press("enter")
-        assert await asyncio.wait_for(picked, 10) == RewindPick(2, "conversation")
+        assert await asyncio.wait_for(picked, HANG_S) == RewindPick(2, "conversation")
 
         again = asyncio.create_task(dialogs.ask_rewind(app, TURNS, preview, turn=TURNS[1]))
         await until(pilot, lambda: isinstance(app.screen, RewindScreen), what="the picker")
         await pilot.press("escape")  # the turn was given: Esc closes
-        assert await asyncio.wait_for(again, 10) is None
+        assert await asyncio.wait_for(again, HANG_S) is None
