@@ -93,7 +93,7 @@ def test_search_show_export_and_remove(home: Path, tmp_path: Path) -> None:
 
 def test_export_from_jsonl_and_import_into_sqlite(home: Path, tmp_path: Path) -> None:
     rows = json.loads(dsh(home, "list", "--all", "--json").stdout)
-    [row] = [r for r in rows if r["first_prompt"] == "unrelated chat about tabs"]
+    [row] = [r for r in rows if r["firstPrompt"] == "unrelated chat about tabs"]
     export = tmp_path / "s.jsonl"
     export.write_text(dsh(home, "export", row["id"]).stdout)
     other = tmp_path / "other-home"
@@ -140,7 +140,7 @@ def test_a_plugins_events_read_as_a_running_dsh_reads_them(tmp_path: Path) -> No
     imported = row()
     assert imported["title"] == "IO test: fixed and faster"
     # Four answers of 100 uncached input tokens, the summary's 5,000 and the title's 300.
-    assert imported["input_tokens"] == 5700
+    assert imported["inputTokens"] == 5700
     shown = dsh(home, "show", str(imported["id"]))
     assert shown.stdout.startswith("# IO test: fixed and faster\n")
 
