@@ -237,3 +237,39 @@ def test_the_local_file_is_read_after_the_shared_one(tmp_path: Path) -> None:
     write(project / ".claude" / "settings.local.json", {"permissions": {"allow": ["Read"]}})
     settings = load_settings(home, project, trust=True)
     assert settings.permissions.allow == ["bash(ls)", "read"]
+
+
+async def test_the_docs_table_is_what_the_tools_declare(tmp_path: Path) -> None:
+    """docs/hooks.md's table of Claude Code's names is the tools' own declarations
+    (``ToolDefinition.claude_code``), row by row."""
+    import re
+
+    from dsh.kernel import discover_bundled
+    from dsh.runtime import start_runtime
+    from dsh.services import TOOLS
+
+    home = tmp_path / "home"
+    home.mkdir()
+    runtime = await start_runtime(
+        home=home, cwd=tmp_path, candidates=discover_bundled(), plugin_configs={}
+    )
+    try:
+        tools = runtime.root.get(TOOLS).visible()
+        declared = {
+            name: (tool.claude_code.names, tool.claude_code.fields)
+            for name, tool in tools.items()
+            if tool.claude_code is not None
+        }
+    finally:
+        await runtime.aclose()
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "hooks.md").read_text()
+    section = docs.split("| dsh tool | Claude Code |", 1)[1].split("\n\n", 1)[0]
+    rows: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {}
+    for line in section.splitlines()[2:]:
+        ours, theirs, fields = (cell.strip() for cell in line.strip("|").split("|"))
+        name = re.findall(r"`([^`]+)`", ours)[0]
+        if name.startswith("mcp__"):
+            continue
+        renamed = re.findall(r"`([^`]+)` → `([^`]+)`", fields)
+        rows[name] = (tuple(re.findall(r"`([^`]+)`", theirs)), tuple(renamed))
+    assert rows == declared
