@@ -265,9 +265,9 @@ def apply(ctx: Context, config: NoConfig) -> None:
         )
 
     async def session_start(agent: AgentHandle, source: str) -> None:
-        results = await run_all(
-            "SessionStart", agent, _payload(agent, "SessionStart", source=source)
-        )
+        payload = _payload(agent, "SessionStart", source=source)
+        # The matcher is matched against how it started, as Claude Code's is.
+        results = await run_all("SessionStart", agent, payload, (source,))
         for hook, ran in results:
             text = _context(ran)
             log(agent, hook, ran, "context" if text else "ok", text)
@@ -446,8 +446,9 @@ def apply(ctx: Context, config: NoConfig) -> None:
             await asyncio.wait(running)
         if agent.session.header.origin == "subagent":  # a task's child: SubagentStop's
             return
-        payload = _payload(agent, "SessionEnd", reason=END_REASONS.get(reason, "other"))
-        for hook, ran in await run_all("SessionEnd", agent, payload):
+        why = END_REASONS.get(reason, "other")
+        payload = _payload(agent, "SessionEnd", reason=why)
+        for hook, ran in await run_all("SessionEnd", agent, payload, (why,)):
             log(agent, hook, ran, "ok", "")
 
     if any(h.event in ("SessionStart", "Notification") for h in hooks):

@@ -234,3 +234,23 @@ async def test_a_hostile_repositorys_claude_settings_do_nothing_until_trusted(
     assert done.code == 0, done.stderr[-3000:]
     assert touched.exists()  # Bash(*) allows it
     assert pwned.exists()  # the project's hooks ran (inside the sandbox: its own folder)
+
+
+async def test_a_session_start_matcher_is_matched_against_how_it_started(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """Claude Code matches a SessionStart hook's matcher against ``source``: a hook
+    for ``resume`` says nothing to a new session."""
+    hooks = {
+        "SessionStart": [
+            {"matcher": source, "hooks": [{"type": "command", "command": f"echo from {source}"}]}
+            for source in ("startup", "resume")
+        ]
+    }
+    write_private(user_claude_dir() / "settings.json", json.dumps({"hooks": hooks}))
+    fake_llm.add(Reply(text="Hi."))
+    done = await dsh.run("-p", "hello")
+    assert done.code == 0, done.stderr[-3000:]
+    sent = json.dumps(fake_llm.chat_requests[0].body)
+    assert "from startup" in sent
+    assert "from resume" not in sent
