@@ -71,6 +71,8 @@ class Ignored:
     """The value as shown to the user: TOML-like text with control characters escaped,
     so a hostile value cannot drive the terminal it is shown on."""
     reason: str
+    origin: str = ""
+    """The file it comes from, when not the project document (``.claude/settings.json``)."""
 
     def line(self) -> str:
         return f"{self.key} = {self.value} ({self.reason})"
@@ -152,6 +154,8 @@ def _reason_elsewhere(key: str) -> str:
         # Sessions of every project share one catalog: a project choosing the backend
         # would move the user's later sessions out of sight of the earlier ones.
         return "where your sessions are kept is yours to choose"
+    if parts[0] == "hooks":
+        return "would run its commands"
     if parts[0] != "plugins":
         return "not applied from a folder you have not trusted"
     if len(parts) == 2:

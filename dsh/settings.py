@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,6 +95,13 @@ class Settings:
     project_document: Document | None = None
     """The project document as read, whole, whether it applies or not: deciding the
     project's trust later (:meth:`decided`) reads nothing again."""
+    claude_documents: tuple[Document, ...] = ()
+    """A project's Claude Code settings (``.claude/settings.json``, then
+    ``settings.local.json``) in dsh's words, whole, whether they apply or not: project
+    layers beneath the project document (:mod:`dsh.claude_code`)."""
+    claude_notes: tuple[str, ...] = ()
+    """Which Claude Code files were read, and what of them is not applied: said once
+    at start-up, with the project's keys not applied."""
 
     @property
     def trusted(self) -> bool:
@@ -167,6 +174,8 @@ class Settings:
             root=self.root,
             project=self.project,
             state="trusted" if trusted else "untrusted",
+            claude=self.claude_documents,
+            notes=self.claude_notes,
         )
         check_core_tables(settings)
         return settings
@@ -311,21 +320,73 @@ def load_settings(
                     "without asking, so only you may write it"
                 )
     own = [read_document(user_path)] if user_path.is_file() else []
-    from_env = environment_document(os.environ if environ is None else environ)
+    variables = os.environ if environ is None else environ
+    from_env = environment_document(variables)
     if from_env is not None:
         own.append(from_env)
+    claude, notes = _claude_files(own, variables, cwd, root)
+    own = claude.own + own
     project_doc = read_document(project) if project is not None else None
     state: TrustState = "unknown"
     if trust is not None:
         state = "trusted" if trust else "untrusted"
-    elif project_doc is not None or (cwd / ENV_FILE).is_file() or TrustStore(home).path.exists():
+    elif (
+        project_doc is not None
+        or claude.project
+        or (cwd / ENV_FILE).is_file()
+        or TrustStore(home).path.exists()
+    ):
         # A decision made before counts even without a settings document: plugins read
         # project files of their own only when the project is trusted.
         state = TrustStore(home).state(root)  # a TrustError is a SettingsError
-    settings = _layered(tuple(own), project_doc, root=root, project=project, state=state)
+    settings = _layered(
+        tuple(own),
+        project_doc,
+        root=root,
+        project=project,
+        state=state,
+        claude=claude.project,
+        notes=notes,
+    )
     if check:
         check_core_tables(settings)
     return settings
+
+
+@dataclass(frozen=True)
+class _ClaudeLayers:
+    own: list[Document] = field(default_factory=list)
+    """The user's Claude Code file, beneath the user's own settings file."""
+    project: tuple[Document, ...] = ()
+
+
+def _claude_files(
+    own: list[Document], environ: Mapping[str, str], cwd: Path, root: Path
+) -> tuple[_ClaudeLayers, tuple[str, ...]]:
+    """Claude Code's settings files in dsh's words, when the user's own layers leave
+    ``[claude_code] read`` on, and the lines saying what was read (:mod:`dsh.claude_code`)."""
+    from dsh import claude_code
+
+    if not claude_code.claude_reading(merged_documents(own)):
+        return _ClaudeLayers(), ()
+    home = claude_code.home_folder(environ)
+    user = claude_code.user_folder(environ, home)
+    read = [claude_code.read_claude_file(user / claude_code.SETTINGS_FILE, base=home, home=home)]
+    mine = [file.document for file in read if file is not None and file.document.values]
+    theirs: list[Document] = []
+    folder = claude_code.project_folder(cwd, root, user, home)
+    if folder is not None:
+        for name in claude_code.PROJECT_FILES:
+            path = folder / claude_code.CLAUDE_DIR / name
+            found = claude_code.read_claude_file(path, base=folder, home=home)
+            read.append(found)
+            if found is not None and found.document.values:
+                theirs.append(found.document)
+    notes: list[str] = []
+    for file in read:
+        if file is not None:
+            notes += [file.summary, *file.notes] if file.document.values else file.notes
+    return _ClaudeLayers(mine, tuple(theirs)), tuple(notes)
 
 
 def _layered(
@@ -335,19 +396,23 @@ def _layered(
     root: Path | None,
     project: Path | None,
     state: TrustState,
+    claude: tuple[Document, ...] = (),
+    notes: tuple[str, ...] = (),
 ) -> Settings:
-    """The documents in layers: the user file, the project document (whole when
-    trusted, else what narrows), the environment."""
+    """The documents in layers: the user's files (Claude Code's, then dsh's), the
+    project's (Claude Code's, then the project document: whole when trusted, else what
+    narrows), the environment."""
     own_merged = merged_documents(own)
     ignored: list[Ignored] = []
-    documents = list(own[:1])
-    if project_doc is not None:
+    documents = [document for document in own if document.path != ENVIRONMENT]
+    for document in (*claude, *([project_doc] if project_doc is not None else [])):
         if state == "trusted":
-            documents.append(project_doc)
+            documents.append(document)
         else:
-            kept, ignored = narrow(project_doc.values, own_merged)
-            documents.append(Document(project_doc.path, kept))
-    documents.extend(own[1:])
+            kept, left_out = narrow(document.values, own_merged)
+            documents.append(Document(document.path, kept))
+            ignored += [replace(item, origin=str(document.path)) for item in left_out]
+    documents += [document for document in own if document.path == ENVIRONMENT]
     return Settings(
         tuple(documents),
         merged_documents(documents),
@@ -358,14 +423,19 @@ def _layered(
         ignored=tuple(ignored),
         own_documents=own,
         project_document=project_doc,
+        claude_documents=claude,
+        claude_notes=notes,
     )
 
 
 def merged_documents(documents: Iterable[Document]) -> dict[str, Any]:
     """The documents laid one on the next. Permission rules add up instead: a later
-    layer's ``deny = []`` must not erase the deny rules of the layers under it."""
+    layer's ``deny = []`` must not erase the deny rules of the layers under it; and so
+    do each event's hooks, as Claude Code's do across its files: a project's hooks
+    run beside the user's, not instead of them."""
     merged: dict[str, Any] = {}
     gathered: dict[str, list[Any]] = {"allow": [], "deny": []}
+    hooks: dict[str, list[Any]] = {}
     for document in documents:
         merged = merge(merged, document.values)
         table = document.values.get("permissions")
@@ -374,6 +444,14 @@ def merged_documents(documents: Iterable[Document]) -> dict[str, Any]:
                 value = table.get(name)
                 if isinstance(value, list):
                     rules.extend(rule for rule in value if rule not in rules)
+        events = document.values.get("hooks")
+        if isinstance(events, Mapping):
+            for event, groups in events.items():
+                if isinstance(groups, list):
+                    listed = hooks.setdefault(event, [])
+                    listed.extend(group for group in groups if group not in listed)
+    if hooks and isinstance(merged.get("hooks"), dict):
+        merged["hooks"] = {**merged["hooks"], **hooks}
     table = merged.get("permissions")
     if isinstance(table, dict):
         # A new table: with one layer setting it, ``merge`` handed over that document's
@@ -456,6 +534,12 @@ def _environment_model() -> Any:
     return EnvironmentTable
 
 
+def _claude_code_model() -> Any:
+    from dsh.settings_tables import ClaudeCodeTable
+
+    return ClaudeCodeTable
+
+
 def _sandbox_model() -> Any:
     from dsh.settings_tables import SandboxTable
 
@@ -478,4 +562,5 @@ CORE_TABLES = {
     "environment": _environment_model,
     "sandbox": _sandbox_model,
     "checkpoints": _checkpoints_model,
+    "claude_code": _claude_code_model,
 }

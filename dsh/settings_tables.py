@@ -44,6 +44,16 @@ class PermissionsTable(BaseModel):
     deny: list[str] = []
 
 
+class ClaudeCodeTable(BaseModel):
+    """``[claude_code]``: whether Claude Code's files are read (:mod:`dsh.claude_code`):
+    its ``settings.json`` hooks and permission rules, and its ``commands/``. Read
+    from the user's own layers alone: a project cannot turn it on or off."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    read: bool = True
+
+
 class StorageTable(BaseModel):
     """``[storage]``: where sessions are kept. The environment variable
     ``DSH_PERSISTENCE_BACKEND`` is another name for ``DSH_STORAGE__BACKEND``."""

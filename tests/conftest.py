@@ -36,9 +36,12 @@ def _no_inherited_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
 def _private_dsh_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each test a ``$DSH_HOME`` of its own (a test may set another): nothing a test
-    runs reads or writes the developer's ``~/.dsh``, such as its installation key."""
+    """Each test a ``$DSH_HOME`` and a ``$CLAUDE_CONFIG_DIR`` of its own (a test may
+    set another): nothing a test runs reads or writes the developer's ``~/.dsh``, such
+    as its installation key, or reads the developer's ``~/.claude``."""
     monkeypatch.setenv("DSH_HOME", str(tmp_path_factory.mktemp("dsh-home")))
+    # Nor the developer's Claude Code settings (~/.claude), which dsh reads too.
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path_factory.mktemp("claude-home")))
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dsh.tools.approval import denied_reads
 from dsh.tools.definition import (
     Action,
+    ClaudeCodeName,
     Escalation,
     Risk,
     ToolContext,
@@ -62,6 +63,7 @@ __all__ = [
     "CallOutcome",
     "CallResult",
     "ChecklistView",
+    "ClaudeCodeName",
     "CommandOutcome",
     "CommandRun",
     "CommandRunFailed",

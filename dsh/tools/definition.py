@@ -135,6 +135,35 @@ class ToolOutput:
     """The tool spilled its own output already; the pipeline will not spill it again."""
 
 
+@dataclass(frozen=True)
+class ClaudeCodeName:
+    """What Claude Code calls a tool that does what this one does, and its arguments:
+    hook matchers, hook scripts and permission rules written for Claude Code name a
+    tool so (``Bash``, ``tool_input.file_path``), and apply to this one as written
+    (docs/hooks.md has the table)."""
+
+    name: str
+    fields: tuple[tuple[str, str], ...] = ()
+    """``(dsh's argument, Claude Code's field)`` for each argument named otherwise."""
+    older: tuple[str, ...] = ()
+    """Names Claude Code gave the tool before (``Task`` for ``Agent``), which matchers
+    and rules written then still use."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.older)
+
+    def to_claude(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Arguments as Claude Code names them (the others as they are)."""
+        renamed = dict(self.fields)
+        return {renamed.get(key, key): value for key, value in arguments.items()}
+
+    def from_claude(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """Fields a hook wrote in Claude Code's names (``updatedInput``) as dsh's arguments."""
+        back = {theirs: ours for ours, theirs in self.fields}
+        return {back.get(key, key): value for key, value in fields.items()}
+
+
 Execute = Callable[[Any, ToolContext], Awaitable["ToolOutput | str"]]
 Describe = Callable[[Any, ToolContext], "Awaitable[Action] | Action"]
 
@@ -160,6 +189,14 @@ class ToolDefinition:
     """How a UI shows the call before it ends (see :mod:`dsh.tools.presentation`)."""
     present_result: Callable[[dict[str, Any], CallResult], Presentation | None] | None = None
     """How a UI shows the ended call, from its arguments and logged result."""
+    claude_code: ClaudeCodeName | None = None
+    """What Claude Code calls such a tool and its arguments, if it has one like it; a
+    tool whose name Claude Code gives it already (``mcp__server__tool``) needs none."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names rules and hook matchers may give it: its own, then Claude Code's."""
+        return (self.name, *(self.claude_code.names if self.claude_code else ()))
 
     def __post_init__(self) -> None:
         if not TOOL_NAME.match(self.name):

@@ -143,7 +143,9 @@ class Rule:
                 return bool(action.paths)
             case "read":
                 return bool(action.reads)
-        return fnmatch.fnmatchcase(tool.name, self.tool)
+        # A tool answers to its own name and to Claude Code's (``WebFetch``), so a
+        # rule written for Claude Code means the same tool here.
+        return any(fnmatch.fnmatchcase(name, self.tool) for name in tool.names)
 
     def matches_path(self, path: Path, cwd: Path) -> bool:
         if self.pattern is None:

@@ -36,6 +36,7 @@ class TurnedOn:
 
 PROJECT_FILES: tuple[tuple[str, bool, str], ...] = (
     (".dsh/commands", True, "its slash commands (a command's `!` lines run when it is used)"),
+    (".claude/commands", True, "its slash commands (a command's `!` lines run when it is used)"),
     (".mcp.json", False, "the MCP servers it names: programs started, addresses reached"),
     (".dsh/agents", True, "its subagent profiles (instructions, tools, models)"),
     (".claude/agents", True, "its subagent profiles (instructions, tools, models)"),
@@ -97,21 +98,29 @@ async def settle(settings: Settings, home: Path, *, ask: Asker | None = None) ->
 
 
 def ignored_lines(settings: Settings) -> list[str]:
-    """One line per key not applied, for stderr or a notice."""
+    """One line per key not applied, for stderr or a notice; first, which Claude Code
+    files were read and what of them dsh does not apply (:mod:`dsh.claude_code`)."""
     root = visible(str(settings.root), one_line=True)
     after = f"{root} is not trusted (`dsh trust` or --trust applies it)"
     never = "a project's settings, trusted or not, may only narrow it"
-    source = visible(str(settings.project), one_line=True)
-    return [
-        f"ignored {item.line()} from {source}; {after if item.trust_applies else never}"
+    claude = [visible(line, one_line=True) for line in settings.claude_notes]
+    return claude + [
+        f"ignored {item.line()} from {_source(item, settings)}; "
+        f"{after if item.trust_applies else never}"
         for item in settings.ignored
     ]
 
 
+def _source(item: Ignored, settings: Settings) -> str:
+    return visible(item.origin or str(settings.project), one_line=True)
+
+
 def ignored_summary(settings: Settings) -> str | None:
-    """The keys not applied, in one notice for an interactive UI."""
+    """The keys not applied, in one notice for an interactive UI (after the lines
+    about Claude Code's files, when any were read)."""
+    claude = "\n".join(visible(line, one_line=True) for line in settings.claude_notes)
     if not settings.ignored:
-        return None
+        return claude or None
     keys = ", ".join(item.key for item in settings.ignored)
     count = len(settings.ignored)
     settings_are = "1 of its settings is" if count == 1 else f"{count} of its settings are"
@@ -121,4 +130,4 @@ def ignored_summary(settings: Settings) -> str | None:
     never = [item.key for item in settings.ignored if not item.trust_applies]
     if never:
         said += f" A project may only narrow {', '.join(never)}, even trusted."
-    return said
+    return f"{claude}\n{said}" if claude else said

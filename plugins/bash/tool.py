@@ -22,7 +22,15 @@ from pydantic.json_schema import SkipJsonSchema
 
 from dsh.sandbox import SandboxUnavailable, Widening, Wrapped
 from dsh.services import COMMAND_RUNNER, SANDBOX
-from dsh.tools import Action, Escalation, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import (
+    Action,
+    ClaudeCodeName,
+    Escalation,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
 from plugins.bash.background import BashJob
 from plugins.bash.capture import SPILL_CAP_BYTES, TAIL_BYTES, StreamCapture, spill_opener
 from plugins.bash.delegated import run_delegated
@@ -252,6 +260,7 @@ def bash_tool(jobs: JobService, settings: BashSettings | None = None) -> ToolDef
         describe=describe,
         present_call=bash_call,
         present_result=bash_result,
+        claude_code=ClaudeCodeName("Bash", fields=(("timeout_ms", "timeout"),)),
     )
 
 

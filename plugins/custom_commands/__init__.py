@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dsh.agent import AgentHandle, PreRequest, PromptAllow, PromptDecision, PromptSubmit
+from dsh.claude_code import claude_reading, user_folder
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.control_chars import visible
 from dsh.hooks import AGENT_PROMPT_SUBMIT, AGENT_REQUEST, AGENT_STATUS
@@ -29,7 +31,7 @@ from dsh.paths import dsh_home
 from dsh.services import COMMANDS, SETTINGS, TOOLS
 from dsh.tools import RuleError, ToolContext, parse_rules
 from plugins.custom_commands.expand import arguments, commands
-from plugins.custom_commands.files import CommandFile, Skipped, fingerprint, scan
+from plugins.custom_commands.files import CommandFile, Skipped, fingerprint, roots, scan
 
 BASH = "bash"
 """The tool ``!`` lines run with."""
@@ -47,6 +49,8 @@ class Commands:
 
     home: Path
     project: Path | None
+    claude: Path | None = None
+    """The user's Claude Code folder, when its commands are read."""
     files: dict[str, CommandFile] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
     registered: dict[str, Disposer] = field(default_factory=dict)
@@ -64,7 +68,10 @@ class Commands:
 async def apply(ctx: Context, config: NoConfig) -> None:
     settings = ctx.get(SETTINGS, None)
     trusted_root = settings.root if settings is not None and settings.trusted else None
-    state = Commands(home=dsh_home(), project=trusted_root)
+    # Claude Code's commands, unless the user's own settings say not to read its files.
+    claude_files = settings is None or claude_reading(settings.own)
+    claude = user_folder(os.environ) if claude_files else None
+    state = Commands(home=dsh_home(), project=trusted_root, claude=claude)
     registry = ctx.get(COMMANDS)
     tools = ctx.get(TOOLS)
 
@@ -75,8 +82,8 @@ async def apply(ctx: Context, config: NoConfig) -> None:
             await read_files()
 
     async def read_files() -> None:
-        state.seen = await asyncio.to_thread(fingerprint, state.home, state.project)
-        files, skipped = await asyncio.to_thread(scan, state.home, state.project)
+        state.seen = await asyncio.to_thread(fingerprint, state.home, state.project, state.claude)
+        files, skipped = await asyncio.to_thread(scan, state.home, state.project, state.claude)
         state.skipped = skipped
         for name in [n for n in state.files if files.get(n) != state.files[n]]:
             dispose = state.registered.pop(name, None)
@@ -176,7 +183,7 @@ async def apply(ctx: Context, config: NoConfig) -> None:
         front end's list of commands) without waiting for a prompt."""
         while True:
             await asyncio.sleep(WATCH_S)
-            now = await asyncio.to_thread(fingerprint, state.home, state.project)
+            now = await asyncio.to_thread(fingerprint, state.home, state.project, state.claude)
             if now != state.seen:
                 await refresh()
 
@@ -234,9 +241,7 @@ def listing_command(state: Commands, refresh: Callable[[], Awaitable[None]]) -> 
             if rules:
                 lines.append(f"    runs without asking: {', '.join(rules)}")
         if not lines:
-            places = [str(state.home / "commands")]
-            if state.project is not None:
-                places.append(str(state.project / ".dsh" / "commands"))
+            places = [str(root) for _, root in roots(state.home, state.project, state.claude)]
             lines.append("No custom commands. Put NAME.md files in " + " or ".join(places))
         if state.skipped:
             lines.append("Left out:")

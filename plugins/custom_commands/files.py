@@ -1,7 +1,10 @@
 """Where custom commands live and how a file becomes one.
 
 ``$DSH_HOME/commands/`` holds the user's, a trusted project's ``.dsh/commands/`` its
-own (a project's wins over a user's of the same name). Each ``NAME.md`` is the
+own (a project's wins over a user's of the same name). Claude Code's folders are read
+the same way when ``[claude_code] read`` is on (the default): the user's
+``~/.claude/commands/`` (``$CLAUDE_CONFIG_DIR/commands/``) and a trusted project's
+``.claude/commands/``; dsh's own win over them on a name clash. Each ``NAME.md`` is the
 command ``/NAME``; a file in a folder is namespaced by it: ``frontend/review.md`` is
 ``/frontend:review``. Names are lower-cased; a file whose name cannot be a command
 name (``my notes.md``) is left out and said so in ``/help``'s listing.
@@ -31,7 +34,7 @@ class CommandFile:
     name: str
     path: Path
     origin: str
-    """``user`` or ``project``."""
+    """``user`` or ``project`` (for Claude Code's folders too)."""
     description: str
     hint: str
     model: str | None
@@ -45,19 +48,28 @@ class Skipped:
     reason: str
 
 
-def roots(home: Path, project: Path | None) -> list[tuple[str, Path]]:
-    """``(origin, folder)`` pairs, the user's first: a project's file replaces a user's."""
-    found = [("user", home / "commands")]
+def roots(home: Path, project: Path | None, claude: Path | None = None) -> list[tuple[str, Path]]:
+    """``(origin, folder)`` pairs, lowest first, a later folder's file replacing an
+    earlier one's of the same name: Claude Code's (``claude``, the user's Claude Code
+    folder, when they are read), the user's, then the project's."""
+    found: list[tuple[str, Path]] = []
+    if claude is not None:
+        found.append(("user", claude / "commands"))
+        if project is not None:
+            found.append(("project", project / ".claude" / "commands"))
+    found.append(("user", home / "commands"))
     if project is not None:
         found.append(("project", project / ".dsh" / "commands"))
     return found
 
 
-def scan(home: Path, project: Path | None) -> tuple[dict[str, CommandFile], list[Skipped]]:
+def scan(
+    home: Path, project: Path | None, claude: Path | None = None
+) -> tuple[dict[str, CommandFile], list[Skipped]]:
     """Every command file, by command name; and the files left out, with why."""
     commands: dict[str, CommandFile] = {}
     skipped: list[Skipped] = []
-    for origin, root in roots(home, project):
+    for origin, root in roots(home, project, claude):
         for path, parts in _markdown_files(root):
             name = ":".join(part.lower() for part in parts)
             if not COMMAND_NAME.match(name):
@@ -71,11 +83,13 @@ def scan(home: Path, project: Path | None) -> tuple[dict[str, CommandFile], list
     return commands, skipped
 
 
-def fingerprint(home: Path, project: Path | None) -> tuple[tuple[str, int, int], ...]:
+def fingerprint(
+    home: Path, project: Path | None, claude: Path | None = None
+) -> tuple[tuple[str, int, int], ...]:
     """What changes when a command file is added, removed or written: each folder's and
     file's path, modification time and size (without reading a file)."""
     found: list[tuple[str, int, int]] = []
-    for _, root in roots(home, project):
+    for _, root in roots(home, project, claude):
         for path in (root, *(path for path, _ in _markdown_files(root))):
             try:
                 stat = path.stat()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dsh.tools import Action, ToolContext, ToolDefinition, ToolOutput
+from dsh.tools import Action, ClaudeCodeName, ToolContext, ToolDefinition, ToolOutput
 from dsh.tools.files import Target, WorkspaceFiles, resolve
 from plugins._shared.files import format_size, os_error, sniff
 from plugins.fs.arguments import EditArguments, EditItem, MultiEditArguments, WriteArguments
@@ -272,11 +272,16 @@ def write_tool(state: FsState) -> ToolDefinition:
         describe=describe,
         present_call=WRITE_VIEWS[0],
         present_result=WRITE_VIEWS[1],
+        claude_code=ClaudeCodeName("Write"),
     )
 
 
 def _edit_tool(
-    state: FsState, name: str, description: str, arguments_model: type[Any]
+    state: FsState,
+    name: str,
+    description: str,
+    arguments_model: type[Any],
+    claude_code: ClaudeCodeName,
 ) -> ToolDefinition:
     async def describe(
         arguments: EditArguments | MultiEditArguments, context: ToolContext
@@ -312,12 +317,19 @@ def _edit_tool(
         describe=describe,
         present_call=EDIT_VIEWS[0],
         present_result=EDIT_VIEWS[1],
+        claude_code=claude_code,
     )
 
 
 def edit_tool(state: FsState) -> ToolDefinition:
-    return _edit_tool(state, "edit", EDIT_DESCRIPTION, EditArguments)
+    return _edit_tool(state, "edit", EDIT_DESCRIPTION, EditArguments, ClaudeCodeName("Edit"))
 
 
 def multi_edit_tool(state: FsState) -> ToolDefinition:
-    return _edit_tool(state, "multi_edit", MULTI_EDIT_DESCRIPTION, MultiEditArguments)
+    return _edit_tool(
+        state,
+        "multi_edit",
+        MULTI_EDIT_DESCRIPTION,
+        MultiEditArguments,
+        ClaudeCodeName("MultiEdit"),
+    )

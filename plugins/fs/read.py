@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from dsh.llm import TextBlock
-from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import Action, ClaudeCodeName, ToolContext, ToolDefinition, ToolError, ToolOutput
 from dsh.tools.files import Target, WorkspaceFiles, resolve
 from plugins._shared.files import SNIFF_BYTES, not_text, os_error, require_regular, sniff
 from plugins._shared.images import (
@@ -267,6 +267,7 @@ def read_tool(state: FsState) -> ToolDefinition:
         spill_output=False,
         present_call=read_call,
         present_result=read_result,
+        claude_code=ClaudeCodeName("Read"),
     )
 
 

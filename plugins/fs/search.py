@@ -20,7 +20,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput, denied_reads
+from dsh.tools import (
+    Action,
+    ClaudeCodeName,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+    denied_reads,
+)
 from dsh.tools.files import Target, display_path, resolve
 from dsh.tools.protected import SecretFilter
 from plugins._shared.files import os_error
@@ -193,6 +201,7 @@ def glob_tool() -> ToolDefinition:
         describe=describe,
         present_call=search_call("glob"),
         present_result=glob_result,
+        claude_code=ClaudeCodeName("Glob"),
     )
 
 
@@ -302,4 +311,5 @@ def grep_tool() -> ToolDefinition:
         describe=describe,
         present_call=search_call("grep"),
         present_result=grep_result,
+        claude_code=ClaudeCodeName("Grep", fields=(("include", "glob"),)),
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from dsh.tools import TextView, ToolContext, ToolDefinition, ToolError
+from dsh.tools import ClaudeCodeName, TextView, ToolContext, ToolDefinition, ToolError
 from plugins.skills.index import MAX_NAME, SkillIndex, valid_name
 from plugins.skills.render import skill_content
 
@@ -62,4 +62,5 @@ def skill_tool(index: SkillIndex) -> ToolDefinition:
         kind="read",
         present_call=present,
         present_result=lambda arguments, result: present(arguments),
+        claude_code=ClaudeCodeName("Skill"),
     )

@@ -49,6 +49,7 @@ from dsh.tools import (
     Action,
     AgentView,
     CallResult,
+    ClaudeCodeName,
     Deny,
     Presentation,
     TextView,
@@ -185,6 +186,7 @@ def task_tool(agents: AgentService, limits: Limits) -> ToolDefinition:
         spill_output=True,
         present_call=present,
         present_result=present_result,
+        claude_code=ClaudeCodeName("Agent", fields=(("agent", "subagent_type"),), older=("Task",)),
     )
 
 

@@ -17,6 +17,7 @@ from dsh.services import TOOLS
 from dsh.session import EventType, SessionEvent, register_events
 from dsh.tools import (
     ChecklistView,
+    ClaudeCodeName,
     Presentation,
     TextView,
     ToolContext,
@@ -116,6 +117,7 @@ def apply(ctx: Context, config: object) -> None:
             read_only=True,  # it changes only the session's own record: never asked
             present_call=checklist,
             present_result=lambda arguments, result: checklist(arguments),
+            claude_code=ClaudeCodeName("TodoWrite"),
         ),
     )
 

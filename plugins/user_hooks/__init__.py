@@ -138,6 +138,25 @@ def _payload(agent: AgentHandle | None, event: str, **fields: Any) -> dict[str, 
     return {**base, **fields}
 
 
+def _tool_fields(
+    tool: ToolDefinition, tool_input: dict[str, Any], context: ToolContext
+) -> dict[str, Any]:
+    """What a tool event tells a hook of its call, in Claude Code's words (``Bash``,
+    ``tool_input.file_path``: scripts written for it read those), and in dsh's own
+    under ``dsh``."""
+    named = tool.claude_code
+    return {
+        "tool_name": named.name if named is not None else tool.name,
+        "tool_input": named.to_claude(tool_input) if named is not None else tool_input,
+        "tool_use_id": context.call_id,
+        "dsh": {"tool_name": tool.name, "tool_input": tool_input},
+    }
+
+
+_OLDER = {"approve": "allow", "block": "deny"}
+"""PreToolUse's older top-level ``decision`` values, as Claude Code still reads them."""
+
+
 def _reason(ran: Ran) -> str:
     answer = ran.answer
     for key in ("reason", "stopReason"):
@@ -199,9 +218,12 @@ def apply(ctx: Context, config: NoConfig) -> None:
     sessions = ctx.get(SESSIONS, None)
 
     async def run_all(
-        event: str, agent: AgentHandle | None, payload: dict[str, Any], tool: str | None = None
+        event: str,
+        agent: AgentHandle | None,
+        payload: dict[str, Any],
+        names: tuple[str, ...] | None = None,
     ) -> list[tuple[Hook, Ran]]:
-        chosen = [h for h in hooks if h.event == event and h.matches(tool)]
+        chosen = [h for h in hooks if h.event == event and h.matches(names)]
         if not chosen:
             return []
         cwd = agent.cwd if agent is not None else Path.cwd()
@@ -243,9 +265,9 @@ def apply(ctx: Context, config: NoConfig) -> None:
         )
 
     async def session_start(agent: AgentHandle, source: str) -> None:
-        results = await run_all(
-            "SessionStart", agent, _payload(agent, "SessionStart", source=source)
-        )
+        payload = _payload(agent, "SessionStart", source=source)
+        # The matcher is matched against how it started, as Claude Code's is.
+        results = await run_all("SessionStart", agent, payload, (source,))
         for hook, ran in results:
             text = _context(ran)
             log(agent, hook, ran, "context" if text else "ok", text)
@@ -289,16 +311,21 @@ def apply(ctx: Context, config: NoConfig) -> None:
         wrote = rewritten.pop(context.call_id, None)
         if wrote is not None and all(tool_input.get(k) == v for k, v in wrote.items()):
             return None  # the guards' second look at what these hooks rewrote it to
-        payload = _payload(agent, "PreToolUse", tool_name=tool.name, tool_input=tool_input)
+        payload = _payload(agent, "PreToolUse", **_tool_fields(tool, tool_input, context))
         denied: Deny | None = None
         rewrite: Rewrite | None = None
         ask: Ask | None = None
         allow: Allow | None = None
-        for hook, ran in await run_all("PreToolUse", agent, payload, tool.name):
+        for hook, ran in await run_all("PreToolUse", agent, payload, tool.names):
             specific = ran.answer.get("hookSpecificOutput")
             specific = specific if isinstance(specific, dict) else {}
-            decided = specific.get("permissionDecision")
+            # The older top-level answer Claude Code still reads: approve, or block.
+            decided = specific.get("permissionDecision") or _OLDER.get(
+                str(ran.answer.get("decision"))
+            )
             updated = specific.get("updatedInput")
+            if isinstance(updated, dict) and tool.claude_code is not None:
+                updated = tool.claude_code.from_claude(updated)  # its fields as dsh's
             reason = _reason(ran)
             where = f"(PreToolUse hook: {hook.command})"
             if _blocks(ran) or decided == "deny":
@@ -329,12 +356,11 @@ def apply(ctx: Context, config: NoConfig) -> None:
         payload = _payload(
             agent,
             "PostToolUse",
-            tool_name=tool.name,
-            tool_input=arguments.model_dump(mode="json"),
+            **_tool_fields(tool, arguments.model_dump(mode="json"), context),
             tool_response=response,
         )
         verdict: BlockResult | None = None
-        for hook, ran in await run_all("PostToolUse", agent, payload, tool.name):
+        for hook, ran in await run_all("PostToolUse", agent, payload, tool.names):
             if _blocks(ran):
                 reason = _reason(ran) or "a PostToolUse hook objected"
                 log(agent, hook, ran, "blocked", reason)
@@ -405,7 +431,7 @@ def apply(ctx: Context, config: NoConfig) -> None:
     async def summarising(agent: AgentHandle, trigger: str, instructions: str) -> str | None:
         payload = _payload(agent, "PreCompact", trigger=trigger, custom_instructions=instructions)
         refusal: str | None = None
-        for hook, ran in await run_all("PreCompact", agent, payload, trigger):
+        for hook, ran in await run_all("PreCompact", agent, payload, (trigger,)):
             if _blocks(ran):
                 reason = _reason(ran) or "a PreCompact hook refused it"
                 log(agent, hook, ran, "blocked", reason)
@@ -420,8 +446,9 @@ def apply(ctx: Context, config: NoConfig) -> None:
             await asyncio.wait(running)
         if agent.session.header.origin == "subagent":  # a task's child: SubagentStop's
             return
-        payload = _payload(agent, "SessionEnd", reason=END_REASONS.get(reason, "other"))
-        for hook, ran in await run_all("SessionEnd", agent, payload):
+        why = END_REASONS.get(reason, "other")
+        payload = _payload(agent, "SessionEnd", reason=why)
+        for hook, ran in await run_all("SessionEnd", agent, payload, (why,)):
             log(agent, hook, ran, "ok", "")
 
     if any(h.event in ("SessionStart", "Notification") for h in hooks):

@@ -1,7 +1,8 @@
 """The ``[hooks]`` table: commands to run at fixed points, in the shape other agents use.
 
     [[hooks.PreToolUse]]
-    matcher = "bash|edit"          # the tool's name: a regular expression, or "*"/"" for all
+    matcher = "Bash|Edit"          # the tool's name (dsh's or Claude Code's): a regular
+                                   # expression, or "*"/"" for all
     hooks = [{ type = "command", command = "./check.sh", timeout = 30 }]
 
 A project's table is read only in a trusted folder (the settings layer it in only
@@ -54,14 +55,19 @@ class Hook:
     timeout: float
     origin: str
 
-    def matches(self, tool: str | None) -> bool:
-        """Whether the hook runs for ``tool`` (events without a tool: always)."""
-        if tool is None or self.matcher in ("", "*"):
+    def matches(self, names: tuple[str, ...] | None) -> bool:
+        """Whether the hook runs for a tool known by ``names`` (its own, then Claude
+        Code's: ``("bash", "Bash")``), or a trigger; events without one: always."""
+        if names is None or self.matcher in ("", "*"):
             return True
-        try:
-            return re.fullmatch(self.matcher, tool) is not None
-        except re.error:
-            return self.matcher == tool
+        for name in names:
+            try:
+                if re.fullmatch(self.matcher, name) is not None:
+                    return True
+            except re.error:
+                if self.matcher == name:
+                    return True
+        return False
 
 
 def read_hooks(table: Mapping[str, Any], origin: str) -> tuple[list[Hook], list[str]]:

@@ -23,6 +23,7 @@ from dsh.services import LLM
 from dsh.tools import (
     Action,
     CallResult,
+    ClaudeCodeName,
     Presentation,
     TextView,
     ToolContext,
@@ -295,6 +296,7 @@ def definitions(tools: WebTools) -> list[ToolDefinition]:
                 timeout_s=float(tools.config.timeout) + 5,
                 present_call=present_search,
                 present_result=present_search_result,
+                claude_code=ClaudeCodeName("WebSearch"),
             )
         )
     if tools.config.fetch != "off":
@@ -309,6 +311,7 @@ def definitions(tools: WebTools) -> list[ToolDefinition]:
                 timeout_s=float(tools.config.timeout) + 5,
                 present_call=present_fetch,
                 present_result=present_fetch_result,
+                claude_code=ClaudeCodeName("WebFetch"),
             )
         )
     return found

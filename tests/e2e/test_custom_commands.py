@@ -4,6 +4,8 @@ scripted server, the command files in the home's and a project's ``commands/``."
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.trust import TrustStore
@@ -155,3 +157,31 @@ async def test_a_deny_rule_outweighs_allowed_tools(dsh: Dsh, fake_llm: FakeLLM) 
     assert done.code == 0, done.stderr[-3000:]
     assert not before.exists()
     assert not during.exists()
+
+
+async def test_claude_codes_commands_are_commands_and_dshs_own_win(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """``~/.claude/commands/`` (``$CLAUDE_CONFIG_DIR``) and a trusted project's
+    ``.claude/commands/`` are read as ``.dsh/commands/`` is; a cloned repository's only
+    once trusted, and a command of dsh's own of the same name wins."""
+    claude = Path(os.environ["CLAUDE_CONFIG_DIR"])
+    (claude / "commands").mkdir(parents=True)
+    (claude / "commands" / "explain.md").write_text("Explain it from ~/.claude.\n")
+    (claude / "commands" / "ship.md").write_text("Ship from ~/.claude.\n")
+    (dsh.home / "commands").mkdir(parents=True)
+    (dsh.home / "commands" / "ship.md").write_text("Ship from dsh.\n")
+    (dsh.project / ".git").mkdir()
+    (dsh.project / ".claude" / "commands").mkdir(parents=True)
+    (dsh.project / ".claude" / "commands" / "setup.md").write_text("Set up from .claude.\n")
+    fake_llm.add(Reply(text="1."), Reply(text="2."), Reply(text="3."), Reply(text="4."))
+    for prompt in ("/explain", "/ship", "/setup"):
+        done = await dsh.run("-p", prompt)
+        assert done.code == 0, done.stderr[-3000:]
+    done = await dsh.run("-p", "/setup", "--trust")
+    assert done.code == 0, done.stderr[-3000:]
+    sent = ["\n".join(user_texts(request.body)) for request in fake_llm.chat_requests]
+    assert "Explain it from ~/.claude." in sent[0]
+    assert "Ship from dsh." in sent[1]
+    assert '"/setup"' in sent[2]  # untrusted: no such command, sent as typed
+    assert "Set up from .claude." in sent[3]

@@ -52,7 +52,8 @@ async def test_pre_tool_use_denies_with_exit_2_and_the_model_reads_why(
     assert not marker.exists()  # denied even in bypass: the hook decides first
     [payload] = records(record)
     assert payload["hook_event_name"] == "PreToolUse"
-    assert payload["tool_name"] == "bash"
+    assert payload["tool_name"] == "Bash"  # Claude Code's name, which scripts read
+    assert payload["dsh"]["tool_name"] == "bash"  # and dsh's own
     assert payload["tool_input"]["command"] == f"touch {marker}"
     assert payload["cwd"] == str(dsh.project.resolve()) or payload["cwd"] == str(dsh.project)
     assert payload["session_id"]

@@ -98,3 +98,27 @@ async def test_a_file_written_while_dsh_runs_is_a_command_after_the_next_prompt(
         await eventually(lambda: commands.get("later") is None)
     finally:
         await runtime.aclose()
+
+
+def test_claude_codes_command_folders_are_read_and_dshs_own_win(tmp_path: Path) -> None:
+    home, project, claude = tmp_path / "home", tmp_path / "project", tmp_path / "claude"
+    (claude / "commands").mkdir(parents=True)
+    (claude / "commands" / "review.md").write_text("Review from ~/.claude.\n")
+    (claude / "commands" / "deploy.md").write_text("Deploy from ~/.claude.\n")
+    (project / ".claude" / "commands").mkdir(parents=True)
+    (project / ".claude" / "commands" / "test.md").write_text("Test from .claude.\n")
+    (project / ".claude" / "commands" / "review.md").write_text("Review from .claude.\n")
+    (home / "commands").mkdir(parents=True)
+    (home / "commands" / "deploy.md").write_text("Deploy from dsh.\n")
+
+    found, _ = scan(home, project, claude)
+    assert {name: file.body for name, file in found.items()} == {
+        "review": "Review from .claude.",  # the project's over the user's
+        "deploy": "Deploy from dsh.",  # dsh's own over Claude Code's
+        "test": "Test from .claude.",
+    }
+    untrusted, _ = scan(home, None, claude)  # an untrusted project's .claude is not read
+    assert sorted(untrusted) == ["deploy", "review"]
+    assert untrusted["review"].body == "Review from ~/.claude."
+    off, _ = scan(home, project, None)  # [claude_code] read = false
+    assert sorted(off) == ["deploy"]
