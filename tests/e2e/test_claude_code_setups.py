@@ -149,8 +149,10 @@ async def test_a_json_answer_denies_with_its_reason_and_the_rest_runs(
 async def test_the_hook_reads_claude_codes_names_and_dshs_own(dsh: Dsh, fake_llm: FakeLLM) -> None:
     """What a hook is given: Claude Code's tool name and field names, and dsh's own
     under ``dsh``."""
-    record = dsh.root / "given.jsonl"
-    command = f"cat >> {record}; echo >> {record}"
+    # A file per call: the two calls read in parallel, so their hooks run side by side.
+    given_dir = dsh.root / "given"
+    given_dir.mkdir()
+    command = f'cat > "$(mktemp {given_dir}/call.XXXXXX)"'
     write_private(
         user_claude_dir() / "settings.json", claude_settings(command, matcher="Read|Grep")
     )
@@ -166,7 +168,7 @@ async def test_the_hook_reads_claude_codes_names_and_dshs_own(dsh: Dsh, fake_llm
     )
     done = await dsh.run("-p", "read it")
     assert done.code == 0, done.stderr[-3000:]
-    given = [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
+    given = [json.loads(path.read_text()) for path in sorted(given_dir.iterdir())]
     by_tool = {payload["tool_name"]: payload for payload in given}
     assert set(by_tool) == {"Read", "Grep"}
     assert by_tool["Read"]["tool_input"]["file_path"] == "notes.txt"
