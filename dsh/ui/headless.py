@@ -37,7 +37,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -76,7 +76,7 @@ from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.opening import BusyChoice
-from dsh.ui.session_controller import SessionChoice, SessionController, StartFailed
+from dsh.ui.session_controller import SessionChoice, SessionController, SlashOutcome, StartFailed
 from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
 from dsh.wire import dumps
 
@@ -301,7 +301,9 @@ async def _run(
     loop.add_signal_handler(signal.SIGINT, agent.cancel, CancelByUser())
     try:
         if ui.control is not None:
-            await _commands(agent, ui.err, ui.control)
+            # What a command says goes to stderr: stdout holds only records.
+            ui.said_aside = request.output_format != "text"
+            await _commands(agent, ui.err, ui.control, controller.run_slash)
             ui.control.close()
         else:
             if not request.prompt:
@@ -312,9 +314,12 @@ async def _run(
             # Their record says what they did: what they say for a person goes to
             # stderr, so that stdout holds only the record.
             ui.said_aside = named is not None and request.output_format != "text"
-            if await controller.run_command(request.prompt):
+            # The send policy every front end has: an unknown /word is refused (said on
+            # stderr, exit 1), never sent to the model as text.
+            sent = await controller.run_slash(request.prompt)
+            if sent == "ran":
                 restoring = named
-            else:
+            elif sent == "not-a-command":
                 agent.followup(user_text(request.prompt))
             command_failed = ui.failed or printer.command_failed
         await agent.when_idle()
@@ -601,8 +606,14 @@ class Control:
         self.pending.clear()
 
 
-async def _commands(agent: Any, err: TextIO, control: Control) -> None:
-    """Follow stdin commands until it closes."""
+async def _commands(
+    agent: Any,
+    err: TextIO,
+    control: Control,
+    run_slash: Callable[[str], Awaitable[SlashOutcome]],
+) -> None:
+    """Follow stdin commands until it closes. A prompt is sent as every front end
+    sends one (``run_slash``): a slash command runs, an unknown ``/word`` is refused."""
     # A thread reads stdin, since it may be a file (``< commands.jsonl``), which the
     # event loop's pipe transports refuse, as well as a pipe or a terminal.
     number = 0
@@ -619,7 +630,9 @@ async def _commands(agent: Any, err: TextIO, control: Control) -> None:
             continue
         match kind:
             case "prompt" | "followup":
-                agent.followup(user_text(str(command.get("text", ""))))
+                text = str(command.get("text", ""))
+                if await run_slash(text.strip()) == "not-a-command":
+                    agent.followup(user_text(text))
             case "steer":
                 agent.steer(user_text(str(command.get("text", ""))))
             case "inject":

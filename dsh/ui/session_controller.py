@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from dsh.ui.opening import BusyChoice, NothingToContinue, after_busy, open_agent
 
@@ -58,6 +58,9 @@ CLOSE_TIMEOUT = 10.0
 """Seconds a running turn has to end, once cancelled, before its agent is disposed."""
 RECENT_SESSIONS = 10
 """Sessions :meth:`SessionController.choose_recent_session` lists."""
+
+SlashOutcome = Literal["ran", "refused", "not-a-command"]
+"""What :meth:`SessionController.run_slash` made of a text."""
 
 _SAID: set[str] = set()
 """The start-up warnings this process has said: ``dsh acp`` runs a controller (and a
@@ -483,10 +486,7 @@ class SessionController:
         agent = self.agent
         if agent is None:
             return False
-        parsed = parse_command(text)
-        if parsed is not None:
-            if not await self.run_command(text):
-                self.ui.show(f"Unknown command /{parsed[0]} (/help lists them).", level="error")
+        if await self.run_slash(text) != "not-a-command":
             return False
         command = shell_command(text)
         if command is not None:
@@ -540,6 +540,24 @@ class SessionController:
         for stop in self._shell_signals:
             stop.set()
         return bool(self._shell_signals)
+
+    async def run_slash(self, text: str) -> SlashOutcome:
+        """The send policy for a slash command, one for every front end: ``/name`` runs
+        the command of that name (``ran``); a ``/word`` no command has is refused, and
+        never goes to the model as text (``refused``: said with :func:`unknown_command`,
+        which names the plugins that failed to load, whose commands may be missing);
+        anything else is ``not-a-command``, a message for the agent."""
+        from dsh.commands import parse_command
+
+        parsed = parse_command(text)
+        if parsed is None:
+            return "not-a-command"
+        if await self.run_command(text):
+            return "ran"
+        runtime = self._runtime()
+        failed = [record.name for record in runtime.plugins.records if record.status == "failed"]
+        self.ui.show(unknown_command(parsed[0], failed), level="error")
+        return "refused"
 
     async def run_command(self, text: str) -> bool:
         """Run ``text`` as a slash command; False when it names none (nothing is said).
@@ -861,6 +879,18 @@ def sandbox_line(status: SandboxStatus) -> str:
     if status.reason is not None:
         return f"{summary}: {status.reason}"
     return summary
+
+
+def unknown_command(name: str, failed_plugins: Sequence[str] = ()) -> str:
+    """What every front end says to a ``/name`` no command has."""
+    said = f"Unknown command /{name} (/help lists them)."
+    if failed_plugins:
+        said += (
+            f" {', '.join(sorted(failed_plugins))} failed to load, so "
+            f"{'its' if len(failed_plugins) == 1 else 'their'} commands are missing "
+            "(`dsh plugins` says why)."
+        )
+    return said
 
 
 def help_text(commands: list[Command], keys: str) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from dsh.agent import AgentHandle, PreRequest, PromptAllow, PromptDecision, PromptSubmit
 from dsh.claude_code import claude_reading, user_folder
-from dsh.commands import Command, CommandContext, CommandError
+from dsh.commands import Command, CommandContext, CommandError, CommandView
 from dsh.control_chars import visible
 from dsh.hooks import AGENT_PROMPT_SUBMIT, AGENT_REQUEST, AGENT_STATUS
 from dsh.kernel import Context, Disposer, Next, NoConfig, Plugin
@@ -31,7 +31,14 @@ from dsh.paths import dsh_home
 from dsh.services import COMMANDS, SETTINGS, TOOLS
 from dsh.tools import RuleError, ToolContext, parse_rules
 from plugins.custom_commands.expand import arguments, commands
-from plugins.custom_commands.files import CommandFile, Skipped, fingerprint, roots, scan
+from plugins.custom_commands.files import (
+    CommandFile,
+    Skipped,
+    fingerprint,
+    roots,
+    scan,
+    untrusted_names,
+)
 
 BASH = "bash"
 """The tool ``!`` lines run with."""
@@ -192,7 +199,28 @@ async def apply(ctx: Context, config: NoConfig) -> None:
     ctx.on(AGENT_STATUS, on_status)
     registry.register("commands", listing_command(state, refresh))
     await refresh()
+    if settings is not None and not settings.trusted and settings.root is not None:
+        await skip_untrusted(registry, settings.root)
     ctx.spawn(watch(), name="custom-commands:watch")
+
+
+async def skip_untrusted(registry: CommandView, root: Path) -> None:
+    """An untrusted project's commands do not run, and say so: each ``/name`` its
+    folders would make is a hidden command that refuses, rather than an unknown word
+    (which is refused too, without the reason)."""
+
+    def refusal(name: str) -> Command:
+        async def run(context: CommandContext, args: str) -> None:
+            raise CommandError(
+                f"/{name} is this project's command and was skipped: the folder is not "
+                f"trusted (`dsh trust` trusts it; docs/security.md)"
+            )
+
+        return Command(name=name, description="", run=run, hidden=True, recorded=False)
+
+    for name in await asyncio.to_thread(untrusted_names, root):
+        if registry.get(name) is None:
+            registry.register(name, refusal(name))
 
 
 # Other agents' tool names in allowed-tools, as dsh's rules name the same actions.

@@ -83,6 +83,19 @@ def scan(
     return commands, skipped
 
 
+def untrusted_names(project: Path) -> list[str]:
+    """The command names an untrusted project's folders (``.dsh/commands/``,
+    ``.claude/commands/``) would make: from the files' names alone, none of which is
+    read, so that ``/name`` can say why it does not run."""
+    names = []
+    for folder in (project / ".claude" / "commands", project / ".dsh" / "commands"):
+        for _, parts in _markdown_files(folder):
+            name = ":".join(part.lower() for part in parts)
+            if COMMAND_NAME.match(name):
+                names.append(name)
+    return sorted(set(names))
+
+
 def fingerprint(
     home: Path, project: Path | None, claude: Path | None = None
 ) -> tuple[tuple[str, int, int], ...]:

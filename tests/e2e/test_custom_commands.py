@@ -87,19 +87,17 @@ async def test_folders_make_namespaces_and_the_project_wins(dsh: Dsh, fake_llm: 
 
 async def test_an_untrusted_projects_commands_are_not_there(dsh: Dsh, fake_llm: FakeLLM) -> None:
     """A cloned repository's ``.dsh/commands`` is not read until the folder is
-    trusted: its command is unknown (``dsh -p`` sends the words as typed), and its
-    ``!`` line never runs."""
+    trusted: its command is refused with that reason (nothing goes to the model), and
+    its ``!`` line never runs."""
     marker = dsh.root / "ran"
     (dsh.project / ".git").mkdir()
     (dsh.project / ".dsh" / "commands").mkdir(parents=True)
     (dsh.project / ".dsh" / "commands" / "setup.md").write_text(f"Go.\n!echo x > {marker}\n")
-    fake_llm.add(Reply(text="What is /setup?"))
     done = await dsh.run("-p", "/setup")
-    assert done.code == 0, done.stderr[-3000:]
+    assert done.code == 1
+    assert "/setup is this project's command and was skipped" in done.stderr
     assert not marker.exists()
-    sent = "\n".join(user_texts(fake_llm.chat_requests[0].body))
-    assert '"/setup"' in sent  # went as typed: no such command here
-    assert "Go." not in sent
+    assert fake_llm.chat_requests == []
 
 
 ALLOWED = """\
@@ -174,14 +172,16 @@ async def test_claude_codes_commands_are_commands_and_dshs_own_win(
     (dsh.project / ".git").mkdir()
     (dsh.project / ".claude" / "commands").mkdir(parents=True)
     (dsh.project / ".claude" / "commands" / "setup.md").write_text("Set up from .claude.\n")
-    fake_llm.add(Reply(text="1."), Reply(text="2."), Reply(text="3."), Reply(text="4."))
-    for prompt in ("/explain", "/ship", "/setup"):
+    fake_llm.add(Reply(text="1."), Reply(text="2."), Reply(text="3."))
+    for prompt in ("/explain", "/ship"):
         done = await dsh.run("-p", prompt)
         assert done.code == 0, done.stderr[-3000:]
+    untrusted = await dsh.run("-p", "/setup")
+    assert untrusted.code == 1  # untrusted: refused, with why
+    assert "/setup is this project's command and was skipped" in untrusted.stderr
     done = await dsh.run("-p", "/setup", "--trust")
     assert done.code == 0, done.stderr[-3000:]
     sent = ["\n".join(user_texts(request.body)) for request in fake_llm.chat_requests]
     assert "Explain it from ~/.claude." in sent[0]
     assert "Ship from dsh." in sent[1]
-    assert '"/setup"' in sent[2]  # untrusted: no such command, sent as typed
-    assert "Set up from .claude." in sent[3]
+    assert "Set up from .claude." in sent[2]

@@ -292,7 +292,6 @@ class AcpSession:
             return await self._prompt(blocks)
 
     async def _prompt(self, blocks: Sequence[PromptBlock]) -> PromptResponse:
-        from dsh.commands import parse_command
 
         agent = self.agent
         assert agent is not None
@@ -305,8 +304,13 @@ class AcpSession:
         if not text and not media:
             raise RequestError.invalid_params({"prompt": "nothing to send"})
         start = len(agent.session.events)
-        command = not media and parse_command(text) is not None
-        if command and await self.controller.run_command(text):
+        # The send policy every front end has: a command runs, an unknown /word is
+        # refused (said in the answer), never sent to the model as text.
+        sent = "not-a-command" if media else await self.controller.run_slash(text)
+        if sent == "refused":
+            await self.flush()
+            return PromptResponse(stop_reason="end_turn")
+        if sent == "ran":
             if self._cancelled:
                 # Cancelled while the command ran (at one of its ! lines' questions,
                 # say): the prompt it queued does not go out either.
