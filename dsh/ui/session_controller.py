@@ -474,7 +474,6 @@ class SessionController:
         turn, or (``queue``, or no turn running) waits for a turn of its own. True
         when a message went to the agent."""
         from dsh.agent.user_shell import shell_command
-        from dsh.commands import parse_command
         from dsh.llm import user_text
 
         text = text.strip()
