@@ -1,5 +1,5 @@
-"""Plan mode's tool: ``exit_plan_mode`` presents the model's plan for the person to
-approve.
+"""Plan mode's tool and command: ``exit_plan_mode`` presents the model's plan for the
+person to approve, ``/plan [prompt]`` enters plan mode.
 
 In plan mode (:mod:`dsh.permission_modes`) the model reads and proposes; nothing
 with effects runs. When its plan is ready it calls ``exit_plan_mode`` with the plan
@@ -18,9 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from dsh.commands import Command, CommandContext
 from dsh.kernel import Context, NoConfig, Plugin
+from dsh.llm import user_text
 from dsh.prompt import PromptContext
-from dsh.services import APPROVALS, PROMPT, TOOLS
+from dsh.services import APPROVALS, COMMANDS, PROMPT, TOOLS
 from dsh.tools import (
     Action,
     CallResult,
@@ -185,6 +187,30 @@ def _one_line(text: str, width: int = 80) -> str:
     return line
 
 
+PLANNING = "the model reads and proposes a plan; nothing is changed until you approve it"
+
+
+async def plan_command(context: CommandContext, args: str) -> None:
+    """``/plan [prompt]``: plan mode, then the prompt (if any) as the person's message."""
+    approvals = context.root.get(APPROVALS)
+    prompt = args.strip()
+    if approvals.mode != "plan":
+        approvals.mode = "plan"  # every front end hears it (permissions/mode-changed)
+        context.host.show(f"Plan mode: {PLANNING}.")
+    elif not prompt:
+        context.host.show(f"Already in plan mode: {PLANNING}.")
+    if prompt:
+        context.agent.followup(user_text(prompt))
+
+
+PLAN_COMMAND = Command(
+    name="plan",
+    description="Plan mode: the model reads and proposes a plan for you to approve",
+    run=plan_command,
+    arguments="[prompt]",
+)
+
+
 def apply(ctx: Context, config: NoConfig) -> None:
     ctx.get(TOOLS).register(TOOL, plan_tool())
     approvals = ctx.get(APPROVALS)
@@ -193,11 +219,12 @@ def apply(ctx: Context, config: NoConfig) -> None:
         return SECTION if approvals.mode == "plan" else None
 
     ctx.get(PROMPT).section("plan-tool", SECTION_ORDER, section)
+    ctx.get(COMMANDS).register(PLAN_COMMAND.name, PLAN_COMMAND)
 
 
 plugin = Plugin(
     name="plan",
-    inject=(TOOLS, APPROVALS, PROMPT),
+    inject=(TOOLS, APPROVALS, PROMPT, COMMANDS),
     apply=apply,
-    description="plan mode's exit_plan_mode tool: the plan reviewed by the person",
+    description="plan mode's exit_plan_mode tool (the plan reviewed by the person) and /plan",
 )

@@ -12,18 +12,20 @@ from typing import Any
 import pytest
 
 from dsh.agent import Agent
+from dsh.commands import CommandContext
 from dsh.hooks import PERMISSION_MODE_CHANGED
 from dsh.llm import user_text
 from dsh.permission_modes import PLAN_MODE_TEXT, PermissionMode
 from dsh.prompt import PromptContext
 from dsh.runtime import Runtime, start_runtime
-from dsh.services import APPROVALS, PROMPT
+from dsh.services import APPROVALS, COMMANDS, PROMPT
 from dsh.session import SessionEvent
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import CallResult, TextView
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from plugins.plan import SECTION, present_call, present_result, result_title
+from tests.support.command_host import RecordingHost
 from tests.support.waits import HANG_S
 
 PLAN = "# Add a greeting\n\n1. Write `hello.txt` with a greeting.\n\nRisk: none."
@@ -335,3 +337,53 @@ def test_the_card_shows_the_plan_as_markdown_titled_by_its_outcome() -> None:
     )
     view = present_result(arguments, CallResult(text="", meta={"outcome": "default"}))
     assert view == TextView(title="Plan approved · default", body=PLAN, language="markdown")
+
+
+async def test_slash_plan_enters_plan_mode_and_sends_its_prompt(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = await start(tmp_path, fake_llm, monkeypatch, mode="accept-edits")
+    try:
+        heard: list[PermissionMode] = []
+        runtime.root.on(PERMISSION_MODE_CHANGED, heard.append)
+        agent = await runtime.agents.create(tmp_path)
+        host = RecordingHost()
+        context = CommandContext(agent=agent, root=runtime.root, host=host)
+        commands = runtime.root.get(COMMANDS)
+        fake_llm.add(write("hello.txt"), Reply(text="I can only plan."))
+
+        assert await commands.run("/plan add a greeting", context)
+        await asyncio.wait_for(agent.when_idle(), HANG_S)
+        assert heard == ["plan"]
+        assert runtime.root.get(APPROVALS).mode == "plan"
+        assert host.texts == [
+            "Plan mode: the model reads and proposes a plan; nothing is changed until you "
+            "approve it."
+        ]
+        # The prompt went as the person's message, and its turn ran in plan mode.
+        prompts = [e.data.text() for e in of(agent, "user/message")]
+        assert prompts.count("add a greeting") == 1
+        assert "plan mode" in tool_texts(fake_llm)[0]
+        assert not (tmp_path / "hello.txt").exists()
+        assert "exit_plan_mode" in str(fake_llm.chat_requests[0].body["messages"][0]["content"])
+
+        # Again, with no prompt: it says so, and nothing else happens.
+        assert await commands.run("/plan", context)
+        assert host.texts[-1] == (
+            "Already in plan mode: the model reads and proposes a plan; nothing is changed "
+            "until you approve it."
+        )
+        assert heard == ["plan"]
+        assert len(fake_llm.chat_requests) == 2
+        # Recorded as any command is.
+        done = [e.data.kind for e in of(agent, "command/done")]
+        assert done == ["success", "success"]
+
+        # From another mode with no prompt: the mode alone, no turn.
+        runtime.root.get(APPROVALS).mode = "default"
+        assert await commands.run("/plan", context)
+        assert runtime.root.get(APPROVALS).mode == "plan"
+        assert heard == ["plan", "default", "plan"]
+        assert len(fake_llm.chat_requests) == 2
+    finally:
+        await runtime.aclose()
