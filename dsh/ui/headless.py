@@ -336,9 +336,10 @@ async def _run(
                 return EXIT_USAGE
             parsed = parse_command(request.prompt)
             named = parsed[0] if parsed and parsed[0] in RESTORING else None
-            # Their record says what they did: what they say for a person goes to
-            # stderr, so that stdout holds only the record.
-            ui.said_aside = named is not None and request.output_format != "text"
+            # In a JSON format stdout holds only records (the restore's, or the turn's
+            # a command such as /plan or /init starts): what a command says for a
+            # person goes to stderr.
+            ui.said_aside = request.output_format != "text"
             if await controller.run_command(request.prompt):
                 restoring = named
             else:

@@ -351,10 +351,10 @@ async def test_slash_plan_as_the_prompt_plans_headless(dsh: Dsh, fake_llm: FakeL
     assert not (dsh.project / "hello.txt").exists()
     assert "plan mode" in tool_results(fake_llm, 1)[0]
     assert user_texts_of(fake_llm)[-1] == "add a greeting"
-    # What /plan says, then the run's record (as /compact's, docs/headless.md).
-    said, record = done.stdout.splitlines()
-    assert said.startswith("Plan mode: the model reads and proposes a plan")
-    assert json.loads(record)["result"] == PLAN
+    # stdout is the JSON record alone; what /plan says for a person is on stderr.
+    [result] = done.json_lines()
+    assert result["result"] == PLAN
+    assert "Plan mode: the model reads and proposes a plan" in done.stderr
 
 
 def user_texts_of(server: FakeLLM) -> list[str]:
