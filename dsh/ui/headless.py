@@ -227,12 +227,11 @@ def proposed_plan(events: Sequence[SessionEvent]) -> str | None:
 
 def unreviewed_plan(events: Sequence[SessionEvent]) -> str | None:
     """The plan that is the run's result: the last one presented, when nobody could
-    review it (``dsh -p`` without a driver) and the model said nothing after it."""
+    review it (``dsh -p`` without a driver). What the model said after it (it is told to
+    end its turn, and a model says a line doing so) does not replace it."""
     plans = {e.data.review_id: e.data.plan for e in events if isinstance(e.data, PlanProposed)}
     for event in reversed(events):
         data = event.data
-        if isinstance(data, AssistantMessageData) and data.message.text().strip():
-            return None
         if isinstance(data, PlanReviewed):
             return plans.get(data.review_id) if data.outcome == "unavailable" else None
     return None

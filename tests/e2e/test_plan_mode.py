@@ -326,18 +326,20 @@ async def test_plain_headless_the_plan_is_the_result(dsh: Dsh, fake_llm: FakeLLM
     [reviewed] = of_type(await dsh.checked_events(), "plan/reviewed")
     assert (reviewed.data.outcome, reviewed.data.by) == ("unavailable", "headless")
 
-    # As JSON: the result and the plan; what the model said after it wins the result.
+    # A model ending its turn says a line: the plan is still the result, printed last.
+    fake_llm.add(present(), Reply(text="The plan is above."))
+    done = await dsh.run("-p", "plan a greeting", "--permission-mode", "plan")
+    assert done.code == 0, done.stderr
+    assert done.stdout.endswith(PLAN + "\n")
+
+    # As JSON: the result and the plan.
     fake_llm.add(present(), Reply(text="The plan is above."))
     done = await dsh.run(
         "-p", "plan a greeting", "--permission-mode", "plan", "--output-format", "json"
     )
     assert done.code == 0, done.stderr
     [result] = done.json_lines()
-    assert (result["result"], result["plan"], result["isError"]) == (
-        "The plan is above.",
-        PLAN,
-        False,
-    )
+    assert (result["result"], result["plan"], result["isError"]) == (PLAN, PLAN, False)
 
 
 async def test_slash_plan_as_the_prompt_plans_headless(dsh: Dsh, fake_llm: FakeLLM) -> None:
