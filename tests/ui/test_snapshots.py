@@ -6,7 +6,8 @@ notice, an answer with markdown and code, the turn footer, the status bar); (b) 
 approval dialog with an edit's diff; (c) the question dialog; (d) the session
 picker; (e) the workspace trust dialog, with a hostile value shown escaped; (f) the
 main screen with the card cursor on the tool card, opened with Enter; (g) a picker
-(``/model``'s, the current model marked). The dialogs are pushed by a tiny host app.
+(``/model``'s, the current model marked); (h) the plan dialog. The dialogs are pushed
+by a tiny host app.
 
 Update with ``pytest tests/ui/test_snapshots.py --snapshot-update`` and look at what
 changed before keeping it.
@@ -31,10 +32,12 @@ from dsh.session import SessionStore
 from dsh.session.catalog import CatalogEntry
 from dsh.session.jsonl import parse_jsonl
 from dsh.tools.approval import ApprovalRequest
+from dsh.tools.plan_review import PlanReview
 from dsh.tools.questions import Question, QuestionOption
 from dsh.ui.trusting import PROJECT_FILES, TrustQuestion, TurnedOn
 from dsh.ui.tui.app import DshApp, TuiRequest
 from dsh.ui.tui.screens.approval import ApprovalScreen
+from dsh.ui.tui.screens.plan import PlanScreen
 from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.screens.sessions import SessionPicker
 from dsh.ui.tui.screens.trust import TrustScreen
@@ -245,6 +248,26 @@ def test_approval_dialog_with_a_diff(snap_compare: Snap, tmp_path: Path, theme: 
         grant="edit(greet.py)",
     )
     dialog = ApprovalScreen(request, guard_seconds=0)
+    assert snap_dialog(snap_compare, tmp_path, theme, dialog)
+
+
+PLAN = """# Greet by name
+
+1. **greet.py**: read the name from `sys.argv`, default `world`.
+2. **tests/test_greet.py**: a test for each case.
+
+```python
+name = sys.argv[1] if len(sys.argv) > 1 else "world"
+```
+
+Risks: none; nothing imports `greet.py`.
+"""
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_plan_dialog(snap_compare: Snap, tmp_path: Path, theme: str) -> None:
+    review = PlanReview(id="p1", session_id="s1", call_id="c1", plan=PLAN)
+    dialog = PlanScreen(review, guard_seconds=0)
     assert snap_dialog(snap_compare, tmp_path, theme, dialog)
 
 
