@@ -13,12 +13,13 @@ from textual.widgets import Input, Static
 
 from dsh.runtime import Runtime
 from dsh.services import APPROVALS
-from dsh.testing import FakeLLM
+from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools.plan_review import PlanDecision
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.screens.plan import PlanScreen
+from dsh.ui.tui.transcript import ToolCard
 from tests.ui.test_attention import blur, notifications
-from tests.ui.tui_support import shown, tui, type_text, until
+from tests.ui.tui_support import screen_text, shown, tui, type_text, until
 
 PLAN = """# Add a greeting
 
@@ -268,3 +269,74 @@ async def test_a_waiting_plan_notifies_while_the_terminal_is_elsewhere(
         assert notifications(written) == ["\x1b]9;dsh: a plan waits for your approval\x07"]
         await pilot.press("1")
         await asyncio.wait_for(review, 10)
+
+
+def present(plan: str = PLAN) -> Reply:
+    return Reply(tool_calls=[ToolCallSpec(name="exit_plan_mode", arguments={"plan": plan})])
+
+
+async def test_ctrl_c_cancels_the_turn_and_takes_the_plan_dialog_away(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(present())
+    runtime.root.get(APPROVALS).mode = "plan"
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "plan a greeting")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, PlanScreen), what="the plan dialog")
+        dialog = app.screen
+        await pilot.press("ctrl+c")
+        await until(
+            pilot,
+            lambda: app.agent is not None and app.agent.status == "idle",
+            what="the turn cancelled",
+        )
+        await until(pilot, lambda: app.screen is not dialog, what="the dialog taken away")
+        assert not any(isinstance(screen, PlanScreen) for screen in app.screen_stack)
+        assert [r.outcome for r in reviewed(app)] == ["cancelled"]
+        assert runtime.root.get(APPROVALS).mode == "plan"
+        card = app.query_one(ToolCard)
+        await until(pilot, lambda: "Plan not reviewed" in shown(card), what="the card")
+        assert "the turn was cancelled" in shown(card)
+        assert "waiting for you" not in status(app)
+
+
+async def test_the_plan_card_shows_the_plan_and_its_outcome(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    steps = "\n".join(f"{n}. Step number {n} of the plan." for n in range(1, 41))
+    fake_llm.add(present(f"# A long plan\n\n{steps}\n"), Reply(text="Carrying it out."))
+    runtime.root.get(APPROVALS).mode = "plan"
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "plan it")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, PlanScreen), what="the plan dialog")
+        dialog = app.screen
+        assert isinstance(dialog, PlanScreen)
+        dialog.guard.seconds = 0
+        await pilot.press("2")
+        await until(pilot, lambda: "Carrying it out." in screen_text(app), what="the answer")
+        card = app.query_one(ToolCard)
+        await until(pilot, lambda: "Plan approved" in shown(card), what="the card's outcome")
+        collapsed = shown(card)
+        assert "exit_plan_mode # A long plan…" in collapsed  # its header: the first line
+        assert "Plan approved · default" in collapsed
+        assert "Step number 1 of" in collapsed
+        assert "Step number 40 of" not in collapsed
+        assert "more" in collapsed
+        await pilot.press("ctrl+o")  # every card opened in full
+        await until(pilot, lambda: "Step number 40 of" in shown(card), what="the card opened")
+        expanded = shown(card)
+        assert "Step number 40 of" in expanded
+        assert "# A long plan" not in expanded.split("\n", 1)[1]  # Markdown, not its source
+        assert "⏵" not in status(app)
+
+
+async def test_slash_plan_shows_plan_mode_on_the_status_bar(
+    runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
+        await type_text(app, pilot, "/plan")
+        await pilot.press("enter")
+        await until(pilot, lambda: "⏵ plan" in status(app), what="/plan on the status bar")
+        assert runtime.root.get(APPROVALS).mode == "plan"
