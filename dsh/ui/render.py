@@ -60,7 +60,7 @@ SUMMARY_KEYS = (
     "url",
     "text",
     "description",
-    "plan",  # exit_plan_mode's: its first line (a heading), not the whole plan as JSON
+    "plan",  # a plan tool's: its first line (a heading), not the whole plan as JSON
 )
 SUMMARY_WIDTH = 80
 SYNTAX_THEME = "ansi_dark"
