@@ -51,7 +51,17 @@ from dsh.ui.entries import NoticeEntry, Status, ToolEntry, TurnFooter, format_co
 
 log = logging.getLogger(__name__)
 
-SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "query", "url", "text", "description")
+SUMMARY_KEYS = (
+    "command",
+    "file_path",
+    "path",
+    "pattern",
+    "query",
+    "url",
+    "text",
+    "description",
+    "plan",  # a plan tool's: its first line (a heading), not the whole plan as JSON
+)
 SUMMARY_WIDTH = 80
 SYNTAX_THEME = "ansi_dark"
 """ANSI colours follow the terminal's palette, and vanish cleanly without colour."""
@@ -169,7 +179,7 @@ def generic_title(entry: ToolEntry) -> str:
 
 def tool_summary(entry: ToolEntry, width: int = SUMMARY_WIDTH) -> str:
     """One line saying what the call is about: the value of a well-known argument
-    (command, file_path, path, pattern, query, url, text, description), else the
+    (command, file_path, path, pattern, query, url, text, description, plan), else the
     compact JSON; the raw text when it is not a JSON object."""
     args = parse_arguments(entry.arguments)
     if args is None:

@@ -172,7 +172,9 @@ def result_title(result: CallResult) -> str:
     note = meta.get("note")
     brief = _one_line(note) if isinstance(note, str) else ""
     if result.is_error:
-        if result.error_code == "ASK_ABORTED":
+        # Cancelled in the review, or with the call (the turn's cancel ends the call
+        # before the tool's own answer): either way it was shown, not reviewed.
+        if result.error_code in ("ASK_ABORTED", "TOOL_CANCELLED"):
             return "Plan not reviewed: the turn was cancelled"
         return f"Plan not presented: {_one_line(result.text)}"
     match outcome:

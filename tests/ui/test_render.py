@@ -234,6 +234,11 @@ def test_argument_summaries() -> None:
     assert generic_title(tool_entry({})) == "echo"
 
 
+def test_a_plan_is_summed_up_by_its_first_line_not_as_json() -> None:
+    plan = tool_entry({"plan": "# Greet by name\n\n1. Create `greet.py`."}, name="exit_plan_mode")
+    assert tool_summary(plan) == "# Greet by name…"
+
+
 def test_footer() -> None:
     usage = TokenUsage(input_tokens=3_200, output_tokens=512, cache_read_tokens=9_100)
     footer = TurnFooter("f", 9, 3, "completed", None, usage, 0.0021, 4_200)

@@ -6,7 +6,9 @@ notice, an answer with markdown and code, the turn footer, the status bar); (b) 
 approval dialog with an edit's diff; (c) the question dialog; (d) the session
 picker; (e) the workspace trust dialog, with a hostile value shown escaped; (f) the
 main screen with the card cursor on the tool card, opened with Enter; (g) a picker
-(``/model``'s, the current model marked). The dialogs are pushed by a tiny host app.
+(``/model``'s, the current model marked); (h) the plan dialog; (i) the main screen with
+a plan card (``fixtures/plan_session.jsonl``: the plan presented with ``exit_plan_mode``
+and approved, then a write). The dialogs are pushed by a tiny host app.
 
 Update with ``pytest tests/ui/test_snapshots.py --snapshot-update`` and look at what
 changed before keeping it.
@@ -31,20 +33,27 @@ from dsh.session import SessionStore
 from dsh.session.catalog import CatalogEntry
 from dsh.session.jsonl import parse_jsonl
 from dsh.tools.approval import ApprovalRequest
+from dsh.tools.plan_review import PlanReview
 from dsh.tools.questions import Question, QuestionOption
 from dsh.ui.trusting import PROJECT_FILES, TrustQuestion, TurnedOn
 from dsh.ui.tui.app import DshApp, TuiRequest
 from dsh.ui.tui.screens.approval import ApprovalScreen
+from dsh.ui.tui.screens.plan import PlanScreen
 from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.screens.sessions import SessionPicker
 from dsh.ui.tui.screens.trust import TrustScreen
 from dsh.ui.tui.theming import choose_theme, register_themes, variable_defaults
 from tests.support.waits import HANG_S
 from tests.ui.tui_support import catalog_entry as picker_entry
+from tests.ui.tui_support import shown
 
 THEMES = ["dsh-dark", "dsh-light", "dsh-high-contrast"]
 FIXTURE = Path(__file__).parent / "fixtures" / "session.jsonl"
 SESSION_ID = "5e550001-0000-4000-8000-000000000001"
+PLAN_FIXTURE = Path(__file__).parent / "fixtures" / "plan_session.jsonl"
+"""A real run made fixed (ids, times, paths): in plan mode the model presents a plan
+with ``exit_plan_mode``, it is approved with accept-edits, a write runs unasked."""
+PLAN_SESSION_ID = "5e550002-0000-4000-8000-000000000002"
 FIXTURE_CWD = "/home/dev/project"
 """The directory the fixture's session ran in; replaced by the test's project."""
 MAIN_SIZE = (100, 40)
@@ -78,10 +87,10 @@ def no_blink(app: App[Any]) -> None:
 # ---------------------------------------------------------------------- main screen
 
 
-async def import_session(home: Path, project: Path) -> None:
+async def import_session(home: Path, project: Path, fixture: Path = FIXTURE) -> None:
     """Store the fixture as ``dsh sessions import`` does, run in ``project``."""
-    data = FIXTURE.read_text().replace(FIXTURE_CWD, str(project)).encode()
-    loaded, _ = parse_jsonl(data, str(FIXTURE))
+    data = fixture.read_text().replace(FIXTURE_CWD, str(project)).encode()
+    loaded, _ = parse_jsonl(data, str(fixture))
     assert loaded.issues == []
     store = SessionStore.at(home)
     try:
@@ -172,6 +181,41 @@ def test_main_screen_with_the_card_cursor(snap_compare: Snap, tmp_path: Path, th
     assert snap_compare(app, terminal_size=MAIN_SIZE, run_before=run_before)
 
 
+@pytest.mark.parametrize("theme", THEMES)
+def test_main_screen_with_a_plan_card(snap_compare: Snap, tmp_path: Path, theme: str) -> None:
+    from dsh.ui.tui.transcript import ToolCard
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    asyncio.run(import_session(home, project, PLAN_FIXTURE))
+    app = SnapshotApp(
+        TuiRequest(
+            resume=PLAN_SESSION_ID,
+            cwd=project,
+            home=home,
+            plugin_configs={
+                "llm-deepseek": {"base_url": "http://127.0.0.1:9/v1"},  # never called
+                "title": {"generate": False},
+            },
+            theme=theme,
+        )
+    )
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await asyncio.wait_for(app.ready.wait(), 15)
+        await sandbox_shown(app, pilot)
+        no_blink(app)
+        await pilot.pause()
+        plan, write = app.query(ToolCard)
+        # The plugin's view of the card (as resumed), not the generic one.
+        assert "Plan approved · accept-edits" in shown(plan)
+        assert "greet.py" in shown(write)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=MAIN_SIZE, run_before=run_before)
+
+
 # ---------------------------------------------------------------------- dialogs
 
 
@@ -245,6 +289,26 @@ def test_approval_dialog_with_a_diff(snap_compare: Snap, tmp_path: Path, theme: 
         grant="edit(greet.py)",
     )
     dialog = ApprovalScreen(request, guard_seconds=0)
+    assert snap_dialog(snap_compare, tmp_path, theme, dialog)
+
+
+PLAN = """# Greet by name
+
+1. **greet.py**: read the name from `sys.argv`, default `world`.
+2. **tests/test_greet.py**: a test for each case.
+
+```python
+name = sys.argv[1] if len(sys.argv) > 1 else "world"
+```
+
+Risks: none; nothing imports `greet.py`.
+"""
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_plan_dialog(snap_compare: Snap, tmp_path: Path, theme: str) -> None:
+    review = PlanReview(id="p1", session_id="s1", call_id="c1", plan=PLAN)
+    dialog = PlanScreen(review, guard_seconds=0)
     assert snap_dialog(snap_compare, tmp_path, theme, dialog)
 
 

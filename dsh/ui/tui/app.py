@@ -347,10 +347,15 @@ class DshApp(App[int]):
         self.exit(EXIT_FAILED, return_code=EXIT_FAILED, message=message)
 
     async def _wire(self) -> None:
-        from dsh.services import TOOLS
+        from dsh.hooks import PERMISSION_MODE_CHANGED
+        from dsh.services import APPROVALS, TOOLS
         from dsh.ui.tui.commands import register_tui_commands
 
         controller = self.controller
+        # Whoever changes the mode (Shift+Tab, /permissions, /plan, an approved plan),
+        # the status bar shows it at once; the listener goes with the app's context.
+        controller.ctx.on(PERMISSION_MODE_CHANGED, self._mode_changed)
+        self._mode_changed(controller.ctx.get(APPROVALS).mode)
         controller.add_session_commands(KEYS_HELP, lambda: self.fold)
         register_tui_commands(
             self,
@@ -481,14 +486,14 @@ class DshApp(App[int]):
         # The model the next request will use (a /model switch is not in the log
         # until that request): the bar shows it while nothing runs.
         self.status_bar.next_model = self.agent.options.model if self.agent else None
-        if self.runtime is not None:  # /permissions may have switched it too
-            from dsh.services import APPROVALS
-
-            self.status_bar.mode = self.runtime.root.get(APPROVALS).mode
         self.status_bar.show()
         self.query_one(QueuePanel).show(fold)
         self.query_one(PanelsView).show(fold)
         self._set_title()
+
+    def _mode_changed(self, mode: PermissionMode) -> None:
+        self.status_bar.mode = mode
+        self.status_bar.show()
 
     def _set_title(self) -> None:
         """The session's title in the header and the terminal's own title (OSC 2)."""
@@ -664,11 +669,9 @@ class DshApp(App[int]):
         approvals = self.runtime.root.get(APPROVALS)
         order: tuple[PermissionMode, ...] = ("default", "accept-edits", "plan")
         current = approvals.mode
-        approvals.mode = (
+        approvals.mode = (  # the status bar hears of it (_mode_changed)
             order[(order.index(current) + 1) % len(order)] if current in order else "default"
         )
-        self.status_bar.mode = approvals.mode
-        self.status_bar.show()
 
     def on_prompt_area_escape(self, message: PromptArea.Escape) -> None:
         """Esc: leave the cards, else cancel the running turn, else (twice within a
@@ -797,9 +800,14 @@ class DshApp(App[int]):
             self.status_bar.show()
 
     async def ask_plan(self, review: PlanReview) -> PlanDecision:
-        from dsh.tools.plan_review import review_decision, review_question
-
-        return review_decision(await self.ask_questions([review_question(review)]))
+        self.status_bar.asking = True  # the log says a tool runs; it waits for the person
+        self.status_bar.show()
+        try:
+            with self.attention.plan(review):
+                return await dialogs.ask_plan(self, review)
+        finally:
+            self.status_bar.asking = False
+            self.status_bar.show()
 
     async def pick_session(self) -> str | None:
         assert self.runtime is not None

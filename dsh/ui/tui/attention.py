@@ -1,4 +1,4 @@
-"""Calling the person back: when an approval or a question waits for them, or a long
+"""Calling the person back: when an approval, a plan or a question waits for them, or a long
 turn ends, while the terminal is not focused, dsh rings the terminal's bell or asks
 it for a desktop notification (``[tui] notify``).
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from dsh.session import SessionEvent
     from dsh.tools.approval import ApprovalRequest
+    from dsh.tools.plan_review import PlanReview
     from dsh.tools.questions import Question
 
 Channel = Literal["bell", "osc9", "osc777"]
@@ -182,6 +183,11 @@ class Attention:
         if request.agent_label:
             what = f"subagent {request.agent_label}, {what}"
         return self.waiting(("approval", request.id), f"approval needed — {what}")
+
+    def plan(self, review: PlanReview) -> AbstractContextManager[None]:
+        """:meth:`waiting` for the plan dialog."""
+        what = f"subagent {review.agent_label}'s plan" if review.agent_label else "a plan"
+        return self.waiting(("plan", review.id), f"{what} waits for your approval")
 
     def question(self, questions: Sequence[Question]) -> AbstractContextManager[None]:
         """:meth:`waiting` for a question dialog."""

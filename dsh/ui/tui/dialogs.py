@@ -1,6 +1,7 @@
 """The dialogs the app waits on: a screen pushed over the transcript, and the value it
-is dismissed with. The approvals and questions services call the app's ``approve``
-and ``answer``, which land here; so do the session picker and the first-run setup."""
+is dismissed with. The approvals and questions services call the app's
+``ask_approval``, ``ask_questions`` and ``ask_plan``, which land here; so do the session
+picker and the first-run setup."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from textual.screen import Screen
 if TYPE_CHECKING:
     from dsh.session import Catalog
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+    from dsh.tools.plan_review import PlanDecision, PlanReview
     from dsh.tools.questions import Answer, Question
     from dsh.ui.opening import BusyChoice
     from dsh.ui.rewinding import Preview, RewindChoice, RewindPick, TurnRow
@@ -58,6 +60,18 @@ async def ask_approval(
 
     decision: ApprovalDecision = await wait_screen(
         app, ApprovalScreen(request, stop=stop), ApprovalDecision(outcome="deny")
+    )
+    return decision
+
+
+async def ask_plan(app: App[Any], review: PlanReview) -> PlanDecision:
+    """The person's decision on the plan ``review`` holds. Taken away (the turn was
+    cancelled), the review's own wait answers ``cancelled``; this never does."""
+    from dsh.tools.plan_review import PlanDecision
+    from dsh.ui.tui.screens.plan import PlanScreen
+
+    decision: PlanDecision = await wait_screen(
+        app, PlanScreen(review), PlanDecision(outcome="cancelled", note="the dialog closed")
     )
     return decision
 
