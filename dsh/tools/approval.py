@@ -181,6 +181,19 @@ class ApprovalService:
                 signal,
                 PlanDecision(outcome="cancelled", note="the turn was cancelled"),
             )
+        except asyncio.CancelledError:
+            # The call itself cancelled (its turn's cancel reached the tool first): the
+            # proposal still gets its verdict, so no plan is left open in the log.
+            session.append(
+                "plan/reviewed",
+                PlanReviewed(
+                    review_id=review_id,
+                    outcome="cancelled",
+                    by="user",
+                    note="the call was cancelled",
+                ),
+            )
+            raise
         except Exception as error:  # a broken dialog approves nothing
             answer = PlanDecision(outcome="unavailable", note=f"the review failed: {error}")
         by: Literal["user", "headless"] = "user"
@@ -497,6 +510,9 @@ async def _unless_cancelled(
     stopped = asyncio.ensure_future(signal.wait())
     try:
         await asyncio.wait({answer, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        answer.cancel()  # the caller cancelled (the call under the dialog): it goes too
+        raise
     finally:
         stopped.cancel()
     # A cancel that came with the answer wins: once the turn is cancelled nothing new

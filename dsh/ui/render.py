@@ -27,6 +27,7 @@ from rich.console import (
     RenderHook,
     RenderResult,
 )
+from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.segment import Segment
 from rich.syntax import Syntax
@@ -224,7 +225,10 @@ def _text_view(view: TextView, limit: int | None, show_title: bool) -> Renderabl
         if (keep := _kept(lines, limit)) is not None:
             lines, cut = lines[:keep], len(lines) - keep
         body = "\n".join(lines)
-        if view.language:
+        if view.language == "markdown":
+            # Prose to read (a plan), not source to highlight.
+            parts.append(Markdown(body, code_theme=SYNTAX_THEME))
+        elif view.language:
             parts.append(highlighted(body, view.language))
         else:
             parts.append(Text(body))

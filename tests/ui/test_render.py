@@ -118,6 +118,22 @@ def test_text_views_are_cut_unless_expanded() -> None:
     assert code.splitlines()[1:] == ["def f():", "    return 1"]
 
 
+def test_a_markdown_text_view_is_rendered_as_markdown() -> None:
+    """A plan's card: headings, lists and emphasis read as Markdown, not as source;
+    the model's control characters still shown as pictures (visible_view)."""
+    plan = "# Add a greeting\n\n1. Write **hello.txt**\n2. Run `pytest`\n\nRisk: \x1b[31mnone"
+    view = visible_view(TextView("Plan", plan, "markdown"))
+    lines = shown(render_presentation(view, expanded=True)).splitlines()
+    assert lines[0] == "Plan"
+    assert any(line.strip() == "Add a greeting" for line in lines)  # no "#"
+    assert " 1 Write hello.txt" in lines  # no "**"
+    assert " 2 Run pytest" in lines
+    assert "Risk: ␛[31mnone" in lines
+    assert "\x1b" not in "".join(lines)
+    cut = shown(render_presentation(view, max_lines=3)).splitlines()
+    assert cut[-1] == "… 3 more lines"
+
+
 def test_a_single_line_over_the_limit_is_shown_not_hidden() -> None:
     # "… 1 more line" would take the room of the line it hides.
     six = "\n".join(f"line {n}" for n in range(6))
