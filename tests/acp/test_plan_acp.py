@@ -107,9 +107,7 @@ async def test_an_approved_plan_switches_to_accept_edits_and_the_next_write_runs
     assert modes_said(editor) == ["accept-edits"]
     switched = next(i for i, u in enumerate(editor.updates) if isinstance(u, CurrentModeUpdate))
     writes = [
-        i
-        for i, u in enumerate(editor.updates)
-        if isinstance(u, ToolCallStart) and u.kind == "edit"
+        i for i, u in enumerate(editor.updates) if isinstance(u, ToolCallStart) and u.kind == "edit"
     ]
     assert len(writes) == 2
     assert writes[0] < switched < writes[1]
