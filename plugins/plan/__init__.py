@@ -10,6 +10,9 @@ one the person chose and the model carries the plan out in the same turn; sent b
 the person's note reaches the model and the mode stays ``plan``. Where nobody reviews
 (``dsh -p`` without a driver) the plan is the run's result and the model is told to
 end its turn.
+
+``[plugins.plan] directory`` saves each proposed plan to a Markdown file there
+(:mod:`plugins.plan.saving`).
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dsh.commands import Command, CommandContext
-from dsh.kernel import Context, NoConfig, Plugin
+from dsh.kernel import Context, Plugin
 from dsh.llm import user_text
 from dsh.prompt import PromptContext
-from dsh.services import APPROVALS, COMMANDS, PROMPT, TOOLS
+from dsh.services import APPROVALS, COMMANDS, PROMPT, SETTINGS, TOOLS
 from dsh.tools import (
     Action,
     CallResult,
@@ -34,6 +37,7 @@ from dsh.tools import (
     ToolOutput,
 )
 from dsh.tools.plan_review import PlanDecision
+from plugins.plan.saving import Config, Saving
 
 TOOL = "exit_plan_mode"
 
@@ -99,7 +103,7 @@ def result_text(decision: PlanDecision) -> str:
             )
 
 
-def plan_tool() -> ToolDefinition:
+def plan_tool(saving: Saving) -> ToolDefinition:
     async def exit_plan_mode(arguments: PlanArguments, context: ToolContext) -> ToolOutput:
         agent = context.agent
         services = context.services
@@ -114,6 +118,7 @@ def plan_tool() -> ToolDefinition:
                 "nothing to approve; go on within the current permissions",
                 "NOT_PLANNING",
             )
+        saved = await saving.save(arguments.plan, context.cwd)
         decision: PlanDecision = await approvals.review_plan(
             arguments.plan,
             session=agent.session,
@@ -128,8 +133,11 @@ def plan_tool() -> ToolDefinition:
                 "are still in plan mode",
                 "ASK_ABORTED",
             )
-        meta = {"outcome": decision.outcome, "note": decision.note}
-        return ToolOutput(content=result_text(decision), meta=meta)
+        text = result_text(decision)
+        if saved.said:
+            text = f"{text}\n\n{saved.said}"
+        meta = {"outcome": decision.outcome, "note": decision.note, "saved": saved.path}
+        return ToolOutput(content=text, meta=meta)
 
     return ToolDefinition(
         name=TOOL,
@@ -211,8 +219,10 @@ PLAN_COMMAND = Command(
 )
 
 
-def apply(ctx: Context, config: NoConfig) -> None:
-    ctx.get(TOOLS).register(TOOL, plan_tool())
+def apply(ctx: Context, config: Config) -> None:
+    settings = ctx.get(SETTINGS, None)
+    saving = Saving(config.directory, settings.root if settings is not None else None)
+    ctx.get(TOOLS).register(TOOL, plan_tool(saving))
     approvals = ctx.get(APPROVALS)
 
     def section(pc: PromptContext) -> str | None:
@@ -225,6 +235,8 @@ def apply(ctx: Context, config: NoConfig) -> None:
 plugin = Plugin(
     name="plan",
     inject=(TOOLS, APPROVALS, PROMPT, COMMANDS),
+    optional=(SETTINGS,),
+    config=Config,
     apply=apply,
     description="plan mode's exit_plan_mode tool (the plan reviewed by the person) and /plan",
 )

@@ -23,6 +23,13 @@ def bash(command: str) -> ToolCallSpec:
     return call("bash", command=command, description="look or change")
 
 
+PLAN = "# Add a greeting\n\n1. Write `hello.txt` saying hello.\n\nRisk: none."
+
+
+def present(plan: str = PLAN) -> Reply:
+    return Reply(tool_calls=[call("exit_plan_mode", plan=plan)])
+
+
 def commit(project: Path) -> None:
     """A repository with one commit and ``notes.txt``."""
     subprocess.run(["git", "init", "-q"], cwd=project, check=True)
@@ -84,3 +91,38 @@ async def test_plan_mode_refuses_every_effect_and_runs_what_only_reads(
     assert "plan mode" in text_of(system).lower()
     events = await dsh.checked_events()
     assert len(of_type(events, "tool/result")) == 8
+
+
+async def test_an_untrusted_project_cannot_choose_where_plans_are_saved(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """A hostile repository's settings point the plans' folder at ~/.ssh: nothing is
+    written there; the same key in the user's own settings is honoured."""
+    home = dsh.home_of_its_own()
+    ssh = home / ".ssh"
+    ssh.mkdir(mode=0o700)
+    (dsh.project / ".dsh").mkdir()
+    hostile = dsh.project / ".dsh" / "settings.toml"
+    hostile.write_text('[plugins.plan]\ndirectory = "~/.ssh"\n')
+    hostile.chmod(0o644)
+    fake_llm.add(present(), Reply(reasoning="The plan is presented; I stop here."))
+    done = await dsh.run("-p", "plan a greeting", "--permission-mode", "plan")
+    assert done.code == 0, done.stderr
+    assert list(ssh.iterdir()) == []
+    assert "ignored plugins.plan.directory" in done.stderr
+    assert "saved" not in text_of(
+        next(m for m in fake_llm.chat_requests[-1].body["messages"] if m["role"] == "tool")
+    )
+
+    # The user's own setting (relative to their home with ~) is where plans go.
+    settings = dsh.home / "settings.toml"
+    settings.write_text(settings.read_text() + '\n[plugins.plan]\ndirectory = "~/plans"\n')
+    fake_llm.add(present(), Reply(reasoning="The plan is presented; I stop here."))
+    done = await dsh.run("-p", "plan a greeting", "--permission-mode", "plan")
+    assert done.code == 0, done.stderr
+    assert list(ssh.iterdir()) == []
+    [saved] = (home / "plans").iterdir()
+    assert saved.read_text() == PLAN + "\n"
+    assert saved.name.endswith("-add-a-greeting.md")
+    said = next(m for m in fake_llm.chat_requests[-1].body["messages"] if m["role"] == "tool")
+    assert f"The plan was saved to {saved}" in text_of(said)

@@ -5,7 +5,9 @@ model. What the model reads, what is logged, and the mode the turn goes on in.""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from dsh.tools import CallResult, TextView
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from plugins.plan import SECTION, present_call, present_result, result_title
+from plugins.plan.saving import slug, write_plan
 from tests.support.command_host import RecordingHost
 from tests.support.waits import HANG_S
 
@@ -59,12 +62,16 @@ async def start(
     monkeypatch: pytest.MonkeyPatch,
     mode: PermissionMode = "plan",
     disabled: tuple[str, ...] = ("title",),
+    plan: dict[str, Any] | None = None,
 ) -> Runtime:
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    configs: dict[str, Any] = {"llm-deepseek": {"base_url": fake_llm.base_url}}
+    if plan is not None:
+        configs["plan"] = plan
     return await start_runtime(
         home=tmp_path / "home",
         cwd=tmp_path,
-        plugin_configs={"llm-deepseek": {"base_url": fake_llm.base_url}},
+        plugin_configs=configs,
         disabled_plugins=disabled,
         permission_mode=mode,
     )
@@ -387,3 +394,74 @@ async def test_slash_plan_enters_plan_mode_and_sends_its_prompt(
         assert len(fake_llm.chat_requests) == 2
     finally:
         await runtime.aclose()
+
+
+async def test_each_proposed_plan_is_saved_to_a_new_file(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    runtime = await start(project, fake_llm, monkeypatch, plan={"directory": "docs/plans"})
+    try:
+        Reviewer(runtime, PlanDecision(outcome="keep-planning", note="again"))
+        fake_llm.add(present(), present(), Reply(text="Revised twice."))
+        agent = await turn(runtime, project)
+    finally:
+        await runtime.aclose()
+    # Relative to the project, one file per proposal, none overwritten.
+    folder = project / "docs" / "plans"
+    first, second = (Path(r.data.meta["saved"]) for r in of(agent, "tool/result"))
+    assert sorted(folder.iterdir()) == sorted([first, second])
+    assert first.name.endswith("-add-a-greeting.md")
+    assert first.read_text() == second.read_text() == PLAN + "\n"
+    texts = [
+        str(m["content"])
+        for m in fake_llm.chat_requests[-1].body["messages"]
+        if m["role"] == "tool"
+    ]
+    assert [text.rsplit("\n\n", 1)[1] for text in texts] == [
+        f"The plan was saved to {first}.",
+        f"The plan was saved to {second}.",
+    ]
+
+
+async def test_a_plan_that_cannot_be_saved_is_still_reviewed_and_said(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "plans").write_text("a file where the folder should be\n")
+    runtime = await start(
+        tmp_path, fake_llm, monkeypatch, plan={"directory": str(tmp_path / "plans")}
+    )
+    try:
+        reviewer = Reviewer(runtime, PlanDecision(outcome="default"))
+        fake_llm.add(present(), Reply(text="Carrying it out."))
+        agent = await turn(runtime, tmp_path)
+    finally:
+        await runtime.aclose()
+    assert len(reviewer.reviews) == 1
+    [text] = tool_texts(fake_llm)
+    assert text.startswith("The user approved your plan.")
+    assert text.endswith(
+        f"The plan could not be saved to {tmp_path / 'plans'}: File exists (it is kept in the session log)."
+    )
+    [proposed] = of(agent, "plan/proposed")
+    assert proposed.data.plan == PLAN
+
+
+def test_plan_files_are_named_by_their_heading_and_never_replace_one(tmp_path: Path) -> None:
+    assert slug("# Add a *greeting* to the CLI!\n\nsteps") == "add-a-greeting-to-the-cli"
+    assert slug("\n  Refactor: split app.py\nmore") == "refactor-split-app-py"
+    assert slug("## ünïcode only") == "n-code-only"
+    assert slug("###\n") == "plan"
+    assert len(slug("# " + "word " * 40)) <= 48
+    when = datetime(2026, 12, 5, 13, 15, 35)
+    first = write_plan("# Same", tmp_path / "made", when)
+    assert first.name == "2026-12-05-131535-same.md"
+    # A link planted under the next name is neither followed nor replaced.
+    target = tmp_path / "target"
+    target.write_text("keep\n")
+    os.symlink(target, tmp_path / "made" / "2026-12-05-131535-same-2.md")
+    third = write_plan("# Same", tmp_path / "made", when)
+    assert third.name == "2026-12-05-131535-same-3.md"
+    assert target.read_text() == "keep\n"
+    assert first.read_text() == third.read_text() == "# Same\n"
