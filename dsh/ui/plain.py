@@ -7,9 +7,10 @@ the same session events as the Textual app (see :mod:`dsh.ui.plain_printer`).
 Keys: Enter sends a message (while a turn runs it steers the turn); Ctrl+C cancels
 the running turn, or clears the line when idle; Ctrl+D (end of input) quits once
 the running turn ended. Approvals, questions and plans become text prompts (see
-:mod:`dsh.ui.plain_dialogs`); a change of permission mode is said in one line. Commands: ``/new``, ``/resume [id]``, ``/status``,
-``/help``, ``/quit``, and whatever plugins register. Start-up, sessions and commands
-are the :mod:`~dsh.ui.session_controller`'s; this module prints and reads.
+:mod:`dsh.ui.plain_dialogs`); a change of permission mode is said in one line.
+Commands: ``/new``, ``/resume [id]``, ``/status``, ``/help``, ``/quit``, and whatever
+plugins register. Start-up, sessions and commands are the
+:mod:`~dsh.ui.session_controller`'s; this module prints and reads.
 
 Colours follow the terminal: none with ``NO_COLOR``, ``TERM=dumb`` or when
 stdout is not a terminal. When stdin is not a terminal, lines are read from it as
