@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from dsh.permission_modes import PermissionMode
 from dsh.tools.definition import Risk, ToolKind
 from dsh.tools.permissions import Kind
 
@@ -36,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE_WORDS: dict[str, str] = {
     **{word: "a kind of tool (ToolKind)" for word in typing.get_args(ToolKind)},
     **{word: "a risk an action declares (Risk)" for word in typing.get_args(Risk)},
+    **{word: "a permission mode (PermissionMode)" for word in typing.get_args(PermissionMode)},
     **{
         word: "a kind of permission rule, the user's vocabulary (bash(...), edit(...))"
         for word in typing.get_args(Kind)

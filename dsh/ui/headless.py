@@ -13,9 +13,13 @@ With ``--input-format stream-json``, stdin carries commands, one JSON object a l
 ``{"type": "cancel"}``, and the answers to what dsh asks on stdout (as
 ``{"type": "approval-request", "requestId": ...}`` and ``{"type": "question-request",
 ...}`` lines): ``{"type": "approval", "requestId": ..., "outcome": "allow_once" |
-"allow_session" | "deny" | "deny_session", "feedback": ...}`` and ``{"type": "answer", "requestId": ...,
-"answers": [{"id": ..., "selected": [...], "custom": ...}]}`` (``request_id`` is read
-too). dsh runs until stdin closes and the agent is idle. Without stdin commands nobody can approve: what needs approval is
+"allow_session" | "deny" | "deny_session", "feedback": ...}``, ``{"type": "answer", "requestId": ...,
+"answers": [{"id": ..., "selected": [...], "custom": ...}]}`` and, for a plan the
+model presents in plan mode (a ``plan-request`` line), ``{"type": "plan", "requestId":
+..., "outcome": "accept-edits" | "default" | "keep-planning", "note": ...}``
+(``request_id`` is read too). dsh runs until stdin closes and the agent is idle; what
+is asked after that is answered as nobody can (denied, dismissed, unreviewed).
+Without anyone to review it, a plan is the run's result (:func:`unreviewed_plan`). Without stdin commands nobody can approve: what needs approval is
 denied unless ``--permission-mode`` allows it, and the model is told why.
 
 Exit status: 0 when the turn completed (or stopped at the output limit) and every
@@ -49,6 +53,8 @@ from dsh.llm import TextDelta, user_text
 from dsh.session import (
     AssistantChunk,
     AssistantMessageData,
+    PlanProposed,
+    PlanReviewed,
     SessionEvent,
     ToolCall,
     ToolResult,
@@ -89,6 +95,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 RESTORING = frozenset({"undo", "rewind"})
+PLAN_ANSWERS = ("accept-edits", "default", "keep-planning")
+"""What a ``plan`` line on stdin may answer (``plan-request``'s outcomes)."""
 """Commands whose JSON result says what they restored, not what a turn answered."""
 
 
@@ -211,6 +219,25 @@ def final_text(events: list[SessionEvent]) -> str:
     return ""
 
 
+def proposed_plan(events: Sequence[SessionEvent]) -> str | None:
+    """The last plan the model presented in ``events``."""
+    plans = [e.data.plan for e in events if isinstance(e.data, PlanProposed)]
+    return plans[-1] if plans else None
+
+
+def unreviewed_plan(events: Sequence[SessionEvent]) -> str | None:
+    """The plan that is the run's result: the last one presented, when nobody could
+    review it (``dsh -p`` without a driver) and the model said nothing after it."""
+    plans = {e.data.review_id: e.data.plan for e in events if isinstance(e.data, PlanProposed)}
+    for event in reversed(events):
+        data = event.data
+        if isinstance(data, AssistantMessageData) and data.message.text().strip():
+            return None
+        if isinstance(data, PlanReviewed):
+            return plans.get(data.review_id) if data.outcome == "unavailable" else None
+    return None
+
+
 def outcome(reason: Any, blocked: str | None) -> tuple[int, str | None]:
     """Exit status and the one-line reason for a turn's end."""
     if blocked is not None:
@@ -309,9 +336,10 @@ async def _run(
                 return EXIT_USAGE
             parsed = parse_command(request.prompt)
             named = parsed[0] if parsed and parsed[0] in RESTORING else None
-            # Their record says what they did: what they say for a person goes to
-            # stderr, so that stdout holds only the record.
-            ui.said_aside = named is not None and request.output_format != "text"
+            # In a JSON format stdout holds only records (the restore's, or the turn's
+            # a command such as /plan or /init starts): what a command says for a
+            # person goes to stderr.
+            ui.said_aside = request.output_format != "text"
             if await controller.run_command(request.prompt):
                 restoring = named
             else:
@@ -344,6 +372,9 @@ async def _run(
         code = EXIT_FAILED if code == EXIT_OK else code
         reason = unstored_message(agent.id, sessions.write_error(agent.session), kept)
     printer.end_line()
+    plan = unreviewed_plan(events)
+    if plan is not None and request.output_format == "text":
+        printer.write(plan if plan.endswith("\n") else plan + "\n")  # the run's answer
     if printer.closed:
         return EXIT_CLOSED_OUTPUT  # the reader left: say nothing more, as `yes | head` does
     if request.output_format in ("json", "stream-json") and restoring is not None:
@@ -368,11 +399,12 @@ def _result(
     turns: int,
 ) -> dict[str, Any]:
     spent = session_spend(events, runtime.llm.cost)
-    return {  # camelCase, as every record dsh writes (the log's, approval requests)
+    plan = unreviewed_plan(events)
+    result = {  # camelCase, as every record dsh writes (the log's, approval requests)
         "type": "result",
         "subtype": "success" if code == EXIT_OK else "error",
         "isError": code != EXIT_OK,
-        "result": final_text(events),
+        "result": plan if plan is not None else final_text(events),
         "error": None if code == EXIT_OK else reason,
         "sessionId": agent.id,
         "numTurns": turns,
@@ -380,6 +412,10 @@ def _result(
         "usage": spent.usage.to_dict() if spent.usage is not None else None,
         "costUsd": spent.cost,
     }
+    proposed = proposed_plan(events)
+    if proposed is not None:
+        result["plan"] = proposed  # whatever became of it: the last plan of the run
+    return result
 
 
 def _restore_result(
@@ -531,9 +567,12 @@ class HeadlessUI:
         return await self.control.answer(questions)
 
     async def ask_plan(self, review: PlanReview) -> PlanDecision:
-        from dsh.tools.plan_review import review_decision, review_question
-
-        return review_decision(await self.ask_questions([review_question(review)]))
+        assert self.control is not None
+        if not await self._stored(review.session_id):
+            return PlanDecision(
+                outcome="unavailable", note="not asked: the session log cannot be written"
+            )
+        return await self.control.review(review)
 
     async def _stored(self, session_id: str) -> bool:
         """Store what the session logged so far, before a request line names it: the
@@ -556,16 +595,23 @@ class HeadlessUI:
 
 
 class Control:
-    """Approvals and questions answered by the program driving dsh over stdin."""
+    """Approvals, questions and plans answered by the program driving dsh over stdin."""
 
     def __init__(self, write: Callable[[str], None]) -> None:
         self.write = write
         self.session_id: str | None = None
         """The session the requests are for, once it is open."""
         self.pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
+        self.closed = False
+        """Stdin closed: nobody is left to answer what is asked from now on."""
 
     def _ask(self, kind: str, request_id: str, body: dict[str, Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.closed:
+            # Asked after stdin closed (the turn went on): nothing could answer it,
+            # and waiting would hold dsh open for ever.
+            future.set_result(_unanswered(kind))
+            return future
         self.pending[request_id] = (kind, future)
         line = {"type": kind, "requestId": request_id, "sessionId": self.session_id, **body}
         self.write(dumps(line) + "\n")
@@ -581,6 +627,16 @@ class Control:
         body = {"questions": [q.to_dict() for q in questions]}
         return await self._ask("question-request", request_id, body)  # type: ignore[no-any-return]
 
+    async def review(self, review: PlanReview) -> PlanDecision:
+        body: dict[str, Any] = {
+            "sessionId": review.session_id,
+            "plan": review.plan,
+            "callId": review.call_id,
+        }
+        if review.agent_label is not None:
+            body["agentLabel"] = review.agent_label
+        return await self._ask("plan-request", review.id, body)  # type: ignore[no-any-return]
+
     def resolve(self, request_id: str, kind: str, value: Any) -> bool:
         waiting = self.pending.get(request_id)
         if waiting is None or waiting[0] != kind or waiting[1].done():
@@ -590,15 +646,23 @@ class Control:
         return True
 
     def close(self) -> None:
-        """Stdin closed: nothing pending can be answered any more. An approval is then
-        unavailable (a denial); a question counts as dismissed."""
+        """Stdin closed: nothing pending, or asked later, can be answered any more. An
+        approval is then unavailable (a denial), a plan unreviewed (as with nobody to
+        review it), and a question counts as dismissed."""
+        self.closed = True
         for kind, future in self.pending.values():
             if not future.done():
-                unanswered = (
-                    ApprovalDecision(outcome="unavailable") if kind == "approval-request" else None
-                )
-                future.set_result(unanswered)
+                future.set_result(_unanswered(kind))
         self.pending.clear()
+
+
+def _unanswered(kind: str) -> Any:
+    """What a request nobody can answer any more comes to."""
+    if kind == "approval-request":
+        return ApprovalDecision(outcome="unavailable")
+    if kind == "plan-request":
+        return PlanDecision(outcome="unavailable")
+    return None
 
 
 async def _commands(agent: Any, err: TextIO, control: Control) -> None:
@@ -645,6 +709,18 @@ async def _commands(agent: Any, err: TextIO, control: Control) -> None:
                     continue
                 if not control.resolve(_request_id(command), "question-request", answers):
                     err.write(f"dsh: stdin line {number}: no pending question with that id\n")
+            case "plan":
+                outcome = command.get("outcome")
+                note = command.get("note")
+                if outcome not in PLAN_ANSWERS or not isinstance(note, str | None):
+                    err.write(
+                        f"dsh: stdin line {number}: bad plan answer: the outcome is one of "
+                        f"{', '.join(PLAN_ANSWERS)}, the note a string\n"
+                    )
+                    continue
+                plan_decision = PlanDecision(outcome=outcome, note=note or None)
+                if not control.resolve(_request_id(command), "plan-request", plan_decision):
+                    err.write(f"dsh: stdin line {number}: no pending plan with that id\n")
             case _:
                 err.write(f"dsh: stdin line {number}: unknown command {kind!r}; skipped\n")
 

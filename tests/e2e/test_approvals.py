@@ -141,3 +141,23 @@ async def test_headless_questions_tell_the_model_no_one_is_there(
     [refused] = tool_messages(fake_llm)
     assert refused.startswith("Error: no user is available to answer questions (dsh runs headless)")
     await dsh.checked_events()
+
+
+async def test_an_approval_asked_after_stdin_closed_is_denied_not_waited_for(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    # The driver sends its prompt and closes stdin; the call needing approval comes
+    # later (the reply is slow). Nobody can answer it: denied, and dsh ends (it used
+    # to wait for ever on an answer that could not come).
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="shout", arguments={"text": "x"})], chunk_delay_ms=200),
+        Reply(text="Not shouted."),
+    )
+    child = await dsh.start("-p", "--input-format", "stream-json", "--output-format", "stream-json")
+    await send(child, {"type": "prompt", "text": "shout"})
+    await close_stdin(child)
+    done = await finish(child, None)
+    assert done.code == 0, done.stderr
+    [denied] = tool_messages(fake_llm)
+    assert denied == "Error: shout was not run: the approval was unavailable"
+    await dsh.checked_events()

@@ -8,9 +8,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
-from tests.e2e.harness import Dsh, of_type, text_of
+from tests.e2e.harness import Dsh, close_stdin, finish, of_type, send, stream_events, text_of
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "mcp" / "server.py"
 
@@ -28,6 +29,44 @@ PLAN = "# Add a greeting\n\n1. Write `hello.txt` saying hello.\n\nRisk: none."
 
 def present(plan: str = PLAN) -> Reply:
     return Reply(tool_calls=[call("exit_plan_mode", plan=plan)])
+
+
+def tool_results(server: FakeLLM, request: int = -1) -> list[str]:
+    body = server.chat_requests[request].body
+    return [text_of(m) for m in body["messages"] if m["role"] == "tool"]
+
+
+async def drive(
+    dsh: Dsh, answer: dict[str, Any], *, approve: str = "allow_once"
+) -> tuple[list[dict[str, Any]], Any]:
+    """``dsh -p`` in plan mode driven over stream-json: the prompt, then ``answer`` to
+    the plan request (and ``approve`` to any approval request) until the turn ends.
+    Every line printed, and how the run finished."""
+    child = await dsh.start(
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--permission-mode",
+        "plan",
+    )
+    await send(child, {"type": "prompt", "text": "plan a greeting, then write it"})
+    lines: list[dict[str, Any]] = []
+    async for line in stream_events(child):
+        lines.append(line)
+        if line.get("type") == "plan-request":
+            await send(child, {"type": "plan", "requestId": line["requestId"], **answer})
+        elif line.get("type") == "approval-request":
+            await send(
+                child, {"type": "approval", "requestId": line["requestId"], "outcome": approve}
+            )
+        elif line.get("type") == "turn/end":
+            break
+    await close_stdin(child)
+    done = await finish(child, None)
+    lines += done.json_lines()
+    return lines, done
 
 
 def commit(project: Path) -> None:
@@ -126,3 +165,220 @@ async def test_an_untrusted_project_cannot_choose_where_plans_are_saved(
     assert saved.name.endswith("-add-a-greeting.md")
     said = next(m for m in fake_llm.chat_requests[-1].body["messages"] if m["role"] == "tool")
     assert f"The plan was saved to {saved}" in text_of(said)
+
+
+async def test_approved_in_accept_edits_the_next_write_runs_unasked_in_the_same_turn(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(
+        present(),
+        Reply(tool_calls=[call("write", file_path="hello.txt", content="hello\n")]),
+        Reply(text="Written."),
+    )
+    lines, done = await drive(dsh, {"outcome": "accept-edits"})
+    assert done.code == 0, done.stderr
+    [request] = [line for line in lines if line["type"] == "plan-request"]
+    events = await dsh.checked_events()
+    [plan_call, write_call] = of_type(events, "tool/call")
+    assert (request["plan"], request["callId"], request["sessionId"]) == (
+        PLAN,
+        plan_call.data.call_id,
+        (await dsh.session_ids())[0],
+    )
+    assert "agentLabel" not in request
+    assert not [line for line in lines if line["type"] == "approval-request"]
+    assert (dsh.project / "hello.txt").read_text() == "hello\n"
+    assert tool_results(fake_llm, 1) == [
+        "The user approved your plan. Permission mode is now accept-edits: carry it out now, "
+        "step by step."
+    ]
+    assert "Created file" in tool_results(fake_llm)[-1]
+    # One turn: the plan, its approval and the write.
+    [start] = of_type(events, "turn/start")
+    [end] = of_type(events, "turn/end")
+    [reviewed] = of_type(events, "plan/reviewed")
+    assert start.seq < plan_call.seq < reviewed.seq < write_call.seq < end.seq
+    assert (reviewed.data.outcome, reviewed.data.by, reviewed.data.mode) == (
+        "accept-edits",
+        "user",
+        "accept-edits",
+    )
+    [result] = [line for line in lines if line["type"] == "result"]
+    assert (result["result"], result["plan"]) == ("Written.", PLAN)
+
+
+async def test_keep_planning_sends_the_note_back_and_writes_nothing(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(
+        present(),
+        Reply(tool_calls=[call("write", file_path="hello.txt", content="hello\n")]),
+        Reply(text="I will plan again."),
+    )
+    lines, done = await drive(dsh, {"outcome": "keep-planning", "note": "greet in French"})
+    assert done.code == 0, done.stderr
+    # The next request the model got holds the note, in the plan tool's result.
+    assert tool_results(fake_llm, 1) == [
+        "The user wants you to keep planning. Their note: greet in French. Stay in plan mode: "
+        "revise the plan and present it again with exit_plan_mode."
+    ]
+    refused = tool_results(fake_llm)[-1]
+    assert "plan mode" in refused
+    assert not (dsh.project / "hello.txt").exists()
+    assert not [line for line in lines if line["type"] == "approval-request"]
+    events = await dsh.checked_events()
+    [reviewed] = of_type(events, "plan/reviewed")
+    assert (reviewed.data.outcome, reviewed.data.note, reviewed.data.mode) == (
+        "keep-planning",
+        "greet in French",
+        None,
+    )
+
+
+async def test_approved_as_usual_the_next_write_is_asked(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(
+        present(),
+        Reply(tool_calls=[call("write", file_path="hello.txt", content="hello\n")]),
+        Reply(text="Written."),
+    )
+    lines, done = await drive(dsh, {"outcome": "default"})
+    assert done.code == 0, done.stderr
+    [asked] = [line for line in lines if line["type"] == "approval-request"]
+    assert asked["toolName"] == "write"
+    assert (dsh.project / "hello.txt").read_text() == "hello\n"
+    events = await dsh.checked_events()
+    [reviewed] = of_type(events, "plan/reviewed")
+    assert (reviewed.data.outcome, reviewed.data.mode) == ("default", "default")
+
+
+async def test_a_bad_plan_answer_is_said_and_a_good_one_still_taken(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(present(), Reply(text="Planned."))
+    child = await dsh.start(
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--permission-mode",
+        "plan",
+    )
+    await send(child, {"type": "prompt", "text": "plan it"})
+    async for line in stream_events(child):
+        if line.get("type") == "plan-request":
+            await send(
+                child,
+                {"type": "plan", "requestId": line["requestId"], "outcome": "bypass"},
+                {"type": "plan", "requestId": "no-such-request", "outcome": "default"},
+                {"type": "plan", "requestId": line["requestId"], "outcome": "keep-planning"},
+            )
+        elif line.get("type") == "turn/end":
+            break
+    await close_stdin(child)
+    done = await finish(child, None)
+    assert done.code == 0, done.stderr
+    assert (
+        "stdin line 2: bad plan answer: the outcome is one of accept-edits, default, keep-planning"
+        in done.stderr
+    )
+    assert "stdin line 3: no pending plan with that id" in done.stderr
+    [reviewed] = of_type(await dsh.checked_events(), "plan/reviewed")
+    assert reviewed.data.outcome == "keep-planning"
+
+
+async def test_with_stdin_closed_a_plan_is_unreviewed_and_dsh_ends(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    # The plan comes after the driver closed stdin: nobody is left to review it.
+    fake_llm.add(
+        Reply(tool_calls=[call("read", file_path="notes.txt")], chunk_delay_ms=200),
+        present(),
+        Reply(reasoning="Nobody reviews it; I stop."),
+    )
+    (dsh.project / "notes.txt").write_text("notes\n")
+    child = await dsh.start(
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "json",
+        "--permission-mode",
+        "plan",
+    )
+    await send(child, {"type": "prompt", "text": "plan it"})
+    await close_stdin(child)
+    done = await finish(child, None)
+    assert done.code == 0, done.stderr
+    [result] = done.json_lines()
+    assert (result["result"], result["plan"]) == (PLAN, PLAN)
+    events = await dsh.checked_events()
+    [reviewed] = of_type(events, "plan/reviewed")
+    assert reviewed.data.outcome == "unavailable"
+    assert tool_results(fake_llm)[-1].startswith("Nobody can approve plans here")
+
+
+async def test_plain_headless_the_plan_is_the_result(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(present(), Reply(reasoning="Nobody reviews it here; I stop."))
+    done = await dsh.run("-p", "plan a greeting", "--permission-mode", "plan")
+    assert done.code == 0, done.stderr
+    assert done.stdout == PLAN + "\n"
+    [reviewed] = of_type(await dsh.checked_events(), "plan/reviewed")
+    assert (reviewed.data.outcome, reviewed.data.by) == ("unavailable", "headless")
+
+    # As JSON: the result and the plan; what the model said after it wins the result.
+    fake_llm.add(present(), Reply(text="The plan is above."))
+    done = await dsh.run(
+        "-p", "plan a greeting", "--permission-mode", "plan", "--output-format", "json"
+    )
+    assert done.code == 0, done.stderr
+    [result] = done.json_lines()
+    assert (result["result"], result["plan"], result["isError"]) == (
+        "The plan is above.",
+        PLAN,
+        False,
+    )
+
+
+async def test_slash_plan_as_the_prompt_plans_headless(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    fake_llm.add(
+        Reply(tool_calls=[call("write", file_path="hello.txt", content="hello\n")]),
+        present(),
+        Reply(reasoning="Planned; nobody to review."),
+    )
+    done = await dsh.run("-p", "/plan add a greeting", "--output-format", "json")
+    assert done.code == 0, done.stderr
+    assert not (dsh.project / "hello.txt").exists()
+    assert "plan mode" in tool_results(fake_llm, 1)[0]
+    assert user_texts_of(fake_llm)[-1] == "add a greeting"
+    # stdout is the JSON record alone; what /plan says for a person is on stderr.
+    [result] = done.json_lines()
+    assert result["result"] == PLAN
+    assert "Plan mode: the model reads and proposes a plan" in done.stderr
+
+
+def user_texts_of(server: FakeLLM) -> list[str]:
+    return [text_of(m) for m in server.chat_requests[0].body["messages"] if m["role"] == "user"]
+
+
+async def test_a_subagent_works_in_plan_mode_too(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    """The parent in plan mode delegates (allowed: only a delegation); each of the
+    child's calls is judged in plan mode: its write is refused, the file absent."""
+    task = {"description": "write the greeting", "prompt": "MARK-C: write hello.txt"}
+    fake_llm.add(
+        Reply(tool_calls=[call("task", **task)]),
+        Reply(tool_calls=[call("write", file_path="hello.txt", content="hello\n")], when="MARK-C"),
+        Reply(text="I could not write it: plan mode.", when="MARK-C"),
+        Reply(text="The child could not write."),
+    )
+    done = await dsh.run("-p", "delegate it", "--permission-mode", "plan")
+    assert done.code == 0, done.stderr
+    assert not (dsh.project / "hello.txt").exists()
+    child_refusal = next(
+        text_of(m) for m in fake_llm.chat_requests[2].body["messages"] if m["role"] == "tool"
+    )
+    assert "plan mode" in child_refusal
+    assert "present your plan" in child_refusal
+    parent = tool_results(fake_llm)[-1]
+    assert "I could not write it: plan mode." in parent
+    assert not parent.startswith("Error")  # the delegation itself ran

@@ -71,9 +71,11 @@ async def test_compact_headless_on_a_resumed_session(dsh: Dsh, fake_llm: FakeLLM
     fake_llm.add(Reply(text=SUMMARY))
     done = await dsh.run("-p", "/compact", "--resume", session_id, "--output-format", "json")
     assert done.code == 0, done.stderr
-    assert done.stdout.startswith("Compacted ")
-    assert "tokens now" in done.stdout
-    result = json.loads(done.stdout.splitlines()[-1])
+    # What /compact says is on stderr; stdout holds only the JSON record.
+    assert "Compacted " in done.stderr
+    assert "tokens now" in done.stderr
+    [line] = done.stdout.splitlines()
+    result = json.loads(line)
     assert result["usage"]["outputTokens"] > 0  # the summary call, paid for
     assert result["costUsd"] > 0
     assert is_compaction(bodies(fake_llm)[-1])

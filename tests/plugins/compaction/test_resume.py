@@ -17,7 +17,7 @@ SUMMARY = "Two logs were dumped; the user then asked what is left."
 
 async def compacted_session(runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path) -> str:
     fake_llm.add(
-        Reply(tool_calls=[dump(30_000, "early")]),
+        Reply(tool_calls=[dump(40_000, "early")]),
         Reply(text="Dumped the early log."),
         Reply(tool_calls=[dump(8_000, "late")]),
         Reply(text="Dumped the late log."),
