@@ -6,10 +6,11 @@ the same session events as the Textual app (see :mod:`dsh.ui.plain_printer`).
 
 Keys: Enter sends a message (while a turn runs it steers the turn); Ctrl+C cancels
 the running turn, or clears the line when idle; Ctrl+D (end of input) quits once
-the running turn ended. Approvals and questions become text prompts (see
-:mod:`dsh.ui.plain_dialogs`). Commands: ``/new``, ``/resume [id]``, ``/status``,
-``/help``, ``/quit``, and whatever plugins register. Start-up, sessions and commands
-are the :mod:`~dsh.ui.session_controller`'s; this module prints and reads.
+the running turn ended. Approvals, questions and plans become text prompts (see
+:mod:`dsh.ui.plain_dialogs`); a change of permission mode is said in one line.
+Commands: ``/new``, ``/resume [id]``, ``/status``, ``/help``, ``/quit``, and whatever
+plugins register. Start-up, sessions and commands are the
+:mod:`~dsh.ui.session_controller`'s; this module prints and reads.
 
 Colours follow the terminal: none with ``NO_COLOR``, ``TERM=dumb`` or when
 stdout is not a terminal. When stdin is not a terminal, lines are read from it as
@@ -37,7 +38,7 @@ from rich.console import Console
 from rich.text import Text
 
 from dsh.control_chars import visible
-from dsh.hooks import AGENT_STATUS
+from dsh.hooks import AGENT_STATUS, PERMISSION_MODE_CHANGED
 from dsh.paths import dsh_home
 from dsh.services import SESSIONS, TOOLS
 from dsh.session import SessionBusyError, SessionEvent
@@ -73,6 +74,7 @@ from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
 if TYPE_CHECKING:
     from dsh.agent import AgentHandle
     from dsh.frontend import Kind
+    from dsh.permission_modes import PermissionMode
     from dsh.runtime import Runtime
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -178,6 +180,7 @@ class PlainApp:
                 await controller.start()
                 self._open_input()
                 controller.ctx.on(AGENT_STATUS, self._redraw_prompt)
+                controller.ctx.on(PERMISSION_MODE_CHANGED, self._mode_changed)
                 controller.add_session_commands(PLAIN_KEYS, lambda: self.fold)
                 await controller.open_first()
             except StartFailed as failed:
@@ -271,6 +274,11 @@ class PlainApp:
         reader = self.line.reader
         if isinstance(reader, PromptReader) and reader.main.app.is_running:
             reader.main.app.invalidate()
+
+    def _mode_changed(self, mode: PermissionMode) -> None:
+        """An approved plan, ``/plan`` or ``/permissions`` changed what runs unasked:
+        said where the person reads, as it happens."""
+        self.show(f"Permission mode is now {mode}", level="bold")
 
     def _agent_cwd(self) -> Path:
         agent = self.controller.agent
@@ -383,9 +391,7 @@ class PlainApp:
         return await self.line.dialogs.answer(questions)
 
     async def ask_plan(self, review: PlanReview) -> PlanDecision:
-        from dsh.tools.plan_review import review_decision, review_question
-
-        return review_decision(await self.ask_questions([review_question(review)]))
+        return await self.line.dialogs.review_plan(review)
 
     async def choose(
         self, title: str, items: Sequence[str], *, current: int | None = None

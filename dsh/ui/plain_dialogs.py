@@ -3,21 +3,25 @@
 Each dialog borrows the input line (:meth:`~dsh.ui.plain_input.Lines.dialog`),
 prints what is asked as ordinary lines (so a log or a screen reader has all of it)
 and reads the answer: ``y``/``a``/``n``/``f`` for an approval, option numbers or
-free text for a question. Ctrl+C on a dialog's prompt denies (or dismisses) and
-cancels the running turn; the end of input answers "unavailable".
+free text for a question, ``1``/``2``/``3`` or a note for a plan. Ctrl+C on a
+dialog's prompt denies (or dismisses) and cancels the running turn; the end of
+input answers "unavailable".
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.markdown import Heading, Markdown, MarkdownElement
+from rich.segment import Segment
 from rich.text import Text
 
 from dsh.control_chars import visible
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.plan_review import CHOICES, PlanDecision, PlanOutcome, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.plain_input import Interrupted, Lines
 from dsh.ui.render import Indented, diff_text, highlighted
@@ -25,6 +29,11 @@ from dsh.ui.trusting import Asker, TrustAnswer, TrustQuestion
 
 MAX_DETAIL_LINES = 40
 NUMBERS = re.compile(r"^\d+(?:\s*[,\s]\s*\d+)*$")
+PLAN_PROMPT = (
+    "Plan: "
+    + " / ".join(f"[{number}] {label.lower()}" for number, (_, label, _) in enumerate(CHOICES, 1))
+    + " (or type a note to keep planning): "
+)
 
 
 def trust_asker(console: Console, input: Any = None, output: Any = None) -> Asker:
@@ -186,6 +195,33 @@ class Dialogs:
                 line.append(f" - {option.description}", style="dim")
             self.console.print(line, soft_wrap=True)
 
+    # ------------------------------------------------------------------ plans
+
+    async def review_plan(self, review: PlanReview) -> PlanDecision:
+        """The plan in full, then the three answers; any other text sends the plan
+        back with that text as the note."""
+        async with self.lines.dialog():
+            if review.agent_label:
+                label = visible(review.agent_label, one_line=True)
+                self.console.print(Text.assemble(("subagent: ", "bold"), label), soft_wrap=True)
+            self.console.print(
+                Text.assemble(("? ", "bold yellow"), ("The plan is ready:", "bold")),
+                soft_wrap=True,
+            )
+            self.console.print(Trimmed(Indented(plan_markdown(review.plan))))
+            while True:
+                try:
+                    reply = await self.lines.ask(PLAN_PROMPT)
+                except Interrupted:
+                    self.interrupt()
+                    return PlanDecision(outcome="cancelled")
+                except EOFError:
+                    return PlanDecision(outcome="unavailable")
+                decision = parse_plan_reply(reply)
+                if decision is not None:
+                    return decision
+                self.console.print(Text("Please answer 1, 2 or 3, or type a note.", style="yellow"))
+
     # ------------------------------------------------------------------ choices
 
     async def choose(self, title: str, items: Sequence[str]) -> int | None:
@@ -221,6 +257,69 @@ def parse_answer(question: Question, reply: str) -> Answer | None:
         labels = tuple(dict.fromkeys(question.options[n - 1].label for n in numbers))
         return Answer(id=question.id, selected=labels)
     return Answer(id=question.id, custom=reply)
+
+
+def _plan_words() -> dict[str, PlanOutcome]:
+    words: dict[str, PlanOutcome] = {}
+    for number, (outcome, label, _) in enumerate(CHOICES, 1):
+        for word in (str(number), outcome, outcome.replace("-", " "), label.lower()):
+            words[word] = outcome
+    return words
+
+
+PLAN_WORDS = _plan_words()
+"""What picks each answer to a plan: its number, its name, its label."""
+
+
+def parse_plan_reply(reply: str) -> PlanDecision | None:
+    """A number (or an answer's name or label) picks it; any other text is the note of
+    "keep planning", kept as typed. None for an empty reply (asked again: an Enter
+    pressed too soon approves nothing)."""
+    note = reply.strip()
+    if not note:
+        return None
+    outcome = PLAN_WORDS.get(note.lower().rstrip("."))
+    if outcome is not None:
+        return PlanDecision(outcome=outcome)
+    return PlanDecision(outcome="keep-planning", note=note)
+
+
+class _LeftHeading(Heading):
+    LEVEL_ALIGN: ClassVar[dict[str, Any]] = dict.fromkeys(Heading.LEVEL_ALIGN, "left")
+
+
+class LineMarkdown(Markdown):
+    """Markdown for lines read top to bottom (a log, a screen reader): every heading
+    at the left edge, where the text it heads starts."""
+
+    elements: ClassVar[dict[str, type[MarkdownElement]]] = {
+        **Markdown.elements,
+        "heading_open": _LeftHeading,
+    }
+
+
+class Trimmed:
+    """A renderable's lines without the blanks rich pads them with to the full width:
+    a log gets no trailing blanks."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in console.render_lines(self.renderable, options, pad=False):
+            while line and not line[-1].control and not line[-1].text.rstrip():
+                line.pop()
+            if line and not line[-1].control:
+                last = line[-1]
+                line[-1] = Segment(last.text.rstrip(), last.style)
+            yield from line
+            yield Segment.line()
+
+
+def plan_markdown(plan: str) -> Markdown:
+    """The model's plan as Markdown, every control character shown as a picture; links
+    are printed with their address (the person sees where one would lead)."""
+    return LineMarkdown(visible(plan), hyperlinks=False)
 
 
 def approval_details(request: ApprovalRequest) -> RenderableType:

@@ -284,6 +284,9 @@ async def test_modes_switch_and_read_only_denies_edits(dsh: Dsh, fake_llm: FakeL
             conn.prompt(session_id=session.session_id, prompt=text("edit")), TIMEOUT
         )
         assert editor.asked == []
+        # The editor's own choice is not echoed back (current_mode_update is how an
+        # agent tells of a change it made).
+        assert not [u for u in editor.updates if isinstance(u, CurrentModeUpdate)]
         with pytest.raises(RequestError) as refused:
             await conn.set_session_mode(session_id=session.session_id, mode_id="yolo")
         assert refused.value.code == -32602
@@ -293,7 +296,7 @@ async def test_modes_switch_and_read_only_denies_edits(dsh: Dsh, fake_llm: FakeL
             TIMEOUT,
         )
         said = [u.current_mode_id for u in editor.updates if isinstance(u, CurrentModeUpdate)]
-        assert said == ["read-only", "accept-edits"]
+        assert said == ["accept-edits"]
     assert target.read_text() == "a = 1\n"
 
 

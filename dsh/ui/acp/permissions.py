@@ -1,4 +1,4 @@
-"""Approvals and questions as ``session/request_permission``.
+"""Approvals, questions and plans as ``session/request_permission``.
 
 An approval offers the editor the four ACP options: allow once, allow always (the
 same narrow session grant the TUI offers, when the approvals service offers one;
@@ -6,7 +6,11 @@ signed and logged as every grant is, so a resumed session keeps it), reject once
 reject always (the approvals service's session denial: logged with the grant's
 rules, so a call asking for the same grant again is denied unasked, after a resume
 too). A question with a single choice among labelled options is asked the same way;
-any other is answered with a note that tells the model to ask in its reply.
+any other is answered with a note that tells the model to ask in its reply. A plan
+is asked on the plan tool's call, the plan its text content, with dsh's three answers
+as options (approve in accept-edits, approve asking as usual, keep planning); the
+protocol has no free text, so "keep planning" sends it back without a note (the
+person says what to change in their next prompt).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from acp.schema import (
     ContentToolCallContent,
     FileEditToolCallContent,
     PermissionOption,
+    PermissionOptionKind,
     RequestPermissionResponse,
     TextContentBlock,
     ToolCallLocation,
@@ -25,6 +30,7 @@ from acp.schema import (
 )
 
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.plan_review import CHOICES, PlanDecision, PlanOutcome, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.acp.updates import diff_texts
 
@@ -34,6 +40,14 @@ ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = (
     "reject-once",
     "reject-always",
 )
+PLAN_OPTIONS: dict[PlanOutcome, tuple[str, PermissionOptionKind]] = {
+    "accept-edits": ("Yes, and accept edits", "allow_always"),
+    "default": ("Yes, and ask as usual", "allow_once"),
+    "keep-planning": ("No, keep planning", "reject_once"),
+}
+"""The answers to a plan as the editor offers them (the option id is the outcome):
+the name, and the kind an editor picks its icon and keyboard shortcut by."""
+PLAN_TITLE = "Ready to carry out the plan?"
 CANNOT_ASK = (
     "(the editor cannot show this question as a choice: ask it in your reply instead, "
     "and the person will answer in their next message)"
@@ -104,6 +118,44 @@ def decision(response: RequestPermissionResponse) -> ApprovalDecision:
             return ApprovalDecision(outcome="deny_session")
         case _:
             return ApprovalDecision(outcome="deny")
+
+
+def plan_options() -> list[PermissionOption]:
+    """The three answers, in the order every front end offers them."""
+    return [
+        PermissionOption(
+            option_id=outcome, name=PLAN_OPTIONS[outcome][0], kind=PLAN_OPTIONS[outcome][1]
+        )
+        for outcome, _, _ in CHOICES
+    ]
+
+
+def plan_call(review: PlanReview) -> ToolCallUpdate:
+    """The plan tool's call, as the editor shows it in the request: the plan (Markdown)
+    as its content, and the kind that says it switches modes."""
+    return ToolCallUpdate(
+        tool_call_id=review.call_id,
+        title=f"{review.agent_label}: {PLAN_TITLE}" if review.agent_label else PLAN_TITLE,
+        kind="switch_mode",
+        status="pending",
+        content=[
+            ContentToolCallContent(
+                type="content", content=TextContentBlock(type="text", text=review.plan)
+            )
+        ],
+    )
+
+
+def plan_decision(response: RequestPermissionResponse) -> PlanDecision:
+    """The answer picked; cancelled (the editor's turn was cancelled) when none was. An
+    option dsh did not offer approves nothing: the plan goes back to the model."""
+    outcome = response.outcome
+    if not isinstance(outcome, AllowedOutcome):
+        return PlanDecision(outcome="cancelled", note="the editor cancelled it")
+    for offered, _, _ in CHOICES:
+        if outcome.option_id == offered:
+            return PlanDecision(outcome=offered)
+    return PlanDecision(outcome="keep-planning")
 
 
 def askable(questions: Sequence[Question]) -> Question | None:

@@ -40,6 +40,7 @@ from acp.schema import (
 
 from dsh.agent import Attached
 from dsh.frontend import Kind
+from dsh.hooks import PERMISSION_MODE_CHANGED
 from dsh.permission_modes import MODES, PermissionMode
 from dsh.session import SessionEvent, TurnEnd
 from dsh.session.events import (
@@ -125,6 +126,7 @@ class AcpSession:
         :class:`~dsh.ui.session_controller.StartFailed`."""
         self._pump = asyncio.create_task(self._send_updates(), name="acp-updates")
         await self.controller.start()
+        self.controller.ctx.on(PERMISSION_MODE_CHANGED, self._mode_changed)
         await self.controller.open_first()
         if self.agent is None:
             raise RequestError.invalid_params({"sessionId": "the session cannot be opened"})
@@ -160,19 +162,22 @@ class AcpSession:
         from dsh.services import APPROVALS
 
         offered = {m.id for m in self.modes().available_modes}
-        if mode_id not in offered:
+        mode = next((m for m in MODES if m == mode_id and m in offered), None)
+        if mode is None:
             raise RequestError.invalid_params(
                 {"modeId": f"unknown mode {mode_id!r} (one of: {', '.join(sorted(offered))})"}
             )
-        self.controller.ctx.get(APPROVALS).mode = mode_id  # type: ignore[assignment]
-        self.announce_mode()
+        # The editor chose it: session/set_mode's response says it is in force. The
+        # protocol's current_mode_update is how an agent tells of a change of its own,
+        # and an echo arriving after the editor's next choice would undo that one.
+        self._mode = mode
+        self.controller.ctx.get(APPROVALS).mode = mode
 
-    def announce_mode(self) -> None:
-        """``current_mode_update`` when the mode is not the one last said (the editor
-        set it, or ``/permissions MODE`` did)."""
-        mode = self.mode
-        if mode == self._mode:
-            return
+    def _mode_changed(self, mode: PermissionMode) -> None:
+        """``current_mode_update`` for each change dsh makes: an approved plan,
+        ``/plan``, ``/permissions MODE``."""
+        if self.agent is None or mode == self._mode:
+            return  # not open yet (session/new's response says the mode), or the editor's
         self._mode = mode
         update = CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode)
         self._queue.put_nowait((self.id, update))
@@ -329,7 +334,6 @@ class AcpSession:
         await agent.when_idle()
         self._report_usage()
         self.announce_commands()
-        self.announce_mode()
         await self.flush()
         events = agent.session.events[start:]
         unsaved = await self._unsaved(start)
@@ -564,9 +568,16 @@ class AcpSession:
         return [answer] if answer is not None else None
 
     async def ask_plan(self, review: PlanReview) -> PlanDecision:
-        from dsh.tools.plan_review import review_decision, review_question
-
-        return review_decision(await self.ask_questions([review_question(review)]))
+        await self.flush()  # the editor knows the plan tool's call before it is asked on it
+        try:
+            response = await self.client.request_permission(
+                session_id=self.id,
+                tool_call=permissions.plan_call(review),
+                options=permissions.plan_options(),
+            )
+        except (ConnectionError, RequestError) as error:
+            return PlanDecision(outcome="unavailable", note=f"the editor did not answer: {error}")
+        return permissions.plan_decision(response)
 
     def _asking_call(self) -> str:
         """The running call that asks (the newest): the editor shows the question on it."""
