@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Retry,
     )
     from dsh.agent.signal import TurnSignal
+    from dsh.doctor import Check, DoctorAsk
     from dsh.llm import GenerateOptions, LlmCallConfig, RetryNotice, StreamChunk, UserMessage
     from dsh.permission_modes import PermissionMode
     from dsh.prompt import Assembly, AssemblyDraft
@@ -73,6 +74,7 @@ __all__ = [
     "AGENT_TURN_STOPPING",
     "APPROVAL_ASK",
     "CORE_HOOKS",
+    "DOCTOR_CHECK",
     "HISTORY_SUMMARISE",
     "KERNEL_ERROR",
     "LLM_RETRY",
@@ -266,6 +268,15 @@ SESSION_TITLE_NOW: First[[AgentHandle], bool] = First(
     "returns True",
 )
 
+# ---------------------------------------------------------------------- dsh doctor
+
+DOCTOR_CHECK: Gather[[DoctorAsk], Sequence[Check]] = Gather(
+    "doctor/check",
+    doc="`dsh doctor` runs: the checks of what a plugin owns (its endpoint, programs, "
+    "servers), each a Check with a fix for a problem; a listener bounds its own waits "
+    "by the ask's timeout and returns a failed Check rather than raise",
+)
+
 CORE_HOOKS: tuple[Hook, ...] = (
     KERNEL_ERROR,
     AGENT_CREATED,
@@ -294,6 +305,7 @@ CORE_HOOKS: tuple[Hook, ...] = (
     PERMISSION_MODE_CHANGED,
     QUESTION_ASK,
     SESSION_TITLE_NOW,
+    DOCTOR_CHECK,
 )
 """Every hook point above, for tools that list them (and the test that the plugin
 author's guide names each one)."""

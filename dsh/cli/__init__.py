@@ -14,7 +14,7 @@ from dsh import __version__
 from dsh.permission_modes import MODES
 from dsh.sandbox.policy import POLICIES
 
-SUBCOMMANDS = ("acp", "config", "models", "plugins", "sessions", "trust", "untrust")
+SUBCOMMANDS = ("acp", "config", "doctor", "models", "plugins", "sessions", "trust", "untrust")
 PICK = ""
 """``--resume`` given without an id."""
 
@@ -22,6 +22,7 @@ EPILOG = """commands:
   dsh plugins [--json]      the plugins found, where from, and which failed to load
   dsh sessions ACTION       list, show, search, export, import, rm, reindex sessions
   dsh config ACTION         path, list, get, set, unset settings
+  dsh doctor [--live]       check the settings, key, endpoint, sandbox and tools, with fixes
   dsh trust [PATH]          trust a project: its .dsh/settings.toml applies in full
   dsh trust --list          the folders trusted (or not)
   dsh untrust PATH          stop trusting a project: its settings may only narrow
@@ -143,6 +144,22 @@ def build_command_parser() -> argparse.ArgumentParser:
     )
     models.add_argument("--json", action="store_true", help="print JSON instead of a table")
     models.add_argument("--provider", help="the provider route (default: [agent] provider)")
+    doctor = commands.add_parser(
+        "doctor",
+        help="check the settings, the key, the endpoint, the sandbox, git, rg, node and "
+        "the configured language and MCP servers, saying how to fix what is wrong",
+    )
+    doctor.add_argument(
+        "--live", action="store_true", help="also send one tiny request (max_tokens 1)"
+    )
+    doctor.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    doctor.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long any one check may take (default 10)",
+    )
     acp = commands.add_parser(
         "acp", help="be an editor's agent: the Agent Client Protocol on stdin and stdout"
     )
@@ -361,6 +378,10 @@ def _command(args: argparse.Namespace) -> int:
             from dsh.cli.models import run_models
 
             return run_models(provider=args.provider, as_json=args.json)
+        case "doctor":
+            from dsh.cli.doctor import run_doctor
+
+            return run_doctor(live=args.live, as_json=args.json, timeout_s=args.timeout)
         case "sessions":
             from dsh.cli.sessions import run_sessions
 

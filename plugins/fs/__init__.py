@@ -18,9 +18,11 @@ Modules: ``files`` (paths, versions, text detection, atomic writes), ``observed`
 
 from __future__ import annotations
 
+from dsh.hooks import DOCTOR_CHECK
 from dsh.kernel import Context, NoConfig, Plugin
 from dsh.services import TOOLS
 from dsh.tools import ToolDefinition
+from plugins.fs.doctor import rg_check
 from plugins.fs.edit import edit_tool, multi_edit_tool, write_tool
 from plugins.fs.observed import FsState
 from plugins.fs.read import read_tool
@@ -45,6 +47,7 @@ def fs_tools(state: FsState | None = None) -> list[ToolDefinition]:
 def apply(ctx: Context, config: NoConfig) -> None:
     for tool in fs_tools():
         ctx.get(TOOLS).register(tool.name, tool)
+    ctx.on(DOCTOR_CHECK, rg_check)
 
 
 plugin = Plugin(

@@ -32,11 +32,14 @@ from typing import Any
 from pydantic import BaseModel, Field, PositiveFloat
 
 from dsh.credentials import KeyDestination, key_reader
+from dsh.doctor import Check, DoctorAsk
+from dsh.hooks import DOCTOR_CHECK
 from dsh.kernel import Context, Plugin
 from dsh.llm import Price, RetryPolicy
 from dsh.services import CREDENTIALS, LLM, SETTINGS
 from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice
 from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
+from plugins._shared.doctor_endpoint import endpoint_check
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 HEADERS_TIMEOUT_S = 60.0
@@ -149,6 +152,14 @@ def apply(ctx: Context, config: Config) -> None:
         key_destination=_key_destination(ctx, config, from_env),
     )
     ctx.get(LLM).register_adapter([PROVIDER], adapter)
+    read_key = key_reader(ctx.get(CREDENTIALS, None), config.api_key_env)
+
+    async def doctor(ask: DoctorAsk) -> list[Check]:
+        if ask.provider != PROVIDER:
+            return []  # not the provider in use: its endpoint is not asked
+        return [await endpoint_check(PROVIDER, adapter, read_key, ask)]
+
+    ctx.on(DOCTOR_CHECK, doctor)
 
 
 def _key_destination(ctx: Context, config: Config, from_env: str | None) -> KeyDestination:

@@ -22,18 +22,21 @@ model and optionally a key, and adds that provider to the list.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import tomlkit
 from pydantic import BaseModel, Field, PositiveFloat, field_validator
 
 from dsh.credentials import KeyDestination, key_reader
+from dsh.doctor import Check, DoctorAsk
+from dsh.hooks import DOCTOR_CHECK
 from dsh.kernel import Context, Plugin
 from dsh.llm import RetryPolicy
 from dsh.services import CREDENTIALS, LLM, SETTINGS
 from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice, SetupError, SetupField
 from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
+from plugins._shared.doctor_endpoint import endpoint_check
 
 PLUGIN = "llm-openai-compat"
 KEY_ENV = "OPENAI_COMPAT_API_KEY"
@@ -115,6 +118,34 @@ def apply(ctx: Context, config: Config) -> None:
             key_destination=_key_destination(provider, own.get(provider.name)),
         )
         ctx.get(LLM).register_adapter([provider.name], adapter)
+        ctx.on(DOCTOR_CHECK, _doctor(ctx, provider, adapter))
+
+
+def _doctor(
+    ctx: Context, provider: Provider, adapter: ChatCompletionsAdapter
+) -> Callable[[DoctorAsk], Awaitable[list[Check]]]:
+    """The check of ``provider``'s endpoint, when it is the provider in use."""
+
+    def no_key() -> str | None:
+        return None
+
+    read_key = (
+        key_reader(ctx.get(CREDENTIALS, None), provider.api_key_env)
+        if provider.api_key_env
+        else no_key
+    )
+
+    async def doctor(ask: DoctorAsk) -> list[Check]:
+        if ask.provider != provider.name:
+            return []
+        path = "/models" if provider.list_models else None
+        return [
+            await endpoint_check(
+                provider.name, adapter, read_key, ask, headers=provider.headers, models_path=path
+            )
+        ]
+
+    return doctor
 
 
 def _key_destination(provider: Provider, own: Provider | None) -> KeyDestination:

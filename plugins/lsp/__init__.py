@@ -21,10 +21,12 @@ Settings (``[plugins.lsp]``): see :class:`~plugins.lsp.config.Config`.
 
 from __future__ import annotations
 
-from dsh.hooks import TOOL_POST_EXECUTE
+from dsh.doctor import Check, DoctorAsk
+from dsh.hooks import DOCTOR_CHECK, TOOL_POST_EXECUTE
 from dsh.kernel import Context, Plugin, ServiceKey
 from dsh.services import TOOLS
 from plugins.lsp.config import Config
+from plugins.lsp.doctor import lsp_checks
 from plugins.lsp.servers import ServerConfig
 from plugins.lsp.service import LspService, ServerStatus
 from plugins.lsp.sync import edit_hook
@@ -43,6 +45,11 @@ def apply(ctx: Context, config: Config) -> None:
     ctx.provide(LSP, service)
     ctx.get(TOOLS).register("lsp", lsp_tool(service))
     ctx.on(TOOL_POST_EXECUTE, edit_hook(service))
+
+    async def doctor(ask: DoctorAsk) -> list[Check]:
+        return await lsp_checks(service.catalog, ask)
+
+    ctx.on(DOCTOR_CHECK, doctor)
 
 
 plugin = Plugin(

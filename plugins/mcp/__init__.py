@@ -34,9 +34,16 @@ from dsh.agent import AgentHandle, MentionChoice, PromptAllow, PromptDecision, P
 from dsh.commands import Command, CommandContext, CommandError, parse_command
 from dsh.control_chars import visible
 from dsh.credentials import CredentialError, Secret
+from dsh.doctor import Check, DoctorAsk
 from dsh.frontend import front_end
 from dsh.held_secrets import looks_secret
-from dsh.hooks import AGENT_PROMPT_SUBMIT, PROMPT_MENTIONS, TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
+from dsh.hooks import (
+    AGENT_PROMPT_SUBMIT,
+    DOCTOR_CHECK,
+    PROMPT_MENTIONS,
+    TOOL_POST_EXECUTE,
+    TOOL_PRE_EXECUTE,
+)
 from dsh.kernel import CliCommand, Context, Next, Plugin
 from dsh.llm import UserSource, user_text
 from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
@@ -50,6 +57,7 @@ from plugins.mcp.config import (
     WithheldVariable,
     read_table,
 )
+from plugins.mcp.doctor import mcp_checks
 from plugins.mcp.service import MCP, McpService, status_lines
 from plugins.mcp.status import Status
 
@@ -193,6 +201,11 @@ def apply(ctx: Context, config: object) -> None:
         return mention_choices(query, service.connections)
 
     ctx.on(PROMPT_MENTIONS, offer_resources)
+
+    async def doctor(ask: DoctorAsk) -> list[Check]:
+        return await mcp_checks(service, ask)
+
+    ctx.on(DOCTOR_CHECK, doctor)
     # The login tokens are this plugin's secret: no tool reads them to the model.
     ctx.on(TOOL_PRE_EXECUTE, guard.before)
     ctx.on(TOOL_POST_EXECUTE, guard.TokenWatch().after)
