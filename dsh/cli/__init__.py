@@ -155,7 +155,7 @@ def build_command_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="print JSON instead of lines")
     doctor.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=10.0,
         metavar="SECONDS",
         help="how long any one check may take (default 10)",
@@ -179,6 +179,16 @@ def build_command_parser() -> argparse.ArgumentParser:
     add_config_parser(commands)
     add_trust_parsers(commands)
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError("give a number of seconds above 0, at most 3600")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
