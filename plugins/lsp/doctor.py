@@ -26,7 +26,7 @@ def _checks(catalog: Catalog) -> list[Check]:
                         "lsp",
                         f"lsp {name}",
                         f"command {program!r} not found",
-                        (f"install it ({entry.hint}), or " if entry.hint else "install it, or ")
+                        (f"install it: {entry.hint}; or " if entry.hint else "install it, or ")
                         + f"correct [plugins.lsp.servers.{name}] command",
                     )
                 )
