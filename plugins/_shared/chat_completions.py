@@ -19,6 +19,7 @@ import json
 import re
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -72,6 +73,7 @@ from dsh.llm.sse import SseLines, SseParser
 from dsh.llm.tls import TlsContext
 from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice
 from dsh.wire import Frozen
+from plugins._shared.dsml import DsmlSalvage, SalvagedCall, Visible
 from plugins._shared.images import ImageBlock, data_url, placeholder
 
 USER_AGENT = f"dsh/{__version__}"
@@ -369,6 +371,10 @@ class ChatStreamTranslator:
     One reasoning block, one text block and one block per tool-call ``index``, each
     numbered in the order it opens. ``finish_reason`` and usage wait for ``[DONE]``,
     which closes every block, then reports usage and the finish.
+
+    Tool calls the model wrote into its text as DSML markup become tool-call blocks
+    (ids ``dsml-…``), the markup never shows, and the finish says tool calls so the
+    loop runs them (see :mod:`plugins._shared.dsml`).
     """
 
     def __init__(self) -> None:
@@ -379,6 +385,9 @@ class ChatStreamTranslator:
         self._finish_reason: str | None = None
         self._refused = False
         self._usage: TokenUsage | None = None
+        self._dsml = DsmlSalvage()
+        self._salvaged = 0
+        self._salvage_id = uuid.uuid4().hex[:8]
         self.events = 0
 
     def _open(self, kind: str) -> tuple[_Block, BlockStart]:
@@ -431,7 +440,9 @@ class ChatStreamTranslator:
                     out.append(start)
                 self._reasoning.parts.append(thought)
                 out.append(ReasoningDelta(index=self._reasoning.index, text=thought))
-            out.extend(self._answer(delta.get("content")))
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                out.extend(self._salvaging(self._dsml.feed(content)))
             refusal = delta.get("refusal")  # OpenAI-compatible servers declining
             if isinstance(refusal, str) and refusal:
                 self._refused = True
@@ -452,6 +463,30 @@ class ChatStreamTranslator:
             out.append(start)
         self._text.parts.append(content)
         out.append(TextDelta(index=self._text.index, text=content))
+        return out
+
+    def _salvaging(self, pieces: list[Visible | SalvagedCall]) -> list[StreamChunk]:
+        """Visible text into the text block; each salvaged call a tool-call block of
+        its own, whole at once."""
+        out: list[StreamChunk] = []
+        for piece in pieces:
+            if isinstance(piece, Visible):
+                out.extend(self._answer(piece.text))
+                continue
+            self._salvaged += 1
+            block, start = self._open("tool-call")
+            block.call_id = CallId(f"dsml-{self._salvage_id}-{self._salvaged}")
+            block.name = piece.name
+            block.parts.append(piece.arguments)
+            out.append(start)
+            out.append(
+                ToolCallDelta(
+                    index=block.index,
+                    id=block.call_id,
+                    name=piece.name,
+                    arguments_delta=piece.arguments,
+                )
+            )
         return out
 
     def _tool_call(self, call: Any) -> list[StreamChunk]:
@@ -482,7 +517,8 @@ class ChatStreamTranslator:
     def done(self) -> list[StreamChunk]:
         """The closing chunks, at ``[DONE]`` (or once the stream has said how it
         finished and then ended or gone quiet)."""
-        out: list[StreamChunk] = [BlockEnd(index=b.index, block=b.block()) for b in self._blocks]
+        out = self._salvaging(self._dsml.end())
+        out.extend(BlockEnd(index=b.index, block=b.block()) for b in self._blocks)
         if self._usage is not None:
             out.append(UsageChunk(usage=self._usage))
         match self._finish_reason:
@@ -492,6 +528,8 @@ class ChatStreamTranslator:
                 reason = FinishError(
                     failure=LlmFailure(message="the model returned nothing", code="EMPTY_RESPONSE")
                 )
+            case "stop" | None if self._salvaged:
+                reason = FinishToolCalls()  # the calls were written as text
             case "stop" | None:
                 reason = FinishStop()
             case "tool_calls" | "function_call":
@@ -509,8 +547,9 @@ class ChatStreamTranslator:
 
     def failed(self, failure: LlmFailure) -> list[StreamChunk]:
         """The usage seen so far and an error finish; open blocks stay open, so what
-        was streamed is kept as an interrupted answer."""
-        out: list[StreamChunk] = []
+        was streamed is kept as an interrupted answer, with any text held back in
+        case it was markup (shown as written; a cut answer's calls are never run)."""
+        out = self._salvaging(self._dsml.end())
         if self._usage is not None:
             out.append(UsageChunk(usage=self._usage))
         out.append(Finish(reason=FinishError(failure=failure)))

@@ -643,3 +643,46 @@ async def test_a_prompt_sent_right_after_a_cancelled_turn_ends_always_runs(
         f"answer {cycle}" for cycle in range(CANCEL_CYCLES)
     ]
     assert fake_llm.remaining == 0
+
+
+async def test_a_tool_call_written_as_dsml_text_runs_through_the_loop(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """DeepSeek writes its call into ``content`` as DSML markup and finishes ``stop``:
+    the call still runs, the markup never reaches the output, and the next request
+    sends the call back as a real tool call paired with its result."""
+    bar = "\uff5c"
+    m = f"{bar}DSML{bar}"
+    answer = (
+        "Let me echo that.\n"
+        f'<{m}tool_calls>\n<{m}invoke name="echo">\n'
+        f'<{m}parameter name="text" string="true">from markup</{m}parameter>\n'
+        f"</{m}invoke>\n</{m}tool_calls>"
+    )
+    pieces = [answer[i : i + 5] for i in range(0, len(answer), 5)]
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "model": "deepseek-v4-flash"}
+    events: list[dict[str, Any] | str] = [
+        {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        *(
+            {**chunk, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
+            for p in pieces
+        ),
+        {**chunk, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "stop"}]},
+        "[DONE]",
+    ]
+    fake_llm.add(Reply(events=events), Reply(text="The echo said: from markup."))
+
+    done = await dsh.run("-p", "echo 'from markup'")
+
+    assert done.code == 0, done.stderr
+    assert done.stdout == "Let me echo that.\n\nThe echo said: from markup.\n"
+    assert "DSML" not in done.stdout + done.stderr
+    assert '[tool] echo {"text": "from markup"}' in done.stderr
+    await dsh.checked_events()
+    [_, second] = bodies(fake_llm)
+    assert tool_outputs(second) == ["echo: from markup"]
+    [called] = [m for m in second["messages"] if m["role"] == "assistant"]
+    assert called["content"] == "Let me echo that.\n"
+    [call] = called["tool_calls"]
+    assert call["id"].startswith("dsml-")
+    assert call["function"] == {"name": "echo", "arguments": '{"text": "from markup"}'}
