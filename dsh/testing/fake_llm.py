@@ -172,6 +172,14 @@ class _Rendering:
     def stream_events(self, include_usage: bool) -> list[bytes]:
         """Every ``data:`` event of the stream, ``[DONE]`` and any malformed line included."""
         reply = self.reply
+        if reply.events is not None:
+            events = [
+                b"data: " + (e.encode("utf-8") if isinstance(e, str) else _json_bytes(e)) + b"\n\n"
+                for e in reply.events
+            ]
+            if reply.malformed_at is not None:
+                events.insert(min(reply.malformed_at, len(events)), MALFORMED_LINE)
+            return events
         size = reply.chunk_size
         reasoning = bool(reply.reasoning)
         deltas: list[JsonObject] = [
@@ -607,7 +615,7 @@ class FakeLLM:
                 await asyncio.sleep(reply.first_byte_delay_ms / 1000)
             if reply.fault is not None:
                 return await self._send_fault(writer, record, reply.fault, keep=keep)
-            if streaming:
+            if streaming or reply.events is not None:
                 events = rendering.stream_events(include_usage)
                 return await self._send_stream(writer, record, reply, events, keep=keep)
             return await self._send_completion(writer, record, reply, rendering, keep=keep)

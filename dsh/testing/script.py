@@ -161,6 +161,24 @@ class Reply(_ScriptModel):
     """Answer only a request one of whose user messages contains this text: each request
     takes the first reply left whose ``when`` it matches or that has none. For requests
     that race (subagents asking side by side), so each gets its own answer."""
+    events: list[JsonObject | str] | None = None
+    """The stream's ``data:`` events as given, instead of a rendering of the fields
+    above: an object is sent as its compact JSON, a string verbatim (``"[DONE]"``).
+    Nothing is added (no role chunk, no usage, no ``[DONE]`` unless listed), so a test
+    can send a stream exactly as a server was recorded sending it. The answer is an
+    event stream even to a request that did not ask for one; ``cut_after``,
+    ``malformed_at``, ``hold_after`` and the delays still apply."""
+
+    @model_validator(mode="after")
+    def _events_stand_alone(self) -> Reply:
+        if self.events is not None:
+            rendered = ("reasoning", "text", "refusal", "tool_calls", "finish_reason", "usage")
+            given = [name for name in rendered if name in self.model_fields_set]
+            if given:
+                raise ValueError(
+                    f"events are sent as given: {', '.join(given)} cannot go with them"
+                )
+        return self
 
     @property
     def resolved_finish_reason(self) -> str:

@@ -350,6 +350,30 @@ async def test_a_malformed_line_is_sent_as_the_given_event(client: httpx.AsyncCl
     assert found[-1] == "[DONE]"
 
 
+async def test_raw_events_are_sent_exactly_as_given(client: httpx.AsyncClient) -> None:
+    """A recorded stream goes out as it came: three choices in one chunk, an empty
+    ``choices``, no usage added and no ``[DONE]`` unless the script lists it."""
+    recorded: list[dict[str, Any] | str] = [
+        {"choices": [{"index": i, "delta": {"content": f"c{i}"}} for i in range(3)]},
+        {"choices": []},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    async with FakeLLM([Reply(events=recorded), Reply(events=[*recorded, "[DONE]"])]) as server:
+        first = await client.post(server.base_url + CHAT, json=chat(include_usage=True))
+        second = await client.post(server.base_url + CHAT, json=chat(stream=False))
+    assert first.headers["content-type"].startswith("text/event-stream")
+    assert [json.loads(p) for p in payloads(first.content)] == recorded
+    assert b'data: {"choices":[]}\n\n' in first.content
+    assert payloads(second.content)[-1] == "[DONE]"
+    assert [json.loads(p) for p in payloads(second.content)[:-1]] == recorded
+
+
+def test_raw_events_cannot_go_with_rendered_fields() -> None:
+    with pytest.raises(ValidationError, match="text cannot go with them"):
+        Reply(events=[{"choices": []}], text="hi")
+    assert Reply(events=[], cut_after=1).events == []
+
+
 async def test_a_slow_first_byte_delays_the_headers(client: httpx.AsyncClient) -> None:
     script = [Reply(text="late", first_byte_delay_ms=600_000), Reply(text="now")]
     async with FakeLLM(script) as server, httpx.AsyncClient(timeout=TIMEOUT) as other:
