@@ -110,17 +110,18 @@ def show_end(event: SessionEvent, transcript: Transcript) -> None:
 
 def show_ceiling(event: SessionEvent, transcript: Transcript) -> None:
     data: CeilingFit = event.data
-    limit = f"the model's limit of {data.ceiling:,} tokens for the prompt and its answer"
+    limit = f"the model's {data.ceiling:,}-token limit"
     if data.lowered_to is None:
         text = (
             f"The conversation (about {data.context_tokens:,} tokens) leaves too little "
-            f"room for an answer under {limit}: compacting it first."
+            f"room for an answer under {limit} (prompt and answer together): compacting "
+            "it first."
         )
     else:
         text = (
             f"This answer may use at most {data.lowered_to:,} tokens (not "
             f"{data.max_tokens:,}): the conversation (about {data.context_tokens:,} tokens) "
-            f"and the answer must fit {limit}."
+            f"and the answer must fit within {limit}."
         )
     transcript.notice(event, "info", text)
 

@@ -83,7 +83,7 @@ async def test_a_cap_that_would_pass_the_ceiling_is_lowered_and_said(
     assert_every_request_fits(fake_llm)
     [said] = [text for text in notices(events) if "at most" in text]
     assert f"at most {fit.lowered_to:,} tokens (not 6,000)" in said
-    assert "limit of 20,000 tokens" in said
+    assert "fit within the model's 20,000-token limit" in said
     assert check_log(events) == []
     check_reconstructable(events, [r.body for r in fake_llm.chat_requests])
 
