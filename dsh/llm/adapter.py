@@ -21,7 +21,9 @@ from dsh.llm.request import GenerateOptions, ModelInfo, ResolvedModel
 from dsh.llm.stream import LlmError, LlmFailure, StreamChunk, TokenUsage
 from dsh.wire import Frozen
 
-RETRYABLE_CODES = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"})
+RETRYABLE_CODES = frozenset(
+    {"EMPTY_RESPONSE", "OVERLOADED", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"}
+)
 
 
 class RetryPolicy(Frozen):

@@ -58,8 +58,10 @@ class TokenUsage(Frozen):
 class LlmFailure(Frozen):
     """Why a model call failed, in a form that can be logged and shown.
 
-    ``code`` is machine-routable (``AUTH``, ``RATE_LIMIT``, ``SERVER``, ``TIMEOUT``,
-    ``TRANSPORT``, ``CONTEXT_WINDOW_EXCEEDED``, ``MALFORMED_RESPONSE``...).
+    ``code`` is machine-routable (``AUTH``, ``RATE_LIMIT``, ``SERVER``, ``OVERLOADED``
+    (the server is short of capacity: retried), ``CONTENT_FILTER`` (the provider's
+    filter stopped the answer: not retried), ``TIMEOUT``, ``TRANSPORT``,
+    ``CONTEXT_WINDOW_EXCEEDED``, ``MALFORMED_RESPONSE``...).
     """
 
     message: str

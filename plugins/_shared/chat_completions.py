@@ -426,7 +426,10 @@ class ChatStreamTranslator:
         if not isinstance(choices, list):
             raise LlmError(_malformed("'choices' is not a list"))
         for choice in choices:
-            if not isinstance(choice, dict):
+            # A server asked for one answer may still stream others (``n`` > 1, or a
+            # proxy fanning out): only the first is this answer, the rest would
+            # interleave into it.
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
             if not isinstance(delta, dict):
@@ -496,13 +499,17 @@ class ChatStreamTranslator:
         arguments = function.get("arguments") or ""
         out: list[StreamChunk] = []
         block = self._calls.get(call.get("index", 0))
-        name = None
         if block is None:
             block, start = self._open("tool-call")
             self._calls[call.get("index", 0)] = block
             block.call_id = CallId(str(call.get("id") or f"call_{block.index}"))
-            block.name = name = str(function.get("name") or "")
             out.append(start)
+        # The name is the first one given: later deltas may repeat it or send it blank
+        # ("" or null), and neither may change it; the id was fixed when the call opened.
+        given = function.get("name")
+        name = None
+        if not block.name and isinstance(given, str) and given:
+            block.name = name = given
         block.parts.append(arguments)
         out.append(
             ToolCallDelta(index=block.index, id=block.call_id, name=name, arguments_delta=arguments)
@@ -536,6 +543,26 @@ class ChatStreamTranslator:
                 reason = FinishToolCalls()
             case "length":
                 reason = FinishMaxTokens()
+            case "content_filter":
+                reason = FinishError(
+                    failure=LlmFailure(
+                        message=(
+                            "the provider's content filter stopped the answer "
+                            "(finish_reason content_filter); rephrase the request to go on"
+                        ),
+                        code="CONTENT_FILTER",
+                    )
+                )
+            case "insufficient_system_resource":
+                reason = FinishError(
+                    failure=LlmFailure(
+                        message=(
+                            "the provider ran short of capacity and stopped the answer "
+                            "(finish_reason insufficient_system_resource); try again shortly"
+                        ),
+                        code="OVERLOADED",
+                    )
+                )
             case other:
                 reason = FinishError(
                     failure=LlmFailure(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.frontend import front_end
-from dsh.hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST_ERROR
+from dsh.hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST, AGENT_REQUEST_ERROR
 from dsh.kernel import Context, Plugin
 from dsh.services import COMMANDS
 from dsh.session import register_events
@@ -87,6 +87,7 @@ def apply(ctx: Context, config: Config) -> None:
     service = CompactionService(ctx, config)
     ctx.provide(SERVICE, service)
     ctx.on(AGENT_PRE_STEP, service.on_pre_step)
+    ctx.on(AGENT_REQUEST, service.on_request)
     ctx.on(AGENT_REQUEST_ERROR, service.on_request_error)
     ctx.on(AGENT_DISPOSED, service.forget)
     ctx.get(COMMANDS).register("compact", compact_command(service))

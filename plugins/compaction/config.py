@@ -22,6 +22,12 @@ class Config(BaseModel):
     """The model of summary requests; the conversation's own when unset."""
     reasoning_effort: str | None = None
     """The effort of summary requests; the conversation's own when unset."""
+    min_answer_tokens: PositiveInt = 8_192
+    """The smallest output cap a conversation request is sent with. A model's window
+    counts the prompt and the answer's cap together (DeepSeek refuses a request whose
+    prompt plus ``max_tokens`` exceeds it), so a cap that would not fit is lowered to
+    what does, down to this (or a tenth of the window, if less); below it, the
+    history is compacted first (when ``auto``)."""
     max_tokens: PositiveInt = 16_000
     """The most a summary may take (less when the model's window is small)."""
     timeout_s: PositiveFloat = 600.0

@@ -55,6 +55,21 @@ class CompactionEnd(Frozen):
     error: str | None = None
 
 
+class CeilingFit(Frozen):
+    """What was done so that a request's prompt and its longest answer fit the model's
+    ceiling (its context window, which counts both): the output cap lowered, or, when
+    even ``min_answer_tokens`` would not fit, the history compacted first."""
+
+    turn: PositiveInt | None = None
+    context_tokens: NonNegativeInt
+    """The estimated size of the prompt."""
+    ceiling: PositiveInt
+    max_tokens: PositiveInt
+    """The output cap the request would have asked."""
+    lowered_to: PositiveInt | None = None
+    """The cap it asks instead; None when the history is compacted first."""
+
+
 def _paid_call(data: CompactionSummary) -> PaidCall | None:
     if data.usage is None:
         return None
@@ -64,7 +79,8 @@ def _paid_call(data: CompactionSummary) -> PaidCall | None:
 START = EventType("compaction/start", CompactionStart)
 SUMMARY = EventType("compaction/summary", CompactionSummary, paid_call=_paid_call)
 END = EventType("compaction/end", CompactionEnd)
-EVENTS = (START, SUMMARY, END)
+CEILING = EventType("compaction/ceiling", CeilingFit)
+EVENTS = (START, SUMMARY, END, CEILING)
 
 
 # ---------------------------------------------------------------------- transcript
@@ -92,4 +108,27 @@ def show_end(event: SessionEvent, transcript: Transcript) -> None:
         transcript.notice(event, "error", f"Compaction failed: {data.error}")
 
 
-FOLD_STEPS = {START.name: show_start, SUMMARY.name: show_summary, END.name: show_end}
+def show_ceiling(event: SessionEvent, transcript: Transcript) -> None:
+    data: CeilingFit = event.data
+    limit = f"the model's {data.ceiling:,}-token limit"
+    if data.lowered_to is None:
+        text = (
+            f"The conversation (about {data.context_tokens:,} tokens) leaves too little "
+            f"room for an answer under {limit} (prompt and answer together): compacting "
+            "it first."
+        )
+    else:
+        text = (
+            f"This answer may use at most {data.lowered_to:,} tokens (not "
+            f"{data.max_tokens:,}): the conversation (about {data.context_tokens:,} tokens) "
+            f"and the answer must fit within {limit}."
+        )
+    transcript.notice(event, "info", text)
+
+
+FOLD_STEPS = {
+    START.name: show_start,
+    SUMMARY.name: show_summary,
+    END.name: show_end,
+    CEILING.name: show_ceiling,
+}

@@ -9,15 +9,21 @@ One compaction, whatever started it, is bracketed in the log::
 
 or, when it fails (the model errs, the stream breaks, it times out, it is cancelled),
 ``compaction/start`` then ``compaction/end{error}`` and nothing else: history is left
-as it was. Three things start one:
+as it was. These start one:
 
 - ``agent/pre-step``: before a step's request, when the context would fill more than
   ``threshold`` of the model's window (the latest usage report plus an estimate of
   what was added since);
+- ``agent/pre-step`` too (with ``auto``): when the next request and even
+  ``min_answer_tokens`` of answer would not fit the model's window (the ceiling of
+  prompt plus ``max_tokens``), since that request could only be refused;
 - ``agent/request-error``: a request the provider refused as too long is compacted and
   sent again (once per step);
 - ``/compact [focus]``, between turns (as agent maintenance, so no turn starts
   meanwhile).
+
+``agent/request`` lowers a request's ``max_tokens`` to what fits under the window
+beside the prompt (``compaction/ceiling`` says so in the transcript).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dsh.agent import AgentHandle, PreStep, RequestError, Retry
+from dsh.agent import AgentHandle, PreRequest, PreStep, RequestError, Retry
 from dsh.hooks import HISTORY_SUMMARISE
 from dsh.kernel import Context, ServiceKey
 from dsh.llm import (
@@ -46,12 +52,14 @@ from dsh.llm import (
     StreamProtocolError,
     TokenUsage,
 )
-from dsh.session import ReplaceOp, Session, SessionEvent
+from dsh.session import ReplaceOp, Session, SessionEvent, TurnEnd, TurnStart
 from plugins.compaction.config import Config
 from plugins.compaction.events import (
+    CEILING,
     END,
     START,
     SUMMARY,
+    CeilingFit,
     CompactionEnd,
     CompactionStart,
     CompactionSummary,
@@ -74,6 +82,9 @@ MIN_USEFUL = 0.02
 HEADROOM = 0.95
 """The share of the summariser's window its request may fill, with its answer."""
 OVERFLOW = "CONTEXT_WINDOW_EXCEEDED"
+CEILING_MARGIN = 0.02
+"""The share of the window left free beside the estimated prompt and the output cap:
+the estimate is calibrated by the last usage report, not exact."""
 
 
 class CompactionError(Exception):
@@ -128,6 +139,8 @@ class CompactionService:
         self._failed_turn: dict[str, int] = {}
         """Per session, a turn whose automatic compaction failed: not retried in it."""
         self._overflow_tried: set[tuple[str, int, int]] = set()
+        self._ceiling_said: dict[str, tuple[int | None, int]] = {}
+        """Per session: the turn and cap of the last lowered cap it was told of."""
         self._sizes: weakref.WeakKeyDictionary[Session, dict[int, int]] = (
             weakref.WeakKeyDictionary()
         )
@@ -180,17 +193,19 @@ class CompactionService:
         focus: str | None = None,
         turn: int | None = None,
         signal: asyncio.Event | None = None,
+        ceiling: CeilingFit | None = None,
     ) -> CompactionResult | None:
         """Replace the older history with a summary. None when there is nothing worth
         compacting (nothing is logged then); raises :class:`CompactionError`, after
-        logging why, when the compaction fails."""
+        logging why, when the compaction fails. ``ceiling``, when the compaction is
+        for want of room under the model's ceiling, is logged just before it starts."""
         session = agent.session
         key = str(session.id)
         if key in self._busy or open_compaction(session.events) is not None:
             raise CompactionBusy("a compaction is running already")
         self._busy.add(key)
         try:
-            return await self._compact(agent, mode, focus, turn, signal)
+            return await self._compact(agent, mode, focus, turn, signal, ceiling)
         finally:
             self._busy.discard(key)
 
@@ -201,6 +216,7 @@ class CompactionService:
         focus: str | None,
         turn: int | None,
         signal: asyncio.Event | None,
+        ceiling: CeilingFit | None = None,
     ) -> CompactionResult | None:
         session = agent.session
         window = self.context_window(agent)
@@ -222,6 +238,8 @@ class CompactionService:
         if refused is not None:
             raise CompactionRefused(refused)
         compaction_id = uuid.uuid4().hex
+        if ceiling is not None:
+            session.append(CEILING.name, ceiling)
         session.append(
             START.name, CompactionStart(compaction_id=compaction_id, turn=turn, focus=focus)
         )
@@ -379,11 +397,15 @@ class CompactionService:
     # ------------------------------------------------------------------ triggers
 
     async def on_pre_step(self, pre: PreStep, next_: Callable[[], Awaitable[Any]]) -> Any:
-        """``agent/pre-step``: compact first when the next request would be too full."""
+        """``agent/pre-step``: compact first when the next request would be too full, or
+        would leave no room for an answer under the model's ceiling."""
         agent = pre.agent
-        if self._due(agent, pre):
+        short = self._short_of_room(agent, pre)
+        if short is not None or self._due(agent, pre):
             try:
-                await self.compact(agent, mode="pressure", turn=pre.turn, signal=pre.signal)
+                await self.compact(
+                    agent, mode="pressure", turn=pre.turn, signal=pre.signal, ceiling=short
+                )
             except CompactionBusy:
                 pass
             except CompactionError as error:
@@ -400,6 +422,63 @@ class CompactionService:
         if not window:
             return False
         return self.pressure(agent, pre.claimed) >= self.config.threshold * window
+
+    def _short_of_room(self, agent: AgentHandle, pre: PreStep) -> CeilingFit | None:
+        """What to log when the next request, with even ``min_answer_tokens`` of answer,
+        would not fit the window; None when it would (or nothing can be done)."""
+        if not self.config.auto or pre.signal.is_set():
+            return None
+        if self._failed_turn.get(str(agent.session.id)) == pre.turn:
+            return None
+        window = self.context_window(agent)
+        if not window:
+            return None
+        options = agent.options
+        asked = options.max_tokens or _output_cap(agent.llm, options.provider, options.model)
+        # A small window's floor is a tenth of it, so that it never compacts long
+        # before the threshold would.
+        floor = min(self.config.min_answer_tokens, asked or window, window // 10)
+        context = self.pressure(agent, pre.claimed)
+        if context + floor + int(window * CEILING_MARGIN) <= window:
+            return None
+        return CeilingFit(
+            turn=pre.turn, context_tokens=context, ceiling=window, max_tokens=asked or floor
+        )
+
+    async def on_request(
+        self, pre: PreRequest, next_: Callable[[], Awaitable[LlmCallConfig]]
+    ) -> LlmCallConfig:
+        """``agent/request``: a request whose prompt and output cap would pass the
+        model's window (which counts both) asks for a smaller cap, and says so."""
+        config = await next_()
+        agent = pre.agent
+        window = _window(agent.llm, config.provider, config.model)
+        asked = config.max_tokens or _output_cap(agent.llm, config.provider, config.model)
+        if not window or asked is None:
+            return config
+        context = self.pressure(agent)
+        room = window - context - int(window * CEILING_MARGIN)
+        if asked <= room or room <= 0:
+            # Past the window by the prompt alone: no cap helps, and the provider's
+            # refusal is compacted by on_request_error.
+            return config
+        turn = _open_turn(agent.session)
+        said = self._ceiling_said.get(str(agent.id))
+        # Said once a turn (and again when the room shrinks by half): a small window
+        # lowers every request, and a notice on each would bury the conversation.
+        if said is None or said[0] != turn or room < said[1] // 2:
+            self._ceiling_said[str(agent.id)] = (turn, room)
+            agent.session.append(
+                CEILING.name,
+                CeilingFit(
+                    turn=turn,
+                    context_tokens=context,
+                    ceiling=window,
+                    max_tokens=asked,
+                    lowered_to=room,
+                ),
+            )
+        return config.model_copy(update={"max_tokens": room})
 
     async def on_request_error(
         self, error: RequestError, next_: Callable[[], Awaitable[Any]]
@@ -426,6 +505,7 @@ class CompactionService:
         """``agent/disposed``: drop what was kept about the agent's session."""
         key = str(agent.id)
         self._failed_turn.pop(key, None)
+        self._ceiling_said.pop(key, None)
         self._overflow_tried = {k for k in self._overflow_tried if k[0] != key}
 
 
@@ -434,6 +514,24 @@ def _window(llm: LlmService, provider: str, model: str) -> int | None:
         return llm.resolve(provider, model).context_window
     except Exception:  # an unknown route: the request itself will say so
         return None
+
+
+def _output_cap(llm: LlmService, provider: str, model: str) -> int | None:
+    """The output cap a request to the model gets when it sets none."""
+    try:
+        return llm.resolve(provider, model).default_max_tokens
+    except Exception:  # an unknown route: the request itself will say so
+        return None
+
+
+def _open_turn(session: Session) -> int | None:
+    """The number of the turn the session is in, if one is open."""
+    for event in reversed(session.events):
+        if isinstance(event.data, TurnStart):
+            return event.data.turn
+        if isinstance(event.data, TurnEnd):
+            return None
+    return None
 
 
 def _reason(error: BaseException) -> str:

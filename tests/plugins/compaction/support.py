@@ -33,9 +33,13 @@ async def start(
     server: FakeLLM,
     *,
     window: int = WINDOW,
+    output_cap: int | None = None,
     compaction: dict[str, Any] | None = None,
 ) -> Runtime:
     (tmp_path / "project").mkdir(exist_ok=True)
+    model: dict[str, Any] = {"context_window": window}
+    if output_cap is not None:
+        model["max_output_tokens"] = output_cap
     return await start_runtime(
         home=tmp_path / "home",
         cwd=tmp_path / "project",
@@ -44,7 +48,7 @@ async def start(
             "llm-deepseek": {
                 "base_url": server.base_url,
                 "retry": {"max_retries": 0},
-                "models": {"deepseek-flash": {"context_window": window}},
+                "models": {"deepseek-flash": model},
             },
             "compaction": compaction or {},
         },
