@@ -73,6 +73,7 @@ __all__ = [
     "AGENT_STATUS",
     "AGENT_TURN_STOPPING",
     "APPROVAL_ASK",
+    "COMMANDS_SETTLE",
     "CORE_HOOKS",
     "DOCTOR_CHECK",
     "HISTORY_SUMMARISE",
@@ -258,6 +259,13 @@ QUESTION_ASK: First[[Sequence[Question], AgentHandle | None], Sequence[Answer] |
     "they were dismissed; none at all is an error the model is told (headless)",
 )
 
+COMMANDS_SETTLE: Gather[[], None] = Gather(
+    "commands/settle",
+    doc="a /word names no command yet and is about to be refused: a plugin whose "
+    "commands are still coming (an MCP server starting, whose prompts are commands) "
+    "returns once they are there or failed",
+)
+
 # ---------------------------------------------------------------------- sessions
 
 SESSION_TITLE_NOW: First[[AgentHandle], bool] = First(
@@ -304,6 +312,7 @@ CORE_HOOKS: tuple[Hook, ...] = (
     PLAN_REVIEW,
     PERMISSION_MODE_CHANGED,
     QUESTION_ASK,
+    COMMANDS_SETTLE,
     SESSION_TITLE_NOW,
     DOCTOR_CHECK,
 )

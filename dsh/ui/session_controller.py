@@ -553,7 +553,14 @@ class SessionController:
             return "not-a-command"
         if await self.run_command(text):
             return "ran"
+        from dsh.hooks import COMMANDS_SETTLE
+
         runtime = self._runtime()
+        # A command still coming (an MCP server's prompt, its server starting) is
+        # waited for before the word is called unknown.
+        await runtime.root.parallel(COMMANDS_SETTLE)
+        if await self.run_command(text):
+            return "ran"
         failed = [record.name for record in runtime.plugins.records if record.status == "failed"]
         self.ui.show(unknown_command(parsed[0], failed), level="error")
         return "refused"

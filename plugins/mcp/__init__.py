@@ -39,6 +39,7 @@ from dsh.frontend import front_end
 from dsh.held_secrets import looks_secret
 from dsh.hooks import (
     AGENT_PROMPT_SUBMIT,
+    COMMANDS_SETTLE,
     DOCTOR_CHECK,
     PROMPT_MENTIONS,
     TOOL_POST_EXECUTE,
@@ -192,6 +193,7 @@ def apply(ctx: Context, config: object) -> None:
         return replace(decision, additional_contexts=(*decision.additional_contexts, *extra))
 
     ctx.on(AGENT_PROMPT_SUBMIT, wait_for_servers)
+    ctx.on(COMMANDS_SETTLE, service.settled)  # a server's prompts are commands
 
     def offer_resources(agent: AgentHandle, query: str) -> list[MentionChoice]:
         if not any(c.state == "ready" for c in service.connections.values()):
