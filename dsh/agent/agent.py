@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dsh.agent.cache_watch import CacheWatch
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import PromptAllow, PromptBlock, PromptSubmit
 from dsh.agent.turn import AgentServices, Turn
@@ -67,6 +68,7 @@ class Agent:
         subagent's description); None for a session's own agent."""
         self.ctx = services.root.child(self, name=f"agent:{session.id}")
         self.inbox = Inbox(session)
+        self._cache_watch = CacheWatch()
         self.status: Status = "idle"
         self._entered: _EnteredContext | None = None
         self._turn: Turn | None = None
@@ -294,7 +296,13 @@ class Agent:
     ) -> TurnEndReason:
         self._held = False  # a cancel that kept the inbox is about the turn it cancelled
         turn = self._turn = Turn(
-            self, self._services, self._sink, self.inbox, trigger=PromptTrigger(), allow=allow
+            self,
+            self._services,
+            self._sink,
+            self.inbox,
+            trigger=PromptTrigger(),
+            allow=allow,
+            cache_watch=self._cache_watch,
         )
         try:
             return await turn.run(prompt, extra)

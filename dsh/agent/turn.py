@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dsh.agent.cache_watch import CacheWatch
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import Enter, PreRequest, PreStep, Reject, RequestError, Retry
 from dsh.agent.interruption import (
@@ -125,6 +126,7 @@ class Turn:
         inbox: Inbox,
         *,
         trigger: TurnTrigger,
+        cache_watch: CacheWatch | None = None,
         allow: tuple[str, ...] = (),
     ) -> None:
         self.agent = agent
@@ -133,6 +135,8 @@ class Turn:
         self.services = services
         self.sink = sink
         self.inbox = inbox
+        self.cache_watch = CacheWatch() if cache_watch is None else cache_watch
+        """The agent's: it outlives the turn, to compare each request with the one before."""
         self.session: Session = agent.session
         self.number = self.session.last_turn + 1
         self.trigger = trigger
@@ -301,6 +305,7 @@ class Turn:
                 system=assembly.system or None,
                 tools=assembly.tools or None,
             )
+            logged = session.request_header()
             self._log_request(header, prepared.config, prepared.context_window)
             # What led to this request (the last step's results, the header) is written
             # while the request is built and sent: the write is queued before the
@@ -325,6 +330,15 @@ class Turn:
                 stop=prepared.config.stop,
                 session_id=session.id,
                 signal=self.signal,
+            )
+            self.cache_watch.before_request(
+                session,
+                options,
+                turn=self.number,
+                step=self.steps,
+                model=prepared.model,
+                pricing=llm.cost,
+                logged=logged,
             )
             assembler = BlockAssembler()
             seqs: list[int] = []

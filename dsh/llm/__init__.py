@@ -46,6 +46,7 @@ from dsh.llm.messages import (
     tool_result,
     user_text,
 )
+from dsh.llm.prefix import PrefixChange, PrefixPart, first_difference, prefix_changes
 from dsh.llm.request import (
     AdapterDefaults,
     GenerateOptions,
@@ -88,6 +89,13 @@ from dsh.llm.stream import (
     UsageChunk,
     finish_reasons,
 )
+from dsh.llm.tokens import (
+    block_tokens,
+    header_tokens,
+    message_tokens,
+    messages_tokens,
+    text_tokens,
+)
 
 __all__ = [
     "AdapterDefaults",
@@ -123,6 +131,8 @@ __all__ = [
     "ModelReasoning",
     "ModelSource",
     "PluginSource",
+    "PrefixChange",
+    "PrefixPart",
     "PreparedCall",
     "Price",
     "ProviderReply",
@@ -159,13 +169,20 @@ __all__ = [
     "api_path",
     "assemble",
     "attachable_media",
+    "block_tokens",
     "content_blocks",
     "finish_reasons",
+    "first_difference",
+    "header_tokens",
     "joined_text",
     "message_sources",
+    "message_tokens",
+    "messages_tokens",
     "new_message_id",
     "new_session_id",
     "parse_message",
+    "prefix_changes",
+    "text_tokens",
     "tool_result",
     "user_text",
 ]

@@ -116,3 +116,6 @@ class ResolvedModel(ModelInfo):
     """The id the adapter sends instead (a legacy id mapped to its successor)."""
     concurrency: PositiveInt | None = None
     """Requests the provider serves at once per account, where it publishes a limit."""
+    cache_idle_s: PositiveInt | None = None
+    """After this many idle seconds the provider may have dropped the cached prompt
+    prefix (as far as it says): the next request is then said to perhaps cost more."""

@@ -6,6 +6,7 @@ This module is public API: plugins import from ``dsh.session``.
 from __future__ import annotations
 
 from dsh.session.blobs import Blobs
+from dsh.session.cache_events import CacheIdle, PrefixChanged, PromptCost
 from dsh.session.catalog import Catalog, CatalogEntry, SearchHit
 from dsh.session.checkpoint_events import (
     CheckpointTaken,
@@ -100,6 +101,7 @@ __all__ = [
     "AssistantChunk",
     "AssistantMessageData",
     "Blobs",
+    "CacheIdle",
     "CancelByDisposal",
     "CancelByHook",
     "CancelByParent",
@@ -129,7 +131,9 @@ __all__ = [
     "PlanProposed",
     "PlanReviewOutcome",
     "PlanReviewed",
+    "PrefixChanged",
     "Pricing",
+    "PromptCost",
     "ReentrantAppendError",
     "ReplaceOp",
     "RequestContext",

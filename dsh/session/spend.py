@@ -86,6 +86,9 @@ class Spend:
     cost: float | None = None
     requests: dict[str, RequestTotal] = field(default_factory=dict)
     """Paid requests that are not model calls, by service (``web search``)."""
+    saved: float | None = None
+    """What the provider's prompt cache saved: the calls' cost had their cached input
+    been billed as missed, less what they cost; None when no priced call hit it."""
 
     def add(self, usage: TokenUsage, price: float | None) -> None:
         """Count one call, with its price (None when unknown)."""
@@ -93,6 +96,18 @@ class Spend:
         self.usage = usage if self.usage is None else self.usage + usage
         if price is not None:
             self.cost = (self.cost or 0.0) + price
+
+    def _add_saved(self, call: ModelCall, price: float, pricing: Pricing | None) -> None:
+        usage = call.usage
+        missed = usage.model_copy(
+            update={
+                "input_tokens": usage.input_tokens + (usage.cache_read_tokens or 0),
+                "cache_read_tokens": 0,
+            }
+        )
+        uncached = ModelCall(call.provider, call.model, missed, call.at).price(pricing)
+        if uncached is not None:
+            self.saved = (self.saved or 0.0) + max(0.0, uncached - price)
 
     def add_request(self, request: PaidRequest) -> None:
         total = self.requests.setdefault(request.service, RequestTotal())
@@ -105,7 +120,10 @@ class Spend:
         """Count what ``event`` paid for, if anything; whether it paid for something."""
         call = paid_call(event)
         if call is not None:
-            self.add(call.usage, call.price(pricing))
+            price = call.price(pricing)
+            self.add(call.usage, price)
+            if price is not None and call.usage.cache_read_tokens:
+                self._add_saved(call, price, pricing)
             return True
         request = paid_request(event)
         if request is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import secrets
@@ -145,6 +146,47 @@ def _estimated_usage(reply: Reply, request_raw: bytes) -> Usage:
     completion = max(1, reply_chars // 4)
     reasoning = min(completion, max(1, len(reply.reasoning) // 4)) if reply.reasoning else None
     return Usage(prompt_tokens=prompt, completion_tokens=completion, reasoning_tokens=reasoning)
+
+
+class _PrefixCache:
+    """The prompt prefixes this server has seen, as a chain of digests: the digest of
+    parts 0..i of every request, so a new request's longest seen prefix is found in
+    one pass over its parts. DeepSeek keeps cached units at request boundaries, at
+    prefixes common to several requests and at fixed intervals; a unit at every message
+    boundary is near enough for a client's test, and never counts a changed part."""
+
+    def __init__(self) -> None:
+        self._seen: set[bytes] = set()
+
+    def hit(self, body: JsonObject) -> tuple[int, int]:
+        """(prompt tokens, of which cached) for ``body``, remembering its prefixes."""
+        digest = b""
+        prompt = cached = 0
+        matching = True
+        for part in _prompt_parts(body):
+            digest = hashlib.sha256(digest + part).digest()
+            size = max(1, len(part) // 4)
+            prompt += size
+            if matching and digest in self._seen:
+                cached += size
+            else:
+                matching = False
+                self._seen.add(digest)
+        return prompt, cached
+
+
+def _prompt_parts(body: JsonObject) -> list[bytes]:
+    """What a prefix cache keys on, in prompt order: the model and the tool list (which
+    the server renders into the prompt's head), then each message as sent."""
+    messages = body.get("messages")
+    head = _json_bytes({"model": body.get("model"), "tools": body.get("tools")})
+    return [head, *(_json_bytes(m) for m in (messages if isinstance(messages, list) else []))]
+
+
+def _cached_usage(reply: Reply, request_raw: bytes, cache: _PrefixCache, body: JsonObject) -> Usage:
+    estimate = _estimated_usage(reply, request_raw)
+    prompt, cached = cache.hit(body)
+    return estimate.model_copy(update={"prompt_tokens": prompt, "cache_hit_tokens": cached})
 
 
 @dataclass
@@ -290,6 +332,7 @@ class FakeLLM:
         self._connections: set[asyncio.Task[None]] = set()
         self._connection_count = 0
         self._gates: dict[str, asyncio.Event] = {}
+        self._prefix_cache = _PrefixCache()
 
     def _gate(self, name: str) -> asyncio.Event:
         return self._gates.setdefault(name, asyncio.Event())
@@ -590,6 +633,11 @@ class FakeLLM:
         await writer.drain()
         return True
 
+    def _usage(self, reply: Reply, record: RecordedRequest) -> Usage:
+        if not self.script.prompt_cache:
+            return _estimated_usage(reply, record.raw)
+        return _cached_usage(reply, record.raw, self._prefix_cache, record.body)
+
     def _reply(self, record: RecordedRequest, reply: Reply, *, keep: bool) -> _Send:
         body: JsonObject = record.body
         stream_options = body.get("stream_options")
@@ -599,7 +647,7 @@ class FakeLLM:
         rendering = _Rendering(
             reply=reply,
             model=self._model_for(reply, body),
-            usage=reply.usage or _estimated_usage(reply, record.raw),
+            usage=reply.usage or self._usage(reply, record),
             call_ids=[
                 call.id or f"call_{index:02d}_{secrets.token_hex(12)}"
                 for index, call in enumerate(reply.tool_calls)

@@ -225,6 +225,12 @@ class Script(_ScriptModel):
     keep_alive: bool = True
     """False: every response says ``Connection: close`` and its connection closes after
     it, as some servers and proxies do; the client connects anew for each request."""
+    prompt_cache: bool = False
+    """True: a reply with no ``usage`` of its own reports cache hits as a prefix cache
+    would: the longest run of leading prompt parts (the model and tool list, then whole
+    messages) some earlier chat request of this server began with. A client whose
+    requests extend each other sees its hits grow; one that changes an early part (the
+    system prompt, the tools) misses from there on."""
     after_last: Reply | None = None
     """The answer to every chat request once ``replies`` ran out (default: a 500
     saying the script is exhausted)."""

@@ -39,6 +39,7 @@ from dsh.llm import (
     joined_text,
 )
 from dsh.session import Pricing, SessionEvent, Spend, title_of
+from dsh.session.cache_events import CacheIdle, PrefixChanged, money
 from dsh.session.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -234,6 +235,8 @@ class Status:
     usage: TokenUsage | None = None
     """Every call of the session, summed."""
     cost: float | None = None
+    cache_saved: float | None = None
+    """What the prompt cache saved this session (see :attr:`Spend.saved`)."""
     context_tokens: int | None = None
     """What the latest request put in front of the model."""
     context_window: int | None = None
@@ -362,6 +365,9 @@ class TranscriptFold:
             case ModelRenamed():
                 text = visible(data.notice())
                 return [self._add(NoticeEntry(f"renamed:{event.seq}", event.seq, "info", text))]
+            case PrefixChanged() | CacheIdle():
+                text = visible(data.notice())
+                return [self._add(NoticeEntry(f"cache:{event.seq}", event.seq, "info", text))]
             case SessionMoved():
                 text = visible(data.notice())
                 return [self._add(NoticeEntry(f"moved:{event.seq}", event.seq, "warning", text))]
@@ -570,6 +576,7 @@ class TranscriptFold:
         if self._spent.count(event, self._cost):
             self._turn_spent.count(event, self._cost)
             self.status.usage, self.status.cost = self._spent.usage, self._spent.cost
+            self.status.cache_saved = self._spent.saved
 
     def _tool_call(self, event: SessionEvent, data: ToolCall) -> list[Entry]:
         entry = ToolEntry(
@@ -716,6 +723,4 @@ def format_tokens(count: int) -> str:
 
 
 def format_cost(cost: float | None) -> str:
-    if cost is None:
-        return ""
-    return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
+    return "" if cost is None else money(cost)

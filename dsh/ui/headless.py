@@ -67,6 +67,7 @@ from dsh.session import (
     TurnMaxTokens,
     session_spend,
 )
+from dsh.session.cache_events import CacheIdle, PrefixChanged
 from dsh.session.events import (
     CancelByUser,
     CommandDone,
@@ -145,7 +146,10 @@ class Printer:
             self.command_failed = True
             self.end_line()
             self.note(f"dsh: {event.data.text}\n")
-        if isinstance(event.data, GrantsIgnored | ModelRenamed | LlmRetry | SessionMoved):
+        if isinstance(
+            event.data,
+            GrantsIgnored | ModelRenamed | LlmRetry | SessionMoved | PrefixChanged | CacheIdle,
+        ):
             # A warning for the person, whatever the format: stdout may be a program's.
             self.end_line()
             self.note(f"dsh: {event.data.notice()}\n")

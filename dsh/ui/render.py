@@ -515,7 +515,8 @@ def render_footer(footer: TurnFooter) -> Text:
 
 
 def render_status(status: Status, *, queued: int = 0, now_ms: int | None = None) -> Text:
-    """``model · state · tokens · ctx 42% · $0.0123 · cache 74% · N queued``; a retry's
+    """``model · state · tokens · ctx 42% · $0.0123 · cache 74% saved $0.04 · N
+    queued``; a retry's
     state says when, which and why (``retrying in 4 s (2/5): 429 rate limited``, its
     seconds counted from ``now_ms``, default now)."""
     parts: list[tuple[str, str]] = []
@@ -536,7 +537,8 @@ def render_status(status: Status, *, queued: int = 0, now_ms: int | None = None)
         parts.append((format_cost(status.cost), ""))
     cache = status.cache_hit_ratio
     if cache is not None:
-        parts.append((f"cache {cache:.0%}", ""))
+        saved = f" saved {format_cost(status.cache_saved)}" if status.cache_saved else ""
+        parts.append((f"cache {cache:.0%}{saved}", ""))
     if queued:
         parts.append((f"{queued} queued", "cyan"))
     text = Text()

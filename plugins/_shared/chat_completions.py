@@ -106,6 +106,8 @@ class ChatModel(Frozen):
     """The model takes images (``image_url`` blocks)."""
     concurrency: PositiveInt | None = None
     """Requests the provider serves at once for one key, where it publishes a limit."""
+    cache_idle_s: PositiveInt | None = None
+    """Idle seconds after which the provider may have dropped a cached prompt prefix."""
 
     def merged(self, override: ChatModel) -> ChatModel:
         """This model with every field ``override`` sets explicitly replaced."""
@@ -131,6 +133,7 @@ class ChatModel(Frozen):
             vision=self.vision,
             sent_as=self.sent_as,
             concurrency=self.concurrency,
+            cache_idle_s=self.cache_idle_s,
         )
 
 

@@ -15,6 +15,7 @@ import time
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.kernel import Context, NoConfig, Plugin
 from dsh.llm import CatalogEntry, user_text
+from dsh.prompt_cache import next_prompt_cost
 from dsh.services import APPROVALS, COMMANDS, LLM, SESSIONS
 from dsh.session import session_spend
 from dsh.tools import MODES
@@ -68,8 +69,15 @@ async def _pick_model(context: CommandContext, provider: str, current: str) -> N
         return
     ids = [entry.model.id for entry in catalog]
     items = [_picker_label(entry) for entry in catalog]
+    # Said before the choice: a switch starts the prompt cache over.
+    cost = next_prompt_cost(context.agent.session, context.root.get(LLM).cost, provider, current)
+    title = f"Model of {provider}"
+    if cost is not None:
+        title += (
+            f" (switching starts the prompt cache over: the next request reads {cost.phrase()})"
+        )
     picked = await context.host.choose(
-        f"Model of {provider}", items, current=ids.index(current) if current in ids else None
+        title, items, current=ids.index(current) if current in ids else None
     )
     if picked is not None and ids[picked] != current:
         _switch(context, provider, ids[picked])
@@ -96,7 +104,18 @@ def _picker_label(entry: CatalogEntry) -> str:
 
 def _switch(context: CommandContext, provider: str, name: str) -> None:
     context.agent.set_options(provider=provider, model=name)
-    context.host.show(f"Model: {provider}/{name} from the next request on")
+    said = f"Model: {provider}/{name} from the next request on"
+    lost = _cache_lost(context, provider, name)
+    context.host.show(f"{said}. {lost}" if lost else said)
+
+
+def _cache_lost(context: CommandContext, provider: str, name: str) -> str | None:
+    """What switching to ``provider/name`` costs the next request, once something is
+    cached: a new model has nothing of this conversation in its cache."""
+    cost = next_prompt_cost(context.agent.session, context.root.get(LLM).cost, provider, name)
+    if cost is None:
+        return None
+    return f"The new model starts the prompt cache over: its first request reads {cost.phrase()}."
 
 
 async def permissions(context: CommandContext, args: str) -> None:
@@ -128,6 +147,8 @@ async def cost(context: CommandContext, args: str) -> None:
             f"{spent.calls} model calls: {billed:,} input tokens{ratio}, "
             f"{usage.output_tokens:,} output tokens"
         )
+        if spent.saved:
+            lines.append(f"the prompt cache saved ${spent.saved:.4f}")
     for service, total in sorted(spent.requests.items()):
         plural = "" if total.count == 1 else "s"
         price = f" ${total.cost:.4f}" if total.cost is not None else " (price unknown)"

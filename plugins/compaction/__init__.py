@@ -14,7 +14,8 @@ from dsh.commands import Command, CommandContext, CommandError
 from dsh.frontend import front_end
 from dsh.hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST, AGENT_REQUEST_ERROR
 from dsh.kernel import Context, Plugin
-from dsh.services import COMMANDS
+from dsh.prompt_cache import next_prompt_cost
+from dsh.services import COMMANDS, LLM
 from dsh.session import register_events
 from dsh.transcript import register_entries
 from plugins.compaction.config import Config
@@ -42,6 +43,18 @@ __all__ = [
 ]
 
 
+def _cache_restart(context: CommandContext) -> str:
+    """The history changed before its end, so the cached prefix is of no use to the
+    next request: what that request will read without it."""
+    options = context.agent.options
+    cost = next_prompt_cost(
+        context.agent.session, context.root.get(LLM).cost, options.provider, options.model
+    )
+    if cost is None:
+        return ""
+    return f" The prompt cache starts over: the next request reads {cost.phrase()}."
+
+
 def compact_command(service: CompactionService) -> Command:
     async def run(context: CommandContext, args: str) -> None:
         try:
@@ -59,6 +72,7 @@ def compact_command(service: CompactionService) -> Command:
         if result.context_window:
             share = f", {result.context_tokens / result.context_window:.0%} of the window"
         holds = f"the context holds about {result.context_tokens:,} tokens now{share}."
+        holds += _cache_restart(context)
         shown = front_end(context.agent)
         if shown is not None and shown.shows_notices:
             # The summary's notice in the transcript says what was compacted: once.

@@ -1,26 +1,17 @@
 """How big the context is: estimates calibrated by what the provider last reported.
 
-An estimate is about four characters a token, plus a few tokens for each block and
-message. It is only a guess (code and non-Latin text run denser), so whenever the
-latest request reported its usage, the estimate of what that request held is scaled
+An estimate (:mod:`dsh.llm.tokens`) is about four characters a token, plus a few
+tokens for each block and message. It is only a guess, so whenever the latest request
+reported its usage, the estimate of what that request held is scaled
 to the real figure, and the same scale is applied to what was added since.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dsh.llm import (
-    Block,
-    Message,
-    ReasoningBlock,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    ToolSchema,
-)
+from dsh.llm import header_tokens, message_tokens
 from dsh.session import (
     AssistantMessageData,
     EpochHeader,
@@ -29,44 +20,8 @@ from dsh.session import (
     event_message,
 )
 
-CHARS_PER_TOKEN = 4
-OVERHEAD = 4
-"""Tokens a block or a message costs besides its text: roles, separators, ids."""
 MIN_RATIO, MAX_RATIO = 0.25, 4.0
 """Bounds of the calibration, so one odd usage report cannot throw everything off."""
-
-
-def text_tokens(text: str) -> int:
-    return -(-len(text) // CHARS_PER_TOKEN)
-
-
-def block_tokens(block: Block) -> int:
-    match block:
-        case TextBlock(text=text) | ReasoningBlock(text=text):
-            size = text_tokens(text)
-        case ToolCallBlock(name=name, arguments=arguments):
-            size = text_tokens(name) + text_tokens(arguments)
-        case ToolResultBlock(content=content):
-            size = sum(block_tokens(inner) for inner in content)
-        case _:
-            size = text_tokens(block.model_dump_json())
-    return size + OVERHEAD
-
-
-def message_tokens(message: Message) -> int:
-    return OVERHEAD + sum(block_tokens(block) for block in message.content)
-
-
-def messages_tokens(messages: Iterable[Message]) -> int:
-    return sum(message_tokens(message) for message in messages)
-
-
-def header_tokens(system: str | None, tools: Sequence[ToolSchema] | None) -> int:
-    """The system prompt and the tool schemas, which every request carries."""
-    size = text_tokens(system) + OVERHEAD if system else 0
-    for tool in tools or ():
-        size += text_tokens(json.dumps(tool.to_dict(), ensure_ascii=False)) + OVERHEAD
-    return size
 
 
 def epoch_tokens(header: EpochHeader | None) -> int:

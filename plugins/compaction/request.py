@@ -27,6 +27,9 @@ from dsh.llm import (
     ToolResultMessage,
     UserMessage,
     joined_text,
+    message_tokens,
+    messages_tokens,
+    text_tokens,
     user_text,
 )
 from dsh.session import (
@@ -38,7 +41,7 @@ from dsh.session import (
     shadowing,
 )
 from plugins.compaction.events import PURPOSE, CompactionStart, CompactionSummary
-from plugins.compaction.meter import epoch_tokens, message_tokens, messages_tokens, text_tokens
+from plugins.compaction.meter import epoch_tokens
 from plugins.compaction.selection import SUMMARY_PLUGIN
 from plugins.todo import TodoItem, TodoWrite
 

@@ -51,6 +51,8 @@ from dsh.llm import (
     Message,
     StreamProtocolError,
     TokenUsage,
+    message_tokens,
+    messages_tokens,
 )
 from dsh.session import ReplaceOp, Session, SessionEvent, TurnEnd, TurnStart
 from plugins.compaction.config import Config
@@ -64,7 +66,7 @@ from plugins.compaction.events import (
     CompactionStart,
     CompactionSummary,
 )
-from plugins.compaction.meter import Measure, measure, message_tokens, messages_tokens
+from plugins.compaction.meter import Measure, measure
 from plugins.compaction.request import (
     Call,
     build_request,

@@ -379,7 +379,7 @@ async def test_a_rewind_drops_the_rewound_turns_and_says_so_once(
     agent.followup(user_text("second, again"))
     await agent.when_idle()
 
-    expected = [
+    said = [
         ("user", "first"),
         ("tool", "echo done echo: hi"),
         ("AnswerEntry", "First done."),
@@ -390,7 +390,14 @@ async def test_a_rewind_drops_the_rewound_turns_and_says_so_once(
         ("AnswerEntry", "Again done."),
         ("footer", "completed"),
     ]
+    cache_notices = [entry for entry in shape(live) if entry[1].startswith("The prompt cache")]
+    expected = said[:6] + cache_notices + said[6:]
     assert shape(live) == expected
+    # The rewound turns' messages are gone from history: the next request can reuse
+    # the cached prefix only up to where they began, and the transcript says so.
+    (notice,) = cache_notices
+    assert notice[1].startswith("The prompt cache holds only the first ")
+    assert "(the conversation: rewritten from message " in notice[1]
     assert live.rewinds == 2
     tool = next(entry for entry in live.entries if isinstance(entry, ToolEntry))
     assert live.get(tool.key) is tool

@@ -16,6 +16,8 @@ from dsh.llm import (
     ToolCallBlock,
     ToolResultMessage,
     joined_text,
+    message_tokens,
+    text_tokens,
     tool_result,
     user_text,
 )
@@ -33,7 +35,7 @@ from dsh.session import (
     TurnStart,
 )
 from plugins.compaction import Config
-from plugins.compaction.meter import measure, message_tokens, text_tokens
+from plugins.compaction.meter import measure
 from plugins.compaction.request import (
     Call,
     build_request,
