@@ -424,7 +424,7 @@ def _command(args: argparse.Namespace) -> int:
         case "completion":
             from dsh.cli.completion import run_completion
 
-            return run_completion(args.shell)
+            return run_completion(args.shell, build_parser(), build_command_parser())
     return 2
 
 

@@ -52,13 +52,15 @@ def walk(parser: argparse.ArgumentParser) -> Node:
     return node
 
 
-def command_tree(plugin_parsers: dict[str, argparse.ArgumentParser] | None = None) -> Node:
-    """Every command line dsh takes: the run's flags at the top, the core's commands
-    and the plugins' commands under it."""
-    from dsh.cli import build_command_parser, build_parser
-
-    root = walk(build_parser())
-    root.commands.update(walk(build_command_parser()).commands)
+def command_tree(
+    main: argparse.ArgumentParser,
+    commands: argparse.ArgumentParser,
+    plugin_parsers: dict[str, argparse.ArgumentParser] | None = None,
+) -> Node:
+    """Every command line dsh takes: the run's flags (``main``) at the top, the core's
+    commands and the plugins' commands under it."""
+    root = walk(main)
+    root.commands.update(walk(commands).commands)
     for name, parser in (plugin_parsers or {}).items():
         root.commands.setdefault(name, walk(parser))
     return root
@@ -243,6 +245,8 @@ def _fish(paths: list[tuple[str, Node]]) -> str:
     return "\n".join(lines)
 
 
-def run_completion(shell: str) -> int:
-    print(script(shell, command_tree(plugin_parsers())), end="")
+def run_completion(
+    shell: str, main: argparse.ArgumentParser, commands: argparse.ArgumentParser
+) -> int:
+    print(script(shell, command_tree(main, commands, plugin_parsers())), end="")
     return 0
