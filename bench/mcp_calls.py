@@ -29,7 +29,7 @@ from dsh.llm import CallId, ToolCallBlock
 from dsh.runtime import start_runtime
 from dsh.services import TOOLS
 from dsh.tools import ToolContext
-from plugins.mcp import MCP
+from dsh_plugins.mcp import MCP
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "mcp" / "server.py"

@@ -24,8 +24,8 @@ from dsh.llm import BlockAssembler, GenerateOptions, LlmService, user_text
 from dsh.llm.sse import SseParser
 from dsh.services import LLM
 from dsh.testing import FakeLLM, Reply, Script
-from plugins._shared.chat_completions import ChatStreamTranslator
-from plugins.llm_deepseek import plugin as deepseek_plugin
+from dsh_plugins._shared.chat_completions import ChatStreamTranslator
+from dsh_plugins.llm_deepseek import plugin as deepseek_plugin
 
 TARGET = 20_000
 TOKENS = 2_000

@@ -29,8 +29,8 @@ from dsh.session import Session
 from dsh.tools.presentation import CallResult
 from dsh.ui.entries import TranscriptFold
 from dsh.ui.render import render_presentation
-from plugins.fs.changes import unified_diff
-from plugins.fs.edit import WRITE_VIEWS
+from dsh_plugins.fs.changes import unified_diff
+from dsh_plugins.fs.edit import WRITE_VIEWS
 
 DIFF_LINES = 10_000  # rows of the file: each removed and added again
 COLLAPSED_TARGET = 1.0  # s

@@ -21,7 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from dsh.kernel.loader import BUNDLED_PACKAGE
+from dsh import DISTRIBUTION
+from dsh.kernel.loader import bundled_package
 from dsh.testing import FakeLLM, Script
 
 DEMO_FILE = "demo.json"
@@ -51,7 +52,10 @@ class Scenario(BaseModel):
 
 def bundled_scenario() -> Scenario:
     """The demo the bundled plugins ship. Raises :class:`DemoError`."""
-    spec = importlib.util.find_spec(BUNDLED_PACKAGE)  # found, not imported
+    package = bundled_package()
+    if package is None:
+        raise DemoError(f"no bundled plugins: {DISTRIBUTION} is not installed")
+    spec = importlib.util.find_spec(package)  # found, not imported
     folders = spec.submodule_search_locations if spec is not None else None
     for folder in folders or ():
         path = Path(folder) / DEMO_FILE
@@ -60,7 +64,7 @@ def bundled_scenario() -> Scenario:
                 return Scenario.model_validate_json(path.read_bytes())
             except ValidationError as error:
                 raise DemoError(f"{path}: not a demo: {error}") from None
-    raise DemoError(f"no {DEMO_FILE} in the bundled plugins ({BUNDLED_PACKAGE})")
+    raise DemoError(f"no {DEMO_FILE} in the bundled plugins ({package})")
 
 
 @dataclass

@@ -33,7 +33,25 @@ def public_api() -> set[str]:
     return set(re.findall(r"`([\w.]+)`", block.group(1)))
 
 
+BUNDLED = ("dsh_plugins", "plugins")
+"""The bundled plugins' import name, and the folder's name a checkout also has on
+sys.path (so ``import plugins`` works there, and nowhere else)."""
+
+
+def _names_bundled(module: str) -> bool:
+    return any(module == name or module.startswith(f"{name}.") for name in BUNDLED)
+
+
 def core_violations(path: Path, source: str) -> list[str]:
+    return [
+        f"{path}:{line} imports {module}"
+        for line, module in imported_modules(source)
+        if _names_bundled(module)
+    ]
+
+
+def folder_name_imports(path: Path, source: str) -> list[str]:
+    """Imports of the folder's name ``plugins``: they work in a checkout only."""
     return [
         f"{path}:{line} imports {module}"
         for line, module in imported_modules(source)
@@ -73,6 +91,17 @@ def test_core_never_imports_plugins() -> None:
     assert problems == []
 
 
+def test_nothing_imports_the_folder_name() -> None:
+    """An installed dsh has dsh_plugins and no ``plugins`` (issue 43): an import of the
+    folder's name would pass every test in a checkout and fail for everyone else."""
+    files = [
+        path for folder in ("dsh", "plugins", "tests", "bench") for path in python_files(folder)
+    ]
+    assert len(files) > 100
+    problems = [p for f in files for p in folder_name_imports(f, f.read_text())]
+    assert problems == []
+
+
 def test_plugins_import_only_public_api() -> None:
     allowed = public_api()
     problems = [
@@ -102,6 +131,11 @@ def test_the_checks_catch_violations() -> None:
     assert core_violations(path, "from plugins import fs\n") != []
     assert core_violations(path, "def f():\n    from plugins.lsp import plugin\n") != []
     assert core_violations(path, "import pluginsx\nfrom dsh.kernel import Context\n") == []
+    assert core_violations(path, "from dsh_plugins.fs import x\n") == [
+        "x.py:1 imports dsh_plugins.fs"
+    ]
+    assert folder_name_imports(path, "import plugins\n") == ["x.py:1 imports plugins"]
+    assert folder_name_imports(path, "from dsh_plugins import fs\nimport pluginsx\n") == []
 
     allowed = public_api()
     assert plugin_violations(path, "from dsh.kernel import Plugin, Context\n", allowed) == []

@@ -18,8 +18,8 @@ from dsh.session.invariants import check_log
 from dsh.session.session import Session
 from dsh.session.store import make_persistence
 from dsh.testing import FakeLLM, Reply
-from plugins.bash.tool import BashArguments
-from plugins.fs.arguments import ReadArguments
+from dsh_plugins.bash.tool import BashArguments
+from dsh_plugins.fs.arguments import ReadArguments
 
 # bench/ holds scripts, not a package: the module is loaded from its file, leaving
 # sys.path alone (the scripts' names, loop, report..., would shadow others')

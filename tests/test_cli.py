@@ -16,9 +16,31 @@ def dsh_cmd(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_version() -> None:
+def test_version_of_a_checkout_names_its_commit() -> None:
     result = dsh_cmd("--version")
     assert result.returncode == 0
+    if not (ROOT / ".git").exists():  # an unpacked sdist: nothing to name
+        assert result.stdout.strip() == f"dsh {dsh.__version__}"
+        return
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short=10", "HEAD"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    assert result.stdout.strip() == f"dsh {dsh.__version__} (commit {head})"
+
+
+def test_version_without_git_is_the_version_alone() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "dsh", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/nonexistent"},
+    )
+    assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"dsh {dsh.__version__}"
 
 

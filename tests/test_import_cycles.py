@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TREES = ("dsh", "plugins")
+TREES = ("dsh", "dsh_plugins")  # dsh_plugins: the checkout's symlink to plugins/
 
 
 def module_name(path: Path, root: Path) -> str:

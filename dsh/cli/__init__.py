@@ -10,11 +10,21 @@ import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
-from dsh import __version__
+from dsh.cli.version import VersionAction
 from dsh.permission_modes import MODES
 from dsh.sandbox.policy import POLICIES
 
-SUBCOMMANDS = ("acp", "config", "doctor", "models", "plugins", "sessions", "trust", "untrust")
+SUBCOMMANDS = (
+    "acp",
+    "completion",
+    "config",
+    "doctor",
+    "models",
+    "plugins",
+    "sessions",
+    "trust",
+    "untrust",
+)
 PICK = ""
 """``--resume`` given without an id."""
 
@@ -28,6 +38,7 @@ EPILOG = """commands:
   dsh untrust PATH          stop trusting a project: its settings may only narrow
   dsh NAME ACTION ...       a plugin's command (`dsh plugins` lists the plugins)
   dsh acp                   be an editor's agent (Agent Client Protocol on stdio)
+  dsh completion SHELL      the completion script for bash, zsh or fish
 
 examples:
   dsh -p "why does the build fail?"
@@ -43,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"dsh {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     parser.add_argument(
         "prompt",
         nargs="?",
@@ -171,6 +182,12 @@ def build_command_parser() -> argparse.ArgumentParser:
     acp.add_argument(
         "--sandbox", choices=POLICIES, help="what contains the commands the model runs"
     )
+    completion = commands.add_parser(
+        "completion",
+        help='print the shell completion script: eval "$(dsh completion bash)", '
+        "source <(dsh completion zsh), dsh completion fish | source",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     from dsh.cli.config import add_parser as add_config_parser
     from dsh.cli.sessions_parser import add_parser
     from dsh.cli.trust import add_parsers as add_trust_parsers
@@ -404,6 +421,10 @@ def _command(args: argparse.Namespace) -> int:
             from dsh.cli.trust import run_trust
 
             return run_trust(args)
+        case "completion":
+            from dsh.cli.completion import run_completion
+
+            return run_completion(args.shell, build_parser(), build_command_parser())
     return 2
 
 

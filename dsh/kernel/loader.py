@@ -23,13 +23,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dsh import DISTRIBUTION
 from dsh.kernel.context import Context
 from dsh.kernel.errors import DependencyCycleError, PluginDefinitionError
 from dsh.kernel.plugin import Plugin
 
 _log = logging.getLogger("dsh.kernel")
 
-BUNDLED_PACKAGE = "plugins"
+BUNDLED_GROUP = "dsh.bundled"
+"""The entry point group, in dsh's own distribution only, that names the package of the
+bundled plugins: the core finds them through its metadata, never by their name."""
 ENTRY_POINT_GROUP = "dsh.plugins"
 
 
@@ -89,8 +92,23 @@ def _describe_error(error: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(error), error)).strip()
 
 
-def discover_bundled(package: str = BUNDLED_PACKAGE) -> list[Candidate]:
-    """Every module of the bundled plugin package that exposes ``plugin``."""
+def bundled_package() -> str | None:
+    """The import name of the bundled plugins' package, as dsh's own distribution
+    declares it; None when dsh runs without its metadata (not installed)."""
+    try:
+        entries = importlib.metadata.distribution(DISTRIBUTION).entry_points
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return next((entry.value for entry in entries if entry.group == BUNDLED_GROUP), None)
+
+
+def discover_bundled(package: str | None = None) -> list[Candidate]:
+    """Every module of the bundled plugin package (``package``, else the one dsh's
+    distribution declares) that exposes ``plugin``."""
+    package = package or bundled_package()
+    if package is None:
+        _log.warning("the bundled plugins are not found: %s is not installed", DISTRIBUTION)
+        return []
     spec = importlib.util.find_spec(package)
     if spec is None or spec.submodule_search_locations is None:
         return []

@@ -4,7 +4,7 @@ Discovery passes over names that start with ``_`` (see :func:`dsh.kernel.discove
 so nothing here is loaded as a plugin; the plugins import it as they import any
 library. Like them, it is built on dsh's public API alone.
 
-- :mod:`plugins._shared.chat_completions`: the OpenAI-style chat-completions protocol
+- :mod:`dsh_plugins._shared.chat_completions`: the OpenAI-style chat-completions protocol
   the DeepSeek and OpenAI-compatible providers speak.
-- :mod:`plugins._shared.frontmatter`: the ``---`` header of skills and custom commands.
+- :mod:`dsh_plugins._shared.frontmatter`: the ``---`` header of skills and custom commands.
 """

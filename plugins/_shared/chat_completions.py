@@ -7,7 +7,7 @@ into the JSON body; :class:`ChatStreamTranslator` turns the streamed JSON events
 ``httpx.AsyncClient``; the DeepSeek and OpenAI-compatible plugins configure it, and
 :func:`connection_test` makes one for their setup forms' connection test.
 
-A library those plugins share (see :mod:`plugins._shared`), built on dsh's public API.
+A library those plugins share (see :mod:`dsh_plugins._shared`), built on dsh's public API.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ from dsh.llm.sse import SseLines, SseParser
 from dsh.llm.tls import TlsContext
 from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice
 from dsh.wire import Frozen
-from plugins._shared.dsml import DsmlSalvage, SalvagedCall, Visible
-from plugins._shared.images import ImageBlock, data_url, placeholder
+from dsh_plugins._shared.dsml import DsmlSalvage, SalvagedCall, Visible
+from dsh_plugins._shared.images import ImageBlock, data_url, placeholder
 
 USER_AGENT = f"dsh/{__version__}"
 EFFORT_NAMES = {"off": "Off", "low": "Low", "medium": "Medium", "high": "High", "max": "Max"}
@@ -377,7 +377,7 @@ class ChatStreamTranslator:
 
     Tool calls the model wrote into its text as DSML markup become tool-call blocks
     (ids ``dsml-…``), the markup never shows, and the finish says tool calls so the
-    loop runs them (see :mod:`plugins._shared.dsml`).
+    loop runs them (see :mod:`dsh_plugins._shared.dsml`).
     """
 
     def __init__(self) -> None:

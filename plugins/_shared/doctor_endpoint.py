@@ -11,7 +11,7 @@ import httpx
 from dsh.credentials import CredentialError
 from dsh.doctor import Check, DoctorAsk, fail, ok
 from dsh.llm.tls import TlsContext
-from plugins._shared.chat_completions import USER_AGENT, ChatCompletionsAdapter
+from dsh_plugins._shared.chat_completions import USER_AGENT, ChatCompletionsAdapter
 
 _FIXES = {
     401: "the key was refused: check {credential} (a new key from the provider's console)",

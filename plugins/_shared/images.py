@@ -16,7 +16,7 @@ Claude Code and Codex do: larger images cost tokens without helping the model, a
 DeepSeek caps a whole request at 48 MiB); a larger one is scaled down, and a file over
 :data:`MAX_FILE_BYTES` is refused without being decoded.
 
-A library plugins import (see :mod:`plugins._shared`); the ``images`` plugin registers
+A library plugins import (see :mod:`dsh_plugins._shared`); the ``images`` plugin registers
 the block type, so without it an image block loads as an unknown block and is skipped.
 """
 

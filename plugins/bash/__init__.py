@@ -23,9 +23,9 @@ from dsh.kernel import Context, Next, Plugin, ServiceKey
 from dsh.llm import UserSource
 from dsh.services import SETTINGS, TOOLS
 from dsh.tools import user_passthrough
-from plugins.bash.job_tools import job_tools
-from plugins.bash.jobs import JobService
-from plugins.bash.tool import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, BashSettings, bash_tool
+from dsh_plugins.bash.job_tools import job_tools
+from dsh_plugins.bash.jobs import JobService
+from dsh_plugins.bash.tool import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, BashSettings, bash_tool
 
 JOBS: ServiceKey[JobService] = ServiceKey("jobs")
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 
-from plugins.bash.capture import StreamCapture
-from plugins.bash.jobs import JobEnd
-from plugins.bash.process import GRACE_S, ShellProcess
-from plugins.bash.render import signal_name, stream_section
+from dsh_plugins.bash.capture import StreamCapture
+from dsh_plugins.bash.jobs import JobEnd
+from dsh_plugins.bash.process import GRACE_S, ShellProcess
+from dsh_plugins.bash.render import signal_name, stream_section
 
 
 class BashJob:

@@ -23,7 +23,7 @@ from dsh.tools import (
     ToolError,
     ToolOutput,
 )
-from plugins.bash.capture import TAIL_BYTES
+from dsh_plugins.bash.capture import TAIL_BYTES
 
 
 def markers(outcome: CommandOutcome, timeout_ms: int) -> list[str]:

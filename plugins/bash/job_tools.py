@@ -11,7 +11,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolOutput
-from plugins.bash.jobs import JobService
+from dsh_plugins.bash.jobs import JobService
 
 DEFAULT_WAIT_MS = 30_000
 MAX_WAIT_MS = 600_000

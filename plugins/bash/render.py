@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import signal
 
-from plugins.bash.capture import StreamCapture
+from dsh_plugins.bash.capture import StreamCapture
 
 
 def signal_name(number: int) -> str:

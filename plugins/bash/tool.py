@@ -31,15 +31,15 @@ from dsh.tools import (
     ToolError,
     ToolOutput,
 )
-from plugins.bash.background import BashJob
-from plugins.bash.capture import SPILL_CAP_BYTES, TAIL_BYTES, StreamCapture, spill_opener
-from plugins.bash.delegated import run_delegated
-from plugins.bash.environment import shell_environment
-from plugins.bash.jobs import JobService
-from plugins.bash.present import bash_call, bash_result
-from plugins.bash.process import GRACE_S, ShellProcess, SpawnError, spawn_shell
-from plugins.bash.render import final_markers, render_output, signal_name
-from plugins.bash.sandbox_hint import sandbox_hint
+from dsh_plugins.bash.background import BashJob
+from dsh_plugins.bash.capture import SPILL_CAP_BYTES, TAIL_BYTES, StreamCapture, spill_opener
+from dsh_plugins.bash.delegated import run_delegated
+from dsh_plugins.bash.environment import shell_environment
+from dsh_plugins.bash.jobs import JobService
+from dsh_plugins.bash.present import bash_call, bash_result
+from dsh_plugins.bash.process import GRACE_S, ShellProcess, SpawnError, spawn_shell
+from dsh_plugins.bash.render import final_markers, render_output, signal_name
+from dsh_plugins.bash.sandbox_hint import sandbox_hint
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000

@@ -5,7 +5,7 @@ own window, the next request is preceded by a compaction; ``/compact [focus]`` r
 one between turns. The most recent turns stay verbatim, the todo list is carried over
 next to the summary, and a compaction that fails leaves history as it was and says
 why. Settings are ``[plugins.compaction]`` (see :class:`Config`); how one compaction
-is logged is in :mod:`plugins.compaction.service`.
+is logged is in :mod:`dsh_plugins.compaction.service`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from dsh.prompt_cache import next_prompt_cost
 from dsh.services import COMMANDS, LLM
 from dsh.session import register_events
 from dsh.transcript import register_entries
-from plugins.compaction.config import Config
-from plugins.compaction.events import EVENTS, FOLD_STEPS
-from plugins.compaction.request import rebuild_request
-from plugins.compaction.service import (
+from dsh_plugins.compaction.config import Config
+from dsh_plugins.compaction.events import EVENTS, FOLD_STEPS
+from dsh_plugins.compaction.request import rebuild_request
+from dsh_plugins.compaction.service import (
     SERVICE,
     CompactionBusy,
     CompactionError,

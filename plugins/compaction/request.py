@@ -40,10 +40,10 @@ from dsh.session import (
     event_message,
     shadowing,
 )
-from plugins.compaction.events import PURPOSE, CompactionStart, CompactionSummary
-from plugins.compaction.meter import epoch_tokens
-from plugins.compaction.selection import SUMMARY_PLUGIN
-from plugins.todo import TodoItem, TodoWrite
+from dsh_plugins.compaction.events import PURPOSE, CompactionStart, CompactionSummary
+from dsh_plugins.compaction.meter import epoch_tokens
+from dsh_plugins.compaction.selection import SUMMARY_PLUGIN
+from dsh_plugins.todo import TodoItem, TodoWrite
 
 KEEP_CHARS = 400
 """What a trimmed tool output keeps of its beginning."""

@@ -55,8 +55,8 @@ from dsh.llm import (
     messages_tokens,
 )
 from dsh.session import ReplaceOp, Session, SessionEvent, TurnEnd, TurnStart
-from plugins.compaction.config import Config
-from plugins.compaction.events import (
+from dsh_plugins.compaction.config import Config
+from dsh_plugins.compaction.events import (
     CEILING,
     END,
     START,
@@ -66,15 +66,15 @@ from plugins.compaction.events import (
     CompactionStart,
     CompactionSummary,
 )
-from plugins.compaction.meter import Measure, measure
-from plugins.compaction.request import (
+from dsh_plugins.compaction.meter import Measure, measure
+from dsh_plugins.compaction.request import (
     Call,
     build_request,
     fit,
     latest_todos,
     summary_message,
 )
-from plugins.compaction.selection import Mode, choose_cut
+from dsh_plugins.compaction.selection import Mode, choose_cut
 
 _log = logging.getLogger("dsh.plugins.compaction")
 

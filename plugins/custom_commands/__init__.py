@@ -30,8 +30,8 @@ from dsh.llm import CallId, LlmCallConfig, MessageId, ToolCallBlock, joined_text
 from dsh.paths import dsh_home
 from dsh.services import COMMANDS, SETTINGS, TOOLS
 from dsh.tools import RuleError, ToolContext, parse_rules
-from plugins.custom_commands.expand import arguments, commands
-from plugins.custom_commands.files import (
+from dsh_plugins.custom_commands.expand import arguments, commands
+from dsh_plugins.custom_commands.files import (
     CommandFile,
     Skipped,
     fingerprint,

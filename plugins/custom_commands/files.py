@@ -22,7 +22,7 @@ from pathlib import Path
 
 from dsh.commands import COMMAND_NAME
 from dsh.tools.files import FileTooLarge, read_regular_file
-from plugins._shared.frontmatter import FrontMatterError, split_front_matter
+from dsh_plugins._shared.frontmatter import FrontMatterError, split_front_matter
 
 MAX_BYTES = 256 * 1024
 """A command file larger than this is left out (it is a prompt, not a document)."""

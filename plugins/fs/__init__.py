@@ -22,11 +22,11 @@ from dsh.hooks import DOCTOR_CHECK
 from dsh.kernel import Context, NoConfig, Plugin
 from dsh.services import TOOLS
 from dsh.tools import ToolDefinition
-from plugins.fs.doctor import rg_check
-from plugins.fs.edit import edit_tool, multi_edit_tool, write_tool
-from plugins.fs.observed import FsState
-from plugins.fs.read import read_tool
-from plugins.fs.search import glob_tool, grep_tool
+from dsh_plugins.fs.doctor import rg_check
+from dsh_plugins.fs.edit import edit_tool, multi_edit_tool, write_tool
+from dsh_plugins.fs.observed import FsState
+from dsh_plugins.fs.read import read_tool
+from dsh_plugins.fs.search import glob_tool, grep_tool
 
 __all__ = ["FsState", "fs_tools", "plugin"]
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from dsh.tools import ToolError
 from dsh.tools.files import Target
-from plugins._shared.files import format_size, not_text, sniff
-from plugins.fs.arguments import EditItem
+from dsh_plugins._shared.files import format_size, not_text, sniff
+from dsh_plugins.fs.arguments import EditItem
 
 BOM = "\ufeff"
 NEWLINE_SAMPLE = 4096

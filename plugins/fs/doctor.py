@@ -7,7 +7,7 @@ import contextlib
 
 from dsh.doctor import Check, DoctorAsk, fail, ok
 from dsh.tools import ToolError
-from plugins.fs.ripgrep import find_rg
+from dsh_plugins.fs.ripgrep import find_rg
 
 FIX = "pip install ripgrep (beside dsh), or your system's ripgrep package"
 

@@ -4,7 +4,7 @@ Each call is planned in memory first, checks included, so ``describe`` can show 
 exact diff for approval without touching the disk; ``execute`` plans again under the
 file's lock (the file may have changed while the user looked) and only then writes.
 
-Where something stands in for the disk (an editor, :mod:`plugins.fs.workspace`), a
+Where something stands in for the disk (an editor, :mod:`dsh_plugins.fs.workspace`), a
 file the model read through it is planned from what the model read, checked against
 what the stand-in holds once the call is allowed, and written through it; so is a new
 file. The approval and every other check come before the stand-in is asked anything.
@@ -19,19 +19,19 @@ from typing import Any
 
 from dsh.tools import Action, ClaudeCodeName, ToolContext, ToolDefinition, ToolOutput
 from dsh.tools.files import Target, WorkspaceFiles, resolve
-from plugins._shared.files import format_size, os_error, sniff
-from plugins.fs.arguments import EditArguments, EditItem, MultiEditArguments, WriteArguments
-from plugins.fs.changes import (
+from dsh_plugins._shared.files import format_size, os_error, sniff
+from dsh_plugins.fs.arguments import EditArguments, EditItem, MultiEditArguments, WriteArguments
+from dsh_plugins.fs.changes import (
     Diff,
     apply_edits,
     decode_for_edit,
     too_large,
     unified_diff,
 )
-from plugins.fs.files import MAX_EDIT_BYTES, Current, load, refuse_secret, write_atomic
-from plugins.fs.observed import FsState
-from plugins.fs.present import change_presenters
-from plugins.fs.workspace import as_current, stand_in, text_version
+from dsh_plugins.fs.files import MAX_EDIT_BYTES, Current, load, refuse_secret, write_atomic
+from dsh_plugins.fs.observed import FsState
+from dsh_plugins.fs.present import change_presenters
+from dsh_plugins.fs.workspace import as_current, stand_in, text_version
 
 EDIT_VIEWS = change_presenters("Edit")
 WRITE_VIEWS = change_presenters("Write")

@@ -1,6 +1,6 @@
 """The filesystem backend the file tools share: what version a file is at, reading it
 whole, and how a file is replaced safely. (Where a path points: :mod:`dsh.tools.files`;
-what is wrong with a file that cannot be used: :mod:`plugins._shared.files`.)
+what is wrong with a file that cannot be used: :mod:`dsh_plugins._shared.files`.)
 
 Everything here is synchronous and blocking; the tools call it through
 ``asyncio.to_thread`` so the loop never waits on a disk.
@@ -20,7 +20,7 @@ from pathlib import Path
 from dsh.tools import ToolError
 from dsh.tools.files import Target
 from dsh.tools.protected import refusal
-from plugins._shared.files import os_error, require_regular
+from dsh_plugins._shared.files import os_error, require_regular
 
 MAX_EDIT_BYTES = 10 * 1024 * 1024
 """Larger files are neither edited in memory nor diffed before a write."""

@@ -6,7 +6,7 @@ it looked and found nothing. Reads record; writes and edits check, then record t
 version they produced. Memory only: after a resume the model reads again.
 
 A file read through a stand-in for the disk (an editor's buffers, see
-:mod:`plugins.fs.workspace`) has no disk version: its version is its text's digest,
+:mod:`dsh_plugins.fs.workspace`) has no disk version: its version is its text's digest,
 and the text itself is kept, so a change can be planned and shown for approval from
 what the model saw, without asking the editor before the call is allowed.
 """
@@ -18,7 +18,7 @@ from typing import Literal
 
 from dsh.tools import ToolError
 from dsh.tools.files import Target
-from plugins.fs.files import TargetLocks
+from dsh_plugins.fs.files import TargetLocks
 
 Seen = Literal["unseen", "absent"] | str
 """``"unseen"``, ``"absent"``, or the version the model last saw (never one of those words:

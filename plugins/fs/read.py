@@ -19,8 +19,8 @@ from typing import IO
 from dsh.llm import TextBlock
 from dsh.tools import Action, ClaudeCodeName, ToolContext, ToolDefinition, ToolError, ToolOutput
 from dsh.tools.files import Target, WorkspaceFiles, resolve
-from plugins._shared.files import SNIFF_BYTES, not_text, os_error, require_regular, sniff
-from plugins._shared.images import (
+from dsh_plugins._shared.files import SNIFF_BYTES, not_text, os_error, require_regular, sniff
+from dsh_plugins._shared.images import (
     ImageError,
     attach_file,
     label,
@@ -28,11 +28,11 @@ from plugins._shared.images import (
     registered,
     vision_of,
 )
-from plugins.fs.arguments import ReadArguments
-from plugins.fs.files import refuse_secret, version_of
-from plugins.fs.observed import FsState
-from plugins.fs.present import read_call, read_result
-from plugins.fs.workspace import stand_in, text_or_missing, text_version
+from dsh_plugins.fs.arguments import ReadArguments
+from dsh_plugins.fs.files import refuse_secret, version_of
+from dsh_plugins.fs.observed import FsState
+from dsh_plugins.fs.present import read_call, read_result
+from dsh_plugins.fs.workspace import stand_in, text_or_missing, text_version
 
 MAX_LINE_CHARS = 2000
 MAX_OUTPUT_BYTES = 50 * 1024

@@ -4,6 +4,7 @@ the turn is cancelled or the time is up, and never allowed to flood memory."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import os
 import shutil
 import sys
@@ -20,17 +21,27 @@ MAX_STDERR_BYTES = 64 * 1024
 
 
 def find_rg() -> str:
-    """The ``rg`` on PATH, else the one the ripgrep wheel put beside this Python."""
+    """The ``rg`` on PATH, else the one the ripgrep package installed (its own record
+    of its files says where: beside this Python in a venv, elsewhere when dsh's
+    dependencies live in another folder)."""
     found = shutil.which("rg")
     if found:
         return found
-    beside = Path(sys.executable).parent / "rg"
-    if beside.is_file():
-        return str(beside)
+    for beside in (Path(sys.executable).parent / "rg", _packaged_rg()):
+        if beside is not None and beside.is_file():
+            return str(beside)
     raise ToolError(
         "ripgrep (rg) is not installed, so files cannot be searched; install ripgrep.",
         "SEARCH_FAILED",
     )
+
+
+def _packaged_rg() -> Path | None:
+    try:
+        files = importlib.metadata.distribution("ripgrep").files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return next((Path(str(f.locate())).resolve() for f in files if f.name == "rg"), None)
 
 
 @dataclass(frozen=True)

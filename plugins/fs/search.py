@@ -31,11 +31,11 @@ from dsh.tools import (
 )
 from dsh.tools.files import Target, display_path, resolve
 from dsh.tools.protected import SecretFilter
-from plugins._shared.files import os_error
-from plugins.fs.arguments import GlobArguments, GrepArguments
-from plugins.fs.files import refuse_secret
-from plugins.fs.present import glob_result, grep_result, search_call
-from plugins.fs.ripgrep import RgResult, is_pattern_error, run_rg
+from dsh_plugins._shared.files import os_error
+from dsh_plugins.fs.arguments import GlobArguments, GrepArguments
+from dsh_plugins.fs.files import refuse_secret
+from dsh_plugins.fs.present import glob_result, grep_result, search_call
+from dsh_plugins.fs.ripgrep import RgResult, is_pattern_error, run_rg
 
 VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
 MAX_FILES = 100

@@ -4,7 +4,7 @@ disk (an editor under ``dsh acp``: its unsaved text is read, and changes land in
 The disk stays the tools' own otherwise, with everything a text cannot carry
 (versions from the inode, modes, streaming, binary content). Through a stand-in, a
 file's version is its text's digest, and what the model read is kept (see
-:mod:`plugins.fs.observed`) so ``describe`` plans a change from it without asking the
+:mod:`dsh_plugins.fs.observed`) so ``describe`` plans a change from it without asking the
 stand-in anything: every check on a call comes before the first request it sends.
 A file the disk holds as something other than text (an image, a folder) is read
 from the disk as before.
@@ -19,8 +19,8 @@ import stat
 from dsh.services import WORKSPACE_FILES
 from dsh.tools import ToolContext
 from dsh.tools.files import Target, WorkspaceFiles
-from plugins._shared.files import SNIFF_BYTES, sniff
-from plugins.fs.files import Current
+from dsh_plugins._shared.files import SNIFF_BYTES, sniff
+from dsh_plugins.fs.files import Current
 
 
 def stand_in(context: ToolContext) -> WorkspaceFiles | None:

@@ -3,7 +3,7 @@ editor sends with a prompt (``prompt/attach``), and the bytes of every image loa
 from the session's blobs just before a request.
 
 The block and the reading, checking and storing of images are in
-:mod:`plugins._shared.images`, which the mentions plugin (``@shot.png``), the ``read``
+:mod:`dsh_plugins._shared.images`, which the mentions plugin (``@shot.png``), the ``read``
 tool and the UIs' paste use too. This plugin makes the block type known (its
 vocabulary), shows ``images/attached`` and ``images/missing`` in transcripts, and,
 on the ``llm/stream`` waterfall, puts each image's bytes into the request, read in a
@@ -38,7 +38,7 @@ from dsh.services import AGENTS, APPROVALS, COMMANDS, SESSIONS
 from dsh.session import SessionEvent, register_events
 from dsh.tools.protected import Protection, read_protection
 from dsh.transcript import Transcript, register_entries
-from plugins._shared.images import (
+from dsh_plugins._shared.images import (
     IMAGE_ATTACHED,
     IMAGE_MISSING,
     MAX_FILE_BYTES,
@@ -61,7 +61,7 @@ from plugins._shared.images import (
     vision_of,
     with_images,
 )
-from plugins.images.clipboard import read_image as read_clipboard
+from dsh_plugins.images.clipboard import read_image as read_clipboard
 
 NAME = "images"
 

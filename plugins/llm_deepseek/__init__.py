@@ -38,8 +38,8 @@ from dsh.kernel import Context, Plugin
 from dsh.llm import Price, RetryPolicy
 from dsh.services import CREDENTIALS, LLM, SETTINGS
 from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice
-from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
-from plugins._shared.doctor_endpoint import endpoint_check
+from dsh_plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
+from dsh_plugins._shared.doctor_endpoint import endpoint_check
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 HEADERS_TIMEOUT_S = 60.0

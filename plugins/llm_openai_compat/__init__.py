@@ -35,8 +35,8 @@ from dsh.kernel import Context, Plugin
 from dsh.llm import RetryPolicy
 from dsh.services import CREDENTIALS, LLM, SETTINGS
 from dsh.setup import ConnectionTest, ProviderSetup, SetupChoice, SetupError, SetupField
-from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
-from plugins._shared.doctor_endpoint import endpoint_check
+from dsh_plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel, connection_test
+from dsh_plugins._shared.doctor_endpoint import endpoint_check
 
 PLUGIN = "llm-openai-compat"
 KEY_ENV = "OPENAI_COMPAT_API_KEY"

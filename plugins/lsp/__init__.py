@@ -25,12 +25,12 @@ from dsh.doctor import Check, DoctorAsk
 from dsh.hooks import DOCTOR_CHECK, TOOL_POST_EXECUTE
 from dsh.kernel import Context, Plugin, ServiceKey
 from dsh.services import TOOLS
-from plugins.lsp.config import Config
-from plugins.lsp.doctor import lsp_checks
-from plugins.lsp.servers import ServerConfig
-from plugins.lsp.service import LspService, ServerStatus
-from plugins.lsp.sync import edit_hook
-from plugins.lsp.tool import lsp_tool
+from dsh_plugins.lsp.config import Config
+from dsh_plugins.lsp.doctor import lsp_checks
+from dsh_plugins.lsp.servers import ServerConfig
+from dsh_plugins.lsp.service import LspService, ServerStatus
+from dsh_plugins.lsp.sync import edit_hook
+from dsh_plugins.lsp.tool import lsp_tool
 
 __all__ = ["LSP", "Config", "LspService", "ServerConfig", "ServerStatus", "plugin"]
 

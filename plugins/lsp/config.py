@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from plugins.lsp.servers import Catalog, ServerConfig
+from dsh_plugins.lsp.servers import Catalog, ServerConfig
 
 
 class Config(BaseModel):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from plugins.lsp.files import from_uri
+from dsh_plugins.lsp.files import from_uri
 
 MAX_FILES = 5000
 """Files whose diagnostics are remembered; the oldest are forgotten past this."""

@@ -8,7 +8,7 @@ import asyncio
 
 from dsh.doctor import Check, DoctorAsk, fail, ok
 from dsh.tools import ToolError
-from plugins.lsp.servers import Catalog
+from dsh_plugins.lsp.servers import Catalog
 
 
 def _checks(catalog: Catalog) -> list[Check]:

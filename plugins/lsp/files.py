@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from dsh.tools import ToolError
 from dsh.tools.files import Target, read_regular_file
-from plugins._shared.files import os_error, require_regular, sniff
+from dsh_plugins._shared.files import os_error, require_regular, sniff
 
 MAX_SOURCE_BYTES = 8 * 1024 * 1024
 """Larger files are not sent to a server: none is useful on them and the JSON is huge."""

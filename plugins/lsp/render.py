@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from dsh.tools.files import display_path
-from plugins.lsp.positions import Encoding, from_wire
-from plugins.lsp.results import Diagnostic, Span, Symbol
+from dsh_plugins.lsp.positions import Encoding, from_wire
+from dsh_plugins.lsp.results import Diagnostic, Span, Symbol
 
 MAX_LOCATIONS = 100
 MAX_SYMBOLS = 200

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plugins.lsp.files import from_uri
+from dsh_plugins.lsp.files import from_uri
 
 
 class Malformed(Exception):

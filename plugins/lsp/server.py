@@ -33,10 +33,10 @@ from dsh.processes import adopt
 from dsh.sandbox import SandboxUnavailable, Wrapped, launch_options
 from dsh.services import SANDBOX
 from dsh.tools import ToolError, child_environment
-from plugins.lsp.diagnostics import DiagnosticsStore
-from plugins.lsp.files import Stamp, to_uri
-from plugins.lsp.positions import ENCODINGS, Encoding
-from plugins.lsp.rpc import (
+from dsh_plugins.lsp.diagnostics import DiagnosticsStore
+from dsh_plugins.lsp.files import Stamp, to_uri
+from dsh_plugins.lsp.positions import ENCODINGS, Encoding
+from dsh_plugins.lsp.rpc import (
     METHOD_NOT_FOUND,
     Connection,
     ConnectionClosed,
@@ -44,7 +44,7 @@ from plugins.lsp.rpc import (
     RequestTimeout,
     ResponseError,
 )
-from plugins.lsp.servers import ServerSpec
+from dsh_plugins.lsp.servers import ServerSpec
 
 STDERR_KEEP = 8 * 1024
 """Bytes of stderr kept: enough for a traceback's last lines in a crash message."""

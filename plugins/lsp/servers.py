@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from dsh.tools import ToolError
-from plugins.lsp.positions import Encoding
+from dsh_plugins.lsp.positions import Encoding
 
 
 class ServerConfig(BaseModel):

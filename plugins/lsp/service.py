@@ -2,7 +2,7 @@
 workspace), each started on first use, and the documents they were shown kept in step
 with the disk.
 
-Other plugins and UIs may use it (``ctx.get(LSP)``, the key in :mod:`plugins.lsp`): :meth:`LspService.server`
+Other plugins and UIs may use it (``ctx.get(LSP)``, the key in :mod:`dsh_plugins.lsp`): :meth:`LspService.server`
 starts or returns a server, :meth:`LspService.open` shows it a file,
 :meth:`LspService.status` lists what runs.
 """
@@ -18,11 +18,11 @@ from pathlib import Path
 
 from dsh.kernel import Context
 from dsh.tools import ToolError
-from plugins.lsp.config import Config
-from plugins.lsp.files import Source, current_stamp, find_workspace, read_source
-from plugins.lsp.server import LanguageServer
-from plugins.lsp.servers import Catalog
-from plugins.lsp.supervisor import Supervisor
+from dsh_plugins.lsp.config import Config
+from dsh_plugins.lsp.files import Source, current_stamp, find_workspace, read_source
+from dsh_plugins.lsp.server import LanguageServer
+from dsh_plugins.lsp.servers import Catalog
+from dsh_plugins.lsp.supervisor import Supervisor
 
 _log = logging.getLogger("dsh.plugins.lsp")
 

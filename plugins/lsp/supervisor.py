@@ -18,8 +18,8 @@ from pathlib import Path
 
 from dsh.kernel import Context
 from dsh.tools import ToolError
-from plugins.lsp.server import LanguageServer
-from plugins.lsp.servers import ServerSpec
+from dsh_plugins.lsp.server import LanguageServer
+from dsh_plugins.lsp.servers import ServerSpec
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 30.0

@@ -27,12 +27,12 @@ from typing import Any
 
 from dsh.tools import Amend, CallOutcome, PostHook, ToolContext, ToolDefinition, ToolError
 from dsh.tools.files import display_path, resolve
-from plugins.lsp import render, results
-from plugins.lsp.diagnostics import Published
-from plugins.lsp.files import read_source
-from plugins.lsp.positions import split_lines
-from plugins.lsp.server import LanguageServer
-from plugins.lsp.service import LspService
+from dsh_plugins.lsp import render, results
+from dsh_plugins.lsp.diagnostics import Published
+from dsh_plugins.lsp.files import read_source
+from dsh_plugins.lsp.positions import split_lines
+from dsh_plugins.lsp.server import LanguageServer
+from dsh_plugins.lsp.service import LspService
 
 EDIT_TOOLS = frozenset({"write", "edit", "multi_edit"})
 SHOWN_SEVERITIES = (None, 1, 2)

@@ -34,11 +34,11 @@ from dsh.tools import (
 )
 from dsh.tools.files import display_path, resolve
 from dsh.tools.protected import SecretFilter, refusal
-from plugins.lsp import render, results
-from plugins.lsp.files import Source, read_lines_quietly, read_source
-from plugins.lsp.positions import Encoding, line_count, split_lines, to_wire
-from plugins.lsp.server import LanguageServer
-from plugins.lsp.service import LspService
+from dsh_plugins.lsp import render, results
+from dsh_plugins.lsp.files import Source, read_lines_quietly, read_source
+from dsh_plugins.lsp.positions import Encoding, line_count, split_lines, to_wire
+from dsh_plugins.lsp.server import LanguageServer
+from dsh_plugins.lsp.service import LspService
 
 Operation = Literal[
     "definition", "references", "hover", "document_symbols", "workspace_symbols", "diagnostics"

@@ -49,8 +49,8 @@ from dsh.kernel import CliCommand, Context, Next, Plugin
 from dsh.llm import UserSource, user_text
 from dsh.services import COMMANDS, CREDENTIALS, SETTINGS, TOOLS
 from dsh.tools import ToolDefinition
-from plugins.mcp import guard
-from plugins.mcp.config import (
+from dsh_plugins.mcp import guard
+from dsh_plugins.mcp.config import (
     PROJECT_FILE,
     TABLE,
     ConfigError,
@@ -58,9 +58,9 @@ from plugins.mcp.config import (
     WithheldVariable,
     read_table,
 )
-from plugins.mcp.doctor import mcp_checks
-from plugins.mcp.service import MCP, McpService, status_lines
-from plugins.mcp.status import Status
+from dsh_plugins.mcp.doctor import mcp_checks
+from dsh_plugins.mcp.service import MCP, McpService, status_lines
+from dsh_plugins.mcp.status import Status
 
 __all__ = ["MCP", "McpService", "ServerConfig", "Status", "plugin"]
 
@@ -185,7 +185,7 @@ def apply(ctx: Context, config: object) -> None:
             return decision
         if not any(c.state == "ready" for c in service.connections.values()):
             return decision
-        from plugins.mcp.resources import attach as attach_resources  # with the SDK
+        from dsh_plugins.mcp.resources import attach as attach_resources  # with the SDK
 
         extra = await attach_resources(text, service.connections)
         if not extra:
@@ -198,7 +198,7 @@ def apply(ctx: Context, config: object) -> None:
     def offer_resources(agent: AgentHandle, query: str) -> list[MentionChoice]:
         if not any(c.state == "ready" for c in service.connections.values()):
             return []  # (and the SDK may not be imported yet)
-        from plugins.mcp.resources import mention_choices
+        from dsh_plugins.mcp.resources import mention_choices
 
         return mention_choices(query, service.connections)
 
@@ -274,7 +274,7 @@ def mcp_command(service: McpService) -> Command:
 def cli_command() -> CliCommand:
     # The command's module (tomlkit and argparse) is imported when dsh loads plugins;
     # small, and what it reads is only this module's own.
-    from plugins.mcp.cli import COMMAND
+    from dsh_plugins.mcp.cli import COMMAND
 
     return COMMAND
 

@@ -20,7 +20,7 @@ The authorization server's metadata is kept too, so the refresh goes to its toke
 endpoint. An expired token is first looked for in the file again, in case another dsh
 refreshed it (and spent the refresh token held here).
 
-This module imports the SDK: only :mod:`plugins.mcp.connection` and ``dsh mcp login``
+This module imports the SDK: only :mod:`dsh_plugins.mcp.connection` and ``dsh mcp login``
 use it.
 """
 
@@ -48,9 +48,9 @@ from pydantic import AnyUrl, BaseModel, ConfigDict, ValidationError
 
 import dsh
 from dsh.paths import PRIVATE_FILE, dsh_home, private_dir
-from plugins.mcp import guard
-from plugins.mcp.config import AUTH_DIR
-from plugins.mcp.schema import clean
+from dsh_plugins.mcp import guard
+from dsh_plugins.mcp.config import AUTH_DIR
+from dsh_plugins.mcp.schema import clean
 
 PLACEHOLDER_REDIRECT = "http://127.0.0.1/callback"
 """The redirect URI a connection without a login registers with: never used, since

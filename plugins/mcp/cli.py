@@ -5,7 +5,7 @@
 ``[mcp.servers.NAME]`` table of the user's settings (``--scope project``: the
 folder's ``.dsh/settings.toml``), keeping the rest of the file as it was. ``login``
 starts the runtime too, then starts the one server again with a person at the
-browser (:mod:`plugins.mcp.login`); ``logout`` deletes its stored tokens.
+browser (:mod:`dsh_plugins.mcp.login`); ``logout`` deletes its stored tokens.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pydantic import ValidationError
 from dsh.control_chars import visible
 from dsh.kernel import CliCommand, CliHost
 from dsh.paths import dsh_home
-from plugins.mcp.config import TABLE, ServerConfig
-from plugins.mcp.service import MCP, McpService, status_lines
+from dsh_plugins.mcp.config import TABLE, ServerConfig
+from dsh_plugins.mcp.service import MCP, McpService, status_lines
 
 SETTINGS_FILE = "settings.toml"
 
@@ -165,8 +165,8 @@ async def _report(args: argparse.Namespace, host: CliHost) -> int:
 
 
 async def _login(args: argparse.Namespace, host: CliHost) -> int:
-    from plugins.mcp.auth import FileTokenStorage
-    from plugins.mcp.login import Login
+    from dsh_plugins.mcp.auth import FileTokenStorage
+    from dsh_plugins.mcp.login import Login
 
     name = args.name
     async with host.runtime() as root:
@@ -217,7 +217,7 @@ async def _login(args: argparse.Namespace, host: CliHost) -> int:
 
 
 def _logout(args: argparse.Namespace) -> int:
-    from plugins.mcp.auth import forget
+    from dsh_plugins.mcp.auth import forget
 
     if not forget(args.name):
         raise _Refused(f"no stored login for {args.name!r}")

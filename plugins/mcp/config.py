@@ -41,7 +41,7 @@ from dsh.paths import unsafe_to_obey
 PROJECT_FILE = ".mcp.json"
 TABLE = "mcp"
 AUTH_DIR = "mcp-auth"
-"""The folder of ``$DSH_HOME`` holding the OAuth tokens (:mod:`plugins.mcp.auth`)."""
+"""The folder of ``$DSH_HOME`` holding the OAuth tokens (:mod:`dsh_plugins.mcp.auth`)."""
 
 Transport = Literal["stdio", "http", "sse"]
 

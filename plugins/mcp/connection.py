@@ -10,7 +10,7 @@ which the next step's request sees) or for the end. Whatever goes wrong (the pro
 something other than JSON-RPC on stdout, the URL refuses) ends in the ``failed``
 state with a reason and the tail of the server's stderr, its tools gone; nothing of
 it reaches the rest of dsh. A remote server that answers 401 ends in ``needs login``
-(:mod:`plugins.mcp.auth`): only a connection ``dsh mcp login`` starts with a
+(:mod:`dsh_plugins.mcp.auth`): only a connection ``dsh mcp login`` starts with a
 :class:`~plugins.mcp.login.Login` takes a person through the browser.
 
 The SDK's session and transports are anyio code: they are entered and left in this
@@ -66,13 +66,13 @@ from dsh.tools import (
     ToolOutput,
     with_safe_git,
 )
-from plugins.mcp.auth import DshOAuth, FileTokenStorage, LoginRequired
-from plugins.mcp.config import MissingVariable, ServerConfig, WithheldVariable, expand
-from plugins.mcp.login import Login, LoginFailed
-from plugins.mcp.prompts import PromptCall
-from plugins.mcp.results import images_of, result_text
-from plugins.mcp.schema import clean, normalise, tool_names
-from plugins.mcp.status import Register, RegisterCommand, State, Status
+from dsh_plugins.mcp.auth import DshOAuth, FileTokenStorage, LoginRequired
+from dsh_plugins.mcp.config import MissingVariable, ServerConfig, WithheldVariable, expand
+from dsh_plugins.mcp.login import Login, LoginFailed
+from dsh_plugins.mcp.prompts import PromptCall
+from dsh_plugins.mcp.results import images_of, result_text
+from dsh_plugins.mcp.schema import clean, normalise, tool_names
+from dsh_plugins.mcp.status import Register, RegisterCommand, State, Status
 
 STDERR_TAIL = 4096
 """Bytes of a server's stderr kept for its status."""

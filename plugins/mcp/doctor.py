@@ -7,7 +7,7 @@ import asyncio
 
 from dsh.control_chars import visible
 from dsh.doctor import Check, DoctorAsk, fail, ok, warn
-from plugins.mcp.service import McpService
+from dsh_plugins.mcp.service import McpService
 
 
 async def mcp_checks(service: McpService, ask: DoctorAsk) -> list[Check]:

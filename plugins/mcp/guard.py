@@ -31,7 +31,7 @@ from dsh.llm import joined_text
 from dsh.paths import dsh_home
 from dsh.tools import Action, BlockResult, CallOutcome, Deny, ToolContext, ToolDefinition
 from dsh.tools.protected import named_paths
-from plugins.mcp.config import AUTH_DIR
+from dsh_plugins.mcp.config import AUTH_DIR
 
 WHY = "dsh's MCP login tokens are kept there: no tool may read or change them"
 WITHHELD = "the result held an MCP login token of dsh (from $DSH_HOME/{folder}); it was withheld"

@@ -15,7 +15,7 @@ from mcp import types
 
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.llm import user_text
-from plugins.mcp.schema import tool_name
+from dsh_plugins.mcp.schema import tool_name
 
 MAX_DESCRIPTION = 200
 

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from dsh.agent import MentionChoice
 from dsh.llm import PluginSource, UserMessage, user_text
-from plugins.mcp.connection import Connection
+from dsh_plugins.mcp.connection import Connection
 
 NAME = "mcp"
 MENTION = re.compile(r"(?:^|\s)@([A-Za-z0-9_-]+):(\S+)")

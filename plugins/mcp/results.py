@@ -20,7 +20,7 @@ from mcp import types
 
 from dsh.llm import Block
 from dsh.tools import ToolContext
-from plugins._shared.images import ImageError, prepare, registered, store_image, vision_of
+from dsh_plugins._shared.images import ImageError, prepare, registered, store_image, vision_of
 
 
 def result_text(result: types.CallToolResult, attached: Mapping[int, str] | None = None) -> str:

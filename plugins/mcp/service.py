@@ -20,15 +20,15 @@ from dsh.control_chars import visible
 from dsh.credentials import Secret
 from dsh.frontend import ToolServer
 from dsh.kernel import Context, ServiceKey
-from plugins.mcp.config import ConfigError, ServerConfig, client_config, read_project_file
-from plugins.mcp.status import Register, RegisterCommand, Status
+from dsh_plugins.mcp.config import ConfigError, ServerConfig, client_config, read_project_file
+from dsh_plugins.mcp.status import Register, RegisterCommand, Status
 
 if TYPE_CHECKING:
-    from plugins.mcp.connection import Connection
-    from plugins.mcp.login import Login
+    from dsh_plugins.mcp.connection import Connection
+    from dsh_plugins.mcp.login import Login
 
 
-CONNECTION_MODULE = "plugins.mcp.connection"
+CONNECTION_MODULE = "dsh_plugins.mcp.connection"
 
 
 class McpService:

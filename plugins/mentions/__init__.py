@@ -33,7 +33,7 @@ from dsh.hooks import AGENT_PROMPT_SUBMIT
 from dsh.kernel import Context, Next, Plugin
 from dsh.llm import PluginSource, UserMessage, UserSource, user_text
 from dsh.services import APPROVALS, WORKSPACE_FILES
-from plugins._shared.images import (
+from dsh_plugins._shared.images import (
     ImageError,
     attach_file,
     image_message,
@@ -42,7 +42,7 @@ from plugins._shared.images import (
     registered,
     vision_of,
 )
-from plugins.mentions.attach import Attached, Attachment, Limits, attach, mentions
+from dsh_plugins.mentions.attach import Attached, Attachment, Limits, attach, mentions
 
 __all__ = ["NAME", "Config", "attach", "mentions", "messages", "plugin"]
 

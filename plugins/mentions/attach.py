@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dsh.tools.files import read_regular_file
 from dsh.tools.protected import refusal
-from plugins._shared.images import format_size
+from dsh_plugins._shared.images import format_size
 
 MENTION = re.compile(r"(?:^|\s)@(\S+)")
 RESOURCE = re.compile(r"[A-Za-z0-9_-]+:.")

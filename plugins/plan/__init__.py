@@ -12,7 +12,7 @@ the person's note reaches the model and the mode stays ``plan``. Where nobody re
 end its turn.
 
 ``[plugins.plan] directory`` saves each proposed plan to a Markdown file there
-(:mod:`plugins.plan.saving`).
+(:mod:`dsh_plugins.plan.saving`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from dsh.tools import (
     ToolOutput,
 )
 from dsh.tools.plan_review import PlanDecision
-from plugins.plan.saving import Config, Saving
+from dsh_plugins.plan.saving import Config, Saving
 
 TOOL = "exit_plan_mode"
 

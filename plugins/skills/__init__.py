@@ -7,7 +7,7 @@ written mid-turn shows up at the next step, and the loop enters the catalog agai
 when it changed), and loads a skill's full
 instructions with the ``skill`` tool. ``/skills`` lists what was found and what was
 left out; ``/skill NAME [request]`` hands a skill to the model as the person's own
-prompt. Where skills are found is in :mod:`plugins.skills.index`.
+prompt. Where skills are found is in :mod:`dsh_plugins.skills.index`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from dsh.llm import user_text
 from dsh.paths import dsh_home
 from dsh.prompt import PromptContext, per_workspace
 from dsh.services import COMMANDS, PROMPT, TOOLS
-from plugins.skills.index import Scan, Skill, SkillIndex, skill_roots
-from plugins.skills.render import catalog, skill_content, summary
-from plugins.skills.tool import skill_tool
+from dsh_plugins.skills.index import Scan, Skill, SkillIndex, skill_roots
+from dsh_plugins.skills.render import catalog, skill_content, summary
+from dsh_plugins.skills.tool import skill_tool
 
 __all__ = ["ENTRY", "NONE_LEFT", "Config", "SkillIndex", "plugin"]
 

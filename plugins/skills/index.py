@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dsh.tools.files import read_regular_file
-from plugins._shared.frontmatter import FrontMatterError, parse_bool, split_front_matter
+from dsh_plugins._shared.frontmatter import FrontMatterError, parse_bool, split_front_matter
 
 _log = logging.getLogger("dsh.plugins.skills")
 

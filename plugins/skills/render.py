@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from xml.sax.saxutils import escape, quoteattr
 
-from plugins.skills.index import Skill
+from dsh_plugins.skills.index import Skill
 
 MAX_DESCRIPTION = 500
 

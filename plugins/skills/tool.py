@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dsh.tools import ClaudeCodeName, TextView, ToolContext, ToolDefinition, ToolError
-from plugins.skills.index import MAX_NAME, SkillIndex, valid_name
-from plugins.skills.render import skill_content
+from dsh_plugins.skills.index import MAX_NAME, SkillIndex, valid_name
+from dsh_plugins.skills.render import skill_content
 
 DESCRIPTION = (
     "Load a skill: the full instructions for a kind of task. The skills you may load "

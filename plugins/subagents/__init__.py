@@ -25,9 +25,9 @@ from dsh.paths import dsh_home
 from dsh.prompt import PromptContext, per_workspace
 from dsh.services import AGENTS, PROMPT, SETTINGS, TOOLS
 from dsh.session import register_events
-from plugins.subagents.events import SUBAGENT_PAID, SubagentPaid
-from plugins.subagents.profiles import Profile, scan
-from plugins.subagents.tool import NAME, Limits, allowed_tools, scope_child, task_tool
+from dsh_plugins.subagents.events import SUBAGENT_PAID, SubagentPaid
+from dsh_plugins.subagents.profiles import Profile, scan
+from dsh_plugins.subagents.tool import NAME, Limits, allowed_tools, scope_child, task_tool
 
 __all__ = ["ENTRY", "NAME", "SUBAGENT_PAID", "Config", "SubagentPaid", "catalog", "plugin"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsh.tools.files import FileTooLarge, read_regular_file
-from plugins._shared.frontmatter import FrontMatterError, split_front_matter
+from dsh_plugins._shared.frontmatter import FrontMatterError, split_front_matter
 
 MAX_BYTES = 256 * 1024
 """A profile larger than this is left out."""

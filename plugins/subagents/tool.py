@@ -58,8 +58,8 @@ from dsh.tools import (
     ToolError,
     ToolOutput,
 )
-from plugins.subagents.events import SUBAGENT_PAID, ChildCall, ChildRequest, SubagentPaid
-from plugins.subagents.profiles import Profile, scan
+from dsh_plugins.subagents.events import SUBAGENT_PAID, ChildCall, ChildRequest, SubagentPaid
+from dsh_plugins.subagents.profiles import Profile, scan
 
 NAME = "task"
 INSTRUCTIONS = "subagent_instructions"

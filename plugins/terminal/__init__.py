@@ -18,7 +18,7 @@ from dsh.hooks import AGENT_DISPOSED
 from dsh.kernel import Context, Plugin, ServiceKey
 from dsh.services import SETTINGS, TOOLS
 from dsh.tools import user_passthrough
-from plugins.terminal.tools import Settings, Terminals, terminal_tools
+from dsh_plugins.terminal.tools import Settings, Terminals, terminal_tools
 
 TERMINALS: ServiceKey[Terminals] = ServiceKey("terminals")
 

@@ -25,7 +25,7 @@ from ptyprocess import PtyProcess
 
 from dsh.processes import adopt, child_options
 from dsh.sandbox import Wrapped, launch_options
-from plugins.terminal.meaning import Meaning
+from dsh_plugins.terminal.meaning import Meaning
 
 ANSI = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC … BEL / ST

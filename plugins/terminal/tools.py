@@ -33,9 +33,9 @@ from dsh.tools import (
 )
 from dsh.tools.protected import command_protections
 from dsh.tools.shell import SHELLS, analyse
-from plugins.terminal.keys import KeyError_, key_bytes
-from plugins.terminal.terminal import Terminal
-from plugins.terminal.typing import typed as typing_into
+from dsh_plugins.terminal.keys import KeyError_, key_bytes
+from dsh_plugins.terminal.terminal import Terminal
+from dsh_plugins.terminal.typing import typed as typing_into
 
 SIGNALS = {"INT", "TERM", "KILL", "HUP", "TSTP", "QUIT", "CONT"}
 SHELL = ["bash", "--noprofile", "--norc", "+H", "-i"]

@@ -6,7 +6,7 @@ plus this call's text, up to its last Enter. Keys that move the cursor, complete
 recall history change the line in ways not followed here: the command is then
 unknown, and always asked about. Keys that can run the line without Enter (``C-o``,
 ``C-x C-e``, Meta bindings) make it unknown too, Enter or not. Whether a line read as
-written runs what it reads in that shell is :mod:`plugins.terminal.meaning`'s question.
+written runs what it reads in that shell is :mod:`dsh_plugins.terminal.meaning`'s question.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Session titles: what the picker lists and the terminal title shows.
 
 A title is a log-only ``session/title`` event (this plugin's own type, which declares
-the title it sets: :mod:`plugins.title.events`), the latest one winning, with its
+the title it sets: :mod:`dsh_plugins.title.events`), the latest one winning, with its
 source: ``fallback`` (the first prompt's opening words), ``provider`` (written by a
 model in a ``session-title`` call, after the first completed turn) or ``user`` (set
 with ``/title TEXT``, and pinned: nothing automatic replaces it).
@@ -21,9 +21,9 @@ from dsh.hooks import AGENT_STATUS, SESSION_TITLE_NOW
 from dsh.kernel import Context, Plugin
 from dsh.services import COMMANDS
 from dsh.session import register_events
-from plugins.title.events import TITLE, TITLE_REQUEST, SessionTitle, SessionTitleRequest
-from plugins.title.service import SERVICE, Config, TitleService
-from plugins.title.text import clean_title, fallback_title, user_title
+from dsh_plugins.title.events import TITLE, TITLE_REQUEST, SessionTitle, SessionTitleRequest
+from dsh_plugins.title.service import SERVICE, Config, TitleService
+from dsh_plugins.title.text import clean_title, fallback_title, user_title
 
 __all__ = [
     "SERVICE",

@@ -14,7 +14,7 @@ from dsh.session import (
     TurnCompleted,
     TurnEnd,
 )
-from plugins.title.events import SessionTitle, SessionTitleRequest
+from dsh_plugins.title.events import SessionTitle, SessionTitleRequest
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from dsh.llm import (
     TokenUsage,
     user_text,
 )
-from plugins.title.events import PURPOSE
-from plugins.title.text import SYSTEM
+from dsh_plugins.title.events import PURPOSE
+from dsh_plugins.title.text import SYSTEM
 
 
 async def ask_for_title(

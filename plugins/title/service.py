@@ -26,10 +26,10 @@ from dsh.agent import AgentHandle
 from dsh.frontend import front_end
 from dsh.kernel import Context, ServiceKey
 from dsh.session import Session
-from plugins.title.events import TITLE, TITLE_REQUEST, SessionTitle, SessionTitleRequest
-from plugins.title.facts import TitleFacts, latest_title, read_facts
-from plugins.title.generate import ask_for_title
-from plugins.title.text import clean_title, fallback_title, title_prompt, user_title
+from dsh_plugins.title.events import TITLE, TITLE_REQUEST, SessionTitle, SessionTitleRequest
+from dsh_plugins.title.facts import TitleFacts, latest_title, read_facts
+from dsh_plugins.title.generate import ask_for_title
+from dsh_plugins.title.text import clean_title, fallback_title, title_prompt, user_title
 
 _log = logging.getLogger("dsh.plugins.title")
 

@@ -1,6 +1,6 @@
 """User hooks: the person's own commands, run at fixed points of a session.
 
-Configured in settings as ``[[hooks.EVENT]]`` tables (:mod:`plugins.user_hooks.config`),
+Configured in settings as ``[[hooks.EVENT]]`` tables (:mod:`dsh_plugins.user_hooks.config`),
 compatible with the JSON other agents' hooks read and write, so existing scripts work:
 
 - ``SessionStart``: a session opens (``source``: startup or resume); what it prints
@@ -86,8 +86,8 @@ from dsh.tools import (
     user_passthrough,
 )
 from dsh.transcript import Transcript, register_entries
-from plugins.user_hooks.config import Hook, read_hooks
-from plugins.user_hooks.runner import BLOCKING, Ran, run_hook
+from dsh_plugins.user_hooks.config import Hook, read_hooks
+from dsh_plugins.user_hooks.runner import BLOCKING, Ran, run_hook
 
 NAME = "user-hooks"
 SHOWN = 2000

@@ -2,7 +2,7 @@
 
 Search is DeepSeek's Search API; fetch is DeepSeek's Fetch API when the session talks
 to DeepSeek, else made from this machine with the address checks of
-:mod:`plugins.web.addresses`. Settings are ``[plugins.web]`` (:class:`Config`);
+:mod:`dsh_plugins.web.addresses`. Settings are ``[plugins.web]`` (:class:`Config`);
 ``docs/web.md`` has them all.
 
 Modules: ``addresses`` (which hosts a local fetch may reach), ``local`` (the local
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dsh.kernel import Context, Plugin
 from dsh.services import LLM, TOOLS
 from dsh.session import register_events
-from plugins.web.events import WEB_REQUEST, WebRequest
-from plugins.web.tools import Config, WebTools, definitions
+from dsh_plugins.web.events import WEB_REQUEST, WebRequest
+from dsh_plugins.web.tools import Config, WebTools, definitions
 
 __all__ = ["WEB_REQUEST", "Config", "WebRequest", "WebTools", "plugin"]
 

@@ -1,6 +1,6 @@
 """Fetching a page from this machine, safely.
 
-http and https only; every host is resolved and checked (:mod:`plugins.web.addresses`)
+http and https only; every host is resolved and checked (:mod:`dsh_plugins.web.addresses`)
 and the connection made to the checked address, the name kept for the ``Host`` header
 and for TLS (SNI and certificate checks). Redirects are followed by hand so each hop is
 checked again; one to another host is not followed but returned, so the model asks
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import httpx
 
 from dsh import __version__
-from plugins.web.addresses import BlockedAddress, Resolved, resolve_public
-from plugins.web.markdown import HTML_TYPES, html_to_markdown, media_type, readable
+from dsh_plugins.web.addresses import BlockedAddress, Resolved, resolve_public
+from dsh_plugins.web.markdown import HTML_TYPES, html_to_markdown, media_type, readable
 
 USER_AGENT = f"dsh/{__version__} (web_fetch)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})

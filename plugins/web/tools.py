@@ -31,10 +31,10 @@ from dsh.tools import (
     ToolError,
     ToolOutput,
 )
-from plugins.web.addresses import BlockedAddress, check_host_name
-from plugins.web.deepseek import DeepSeekWeb, SearchHit, WebApiError
-from plugins.web.events import WEB_REQUEST, WebRequest
-from plugins.web.local import FetchError, LocalFetcher, Page, Redirected, checked_url
+from dsh_plugins.web.addresses import BlockedAddress, check_host_name
+from dsh_plugins.web.deepseek import DeepSeekWeb, SearchHit, WebApiError
+from dsh_plugins.web.events import WEB_REQUEST, WebRequest
+from dsh_plugins.web.local import FetchError, LocalFetcher, Page, Redirected, checked_url
 
 CONTENT_CHARS = 4000
 """Page text shown per search result when the model asks for content."""

@@ -48,8 +48,8 @@ from dsh.session.events import CancelByUser
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
 from dsh.testing.reconstruct import check_requests
 from dsh.tools import ToolContext, ToolDefinition, ToolOutput
-from plugins._shared.chat_completions import ChatModel, request_body
-from plugins.llm_deepseek import DEFAULT_MODELS
+from dsh_plugins._shared.chat_completions import ChatModel, request_body
+from dsh_plugins.llm_deepseek import DEFAULT_MODELS
 from tests.support.waits import HANG_S
 
 

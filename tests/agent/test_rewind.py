@@ -16,7 +16,7 @@ from dsh.llm import user_text
 from dsh.runtime import Runtime
 from dsh.session import check_log, turns
 from dsh.testing import FakeLLM, Reply
-from plugins.todo import TodoItem, TodoWrite
+from dsh_plugins.todo import TodoItem, TodoWrite
 from tests.plugins.compaction.support import (
     check_reconstructable,
     command,

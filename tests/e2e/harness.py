@@ -22,8 +22,8 @@ from dsh.session import SessionEvent, SessionStore, check_log
 from dsh.settings_tables import Backend
 from dsh.testing import FakeLLM
 from dsh.testing.reconstruct import check_requests
-from plugins._shared.chat_completions import request_body
-from plugins.llm_deepseek import DEFAULT_MODELS, UNKNOWN_MODEL
+from dsh_plugins._shared.chat_completions import request_body
+from dsh_plugins.llm_deepseek import DEFAULT_MODELS, UNKNOWN_MODEL
 from tests.support.vocabulary import async_plugin_vocabulary
 from tests.support.waits import HANG_S
 

@@ -18,7 +18,7 @@ import pytest
 from dsh.llm import Finish
 from dsh.session import AssistantChunk, AssistantMessageData, SessionEvent, TurnEnd, check_log
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec, Usage
-from plugins.llm_deepseek import FLASH_PRICE
+from dsh_plugins.llm_deepseek import FLASH_PRICE
 from tests.e2e.harness import (
     TIMEOUT,
     Dsh,

@@ -20,6 +20,7 @@ from dsh.kernel import (
     PluginHost,
     PluginStatus,
     ServiceKey,
+    bundled_package,
     discover_bundled,
     discover_entry_points,
     load_vocabularies,
@@ -333,7 +334,9 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     write(dist / "METADATA", "Metadata-Version: 2.1\nName: thirdparty-dsh\nVersion: 1.2\n")
     write(
         dist / "entry_points.txt",
-        "[dsh.plugins]\nthirdparty = thirdparty_dsh\nmissing = thirdparty_dsh_gone:plugin\n",
+        "[dsh.plugins]\nthirdparty = thirdparty_dsh\nmissing = thirdparty_dsh_gone:plugin\n"
+        # Only dsh's own distribution says which package is bundled.
+        "[dsh.bundled]\nplugins = fakeplugins\n",
     )
     monkeypatch.syspath_prepend(str(root))
     return root
@@ -358,6 +361,15 @@ def test_discovers_entry_points_with_their_distribution(site: Path) -> None:
 
 def test_bundled_package_absent_finds_nothing() -> None:
     assert discover_bundled("no_such_package_for_dsh") == []
+
+
+def test_the_bundled_package_is_named_by_dsh_s_own_distribution(site: Path) -> None:
+    """The core knows no package name: dsh's distribution says where its plugins are,
+    and another distribution claiming the group does not make its package bundled."""
+    assert bundled_package() == "dsh_plugins"
+    found = discover_bundled()
+    assert {"bash", "fs", "mcp"} <= {c.name for c in found}
+    assert all(c.origin.startswith("bundled dsh_plugins.") for c in found)
 
 
 def test_dsh_plugins_command_reports_loaded_and_failed(site: Path) -> None:

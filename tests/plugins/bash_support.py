@@ -21,10 +21,10 @@ from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.llm import CallId, SessionId, UserMessage
 from dsh.services import TOOLS
 from dsh.tools import ToolContext, ToolOutput, ToolService
-from plugins.bash import JOBS
-from plugins.bash import plugin as bash_plugin
-from plugins.bash.jobs import JobService
-from plugins.bash.process import group_alive
+from dsh_plugins.bash import JOBS
+from dsh_plugins.bash import plugin as bash_plugin
+from dsh_plugins.bash.jobs import JobService
+from dsh_plugins.bash.process import group_alive
 from tests.support.waits import HANG_S
 
 SESSION = "session-1"

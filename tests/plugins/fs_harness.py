@@ -13,7 +13,7 @@ import pytest
 from dsh.kernel import Context
 from dsh.llm import CallId, SessionId
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
-from plugins.fs import fs_tools
+from dsh_plugins.fs import fs_tools
 
 
 @dataclass

@@ -10,9 +10,9 @@ import pytest
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.prompt import PromptContext, PromptService
 from dsh.services import PROMPT
-from plugins.agents_md import PREAMBLE, Instructions, within_budget
-from plugins.agents_md import plugin as agents_md_plugin
-from plugins.environment import plugin as environment_plugin
+from dsh_plugins.agents_md import PREAMBLE, Instructions, within_budget
+from dsh_plugins.agents_md import plugin as agents_md_plugin
+from dsh_plugins.environment import plugin as environment_plugin
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ from dsh.kernel import Context
 from dsh.llm import CallId, ToolCallBlock
 from dsh.services import TOOLS
 from dsh.tools import Action, ToolError
-from plugins.bash.capture import SPILL_CAP_BYTES, TAIL_BYTES
-from plugins.bash.jobs import JobService
-from plugins.bash.process import GRACE_S, KILL_WAIT_S, ShellProcess
-from plugins.bash.tool import BashArguments, bash_tool, supervise
+from dsh_plugins.bash.capture import SPILL_CAP_BYTES, TAIL_BYTES
+from dsh_plugins.bash.jobs import JobService
+from dsh_plugins.bash.process import GRACE_S, KILL_WAIT_S, ShellProcess
+from dsh_plugins.bash.tool import BashArguments, bash_tool, supervise
 from tests.plugins.bash_support import (
     Harness,
     assert_group_gone,
@@ -375,7 +375,7 @@ async def test_a_cancel_through_the_tool_pipeline(
         supervising.set()
         return await supervise(*arguments)
 
-    monkeypatch.setattr("plugins.bash.tool.supervise", supervised)
+    monkeypatch.setattr("dsh_plugins.bash.tool.supervise", supervised)
     with subreaper():
         signal = asyncio.Event()
         call = ToolCallBlock(

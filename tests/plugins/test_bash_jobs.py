@@ -13,9 +13,9 @@ from dsh.agent import PromptAllow, PromptSubmit
 from dsh.hooks import AGENT_DISPOSED, AGENT_PROMPT_SUBMIT
 from dsh.llm import PluginSource, user_text
 from dsh.tools import ToolError
-from plugins.bash.capture import TAIL_BYTES
-from plugins.bash.jobs import MAX_RUNNING, MAX_WAKES
-from plugins.bash.process import group_alive
+from dsh_plugins.bash.capture import TAIL_BYTES
+from dsh_plugins.bash.jobs import MAX_RUNNING, MAX_WAKES
+from dsh_plugins.bash.process import group_alive
 from tests.plugins.bash_support import (
     SESSION,
     FakeAgent,

@@ -11,7 +11,7 @@ import pytest
 
 from dsh.services import COMMAND_RUNNER
 from dsh.tools import CommandOutcome, CommandRun, CommandRunFailed, ToolError
-from plugins.bash.capture import TAIL_BYTES
+from dsh_plugins.bash.capture import TAIL_BYTES
 from tests.plugins.bash_support import Harness, eventually, loaded
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from dsh.llm import GenerateOptions, LlmError, user_text
-from plugins._shared.chat_completions import (
+from dsh_plugins._shared.chat_completions import (
     _BACKLOG,
     ChatCompletionsAdapter,
     _Body,

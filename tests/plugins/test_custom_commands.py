@@ -10,8 +10,8 @@ from dsh.llm import user_text
 from dsh.runtime import start_runtime
 from dsh.services import COMMANDS
 from dsh.testing import FakeLLM, Reply
-from plugins.custom_commands.expand import arguments, commands
-from plugins.custom_commands.files import scan
+from dsh_plugins.custom_commands.expand import arguments, commands
+from dsh_plugins.custom_commands.files import scan
 from tests.plugins.bash_support import eventually
 
 

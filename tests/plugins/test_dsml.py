@@ -25,7 +25,7 @@ from dsh.llm import (
     user_text,
 )
 from dsh.testing import FakeLLM, Reply
-from plugins._shared.dsml import DsmlSalvage, Salvaged, SalvagedCall, Visible
+from dsh_plugins._shared.dsml import DsmlSalvage, Salvaged, SalvagedCall, Visible
 from tests.plugins.test_llm_deepseek import deepseek, run
 
 FULL, DOUBLE, ASCII = "\uff5c", "\u2016", "|"

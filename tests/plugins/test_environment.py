@@ -17,8 +17,8 @@ import pytest
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.prompt import PromptContext, PromptService
 from dsh.services import PROMPT
-from plugins.environment import filter_overrides, git_summary, parse_status
-from plugins.environment import plugin as environment_plugin
+from dsh_plugins.environment import filter_overrides, git_summary, parse_status
+from dsh_plugins.environment import plugin as environment_plugin
 from tests.support.waits import HANG_S
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

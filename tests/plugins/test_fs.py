@@ -9,7 +9,7 @@ from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.llm import CallId, SessionId, TextBlock, ToolCallBlock, ToolResultBlock
 from dsh.services import TOOLS
 from dsh.tools import CallOutcome, ToolContext, ToolService
-from plugins.fs import plugin as fs_plugin
+from dsh_plugins.fs import plugin as fs_plugin
 
 
 def call(name: str, arguments: str, id: str = "call-1") -> ToolCallBlock:

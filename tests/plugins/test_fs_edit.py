@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dsh.tools import ToolError
-from plugins.fs.files import UMASK
+from dsh_plugins.fs.files import UMASK
 from tests.plugins.fs_harness import Fs, change_externally
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dsh.tools.files import resolve
-from plugins.fs import read as read_module
+from dsh_plugins.fs import read as read_module
 from tests.plugins.fs_harness import Fs
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dsh.tools import ToolError
-from plugins.fs.ripgrep import run_rg
-from plugins.fs.search import split_pattern
+from dsh_plugins.fs.ripgrep import run_rg
+from dsh_plugins.fs.search import split_pattern
 from tests.plugins.fs_harness import Fs, touch_at
 from tests.support.waits import HANG_S
 

@@ -27,7 +27,7 @@ from dsh.services import COMMANDS
 from dsh.session import check_log
 from dsh.testing import FakeLLM, Reply
 from dsh.testing.script import ToolCallSpec
-from plugins._shared.images import MAX_SIDE, ImageError, prepare
+from dsh_plugins._shared.images import MAX_SIDE, ImageError, prepare
 from tests.support.command_host import RecordingHost
 
 

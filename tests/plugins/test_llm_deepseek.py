@@ -38,9 +38,9 @@ from dsh.llm import (
 )
 from dsh.services import LLM
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec, Usage
-from plugins._shared.chat_completions import ChatCompletionsAdapter
-from plugins.llm_deepseek import DEFAULT_MODEL, DEFAULT_MODELS
-from plugins.llm_deepseek import plugin as deepseek_plugin
+from dsh_plugins._shared.chat_completions import ChatCompletionsAdapter
+from dsh_plugins.llm_deepseek import DEFAULT_MODEL, DEFAULT_MODELS
+from dsh_plugins.llm_deepseek import plugin as deepseek_plugin
 from tests.support.waits import HANG_S
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -19,7 +19,7 @@ from dsh.llm import (
 )
 from dsh.services import LLM
 from dsh.testing import FakeLLM, Reply, Script
-from plugins.llm_openai_compat import plugin as compat_plugin
+from dsh_plugins.llm_openai_compat import plugin as compat_plugin
 
 
 async def load(**config: Any) -> tuple[LlmService, list[Any]]:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plugins.lsp.positions import (
+from dsh_plugins.lsp.positions import (
     ENCODINGS,
     Encoding,
     from_utf8,

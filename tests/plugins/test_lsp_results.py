@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from dsh.tools import ToolError
-from plugins.lsp import Config, render, results
-from plugins.lsp.servers import Catalog, ServerConfig
+from dsh_plugins.lsp import Config, render, results
+from dsh_plugins.lsp.servers import Catalog, ServerConfig
 
 CWD = Path("/work/project")
 APP = CWD / "pkg/app.py"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from plugins.lsp.rpc import (
+from dsh_plugins.lsp.rpc import (
     MAX_MESSAGE_BYTES,
     METHOD_NOT_FOUND,
     Connection,

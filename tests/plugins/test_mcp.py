@@ -27,9 +27,9 @@ from dsh.runtime import Runtime, start_runtime
 from dsh.services import COMMANDS, TOOLS
 from dsh.tools import ToolContext, ToolService
 from dsh.tools.permissions import assess
-from plugins._shared.images import prepare
-from plugins.mcp import MCP, McpService
-from plugins.mcp.service import status_lines
+from dsh_plugins._shared.images import prepare
+from dsh_plugins.mcp import MCP, McpService
+from dsh_plugins.mcp.service import status_lines
 from tests.plugins.bash_support import eventually, process_running, running_with
 from tests.support.waits import HANG_S
 
@@ -284,7 +284,7 @@ async def test_the_at_menu_offers_servers_then_their_resources(
 
 
 async def test_a_resource_mention_attaches_the_resource(fixture_runtime: Runtime) -> None:
-    from plugins.mcp.resources import attach
+    from dsh_plugins.mcp.resources import attach
 
     connections = service_of(fixture_runtime).connections
     [message] = await attach("look at @fixture:notes://today, please", connections)
@@ -499,7 +499,7 @@ async def test_a_server_that_dies_later_comes_back_by_itself(tmp_path: Path) -> 
 
 
 def test_status_lines_show_server_text_safely() -> None:
-    from plugins.mcp.status import Status
+    from dsh_plugins.mcp.status import Status
 
     class Fake:
         problems: ClassVar[list[str]] = ["settings.toml: mcp.servers.x: bad"]

@@ -18,8 +18,8 @@ import httpx2
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from plugins.mcp.auth import DshOAuth, FileTokenStorage, auth_dir, forget
-from plugins.mcp.login import Login, LoginFailed
+from dsh_plugins.mcp.auth import DshOAuth, FileTokenStorage, auth_dir, forget
+from dsh_plugins.mcp.login import Login, LoginFailed
 from tests.plugins.test_mcp import call, service_of, started
 from tests.support.waits import HANG_S
 
@@ -263,7 +263,7 @@ async def test_a_token_another_dsh_refreshed_is_taken_not_refreshed_again(
 
 
 async def test_the_guard_knows_a_token_this_process_stored_at_once() -> None:
-    from plugins.mcp.guard import TokenWatch
+    from dsh_plugins.mcp.guard import TokenWatch
 
     watch = TokenWatch()
     assert await watch.current() == frozenset()

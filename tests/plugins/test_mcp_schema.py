@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from dsh.credentials import Secret
-from plugins.mcp.config import (
+from dsh_plugins.mcp.config import (
     ConfigError,
     MissingVariable,
     expand,
     read_project_file,
     read_table,
 )
-from plugins.mcp.schema import MAX_NAME, normalise, tool_name, tool_names
+from dsh_plugins.mcp.schema import MAX_NAME, normalise, tool_name, tool_names
 
 
 def test_names_are_safe_short_and_stable() -> None:
@@ -132,7 +132,7 @@ def test_prompt_arguments_by_position_and_by_name() -> None:
     from mcp import types
 
     from dsh.commands import CommandError
-    from plugins.mcp.prompts import arguments_of, command_name
+    from dsh_plugins.mcp.prompts import arguments_of, command_name
 
     prompt = types.Prompt(
         name="Review",

@@ -17,10 +17,10 @@ from dsh.runtime import Runtime, start_runtime
 from dsh.session import check_log
 from dsh.testing import FakeLLM, Reply
 from dsh.testing.reconstruct import check_requests
-from plugins._shared.chat_completions import ChatModel, request_body
-from plugins.llm_deepseek import DEFAULT_MODELS
-from plugins.mentions import mentions
-from plugins.mentions.attach import folder_listing
+from dsh_plugins._shared.chat_completions import ChatModel, request_body
+from dsh_plugins.llm_deepseek import DEFAULT_MODELS
+from dsh_plugins.mentions import mentions
+from dsh_plugins.mentions.attach import folder_listing
 
 SECRET = "TOP-SECRET-OUTSIDE"
 

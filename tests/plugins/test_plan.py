@@ -26,8 +26,8 @@ from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import CallResult, TextView
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
-from plugins.plan import SECTION, present_call, present_result, result_title
-from plugins.plan.saving import slug, write_plan
+from dsh_plugins.plan import SECTION, present_call, present_result, result_title
+from dsh_plugins.plan.saving import slug, write_plan
 from tests.support.command_host import RecordingHost
 from tests.support.waits import HANG_S
 

@@ -15,7 +15,7 @@ from dsh.tools import (
     ToolDefinition,
     ToolOutput,
 )
-from plugins.todo import checklist
+from dsh_plugins.todo import checklist
 from tests.plugins.bash_support import loaded
 from tests.plugins.fs_harness import Fs
 
@@ -90,7 +90,7 @@ def test_todo_write_shows_a_checklist() -> None:
 
 def test_a_question_card_shows_the_questions_and_the_answers_not_json() -> None:
     from dsh.tools.presentation import CallResult
-    from plugins.ask_user import present_call, present_result
+    from dsh_plugins.ask_user import present_call, present_result
 
     arguments = {
         "questions": [

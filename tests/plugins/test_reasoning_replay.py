@@ -29,8 +29,8 @@ from dsh.llm import (
     tool_result,
     user_text,
 )
-from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel
-from plugins.llm_deepseek import UNKNOWN_MODEL
+from dsh_plugins._shared.chat_completions import ChatCompletionsAdapter, ChatModel
+from dsh_plugins.llm_deepseek import UNKNOWN_MODEL
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sse"
 

@@ -29,9 +29,9 @@ from dsh.services import SANDBOX, TOOLS
 from dsh.settings import load_settings
 from dsh.settings_tables import SandboxTable
 from dsh.tools import ToolService
-from plugins.mcp import MCP
-from plugins.terminal import TERMINALS
-from plugins.terminal import plugin as terminal_plugin
+from dsh_plugins.mcp import MCP
+from dsh_plugins.terminal import TERMINALS
+from dsh_plugins.terminal import plugin as terminal_plugin
 from tests.plugins.lsp_fixtures.harness import session as lsp_session
 from tests.plugins.test_mcp import call
 from tests.plugins.test_terminal import Terminals

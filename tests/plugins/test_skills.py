@@ -21,10 +21,10 @@ from dsh.services import COMMANDS, TOOLS
 from dsh.session import ToolResult, check_log
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import ToolContext, ToolDefinition
-from plugins._shared.frontmatter import FrontMatterError, split_front_matter
-from plugins.skills import NONE_LEFT
-from plugins.skills.index import SkillIndex, skill_roots
-from plugins.skills.render import catalog
+from dsh_plugins._shared.frontmatter import FrontMatterError, split_front_matter
+from dsh_plugins.skills import NONE_LEFT
+from dsh_plugins.skills.index import SkillIndex, skill_roots
+from dsh_plugins.skills.render import catalog
 from tests.support.command_host import RecordingHost
 
 PDF_BODY = "# Filling PDF forms\n\nRun `scripts/fill.py FORM DATA`; check every field."

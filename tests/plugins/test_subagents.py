@@ -19,8 +19,8 @@ from dsh.testing import FakeLLM, Reply, ToolCallSpec, Usage
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.questions import Answer, Question
 from dsh.trust import TrustStore
-from plugins.subagents import catalog
-from plugins.subagents.profiles import scan, tool_names
+from dsh_plugins.subagents import catalog
+from dsh_plugins.subagents.profiles import scan, tool_names
 from tests.plugins.bash_support import eventually
 
 REVIEWER = """\

@@ -22,9 +22,9 @@ from dsh.kernel import Candidate, Context, PluginHost
 from dsh.llm import CallId, SessionId
 from dsh.services import TOOLS
 from dsh.tools import ToolContext, ToolError, ToolOutput, ToolService
-from plugins.terminal import TERMINALS
-from plugins.terminal import plugin as terminal_plugin
-from plugins.terminal.terminal import sanitize
+from dsh_plugins.terminal import TERMINALS
+from dsh_plugins.terminal import plugin as terminal_plugin
+from dsh_plugins.terminal.terminal import sanitize
 from tests.support.waits import HANG_S
 
 PY = sys.executable

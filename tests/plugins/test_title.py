@@ -21,7 +21,7 @@ from dsh.services import COMMANDS
 from dsh.session import check_log, session_spend
 from dsh.testing import FakeLLM, Fault, Reply
 from dsh.ui.entries import TranscriptFold
-from plugins.title import (
+from dsh_plugins.title import (
     SERVICE,
     SessionTitle,
     SessionTitleRequest,
@@ -29,7 +29,7 @@ from plugins.title import (
     clean_title,
     fallback_title,
 )
-from plugins.title.text import SYSTEM
+from dsh_plugins.title.text import SYSTEM
 from tests.support.command_host import RecordingHost
 
 PROMPT = "Please fix the CSV parser in src/csv.py: it splits quoted fields on their commas"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from plugins.user_hooks.config import read_hooks
+from dsh_plugins.user_hooks.config import read_hooks
 
 
 def test_the_table_reads_as_other_agents_write_it() -> None:

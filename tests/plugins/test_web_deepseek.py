@@ -11,8 +11,8 @@ import pytest
 from dsh.credentials import KeyDestination
 from dsh.llm import LlmError
 from dsh.testing import FakeLLM, Page, SearchResult
-from plugins._shared.chat_completions import ChatCompletionsAdapter
-from plugins.web.deepseek import DeepSeekWeb, WebApiError, versioned
+from dsh_plugins._shared.chat_completions import ChatCompletionsAdapter
+from dsh_plugins.web.deepseek import DeepSeekWeb, WebApiError, versioned
 
 
 @pytest.fixture

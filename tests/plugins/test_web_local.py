@@ -7,9 +7,9 @@ import ipaddress
 
 import pytest
 
-from plugins.web.addresses import BlockedAddress, resolve_public, why_private
-from plugins.web.local import FetchError, LocalFetcher, Page, Redirected
-from plugins.web.markdown import html_to_markdown
+from dsh_plugins.web.addresses import BlockedAddress, resolve_public, why_private
+from dsh_plugins.web.local import FetchError, LocalFetcher, Page, Redirected
+from dsh_plugins.web.markdown import html_to_markdown
 from tests.support.web_server import Answer, PageServer
 
 PRIVATE = [

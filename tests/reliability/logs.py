@@ -66,7 +66,7 @@ from dsh.session import (
 )
 from dsh.session.events import CancelByUser
 from dsh.session.repair import closing_events
-from plugins._shared.chat_completions import ChatModel, request_body
+from dsh_plugins._shared.chat_completions import ChatModel, request_body
 
 MODEL = ModelSource(provider="deepseek", model="deepseek-v4-flash")
 # Text with quotes, escapes, newlines and non-ASCII, but no lone surrogates (not UTF-8).

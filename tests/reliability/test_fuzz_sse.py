@@ -33,7 +33,7 @@ from dsh.llm import (
 from dsh.llm.sse import SseParser
 from dsh.testing import Reply, ToolCallSpec, Usage
 from dsh.testing.fake_llm import _Rendering
-from plugins._shared.chat_completions import ChatCompletionsAdapter, ChatStreamTranslator
+from dsh_plugins._shared.chat_completions import ChatCompletionsAdapter, ChatStreamTranslator
 from tests.reliability.profiles import fuzz
 
 OPTIONS = GenerateOptions(

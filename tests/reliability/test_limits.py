@@ -30,7 +30,7 @@ from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools.presentation import CallResult
 from dsh.ui.entries import ToolEntry, TranscriptFold
 from dsh.ui.render import render_presentation
-from plugins.fs.edit import WRITE_VIEWS
+from dsh_plugins.fs.edit import WRITE_VIEWS
 from tests.e2e.harness import TIMEOUT, Dsh, Finished, finish, of_type, text_of
 from tests.reliability.logs import new_session
 from tests.reliability.rss_probe import MARK

@@ -39,7 +39,7 @@ PRELOAD = (
     "dsh.cli",
     "dsh.ui.headless",
     "dsh.runtime",
-    "plugins._shared.chat_completions",
+    "dsh_plugins._shared.chat_completions",
     "dsh.session.jsonl",
     "dsh.session.catalog",
     "httpx",
@@ -51,13 +51,13 @@ PRELOAD = (
 def preload() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
-    import plugins
+    import dsh_plugins
 
-    for module in pkgutil.iter_modules(plugins.__path__):
+    for module in pkgutil.iter_modules(dsh_plugins.__path__):
         # A plugin that cannot import here fails the same way in the child, which
         # reports it as dsh would.
         with contextlib.suppress(Exception):
-            importlib.import_module(f"plugins.{module.name}")
+            importlib.import_module(f"dsh_plugins.{module.name}")
 
 
 def run_child(request: dict[str, Any], fds: list[int], closing: list[int]) -> None:

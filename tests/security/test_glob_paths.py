@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import Action, ToolDefinition
 from dsh.tools.permissions import Rule, assess
-from plugins.fs.ripgrep import find_rg
+from dsh_plugins.fs.ripgrep import find_rg
 from tests.e2e.harness import SETTINGS, Dsh
 from tests.security.planted import FSMONITOR, HOOK, git_init, needs_git
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
-from plugins.terminal.meaning import Meaning, unreadable
+from dsh_plugins.terminal.meaning import Meaning, unreadable
 from tests.e2e.harness import Dsh, close_stdin, finish, send, stream_events
 
 RULES = ["terminal_open(shell)", "bash(echo:*)", "bash(ls:*)"]

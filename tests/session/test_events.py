@@ -39,8 +39,8 @@ from dsh.session.events import (
     registered_event_types,
 )
 from dsh.wire import Frozen
-from plugins.compaction.events import CompactionSummary
-from plugins.todo import TodoItem, TodoWrite
+from dsh_plugins.compaction.events import CompactionSummary
+from dsh_plugins.todo import TodoItem, TodoWrite
 from tests.support.vocabulary import plugin_vocabulary
 
 SEED_VARIANTS = {

@@ -30,7 +30,7 @@ from dsh.session.events import OpaqueData
 from dsh.session.jsonl import JsonlPersistence, export_jsonl, parse_jsonl
 from dsh.session.sqlite import SqlitePersistence
 from dsh.wire import dumps
-from plugins.title.events import SessionTitle
+from dsh_plugins.title.events import SessionTitle
 from tests.session.turns import answer_calls, complete_turn, stream_step
 
 Factory = Callable[[Path], SessionPersistence]

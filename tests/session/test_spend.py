@@ -8,7 +8,7 @@ from pathlib import Path
 from dsh.llm import TokenUsage
 from dsh.session import paid_call, session_spend
 from dsh.session.jsonl import parse_jsonl
-from plugins.llm_deepseek import FLASH_PRICE
+from dsh_plugins.llm_deepseek import FLASH_PRICE
 
 FIXTURE = Path(__file__).parent.parent / "ui" / "fixtures" / "session.jsonl"
 

@@ -26,7 +26,7 @@ from dsh.session import (
 from dsh.session import writer as writer_module
 from dsh.session.jsonl import JsonlPersistence
 from dsh.session.store import make_persistence
-from plugins.title.events import SessionTitle
+from dsh_plugins.title.events import SessionTitle
 from tests.session.turns import complete_turn
 from tests.support.waits import HANG_S
 

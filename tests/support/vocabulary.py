@@ -22,7 +22,7 @@ def with_vocabulary() -> tuple[str, ...]:
 
 
 def bundled(name: str) -> Plugin:
-    plugin = import_module(f"plugins.{name}").plugin
+    plugin = import_module(f"dsh_plugins.{name}").plugin
     assert isinstance(plugin, Plugin)
     return plugin
 

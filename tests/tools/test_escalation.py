@@ -9,7 +9,7 @@ from dsh.sandbox import SandboxStatus, Widening
 from dsh.tools import Action, Escalation, Rule
 from dsh.tools.escalation import sandbox_need
 from dsh.tools.permissions import describe_grant
-from plugins.bash.sandbox_hint import sandbox_hint
+from dsh_plugins.bash.sandbox_hint import sandbox_hint
 
 ACTIVE = SandboxStatus("workspace-write", active=True, backend="bubblewrap")
 BROKEN = SandboxStatus("workspace-write", active=False, reason="bwrap: No permissions")

@@ -124,7 +124,7 @@ async def test_a_turn_folds_the_same_live_and_from_the_log(
 @pytest.mark.usefixtures("bundled_vocabulary")
 async def test_queued_followups_and_todos_are_tracked(tmp_path: Path) -> None:
     from dsh.session.events import InboxClaimed, InboxEnqueued
-    from plugins.todo import TodoItem, TodoWrite
+    from dsh_plugins.todo import TodoItem, TodoWrite
 
     fold = TranscriptFold()
 

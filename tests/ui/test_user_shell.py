@@ -21,8 +21,8 @@ from dsh.ui.entries import ToolEntry, TranscriptFold
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.screens.approval import ApprovalScreen
 from dsh.ui.tui.transcript import NoticeView, ToolCard
-from plugins._shared.chat_completions import ChatModel, request_body
-from plugins.llm_deepseek import DEFAULT_MODELS
+from dsh_plugins._shared.chat_completions import ChatModel, request_body
+from dsh_plugins.llm_deepseek import DEFAULT_MODELS
 from tests.ui.plain_support import Plain
 from tests.ui.tui_support import finish_a_turn, shown, tui, type_text, until
 

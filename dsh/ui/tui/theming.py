@@ -87,10 +87,11 @@ class ThemeError(ValueError):
 
 
 def bundled_themes_folder() -> Path | None:
-    """The shipped ``themes/`` folder: next to the ``dsh`` package in a source tree or
-    an sdist install, else inside the package (a wheel that force-includes it)."""
+    """The shipped ``themes/`` folder: inside the package in an installed wheel, else
+    next to it in a checkout. Inside first: next to an installed package is
+    site-packages, where a ``themes`` folder would be another project's."""
     package = Path(dsh.__file__).resolve().parent
-    for folder in (package.parent / "themes", package / "themes"):
+    for folder in (package / "themes", package.parent / "themes"):
         if folder.is_dir():
             return folder
     return None

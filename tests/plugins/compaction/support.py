@@ -16,11 +16,11 @@ from dsh.services import COMMANDS
 from dsh.session import SessionEvent
 from dsh.testing import FakeLLM, ToolCallSpec
 from dsh.testing.reconstruct import check_requests
-from plugins._shared.chat_completions import ChatModel, request_body
-from plugins.compaction import SERVICE, CompactionService, rebuild_request
-from plugins.compaction.events import CompactionSummary
-from plugins.compaction.request import INSTRUCTION
-from plugins.llm_deepseek import DEFAULT_MODELS
+from dsh_plugins._shared.chat_completions import ChatModel, request_body
+from dsh_plugins.compaction import SERVICE, CompactionService, rebuild_request
+from dsh_plugins.compaction.events import CompactionSummary
+from dsh_plugins.compaction.request import INSTRUCTION
+from dsh_plugins.llm_deepseek import DEFAULT_MODELS
 from tests.support.command_host import RecordingHost
 
 WINDOW = 20_000

@@ -17,7 +17,7 @@ from dsh.session import (
     check_log,
 )
 from dsh.testing import FakeLLM, Fault, Reply
-from plugins.compaction.events import CompactionEnd, CompactionStart, CompactionSummary
+from dsh_plugins.compaction.events import CompactionEnd, CompactionStart, CompactionSummary
 from tests.plugins.compaction.dump_tool import dump_text
 from tests.plugins.compaction.support import (
     all_text,

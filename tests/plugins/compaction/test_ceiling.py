@@ -14,7 +14,7 @@ from dsh.runtime import Runtime
 from dsh.session import SessionEvent, TurnEnd, check_log
 from dsh.testing import FakeLLM, Reply
 from dsh.ui.entries import NoticeEntry, TranscriptFold
-from plugins.compaction.events import CeilingFit, CompactionStart, CompactionSummary
+from dsh_plugins.compaction.events import CeilingFit, CompactionStart, CompactionSummary
 from tests.plugins.compaction.support import (
     WINDOW,
     check_reconstructable,

@@ -24,7 +24,7 @@ from dsh.session import (
 from dsh.session.events import CommandDone, CommandRun
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
 from dsh.ui.entries import TranscriptFold
-from plugins.compaction.events import CompactionEnd, CompactionStart, CompactionSummary
+from dsh_plugins.compaction.events import CompactionEnd, CompactionStart, CompactionSummary
 from tests.plugins.compaction.dump_tool import dump_text
 from tests.plugins.compaction.support import (
     WINDOW,

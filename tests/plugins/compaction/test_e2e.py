@@ -12,7 +12,7 @@ import pytest
 
 from dsh.session import SessionEvent, check_log
 from dsh.testing import FakeLLM, Reply
-from plugins.compaction.events import CompactionEnd, CompactionStart, CompactionSummary
+from dsh_plugins.compaction.events import CompactionEnd, CompactionStart, CompactionSummary
 from tests.e2e.harness import Dsh, of_type
 from tests.plugins.compaction.support import (
     MODULES,

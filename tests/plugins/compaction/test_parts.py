@@ -34,9 +34,9 @@ from dsh.session import (
     TurnEnd,
     TurnStart,
 )
-from plugins.compaction import Config
-from plugins.compaction.meter import measure
-from plugins.compaction.request import (
+from dsh_plugins.compaction import Config
+from dsh_plugins.compaction.meter import measure
+from dsh_plugins.compaction.request import (
     Call,
     build_request,
     fit,
@@ -44,7 +44,7 @@ from plugins.compaction.request import (
     instruction,
     summary_message,
 )
-from plugins.compaction.selection import choose_cut, valid_cuts
+from dsh_plugins.compaction.selection import choose_cut, valid_cuts
 
 MODEL = ModelSource(provider="deepseek", model="deepseek-v4-flash")
 

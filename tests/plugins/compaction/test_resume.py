@@ -9,7 +9,7 @@ from dsh.runtime import Runtime
 from dsh.session import AssistantMessageData
 from dsh.testing import FakeLLM, Reply
 from dsh.ui.entries import TranscriptFold
-from plugins.compaction.events import CompactionSummary
+from dsh_plugins.compaction.events import CompactionSummary
 from tests.plugins.compaction.support import command, dump, service, turn
 
 SUMMARY = "Two logs were dumped; the user then asked what is left."

@@ -22,9 +22,9 @@ from dsh.sandbox import Sandbox
 from dsh.services import SANDBOX, TOOLS
 from dsh.settings_tables import SandboxTable
 from dsh.tools import ToolContext, ToolService
-from plugins.fs import plugin as fs_plugin
-from plugins.lsp import LSP, LspService
-from plugins.lsp import plugin as lsp_plugin
+from dsh_plugins.fs import plugin as fs_plugin
+from dsh_plugins.lsp import LSP, LspService
+from dsh_plugins.lsp import plugin as lsp_plugin
 from tests.support.waits import HANG_S
 
 FIXTURES = Path(__file__).parent
