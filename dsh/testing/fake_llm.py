@@ -110,6 +110,8 @@ class RecordedRequest:
     """Which TCP connection carried it (1, 2, ... in order of acceptance)."""
     reply: Reply | None = None
     """The script reply that answered it, if one did."""
+    usage: Usage | None = None
+    """The usage its answer reported (the script's, or the server's estimate)."""
     status: int | None = None
     """The status sent; None if the headers never went out."""
     finished_at: float | None = None
@@ -644,10 +646,11 @@ class FakeLLM:
         include_usage = (
             isinstance(stream_options, dict) and stream_options.get("include_usage") is True
         )
+        record.usage = reply.usage or self._usage(reply, record)
         rendering = _Rendering(
             reply=reply,
             model=self._model_for(reply, body),
-            usage=reply.usage or self._usage(reply, record),
+            usage=record.usage,
             call_ids=[
                 call.id or f"call_{index:02d}_{secrets.token_hex(12)}"
                 for index, call in enumerate(reply.tool_calls)
