@@ -17,9 +17,9 @@ import datetime
 from collections.abc import Sequence
 
 from dsh.llm import Message, TokenUsage, ToolSchema, header_tokens, messages_tokens
-from dsh.session import AssistantMessageData, Pricing, PromptCost, Session
+from dsh.session import AssistantMessageData, Pricing, PromptCost, Session, SessionEvent
 
-__all__ = ["latest_answer_ms", "next_prompt_cost", "prompt_cost", "prompt_tokens"]
+__all__ = ["latest_answer_ms", "next_prompt_cost", "prompt_cost", "prompt_size", "prompt_tokens"]
 
 
 def prompt_tokens(
@@ -43,12 +43,17 @@ def prompt_cost(
 
 def latest_answer_ms(session: Session) -> int | None:
     """When (epoch ms) the session's latest model answer was logged; None before the
-    first. Read from the end of the log: a turn's last answer is near it."""
+    first."""
+    event = _latest_answer(session)
+    return None if event is None else event.time
+
+
+def _latest_answer(session: Session) -> SessionEvent | None:
+    # Read from the end of the log: a turn's last answer is near it.
     events = session.events
     for index in range(len(events) - 1, -1, -1):
-        event = events[index]
-        if isinstance(event.data, AssistantMessageData):
-            return event.time
+        if isinstance(events[index].data, AssistantMessageData):
+            return events[index]
     return None
 
 
@@ -60,7 +65,29 @@ def next_prompt_cost(
     ``provider/model``; None when no request was answered yet, so nothing is cached to
     lose."""
     header = session.request_header()
-    if header is None or latest_answer_ms(session) is None:
+    if header is None or _latest_answer(session) is None:
         return None
-    tokens = prompt_tokens(header.system, header.tools, session.derive_messages())
+    tokens = prompt_size(session, header.system, header.tools, session.derive_messages())
     return prompt_cost(tokens, pricing, provider, model, datetime.datetime.now(datetime.UTC))
+
+
+def prompt_size(
+    session: Session,
+    system: str | None,
+    tools: Sequence[ToolSchema] | None,
+    messages: Sequence[Message],
+) -> int:
+    """About how many tokens a request of ``session`` holds: when ``messages`` still
+    hold the latest answer, what the provider counted for that answer's request and the
+    answer, plus an estimate of what came after it (an estimate alone can be off by
+    half); else an estimate of it all."""
+    answer = _latest_answer(session)
+    if answer is not None:
+        assert isinstance(answer.data, AssistantMessageData)
+        usage = answer.data.usage
+        # Only the last few messages can follow the latest answer: a step's results.
+        for index in range(len(messages) - 1, max(-1, len(messages) - 65), -1):
+            if usage is not None and messages[index] == answer.data.message:
+                counted = usage.billed_input_tokens + usage.output_tokens
+                return counted + messages_tokens(messages[index + 1 :])
+    return prompt_tokens(system, tools, messages)

@@ -20,7 +20,7 @@ from dsh.llm import (
     messages_tokens,
     prefix_changes,
 )
-from dsh.prompt_cache import latest_answer_ms, prompt_cost, prompt_tokens
+from dsh.prompt_cache import latest_answer_ms, prompt_cost, prompt_size
 from dsh.session import CacheIdle, EpochHeader, PrefixChanged, Pricing, Session
 
 __all__ = ["CacheWatch"]
@@ -71,7 +71,7 @@ class CacheWatch:
         if kept is not None:
             tokens = messages_tokens(options.messages[kept:])
         else:
-            tokens = prompt_tokens(options.system, options.tools, options.messages)
+            tokens = prompt_size(session, options.system, options.tools, options.messages)
         cost = prompt_cost(tokens, pricing, options.provider, options.model, now)
         if changes:
             session.append(

@@ -55,7 +55,7 @@ def _turn_replies(turn: int) -> list[Reply]:
             ToolCallSpec(name="mcp__fixture__echo", arguments={"text": f"turn {turn} b"}),
         ]
     elif turn % 3 == 1:
-        calls = [ToolCallSpec(name="read", arguments={"path": "notes.txt"})]
+        calls = [ToolCallSpec(name="read", arguments={"file_path": "notes.txt"})]
     else:
         calls = [ToolCallSpec(name="echo", arguments={"text": f"turn {turn}"})]
     return [
