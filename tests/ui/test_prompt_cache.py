@@ -141,3 +141,53 @@ async def test_after_a_long_idle_the_next_request_says_the_cache_may_be_gone(
         assert "may have dropped its cached copy" in text
     finally:
         await runtime.aclose()
+
+
+async def _started(home: Path, cwd: Path, fake_llm: FakeLLM, *, echo: bool) -> Runtime:
+    runtime = await start_runtime(
+        home=home,
+        cwd=cwd,
+        plugin_configs={
+            "llm-deepseek": {"base_url": fake_llm.base_url},
+            "title": {"generate": False},
+        },
+    )
+    if echo:
+        await runtime.plugins.load([Candidate("echo", "tests", echo_plugin)])
+    return runtime
+
+
+async def test_a_resumed_session_compares_its_first_request_with_the_logged_one(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: object
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")  # type: ignore[attr-defined]
+    home = tmp_path / "home"
+    monkeypatch.setenv("DSH_HOME", str(home))  # type: ignore[attr-defined]
+    fake_llm.add(*(Reply(text=f"answer {n}") for n in range(3)))
+    first = await _started(home, tmp_path, fake_llm, echo=True)
+    try:
+        agent = await first.agents.create(tmp_path)
+        await _turn(first, agent, "first")
+        session_id = str(agent.id)
+    finally:
+        await first.aclose()
+
+    # Resumed as it was: the prompt's head is the logged one, nothing to say.
+    same = await _started(home, tmp_path, fake_llm, echo=True)
+    try:
+        agent = await same.agents.resume(session_id, cwd=tmp_path)
+        await _turn(same, agent, "second")
+        assert not [e for e in agent.session.events if isinstance(e.data, PrefixChanged)]
+    finally:
+        await same.aclose()
+
+    # Resumed without a plugin whose tool the earlier requests listed: said at once.
+    fewer = await _started(home, tmp_path, fake_llm, echo=False)
+    try:
+        agent = await fewer.agents.resume(session_id, cwd=tmp_path)
+        await _turn(fewer, agent, "third")
+        (changed,) = [e.data for e in agent.session.events if isinstance(e.data, PrefixChanged)]
+        assert [(c.part, c.detail) for c in changed.changes] == [("tools", "-echo, -shout")]
+        assert changed.turn == 3
+    finally:
+        await fewer.aclose()
