@@ -212,3 +212,61 @@ async def test_the_demo_runs_to_its_end_from_the_wheel(
     assert "That was the whole demo" in screen
     await quit_dsh(terminal)
     assert sorted(temp.glob("dsh-demo-*")) == []
+
+
+EXAMPLE = ROOT / "tests" / "fixtures" / "dsh-plugin-example"
+MISFIT = '''\
+"""A listener of the wrong shape for the prompt-submit chain."""
+
+from __future__ import annotations
+
+from dsh.hooks import AGENT_PROMPT_SUBMIT
+from dsh.kernel import Context
+
+
+def listener(text: str) -> int:
+    return len(text)
+
+
+def apply(ctx: Context) -> None:
+    ctx.on(AGENT_PROMPT_SUBMIT, listener)
+'''
+
+
+def test_mypy_checks_an_outside_plugin_against_the_installed_dsh(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """The typed plugin API holds outside the repository: with the wheel's ``py.typed``,
+    mypy reads the installed dsh's types, passes the installed example plugin and
+    refuses a listener of the wrong shape (without it, dsh is ``Any`` and both pass)."""
+    run(
+        sys.executable, "-m", "pip", "--python", installed.python, "install", "--no-index",
+        "--no-deps", "--no-build-isolation", "--no-cache-dir", "--quiet", EXAMPLE,
+    )  # fmt: skip
+    (tmp_path / "mypy.ini").write_text("[mypy]\nstrict = True\nplugins = pydantic.mypy\n")
+    mypy = [sys.executable, "-m", "mypy", "--python-executable", str(installed.python)]
+    mypy += ["--no-incremental", "--cache-dir", os.devnull]
+
+    checked = subprocess.run(
+        [*mypy, "--verbose", "-p", "dsh_example"],
+        capture_output=True, text=True, timeout=STEP_TIMEOUT, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr[-3000:]
+    assert "Success: no issues found" in checked.stdout
+    # Both the plugin and dsh were read where pip put them, not from the checkout.
+    parsed = [line for line in checked.stderr.splitlines() if "Parsing " in line]
+    hooks = [line for line in parsed if line.rstrip().endswith("(dsh.hooks)")]
+    plugin = [line for line in parsed if line.rstrip().endswith("(dsh_example.tool)")]
+    assert hooks, parsed[:20]
+    assert plugin, parsed[:20]
+    assert str(installed.venv) in hooks[0], hooks
+    assert str(installed.venv) in plugin[0], plugin
+
+    (tmp_path / "misfit.py").write_text(MISFIT)
+    refused = subprocess.run(
+        [*mypy, "misfit.py"],
+        capture_output=True, text=True, timeout=STEP_TIMEOUT, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 1, refused.stdout
+    assert 'misfit.py:14: error: Cannot infer value of type parameter "L" of "on"' in refused.stdout
+    assert "import-untyped" not in refused.stdout
