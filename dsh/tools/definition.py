@@ -16,9 +16,10 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal
 
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context
@@ -30,6 +31,12 @@ TOOL_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "fetch", "other"]
 Risk = Literal["read", "write", "exec", "network", "external"]
+
+CHANGING_KINDS: frozenset[ToolKind] = frozenset({"edit", "delete", "move", "execute"})
+"""Kinds that say the tool changes something: a read-only tool cannot be one."""
+READING_KINDS: frozenset[ToolKind] = frozenset({"read", "search"})
+"""Kinds that say the tool only looks: a tool that is not read-only cannot be one
+(an editor would show its calls as harmless)."""
 
 
 class ToolError(Exception):
@@ -164,20 +171,31 @@ class ClaudeCodeName:
         return {back.get(key, key): value for key, value in fields.items()}
 
 
-Execute = Callable[[Any, ToolContext], Awaitable["ToolOutput | str"]]
-Describe = Callable[[Any, ToolContext], "Awaitable[Action] | Action"]
+Arguments = TypeVar("Arguments", bound=BaseModel, default=Any)
+"""A tool's arguments model. Its default keeps a bare ``ToolDefinition`` meaning "any
+tool" (a registry, a hook), while a definition built from a model is typed by it."""
+
+Execute = Callable[[Arguments, ToolContext], Awaitable["ToolOutput | str"]]
+Describe = Callable[[Arguments, ToolContext], "Awaitable[Action] | Action"]
 
 
 @dataclass(frozen=True)
-class ToolDefinition:
+class ToolDefinition(Generic[Arguments]):
+    """One tool. ``execute`` and ``describe`` receive the call's arguments validated
+    against ``arguments``, typed as that model: a function written for another model
+    does not type-check."""
+
     name: str
     description: str
-    arguments: type[BaseModel]
-    execute: Execute
+    arguments: type[Arguments]
+    execute: Execute[Arguments]
     read_only: bool = False
-    """True when the tool changes nothing: such calls may run side by side, unasked."""
+    """True when the tool changes nothing: such calls may run side by side, unasked.
+    This is the one declaration of the tool's nature: its calls must describe
+    themselves as risk ``read`` (a call that says more is refused, not run), and its
+    ``kind`` may not say it changes things."""
     kind: ToolKind = "other"
-    describe: Describe | None = None
+    describe: Describe[Arguments] | None = None
     """What a call would do; without it a tool that is not read-only counts as ``exec``."""
     timeout_s: float | None = None
     concludes_turn: bool = False
@@ -201,6 +219,20 @@ class ToolDefinition:
     def __post_init__(self) -> None:
         if not TOOL_NAME.match(self.name):
             raise ValueError(f"tool name {self.name!r} must match {TOOL_NAME.pattern}")
+        # ``read_only`` is the tool's nature; ``kind`` only names it for an editor, so
+        # a kind that says otherwise is a mistake in the definition, refused here
+        # rather than shown to a person as harmless (or run side by side).
+        if self.read_only and self.kind in CHANGING_KINDS:
+            raise ValueError(
+                f"tool {self.name!r} is declared read_only=True but kind={self.kind!r}, "
+                "which changes things: drop read_only or choose another kind"
+            )
+        if not self.read_only and self.kind in READING_KINDS:
+            raise ValueError(
+                f"tool {self.name!r} has kind={self.kind!r} but is not read_only: "
+                "declare read_only=True (its calls then describe themselves as risk "
+                '"read") or choose another kind'
+            )
 
     @functools.cached_property
     def schema(self) -> ToolSchema:  # built once: every request sends it
@@ -211,10 +243,19 @@ class ToolDefinition:
                 prop.pop("title", None)
         return ToolSchema(name=self.name, description=self.description, parameters=parameters)
 
-    async def action(self, arguments: Any, context: ToolContext) -> Action:
+    async def action(self, arguments: Arguments, context: ToolContext) -> Action:
         if self.describe is None:
             if self.read_only:
                 return Action(risk="read", summary=self.name)
             return Action(risk="exec", summary=f"{self.name} {arguments.model_dump_json()}")
         described = self.describe(arguments, context)
-        return await described if asyncio.iscoroutine(described) else described  # type: ignore[return-value]
+        action = await described if asyncio.iscoroutine(described) else described
+        if self.read_only and action.risk != "read":  # type: ignore[union-attr]
+            # Its calls already run side by side, unasked as reads: one that says it
+            # does more is not run at all.
+            raise ToolError(
+                f"{self.name} is declared read-only, but describes this call as risk "
+                f"{action.risk!r}; the tool's definition is wrong, so it was not run",  # type: ignore[union-attr]
+                "TOOL_DEFINITION",
+            )
+        return action  # type: ignore[return-value]

@@ -138,6 +138,16 @@ class ToolService(ScopedRegistry[ToolDefinition]):
     def bind_context(self, ctx: Context) -> ToolView:
         return ToolView(self, ctx)
 
+    def add(self, ctx: Context, name: str, item: ToolDefinition) -> Disposer:
+        # The model is offered ``item.name`` and its calls are looked up by the name
+        # registered: two names would make every call "unknown".
+        if name != item.name:
+            raise ValueError(
+                f"a tool registered as {name!r} must be named so, but its definition is "
+                f"named {item.name!r}: register the definition alone (register(definition))"
+            )
+        return super().add(ctx, name, item)
+
     def schemas(self, scope: object | None) -> list[ToolSchema]:
         return [tool.schema for tool in self.visible(scope).values()]
 
@@ -331,6 +341,19 @@ class ToolView(RegistryView[ToolDefinition]):
         registry = self._registry
         assert isinstance(registry, ToolService)
         return registry
+
+    def register(
+        self, tool: ToolDefinition | str, definition: ToolDefinition | None = None
+    ) -> Disposer:
+        """Register ``tool`` under its own name. ``register(name, definition)`` is
+        still read, but only when ``name`` is the definition's: else ``ValueError``."""
+        if isinstance(tool, ToolDefinition):
+            if definition is not None:
+                raise TypeError("register(definition) takes the definition alone")
+            return self._registry.add(self._ctx, tool.name, tool)
+        if definition is None:
+            raise TypeError(f"register({tool!r}) needs the tool's definition")
+        return self._registry.add(self._ctx, tool, definition)
 
     def add_pre_hook(self, hook: PreHook) -> Disposer:
         """``ctx.on(TOOL_PRE_EXECUTE, hook)`` for this view's context."""
