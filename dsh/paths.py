@@ -19,7 +19,7 @@ CREDENTIALS_FILE = "credentials.json"
 TRUST_FILE = "trust.toml"
 """The folders the user trusts (:mod:`dsh.trust`)."""
 INSTALLATION_KEY_FILE = "installation.key"
-"""The per-installation secret that signs session grants (:mod:`dsh.tools.grants`)."""
+"""The per-installation secret that signs session grants (:mod:`dsh.policy.grants`)."""
 HOME_ENV_FILE = ".env"
 """Keys in ``$DSH_HOME/.env`` (:mod:`dsh.credentials`)."""
 

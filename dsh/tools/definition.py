@@ -24,13 +24,15 @@ from typing_extensions import TypeVar
 from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context
 from dsh.llm import Block, CallId, SessionId, ToolSchema, UserMessage
+from dsh.policy.action import Action as Action
+from dsh.policy.action import Escalation as Escalation
+from dsh.policy.action import Risk as Risk
 from dsh.sandbox.policy import Widening
 from dsh.tools.presentation import CallResult, Presentation
 
 TOOL_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "fetch", "other"]
-Risk = Literal["read", "write", "exec", "network", "external"]
 
 CHANGING_KINDS: frozenset[ToolKind] = frozenset({"edit", "delete", "move", "execute"})
 """Kinds that say the tool changes something: a read-only tool cannot be one."""
@@ -46,54 +48,6 @@ class ToolError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
-
-
-@dataclass(frozen=True)
-class Escalation:
-    """A call's request to run with more than the sandbox's policy allows."""
-
-    widening: Widening
-    reason: str
-    """Why, in the model's words: shown to the person."""
-
-
-@dataclass(frozen=True)
-class Action:
-    """What one call would do, for permission rules and the approval dialog."""
-
-    risk: Risk
-    summary: str
-    """One line: the command, or ``edit src/app.py (+3 -1)``."""
-    details: str | None = None
-    """The whole command, or a unified diff."""
-    paths: tuple[Path, ...] = ()
-    """Files the call would write, resolved (symlinks followed)."""
-    command: str | None = None
-    """The shell command, for ``bash(...)`` rules."""
-    reads: tuple[Path, ...] = ()
-    """Files (or folders searched) the call would read, absolute; checked as named and
-    with symlinks followed against the secret files (:mod:`dsh.tools.protected`)."""
-    workdir: Path | None = None
-    """Where ``command`` runs when not in the working directory: its relative paths
-    (``echo x > config``) are taken from there."""
-    target: str | None = None
-    """What a rule naming the tool matches its pattern against instead of the summary
-    (for a call that types into a running program: that program)."""
-    typed: bool = False
-    """``command`` is typed into a program already running (a terminal), which may read
-    the keys otherwise than a shell would (a pager saving to a file on ``s``): plan
-    mode never vouches for it as only reading."""
-    unchecked: str | None = None
-    """Why no rule can vouch for this call and deny rules cannot see all it does (keys
-    that edit a shell's line before it runs): always asked, never granted."""
-    sandboxed: bool = False
-    """The call starts a program, or runs a line, that the OS sandbox contains (a
-    command, a terminal): when the sandbox cannot start it would run unsandboxed, so
-    it is asked in every mode (:mod:`dsh.tools.escalation`)."""
-    escalation: Escalation | None = None
-    """What the call asks beyond the sandbox's policy (the bash tool's ``escalate``):
-    asked every time unless a signed session grant covers it; never allowed by a
-    mode or a rule."""
 
 
 @dataclass

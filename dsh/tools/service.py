@@ -5,7 +5,7 @@
 3. the ``tool/pre-execute`` hooks, side by side: any may deny (the first denial in
    listener order wins) or ask for approval;
 4. permission: the mode, the rules and the person (:mod:`dsh.tools.approval`); for a
-   call the OS sandbox contains, its status too (:mod:`dsh.tools.escalation`): what
+   call the OS sandbox contains, its status too (:mod:`dsh.policy.escalation`): what
    the person approved beyond the policy reaches execute as ``ToolContext.widening``;
 5. execute, within the tool's timeout, stopped at once by a cancel;
 6. the ``tool/post-execute`` hooks, side by side: any may turn the result into an error

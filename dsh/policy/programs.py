@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from dsh.tools.shell_words import Word
+from dsh.policy.shell_words import Word
 
 SYSTEM_DIRS = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/")
 """A program named by a path in these is the program of its base name for allow

@@ -2,13 +2,13 @@
 
 Rules are written ``tool(pattern)`` (or ``tool`` alone, any call); ``docs/security.md``
 has the whole language with examples. Three names are kinds of action, not tools; they
-match what a call's :class:`~dsh.tools.definition.Action` declares, whichever tool
+match what a call's :class:`~dsh.policy.action.Action` declares, whichever tool
 makes it:
 
 - ``bash(...)`` covers every call that runs a shell command (its action's
   ``command``). ``bash(git status)`` matches exactly that command,
   ``bash(git status:*)`` that command followed by anything. A command is analysed
-  (:mod:`dsh.tools.shell`): wrappers are looked through (``timeout 5 rm x`` runs
+  (:mod:`dsh.policy.shell`): wrappers are looked through (``timeout 5 rm x`` runs
   ``rm``), an allow rule must cover every command it runs, and a command with anything
   the analysis cannot vouch for (a substitution, a redirection that writes, a loop,
   ``eval``...) is never allowed by a rule.
@@ -36,7 +36,7 @@ accept-edits   allow        ask         allow       ask        ask         ask
 bypass         allow        allow       allow       allow      allow       allow
 =============  ===========  ==========  ==========  =========  ==========  ===========
 
-The paths are those of :mod:`dsh.tools.protected`:
+The paths are those of :mod:`dsh.policy.protected`:
 
 - dsh's keys and trust store (``$DSH_HOME``'s ``credentials.json``, ``.env``,
   ``trust.toml``, ``installation.key``) are denied in every mode, bypass included:
@@ -68,9 +68,9 @@ from typing import Literal
 from dsh.permission_modes import MODES as MODES
 from dsh.permission_modes import PLAN_MODE_REFUSAL, PLANNING_MODES
 from dsh.permission_modes import PermissionMode as PermissionMode
-from dsh.tools.definition import Action, ToolDefinition
-from dsh.tools.git_config import repository_programs
-from dsh.tools.globs import (
+from dsh.policy.action import Action, ToolNames
+from dsh.policy.git_config import repository_programs
+from dsh.policy.globs import (
     UNDER,
     Tokens,
     could_match_any,
@@ -79,9 +79,9 @@ from dsh.tools.globs import (
     options_possible,
     suffixes_after,
 )
-from dsh.tools.grant_policy import grant_words
-from dsh.tools.programs import SYSTEM_DIRS, base_name
-from dsh.tools.protected import (
+from dsh.policy.grant_policy import grant_words
+from dsh.policy.programs import SYSTEM_DIRS, base_name
+from dsh.policy.protected import (
     Protection,
     command_protections,
     folder_forms,
@@ -91,10 +91,10 @@ from dsh.tools.protected import (
     read_protection,
     write_protection,
 )
-from dsh.tools.read_only_commands import only_reads
-from dsh.tools.readers import recursive_reads
-from dsh.tools.shell import Analysis, Invocation, analyse
-from dsh.tools.shell_words import Word
+from dsh.policy.read_only_commands import only_reads
+from dsh.policy.readers import recursive_reads
+from dsh.policy.shell import Analysis, Invocation, analyse
+from dsh.policy.shell_words import Word
 
 Verdict = Literal["allow", "ask", "deny"]
 Kind = Literal["bash", "edit", "read", "tool"]
@@ -134,7 +134,7 @@ class Rule:
         """The pattern's words, and whether it is a prefix (``:*``)."""
         return _command_words(self.pattern or "")
 
-    def applies(self, tool: ToolDefinition, action: Action) -> bool:
+    def applies(self, tool: ToolNames, action: Action) -> bool:
         """Whether this rule speaks about ``tool``'s call at all."""
         match self.kind:
             case "bash":
@@ -314,7 +314,7 @@ def commands_covered(rules: Iterable[Rule], analysis: Analysis) -> bool:
     )
 
 
-def rules_cover(rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd: Path) -> bool:
+def rules_cover(rules: Iterable[Rule], tool: ToolNames, action: Action, cwd: Path) -> bool:
     """Whether every part of ``action`` is allowed by some rule (for commands: each
     command it runs by some rule, not necessarily the same one)."""
     relevant = [rule for rule in rules if rule.applies(tool, action)]
@@ -338,7 +338,7 @@ def _about_commands(rule: Rule) -> bool:
     return rule.kind in ("bash", "tool")
 
 
-def _covers_call(rule: Rule, tool: ToolDefinition, action: Action, cwd: Path) -> bool:
+def _covers_call(rule: Rule, tool: ToolNames, action: Action, cwd: Path) -> bool:
     """A rule that is not about commands, against a whole call."""
     match rule.kind:
         case "bash":
@@ -361,9 +361,7 @@ class Denial:
     why: str = ""
 
 
-def rules_deny(
-    rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd: Path
-) -> Denial | None:
+def rules_deny(rules: Iterable[Rule], tool: ToolNames, action: Action, cwd: Path) -> Denial | None:
     """The first deny rule that forbids ``action``, or else one that might."""
     maybe: Denial | None = None
     named: list[Path] | None = None  # looked up once, for the first path rule
@@ -496,7 +494,7 @@ def protections(action: Action, cwd: Path) -> list[Protection]:
 
 def assess(
     mode: PermissionMode,
-    tool: ToolDefinition,
+    tool: ToolNames,
     action: Action,
     cwd: Path,
     *,
@@ -587,7 +585,7 @@ def git_elsewhere(action: Action, cwd: Path) -> str | None:
     """Why the git a command runs may obey programs no rule saw, or None: it runs
     outside the project, or in a repository whose own config names programs under
     names of its choosing (a filter or diff driver, an alias, an include), which no
-    setting of :mod:`dsh.tools.git_config` can override by name."""
+    setting of :mod:`dsh.policy.git_config` can override by name."""
     if action.command is None:
         return None
     analysis = analyse(action.command)
@@ -632,12 +630,10 @@ def _folders_entered(analysis: Analysis, where: Path) -> list[Path] | str:
 # ----------------------------------------------------------------- session grants
 
 
-def session_rules(
-    tool: ToolDefinition, action: Action, cwd: Path | None = None
-) -> list[Rule] | None:
+def session_rules(tool: ToolNames, action: Action, cwd: Path | None = None) -> list[Rule] | None:
     """The rules an "allow for this session" answer grants, or None when none can be
     offered. For a command, one per command it runs: the exact command, or the smallest
-    safe prefix (see :func:`dsh.tools.grant_policy.grant_words`); for file writes, ``edit``
+    safe prefix (see :func:`dsh.policy.grant_policy.grant_words`); for file writes, ``edit``
     (writes inside ``cwd``) and, for a path outside it, :func:`outside_grant`;
     otherwise the tool (for its target, when the call names one)."""
     if action.command is not None:
@@ -733,7 +729,7 @@ def describe_grant(rules: Sequence[Rule], *, commands: bool) -> str:
 
 
 SANDBOX_GRANT = "sandbox"
-"""The name an escalation's session grant is written under (:mod:`dsh.tools.escalation`):
+"""The name an escalation's session grant is written under (:mod:`dsh.policy.escalation`):
 ``sandbox(curl network)``. No allow rule in settings is read under it."""
 
 
