@@ -40,7 +40,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from dsh.paths import CREDENTIALS_FILE, HOME_ENV_FILE, INSTALLATION_KEY_FILE, TRUST_FILE, dsh_home
+from dsh.paths import (
+    CREDENTIALS_FILE,
+    HOME_ENV_FILE,
+    INSTALLATION_KEY_FILE,
+    PROJECT_DIR,
+    TRUST_FILE,
+    dsh_home,
+)
 from dsh.policy.globs import (
     ANYTHING,
     MAX_MATCHES,
@@ -61,7 +68,6 @@ from dsh.policy.globs import (
 )
 from dsh.policy.readers import recursive_reads
 from dsh.policy.shell import analyse
-from dsh.settings import PROJECT_DIR
 
 _NEVER = "no tool may read or change it, in any mode"
 REFUSED_FILES: dict[str, str] = {
