@@ -65,6 +65,7 @@ from dsh.llm import (
     UserMessage,
     tool_result,
 )
+from dsh.policy.rules import Rule
 from dsh.prompt import Assembly, PromptContext, PromptService
 from dsh.services import CHECKPOINTS
 from dsh.session import (
@@ -125,7 +126,7 @@ class Turn:
         inbox: Inbox,
         *,
         trigger: TurnTrigger,
-        allow: tuple[str, ...] = (),
+        allow: tuple[Rule, ...] = (),
     ) -> None:
         self.agent = agent
         self.allow = allow

@@ -349,7 +349,7 @@ class ApprovalService:
         cwd: Any,
         force_ask: str | None = None,
         signal: asyncio.Event | None = None,
-        extra_allow: Sequence[str] = (),
+        extra_allow: Sequence[Rule] = (),
         agent_label: str | None = None,
         sandbox: SandboxStatus | None = None,
     ) -> Gate:
@@ -365,7 +365,7 @@ class ApprovalService:
             tool,
             action,
             cwd,
-            allow=[*self.allow, *_rules(extra_allow)],
+            allow=[*self.allow, *extra_allow],
             deny=self.deny,
             granted=self._granted(session),
         )
@@ -522,17 +522,6 @@ async def _unless_cancelled(
     answer.cancel()
     await asyncio.gather(answer, return_exceptions=True)
     return cancelled
-
-
-def _rules(texts: Sequence[str]) -> list[Rule]:
-    """Rules a turn was given; one that cannot be read grants nothing (and is logged)."""
-    rules = []
-    for text in texts:
-        try:
-            rules.append(Rule.parse(text))
-        except RuleError:
-            _log.warning("a turn's allow rule %r cannot be read; it is ignored", text)
-    return rules
 
 
 def denied_reads(context: ToolContext) -> Callable[[Path], bool] | None:

@@ -27,6 +27,7 @@ from dsh.llm import Block, CallId, SessionId, ToolSchema, UserMessage
 from dsh.policy.action import Action as Action
 from dsh.policy.action import Escalation as Escalation
 from dsh.policy.action import Risk as Risk
+from dsh.policy.rules import Rule
 from dsh.sandbox.policy import Widening
 from dsh.tools.presentation import CallResult, Presentation
 
@@ -68,7 +69,7 @@ class ToolContext:
     """Save a large text whole (``spill(text, label)``) and get its path."""
     progress: Callable[[str], None] = field(default=lambda _: None)
     """Say how far the call got (a line on its card; see ``dsh.agent.progress``)."""
-    allow: tuple[str, ...] = ()
+    allow: tuple[Rule, ...] = ()
     """Permission rules the call's turn adds to the settings' allow rules (a custom
     command's ``allowed-tools``); they never outweigh a deny rule or a protection."""
     widening: Widening | None = None

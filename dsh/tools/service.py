@@ -40,6 +40,7 @@ from dsh.llm import (
     UserMessage,
     tool_result,
 )
+from dsh.policy.rules import Rule
 from dsh.services import CHECKPOINTS, SANDBOX
 from dsh.tools.approval import ApprovalService
 from dsh.tools.definition import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
@@ -229,7 +230,7 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                         )
             ask = next((d.reason for d in decisions if isinstance(d, Ask)), None)
             if ask is None and any(isinstance(d, Allow) for d in decisions):
-                allow = (*allow, call.name)  # as an allow rule naming the tool, this once
+                allow = (*allow, Rule(call.name))  # as an allow rule naming the tool, this once
         # Only what approval grants widens the sandbox: never the context the call came with.
         context = replace(context, widening=None)
         if self.approvals is not None and context.agent is not None:
