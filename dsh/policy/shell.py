@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh.bulk import collector_paused
-from dsh.policy.programs import SHELLS, Layer, base_name, is_plain_program, unwrap
+from dsh.policy.programs import SHELLS, Layer, base_name
 from dsh.policy.shell_lexer import join_continued_lines, simple_commands
 from dsh.policy.shell_words import Word, read_heredoc, read_word
+from dsh.policy.unwrap import is_plain_program, unwrap
 
 __all__ = [
     "MAX_DEPTH",
