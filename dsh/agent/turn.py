@@ -65,7 +65,6 @@ from dsh.llm import (
     UserMessage,
     tool_result,
 )
-from dsh.policy.rules import Rule
 from dsh.prompt import Assembly, PromptContext, PromptService
 from dsh.services import CHECKPOINTS
 from dsh.session import (
@@ -97,7 +96,7 @@ from dsh.session import (
 from dsh.session.events import CancelByUser, LlmRetry, ModelRenamed
 from dsh.session.writer import SESSION_WRITE_FAILED, unstored_message
 from dsh.settings_tables import AgentOptions
-from dsh.tools import ToolContext, ToolService
+from dsh.tools import Rule, ToolContext, ToolService
 
 _log = logging.getLogger("dsh.agent")
 
