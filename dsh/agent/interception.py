@@ -50,10 +50,21 @@ class PromptAllow:
     """Replaces the prompt's content when given."""
     additional_contexts: tuple[UserMessage, ...] = ()
     allow: tuple[Rule, ...] = ()
-    """Permission rules (``Rule("bash", "git status:*")``, as ``parse_rules`` reads them) the turn this prompt opens may use
-    without asking, beside the settings' own: for a prompt the person chose to run
-    with them (a custom command's ``allowed-tools``). Deny rules, protected paths and
-    the mode still decide first; the next turn asks again."""
+    """Permission rules (``Rule("bash", "git status:*")``, as ``parse_rules`` reads
+    text) the turn this prompt opens may use without asking, beside the settings' own:
+    for a prompt the person chose to run with them (a custom command's
+    ``allowed-tools``). Deny rules, protected paths and the mode still decide first;
+    the next turn asks again."""
+
+    def __post_init__(self) -> None:
+        # Rules were text once: a listener written then fails here, naming the fix,
+        # rather than deep in the permission check of a later call.
+        for rule in self.allow:
+            if not isinstance(rule, Rule):
+                raise TypeError(
+                    f"PromptAllow.allow takes dsh.tools.Rule objects, not {rule!r}: "
+                    "read text with dsh.tools.parse_rules"
+                )
 
 
 @dataclass(frozen=True)

@@ -88,3 +88,8 @@ def test_allowed_tools_are_read_into_rules_in_dshs_names() -> None:
         Rule("web_fetch", "domain:x.org"),
     )
     assert allowed_rules("Bash(unclosed") == ()
+
+
+def test_text_given_as_a_turn_rule_is_refused_where_it_is_given() -> None:
+    with pytest.raises(TypeError, match=r"Rule objects, not 'bash\(ls\)'.*parse_rules"):
+        PromptAllow(allow=("bash(ls)",))  # type: ignore[arg-type]
