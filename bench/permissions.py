@@ -23,9 +23,9 @@ from pathlib import Path
 from pydantic import BaseModel
 from report import Sample, figure, load_now, machine  # bench/report.py, beside this script
 
+from dsh.policy.permissions import Rule, assess
+from dsh.policy.shell import analyse
 from dsh.tools import Action, ToolDefinition
-from dsh.tools.permissions import Rule, assess
-from dsh.tools.shell import analyse
 
 TARGET = 0.005  # s
 RUNS = 31

@@ -19,9 +19,18 @@ CREDENTIALS_FILE = "credentials.json"
 TRUST_FILE = "trust.toml"
 """The folders the user trusts (:mod:`dsh.trust`)."""
 INSTALLATION_KEY_FILE = "installation.key"
-"""The per-installation secret that signs session grants (:mod:`dsh.tools.grants`)."""
+"""The per-installation secret that signs session grants (:mod:`dsh.policy.grants`)."""
 HOME_ENV_FILE = ".env"
 """Keys in ``$DSH_HOME/.env`` (:mod:`dsh.credentials`)."""
+
+# Where a project and the user keep dsh's configuration: read by the settings, guarded
+# by the policy (:mod:`dsh.policy.protected`), so named here, beneath both.
+PROJECT_DIR = ".dsh"
+"""A project's own folder: ``.dsh/settings.toml``, never written by a tool unasked."""
+USER_FILE = "settings.toml"
+"""The settings document, in ``$DSH_HOME`` and in a project's ``.dsh``."""
+ENV_FILE = ".env"
+"""A project's keys for the credential store, read only when the project is trusted."""
 
 
 def dsh_home() -> Path:

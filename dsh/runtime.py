@@ -15,6 +15,8 @@ from dsh.credentials import CredentialStore
 from dsh.kernel import Candidate, Context, PluginHost, discover
 from dsh.llm import LlmService
 from dsh.paths import dsh_home
+from dsh.policy.git_config import user_git_config
+from dsh.policy.permissions import PermissionMode, Rule, RuleError
 from dsh.processes import sweep
 from dsh.prompt import PromptService, register_core_sections
 from dsh.sandbox import Policy, Sandbox
@@ -39,8 +41,6 @@ from dsh.settings_tables import PermissionsTable
 from dsh.tools import ToolService
 from dsh.tools.approval import ApprovalService
 from dsh.tools.files import DiskFiles
-from dsh.tools.git_config import user_git_config
-from dsh.tools.permissions import PermissionMode, Rule, RuleError
 from dsh.tools.questions import QuestionService
 from dsh.tools.spill import SpillStore
 

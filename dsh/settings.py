@@ -42,6 +42,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dsh.narrowing import Ignored, narrow
+
+# PROJECT_DIR and its kin are dsh.paths's; still importable from here.
+from dsh.paths import ENV_FILE as ENV_FILE
+from dsh.paths import PROJECT_DIR as PROJECT_DIR
+from dsh.paths import USER_FILE as USER_FILE
 from dsh.paths import unsafe_to_obey
 from dsh.settings_files import Document as Document
 from dsh.settings_files import SettingsError as SettingsError
@@ -60,10 +65,6 @@ if TYPE_CHECKING:
         StorageTable,
     )
 
-USER_FILE = "settings.toml"
-ENV_FILE = ".env"
-"""A project's keys for the credential store, read only when the project is trusted."""
-PROJECT_DIR = ".dsh"
 ENV_PREFIX = "DSH_"
 # DSH_* names that are not settings (read by their own code, or meant for children).
 ENV_RESERVED = frozenset({"DSH_HOME", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_SHELL"})

@@ -27,7 +27,8 @@ from dsh import held_secrets
 from dsh.credentials import CredentialStore, Secret, check_ref
 from dsh.kernel import Candidate, discover
 from dsh.llm import GenerateOptions, LlmAdapter, LlmError, user_text
-from dsh.settings import USER_FILE, Settings, write_private
+from dsh.paths import USER_FILE
+from dsh.settings import Settings, write_private
 
 _log = logging.getLogger("dsh.setup")
 

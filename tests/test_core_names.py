@@ -29,8 +29,8 @@ from functools import cache
 from pathlib import Path
 
 from dsh.permission_modes import PermissionMode
+from dsh.policy.permissions import Kind
 from dsh.tools.definition import Risk, ToolKind
-from dsh.tools.permissions import Kind
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -165,8 +165,8 @@ def test_permission_modes_are_defined_once() -> None:
 
     from dsh.cli import build_parser
     from dsh.permission_modes import MODES, PermissionMode
+    from dsh.policy.permissions import MODES as TOOL_MODES
     from dsh.settings_tables import PermissionsTable
-    from dsh.tools.permissions import MODES as TOOL_MODES
 
     flag = next(a for a in build_parser()._actions if a.dest == "permission_mode")
     assert tuple(flag.choices or ()) == MODES == TOOL_MODES == get_args(PermissionMode)

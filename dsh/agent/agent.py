@@ -33,6 +33,7 @@ from dsh.llm import (
     new_message_id,
     user_text,
 )
+from dsh.policy.rules import Rule
 from dsh.session import CancelCause, Session, SessionSink, TurnAborted, TurnEndReason
 from dsh.session.events import CancelByDisposal, HistoryRewound, PromptTrigger
 from dsh.session.turns import TurnNotFoundError, find_turn, turn_prompt, turns
@@ -292,7 +293,7 @@ class Agent:
             self._set_status("idle")
 
     async def _run_turn(
-        self, prompt: UserMessage, extra: tuple[UserMessage, ...], *, allow: tuple[str, ...] = ()
+        self, prompt: UserMessage, extra: tuple[UserMessage, ...], *, allow: tuple[Rule, ...] = ()
     ) -> TurnEndReason:
         self._held = False  # a cancel that kept the inbox is about the turn it cancelled
         turn = self._turn = Turn(

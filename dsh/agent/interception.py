@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from dsh.agent_handle import AgentHandle
 from dsh.control_chars import is_visible
 from dsh.llm import Block, LlmCallConfig, LlmFailure, RetryPolicy, UserMessage
+from dsh.policy.rules import Rule
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,22 @@ class PromptAllow:
     content: tuple[Block, ...] | None = None
     """Replaces the prompt's content when given."""
     additional_contexts: tuple[UserMessage, ...] = ()
-    allow: tuple[str, ...] = ()
-    """Permission rules (``bash(git status:*)``) the turn this prompt opens may use
-    without asking, beside the settings' own: for a prompt the person chose to run
-    with them (a custom command's ``allowed-tools``). Deny rules, protected paths and
-    the mode still decide first; the next turn asks again."""
+    allow: tuple[Rule, ...] = ()
+    """Permission rules (``Rule("bash", "git status:*")``, as ``parse_rules`` reads
+    text) the turn this prompt opens may use without asking, beside the settings' own:
+    for a prompt the person chose to run with them (a custom command's
+    ``allowed-tools``). Deny rules, protected paths and the mode still decide first;
+    the next turn asks again."""
+
+    def __post_init__(self) -> None:
+        # Rules were text once: a listener written then fails here, naming the fix,
+        # rather than deep in the permission check of a later call.
+        for rule in self.allow:
+            if not isinstance(rule, Rule):
+                raise TypeError(
+                    f"PromptAllow.allow takes dsh.tools.Rule objects, not {rule!r}: "
+                    "read text with dsh.tools.parse_rules"
+                )
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ from dsh.session import (
 from dsh.session.events import CancelByUser, LlmRetry, ModelRenamed
 from dsh.session.writer import SESSION_WRITE_FAILED, unstored_message
 from dsh.settings_tables import AgentOptions
-from dsh.tools import ToolContext, ToolService
+from dsh.tools import Rule, ToolContext, ToolService
 
 _log = logging.getLogger("dsh.agent")
 
@@ -127,7 +127,7 @@ class Turn:
         *,
         trigger: TurnTrigger,
         cache_watch: CacheWatch | None = None,
-        allow: tuple[str, ...] = (),
+        allow: tuple[Rule, ...] = (),
     ) -> None:
         self.agent = agent
         self.allow = allow

@@ -37,6 +37,7 @@ from dsh.llm import (
     ToolResultBlock,
     UserMessage,
 )
+from dsh.policy.rules import Rule
 from dsh.tools import ToolContext
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ async def run_user_command(agent: Agent, command: str, signal: asyncio.Event) ->
         session_id=session_id,
         services=agent.ctx,
         spill=(lambda text, label: spill.save(session_id, label, text)) if spill else None,
-        allow=(TOOL,),
+        allow=(Rule(TOOL),),
     )
     outcome = await tools.run(call, context, agent)
     result = "".join(

@@ -17,11 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from dsh.paths import dsh_home
+from dsh.paths import PROJECT_DIR, USER_FILE, dsh_home
 from dsh.settings import (
     CORE_TABLES,
-    PROJECT_DIR,
-    USER_FILE,
     Settings,
     SettingsError,
     TableProblem,

@@ -282,7 +282,7 @@ class Sandbox:
         )
 
     def _hidden(self) -> list[Path]:
-        from dsh.tools.protected import SECRET_STORES
+        from dsh.policy.protected import SECRET_STORES
 
         home = self._user_home
         found = [home / entry.rstrip("/") for entry in SECRET_STORES]

@@ -357,7 +357,7 @@ class ApprovalResolved(Frozen):
     by: Literal["user", "rule", "mode", "headless"] = "user"
     mac: str | None = None
     """For allow-session: this installation's signature of the grant
-    (:mod:`dsh.tools.grants`); a grant without a valid one is not restored on resume.
+    (:mod:`dsh.policy.grants`); a grant without a valid one is not restored on resume.
     A ``deny`` by the user with a ``pattern`` rejected those rules for the rest of the
     session (unsigned: a denial only narrows)."""
 

@@ -5,6 +5,7 @@ This module is public API: plugins import from ``dsh.tools``.
 
 from __future__ import annotations
 
+from dsh.policy.permissions import MODES, PermissionMode, Rule, RuleError, parse_rules
 from dsh.tools.approval import denied_reads
 from dsh.tools.definition import (
     Action,
@@ -23,7 +24,6 @@ from dsh.tools.environment import (
     user_passthrough,
     with_safe_git,
 )
-from dsh.tools.permissions import MODES, PermissionMode, Rule, RuleError, parse_rules
 from dsh.tools.presentation import (
     AgentView,
     CallResult,

@@ -1,13 +1,13 @@
 """The approval seam: asking the person before a call that needs it, and remembering.
 
 :class:`ApprovalService` (the ``approvals`` service) decides each call with
-:func:`~dsh.tools.permissions.assess`; when the verdict is *ask*, it asks through the
+:func:`~dsh.policy.permissions.assess`; when the verdict is *ask*, it asks through the
 ``approval/ask`` hook (:data:`dsh.hooks.APPROVAL_ASK`), where a UI registered its
 approver (the TUI's dialog, the line mode's prompt); the newest approver decides.
 With none registered (as in headless mode) an ask is a denial the model is told about. Every decision about a
 call that writes or runs something is logged as ``approval/requested`` and
 ``approval/resolved``; an "allow for this session" answer is logged with its rule and
-signed with this installation's key (:mod:`dsh.tools.grants`), so a resumed session
+signed with this installation's key (:mod:`dsh.policy.grants`), so a resumed session
 remembers it, and a log edited by hand, or made by another installation, grants nothing.
 A "reject for this session" answer (``deny_session``, which an editor offers) is
 logged as a denial with the same narrow rule; a call that would be asked about with
@@ -27,15 +27,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from dsh.hooks import APPROVAL_ASK, PERMISSION_MODE_CHANGED, PLAN_REVIEW
 from dsh.kernel import Context, Disposer
-from dsh.sandbox.policy import Widening
-from dsh.services import APPROVALS
-from dsh.session import Session, SessionHeader
-from dsh.session.events import ApprovalRequested, ApprovalResolved, GrantsIgnored
-from dsh.session.plan_events import PlanProposed, PlanReviewed
-from dsh.tools.definition import Action, Risk, ToolContext, ToolDefinition
-from dsh.tools.escalation import sandbox_need
-from dsh.tools.grants import InstallationKey, KeyRefused, grant_fields, sign, verify
-from dsh.tools.permissions import (
+from dsh.policy.escalation import sandbox_need
+from dsh.policy.grants import InstallationKey, KeyRefused, grant_fields, sign, verify
+from dsh.policy.permissions import (
     MODES,
     Assessment,
     PermissionMode,
@@ -47,6 +41,12 @@ from dsh.tools.permissions import (
     read_denied,
     session_rules,
 )
+from dsh.sandbox.policy import Widening
+from dsh.services import APPROVALS
+from dsh.session import Session, SessionHeader
+from dsh.session.events import ApprovalRequested, ApprovalResolved, GrantsIgnored
+from dsh.session.plan_events import PlanProposed, PlanReviewed
+from dsh.tools.definition import Action, Risk, ToolContext, ToolDefinition
 from dsh.tools.plan_review import APPROVED_MODES, PlanDecision, PlanReview, Reviewer
 from dsh.wire import Frozen
 
@@ -349,7 +349,7 @@ class ApprovalService:
         cwd: Any,
         force_ask: str | None = None,
         signal: asyncio.Event | None = None,
-        extra_allow: Sequence[str] = (),
+        extra_allow: Sequence[Rule] = (),
         agent_label: str | None = None,
         sandbox: SandboxStatus | None = None,
     ) -> Gate:
@@ -359,13 +359,13 @@ class ApprovalService:
         ``agent_label``: the subagent whose call it is, for the dialog to say.
         ``sandbox``: the sandbox's status, for a call it contains: an escalation, or a
         command while the sandbox cannot start, is asked in every mode whatever the
-        rules say (:mod:`dsh.tools.escalation`)."""
+        rules say (:mod:`dsh.policy.escalation`)."""
         assessment = assess(
             self.mode,
             tool,
             action,
             cwd,
-            allow=[*self.allow, *_rules(extra_allow)],
+            allow=[*self.allow, *extra_allow],
             deny=self.deny,
             granted=self._granted(session),
         )
@@ -522,17 +522,6 @@ async def _unless_cancelled(
     answer.cancel()
     await asyncio.gather(answer, return_exceptions=True)
     return cancelled
-
-
-def _rules(texts: Sequence[str]) -> list[Rule]:
-    """Rules a turn was given; one that cannot be read grants nothing (and is logged)."""
-    rules = []
-    for text in texts:
-        try:
-            rules.append(Rule.parse(text))
-        except RuleError:
-            _log.warning("a turn's allow rule %r cannot be read; it is ignored", text)
-    return rules
 
 
 def denied_reads(context: ToolContext) -> Callable[[Path], bool] | None:

@@ -16,20 +16,30 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal
 
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context
 from dsh.llm import Block, CallId, SessionId, ToolSchema, UserMessage
+from dsh.policy.action import Action as Action
+from dsh.policy.action import Escalation as Escalation
+from dsh.policy.action import Risk as Risk
+from dsh.policy.rules import Rule
 from dsh.sandbox.policy import Widening
 from dsh.tools.presentation import CallResult, Presentation
 
 TOOL_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "fetch", "other"]
-Risk = Literal["read", "write", "exec", "network", "external"]
+
+CHANGING_KINDS: frozenset[ToolKind] = frozenset({"edit", "delete", "move", "execute"})
+"""Kinds that say the tool changes something: a read-only tool cannot be one."""
+READING_KINDS: frozenset[ToolKind] = frozenset({"read", "search"})
+"""Kinds that say the tool only looks: a tool that is not read-only cannot be one
+(an editor would show its calls as harmless)."""
 
 
 class ToolError(Exception):
@@ -39,54 +49,6 @@ class ToolError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
-
-
-@dataclass(frozen=True)
-class Escalation:
-    """A call's request to run with more than the sandbox's policy allows."""
-
-    widening: Widening
-    reason: str
-    """Why, in the model's words: shown to the person."""
-
-
-@dataclass(frozen=True)
-class Action:
-    """What one call would do, for permission rules and the approval dialog."""
-
-    risk: Risk
-    summary: str
-    """One line: the command, or ``edit src/app.py (+3 -1)``."""
-    details: str | None = None
-    """The whole command, or a unified diff."""
-    paths: tuple[Path, ...] = ()
-    """Files the call would write, resolved (symlinks followed)."""
-    command: str | None = None
-    """The shell command, for ``bash(...)`` rules."""
-    reads: tuple[Path, ...] = ()
-    """Files (or folders searched) the call would read, absolute; checked as named and
-    with symlinks followed against the secret files (:mod:`dsh.tools.protected`)."""
-    workdir: Path | None = None
-    """Where ``command`` runs when not in the working directory: its relative paths
-    (``echo x > config``) are taken from there."""
-    target: str | None = None
-    """What a rule naming the tool matches its pattern against instead of the summary
-    (for a call that types into a running program: that program)."""
-    typed: bool = False
-    """``command`` is typed into a program already running (a terminal), which may read
-    the keys otherwise than a shell would (a pager saving to a file on ``s``): plan
-    mode never vouches for it as only reading."""
-    unchecked: str | None = None
-    """Why no rule can vouch for this call and deny rules cannot see all it does (keys
-    that edit a shell's line before it runs): always asked, never granted."""
-    sandboxed: bool = False
-    """The call starts a program, or runs a line, that the OS sandbox contains (a
-    command, a terminal): when the sandbox cannot start it would run unsandboxed, so
-    it is asked in every mode (:mod:`dsh.tools.escalation`)."""
-    escalation: Escalation | None = None
-    """What the call asks beyond the sandbox's policy (the bash tool's ``escalate``):
-    asked every time unless a signed session grant covers it; never allowed by a
-    mode or a rule."""
 
 
 @dataclass
@@ -107,7 +69,7 @@ class ToolContext:
     """Save a large text whole (``spill(text, label)``) and get its path."""
     progress: Callable[[str], None] = field(default=lambda _: None)
     """Say how far the call got (a line on its card; see ``dsh.agent.progress``)."""
-    allow: tuple[str, ...] = ()
+    allow: tuple[Rule, ...] = ()
     """Permission rules the call's turn adds to the settings' allow rules (a custom
     command's ``allowed-tools``); they never outweigh a deny rule or a protection."""
     widening: Widening | None = None
@@ -164,20 +126,31 @@ class ClaudeCodeName:
         return {back.get(key, key): value for key, value in fields.items()}
 
 
-Execute = Callable[[Any, ToolContext], Awaitable["ToolOutput | str"]]
-Describe = Callable[[Any, ToolContext], "Awaitable[Action] | Action"]
+Arguments = TypeVar("Arguments", bound=BaseModel, default=Any)
+"""A tool's arguments model. Its default keeps a bare ``ToolDefinition`` meaning "any
+tool" (a registry, a hook), while a definition built from a model is typed by it."""
+
+Execute = Callable[[Arguments, ToolContext], Awaitable["ToolOutput | str"]]
+Describe = Callable[[Arguments, ToolContext], "Awaitable[Action] | Action"]
 
 
 @dataclass(frozen=True)
-class ToolDefinition:
+class ToolDefinition(Generic[Arguments]):
+    """One tool. ``execute`` and ``describe`` receive the call's arguments validated
+    against ``arguments``, typed as that model: a function written for another model
+    does not type-check."""
+
     name: str
     description: str
-    arguments: type[BaseModel]
-    execute: Execute
+    arguments: type[Arguments]
+    execute: Execute[Arguments]
     read_only: bool = False
-    """True when the tool changes nothing: such calls may run side by side, unasked."""
+    """True when the tool changes nothing: such calls may run side by side, unasked.
+    This is the one declaration of the tool's nature: its calls must describe
+    themselves as risk ``read`` (a call that says more is refused, not run), and its
+    ``kind`` may not say it changes things."""
     kind: ToolKind = "other"
-    describe: Describe | None = None
+    describe: Describe[Arguments] | None = None
     """What a call would do; without it a tool that is not read-only counts as ``exec``."""
     timeout_s: float | None = None
     concludes_turn: bool = False
@@ -201,6 +174,20 @@ class ToolDefinition:
     def __post_init__(self) -> None:
         if not TOOL_NAME.match(self.name):
             raise ValueError(f"tool name {self.name!r} must match {TOOL_NAME.pattern}")
+        # ``read_only`` is the tool's nature; ``kind`` only names it for an editor, so
+        # a kind that says otherwise is a mistake in the definition, refused here
+        # rather than shown to a person as harmless (or run side by side).
+        if self.read_only and self.kind in CHANGING_KINDS:
+            raise ValueError(
+                f"tool {self.name!r} is declared read_only=True but kind={self.kind!r}, "
+                "which changes things: drop read_only or choose another kind"
+            )
+        if not self.read_only and self.kind in READING_KINDS:
+            raise ValueError(
+                f"tool {self.name!r} has kind={self.kind!r} but is not read_only: "
+                "declare read_only=True (its calls then describe themselves as risk "
+                '"read") or choose another kind'
+            )
 
     @functools.cached_property
     def schema(self) -> ToolSchema:  # built once: every request sends it
@@ -211,10 +198,19 @@ class ToolDefinition:
                 prop.pop("title", None)
         return ToolSchema(name=self.name, description=self.description, parameters=parameters)
 
-    async def action(self, arguments: Any, context: ToolContext) -> Action:
+    async def action(self, arguments: Arguments, context: ToolContext) -> Action:
         if self.describe is None:
             if self.read_only:
                 return Action(risk="read", summary=self.name)
             return Action(risk="exec", summary=f"{self.name} {arguments.model_dump_json()}")
         described = self.describe(arguments, context)
-        return await described if asyncio.iscoroutine(described) else described  # type: ignore[return-value]
+        action = await described if asyncio.iscoroutine(described) else described
+        if self.read_only and action.risk != "read":  # type: ignore[union-attr]
+            # Its calls already run side by side, unasked as reads: one that says it
+            # does more is not run at all.
+            raise ToolError(
+                f"{self.name} is declared read-only, but describes this call as risk "
+                f"{action.risk!r}; the tool's definition is wrong, so it was not run",  # type: ignore[union-attr]
+                "TOOL_DEFINITION",
+            )
+        return action  # type: ignore[return-value]

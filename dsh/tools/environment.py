@@ -8,7 +8,7 @@ so is dsh's own ``DSH_*`` configuration. dsh took such variables out of its own
 environment at start (:mod:`dsh.held_secrets`); names the user lists in
 ``passthrough`` (``GH_TOKEN`` for ``gh``) are handed back from there.
 
-Every child also gets the git settings of :mod:`dsh.tools.git_config`, under which
+Every child also gets the git settings of :mod:`dsh.policy.git_config`, under which
 no git it runs obeys a program a repository's files name.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from dsh.held_secrets import looks_secret, passed_through
-from dsh.tools.git_config import git_environment_overrides, without_exported
+from dsh.policy.git_config import git_environment_overrides, without_exported
 
 if TYPE_CHECKING:
     from dsh.settings import Settings

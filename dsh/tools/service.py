@@ -5,7 +5,7 @@
 3. the ``tool/pre-execute`` hooks, side by side: any may deny (the first denial in
    listener order wins) or ask for approval;
 4. permission: the mode, the rules and the person (:mod:`dsh.tools.approval`); for a
-   call the OS sandbox contains, its status too (:mod:`dsh.tools.escalation`): what
+   call the OS sandbox contains, its status too (:mod:`dsh.policy.escalation`): what
    the person approved beyond the policy reaches execute as ``ToolContext.widening``;
 5. execute, within the tool's timeout, stopped at once by a cancel;
 6. the ``tool/post-execute`` hooks, side by side: any may turn the result into an error
@@ -40,6 +40,7 @@ from dsh.llm import (
     UserMessage,
     tool_result,
 )
+from dsh.policy.rules import Rule
 from dsh.services import CHECKPOINTS, SANDBOX
 from dsh.tools.approval import ApprovalService
 from dsh.tools.definition import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
@@ -138,6 +139,16 @@ class ToolService(ScopedRegistry[ToolDefinition]):
     def bind_context(self, ctx: Context) -> ToolView:
         return ToolView(self, ctx)
 
+    def add(self, ctx: Context, name: str, item: ToolDefinition) -> Disposer:
+        # The model is offered ``item.name`` and its calls are looked up by the name
+        # registered: two names would make every call "unknown".
+        if name != item.name:
+            raise ValueError(
+                f"a tool registered as {name!r} must be named so, but its definition is "
+                f"named {item.name!r}: register the definition alone (register(definition))"
+            )
+        return super().add(ctx, name, item)
+
     def schemas(self, scope: object | None) -> list[ToolSchema]:
         return [tool.schema for tool in self.visible(scope).values()]
 
@@ -219,7 +230,7 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                         )
             ask = next((d.reason for d in decisions if isinstance(d, Ask)), None)
             if ask is None and any(isinstance(d, Allow) for d in decisions):
-                allow = (*allow, call.name)  # as an allow rule naming the tool, this once
+                allow = (*allow, Rule(call.name))  # as an allow rule naming the tool, this once
         # Only what approval grants widens the sandbox: never the context the call came with.
         context = replace(context, widening=None)
         if self.approvals is not None and context.agent is not None:
@@ -331,6 +342,19 @@ class ToolView(RegistryView[ToolDefinition]):
         registry = self._registry
         assert isinstance(registry, ToolService)
         return registry
+
+    def register(
+        self, tool: ToolDefinition | str, definition: ToolDefinition | None = None
+    ) -> Disposer:
+        """Register ``tool`` under its own name. ``register(name, definition)`` is
+        still read, but only when ``name`` is the definition's: else ``ValueError``."""
+        if isinstance(tool, ToolDefinition):
+            if definition is not None:
+                raise TypeError("register(definition) takes the definition alone")
+            return self._registry.add(self._ctx, tool.name, tool)
+        if definition is None:
+            raise TypeError(f"register({tool!r}) needs the tool's definition")
+        return self._registry.add(self._ctx, tool, definition)
 
     def add_pre_hook(self, hook: PreHook) -> Disposer:
         """``ctx.on(TOOL_PRE_EXECUTE, hook)`` for this view's context."""

@@ -38,12 +38,12 @@ if TYPE_CHECKING:
     from dsh.commands import Command, CommandView
     from dsh.frontend import Kind, ToolServer
     from dsh.kernel import Context
+    from dsh.policy.permissions import PermissionMode
     from dsh.runtime import Runtime
     from dsh.sandbox import Policy, SandboxStatus
     from dsh.session import SessionBusyError, SessionEvent
     from dsh.settings import Settings
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
-    from dsh.tools.permissions import PermissionMode
     from dsh.tools.plan_review import PlanDecision, PlanReview
     from dsh.tools.questions import Answer, Question
     from dsh.ui.entries import TranscriptFold

@@ -29,7 +29,7 @@ from dsh.kernel import Context, Disposer, Next, NoConfig, Plugin
 from dsh.llm import CallId, LlmCallConfig, MessageId, ToolCallBlock, joined_text, user_text
 from dsh.paths import dsh_home
 from dsh.services import COMMANDS, SETTINGS, TOOLS
-from dsh.tools import RuleError, ToolContext, parse_rules
+from dsh.tools import Rule, RuleError, ToolContext, parse_rules
 from dsh_plugins.custom_commands.expand import arguments, commands
 from dsh_plugins.custom_commands.files import (
     CommandFile,
@@ -63,7 +63,7 @@ class Commands:
     registered: dict[str, Disposer] = field(default_factory=dict)
     models: dict[MessageId, str] = field(default_factory=dict)
     """A command's message, and the model its turn is to use."""
-    allowed: dict[MessageId, tuple[str, ...]] = field(default_factory=dict)
+    allowed: dict[MessageId, tuple[Rule, ...]] = field(default_factory=dict)
     """A command's message, and the rules its turn may use without asking."""
     turn_models: dict[str, str] = field(default_factory=dict)
     """An agent (by id) running a command's turn, and that turn's model."""
@@ -107,7 +107,7 @@ async def apply(ctx: Context, config: NoConfig) -> None:
             state.registered[name] = registry.register(name, command_for(file))
 
     async def run_line(
-        context: CommandContext, command: str, name: str, allow: tuple[str, ...]
+        context: CommandContext, command: str, name: str, allow: tuple[Rule, ...]
     ) -> str:
         agent = context.agent
         call = ToolCallBlock(
@@ -239,7 +239,7 @@ RULE_NAMES = {
 }
 
 
-def allowed_rules(text: str | None) -> tuple[str, ...]:
+def allowed_rules(text: str | None) -> tuple[Rule, ...]:
     """``allowed-tools`` (``Bash(git add:*), Read``) as dsh's rules
     (``bash(git add:*)``, ``read``); a list that cannot be read allows nothing."""
     if not text:
@@ -250,11 +250,7 @@ def allowed_rules(text: str | None) -> tuple[str, ...]:
         rules = parse_rules(text)
     except RuleError:
         return ()
-    out = []
-    for rule in rules:
-        name = RULE_NAMES.get(rule.tool.lower(), rule.tool)
-        out.append(f"{name}({rule.pattern})" if rule.pattern is not None else name)
-    return tuple(out)
+    return tuple(Rule(RULE_NAMES.get(rule.tool.lower(), rule.tool), rule.pattern) for rule in rules)
 
 
 def listing_command(state: Commands, refresh: Callable[[], Awaitable[None]]) -> Command:
@@ -267,7 +263,7 @@ def listing_command(state: Commands, refresh: Callable[[], Awaitable[None]]) -> 
             )
             rules = allowed_rules(file.allowed_tools)
             if rules:
-                lines.append(f"    runs without asking: {', '.join(rules)}")
+                lines.append(f"    runs without asking: {', '.join(map(str, rules))}")
         if not lines:
             places = [str(root) for _, root in roots(state.home, state.project, state.claude)]
             lines.append("No custom commands. Put NAME.md files in " + " or ".join(places))

@@ -23,10 +23,10 @@ import pytest_asyncio
 
 from dsh.control_chars import visible
 from dsh.llm import CallId, ToolCallBlock, joined_text
+from dsh.policy.permissions import assess
 from dsh.runtime import Runtime, start_runtime
 from dsh.services import COMMANDS, TOOLS
 from dsh.tools import ToolContext, ToolService
-from dsh.tools.permissions import assess
 from dsh_plugins._shared.images import prepare
 from dsh_plugins.mcp import MCP, McpService
 from dsh_plugins.mcp.service import status_lines
@@ -308,7 +308,7 @@ async def test_annotations_decide_the_risk(fixture_runtime: Runtime, tmp_path: P
     assert echo.read_only
     assert read.risk == "read"
     assert assess("default", echo, read, tmp_path).verdict == "allow"
-    from dsh.tools.permissions import parse_rules
+    from dsh.policy.permissions import parse_rules
 
     allow_all = parse_rules("mcp__fixture__*")
     destructive = await wipe.action(wipe.arguments.model_validate({"target": "db"}), ctx)

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from dsh.policy.git_config import config_programs, git_environment_overrides, safe_git_settings
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
-from dsh.tools.git_config import config_programs, git_environment_overrides, safe_git_settings
 from tests.e2e.harness import SETTINGS, Dsh
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

@@ -15,7 +15,7 @@ session log received:
   run unasked.
 
 Then the decisions themselves, spelling by spelling, through
-:func:`~dsh.tools.permissions.assess`.
+:func:`~dsh.policy.permissions.assess`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from dsh.policy.permissions import Rule, assess
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import Action, ToolDefinition
-from dsh.tools.permissions import Rule, assess
 from dsh_plugins.fs.ripgrep import find_rg
 from tests.e2e.harness import SETTINGS, Dsh
 from tests.security.planted import FSMONITOR, HOOK, git_init, needs_git

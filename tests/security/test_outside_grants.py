@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from dsh.policy.permissions import Rule, assess, describe_grant, session_rules
 from dsh.tools import Action, ToolDefinition
-from dsh.tools.permissions import Rule, assess, describe_grant, session_rules
 
 
 class Args(BaseModel):

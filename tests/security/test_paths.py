@@ -142,8 +142,8 @@ async def test_search_patterns_cannot_become_rg_options(
 def test_dsh_configuration_is_asked_whatever_the_rules_and_grants_say(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, where: str
 ) -> None:
+    from dsh.policy.permissions import Rule, assess
     from dsh.tools import Action, ToolDefinition
-    from dsh.tools.permissions import Rule, assess
 
     home = tmp_path / "work" / ".dsh-home"  # a $DSH_HOME inside the working directory
     monkeypatch.setenv("DSH_HOME", str(home))

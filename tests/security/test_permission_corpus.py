@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from dsh.policy.permissions import Rule, assess
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import Action, ToolDefinition
-from dsh.tools.permissions import Rule, assess
 from tests.e2e.harness import Dsh
 from tests.security.corpus import GROUPS, Case, Group, count
 
@@ -185,8 +185,8 @@ def test_hostile_commands_are_always_decided_never_raise(tmp_path: Path) -> None
     each gets a verdict (and a grant, or none), never an exception."""
     import random
 
-    from dsh.tools.permissions import session_rules
-    from dsh.tools.shell import analyse
+    from dsh.policy.permissions import session_rules
+    from dsh.policy.shell import analyse
 
     pick = random.Random(17)
     allow = [Rule.parse("bash(ls:*)")]

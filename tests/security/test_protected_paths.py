@@ -9,8 +9,8 @@ hooks and start-up files untouched), each refusal says why in words a user reads
 in bypass mode the same ``~/.bashrc`` append lands, while dsh's trust store stays
 refused even there.
 
-Then the decision functions of :mod:`dsh.tools.protected` and
-:func:`~dsh.tools.permissions.assess`, path by path.
+Then the decision functions of :mod:`dsh.policy.protected` and
+:func:`~dsh.policy.permissions.assess`, path by path.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from dsh.testing import FakeLLM, Reply, ToolCallSpec
-from dsh.tools import Action, ToolDefinition
-from dsh.tools.permissions import Rule, assess
-from dsh.tools.protected import (
+from dsh.policy.permissions import Rule, assess
+from dsh.policy.protected import (
     command_protections,
     read_protection,
     write_protection,
 )
+from dsh.testing import FakeLLM, Reply, ToolCallSpec
+from dsh.tools import Action, ToolDefinition
 from tests.e2e.harness import SETTINGS, Dsh, of_type
 from tests.security.planted import FSMONITOR, HOOK, git_init, needs_git
 
@@ -474,6 +474,6 @@ def test_ordinary_commands_are_not_touched(places: tuple[Path, Path, Path], comm
     ],
 )
 def test_the_parse_lists_the_files_redirections_write(command: str, writes: list[str]) -> None:
-    from dsh.tools.shell import analyse
+    from dsh.policy.shell import analyse
 
     assert analyse(command).writes == writes

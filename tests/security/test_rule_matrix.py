@@ -20,11 +20,11 @@ import pytest
 import pytest_asyncio
 
 from dsh.llm import CallId
+from dsh.policy.permissions import MODES, Rule, assess
 from dsh.runtime import Runtime, start_runtime
 from dsh.services import TOOLS
 from dsh.testing import FakeLLM
 from dsh.tools import Action, ToolContext
-from dsh.tools.permissions import MODES, Rule, assess
 
 KINDS = ("bash", "edit", "read", "name")
 RULES = {"bash": "bash(touch:*)", "edit": "edit(src/**)", "read": "read(src/**)"}

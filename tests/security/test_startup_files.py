@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from dsh.policy.permissions import Rule, assess
+from dsh.policy.protected import command_protections, write_protection
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import Action, ToolDefinition
-from dsh.tools.permissions import Rule, assess
-from dsh.tools.protected import command_protections, write_protection
 from tests.e2e.harness import Dsh
 from tests.support.waits import HANG_S
 

@@ -1,14 +1,14 @@
 """What an escalation, or a command while the sandbox cannot start, needs of the person
-(dsh/tools/escalation.py), and the hint a sandboxed failure gets (plugins/bash)."""
+(dsh/policy/escalation.py), and the hint a sandboxed failure gets (plugins/bash)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from dsh.policy.escalation import sandbox_need
+from dsh.policy.permissions import describe_grant
 from dsh.sandbox import SandboxStatus, Widening
 from dsh.tools import Action, Escalation, Rule
-from dsh.tools.escalation import sandbox_need
-from dsh.tools.permissions import describe_grant
 from dsh_plugins.bash.sandbox_hint import sandbox_hint
 
 ACTIVE = SandboxStatus("workspace-write", active=True, backend="bubblewrap")

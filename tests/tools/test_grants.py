@@ -18,12 +18,7 @@ import pytest
 from dsh.kernel import Context
 from dsh.llm import new_session_id
 from dsh.paths import INSTALLATION_KEY_FILE
-from dsh.session import Session, SessionEvent
-from dsh.session.events import ApprovalResolved, GrantsIgnored
-from dsh.session.header import SessionHeader
-from dsh.tools import Action
-from dsh.tools.approval import ApprovalDecision, ApprovalRequest, ApprovalService
-from dsh.tools.grants import (
+from dsh.policy.grants import (
     KEY_BYTES,
     InstallationKey,
     KeyRefused,
@@ -31,7 +26,12 @@ from dsh.tools.grants import (
     sign,
     verify,
 )
-from dsh.tools.permissions import Rule
+from dsh.policy.permissions import Rule
+from dsh.session import Session, SessionEvent
+from dsh.session.events import ApprovalResolved, GrantsIgnored
+from dsh.session.header import SessionHeader
+from dsh.tools import Action
+from dsh.tools.approval import ApprovalDecision, ApprovalRequest, ApprovalService
 from dsh.ui.entries import NoticeEntry, TranscriptFold
 from tests.tools.test_pipeline import SHOUT  # the same approval-needing tool
 
@@ -94,7 +94,7 @@ def test_processes_starting_at_once_agree_on_one_key(tmp_path: Path) -> None:
     program = (
         "import hashlib, sys\n"
         "from pathlib import Path\n"
-        "from dsh.tools.grants import InstallationKey\n"
+        "from dsh.policy.grants import InstallationKey\n"
         "key = InstallationKey(Path(sys.argv[1])).get(create=True)\n"
         "print(hashlib.sha256(key).hexdigest())\n"
     )

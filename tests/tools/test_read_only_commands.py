@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from dsh.policy.permissions import assess
+from dsh.policy.read_only_commands import only_reads
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools.definition import Action, ToolDefinition
-from dsh.tools.permissions import assess
-from dsh.tools.read_only_commands import only_reads
 from tests.e2e.harness import Dsh, text_of
 from tests.e2e.test_plan_mode import commit
 
@@ -102,7 +102,7 @@ def test_git_outside_the_project_is_not_vouched_for(repository: Path, tmp_path: 
 def test_plan_mode_denies_with_its_reason_even_where_allow_rules_would_allow(
     repository: Path,
 ) -> None:
-    from dsh.tools.permissions import parse_rules
+    from dsh.policy.permissions import parse_rules
 
     tool = bash_tool()
     action = Action(risk="exec", summary="touch", command="touch made.txt")

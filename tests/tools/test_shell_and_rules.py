@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from dsh.policy.permissions import Rule, RuleError, assess, rules_cover, session_rules
+from dsh.policy.shell import analyse
 from dsh.tools import Action, ToolDefinition
-from dsh.tools.permissions import Rule, RuleError, assess, rules_cover, session_rules
-from dsh.tools.shell import analyse
 
 
 class Args(BaseModel):

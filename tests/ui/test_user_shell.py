@@ -11,12 +11,12 @@ from typing import Any
 from prompt_toolkit.input import PipeInput
 
 from dsh.llm import ShellSource, UserMessage
+from dsh.policy.permissions import parse_rules
 from dsh.runtime import Runtime
 from dsh.services import APPROVALS
 from dsh.session import check_log
 from dsh.testing import FakeLLM, Reply
 from dsh.testing.reconstruct import check_requests
-from dsh.tools.permissions import parse_rules
 from dsh.ui.entries import ToolEntry, TranscriptFold
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.screens.approval import ApprovalScreen

@@ -48,11 +48,11 @@ from dsh.ui.tui.status import PanelsView, QueuePanel, StatusBar
 if TYPE_CHECKING:
     from dsh.agent import Agent, AgentHandle, PasteResult
     from dsh.frontend import Kind
+    from dsh.policy.permissions import PermissionMode
     from dsh.runtime import Runtime
     from dsh.session import SessionBusyError, SessionEvent
     from dsh.settings import Settings
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
-    from dsh.tools.permissions import PermissionMode
     from dsh.tools.plan_review import PlanDecision, PlanReview
     from dsh.tools.questions import Answer, Question
     from dsh.ui.entries import TranscriptFold

@@ -2,13 +2,13 @@
 
 Rules are written ``tool(pattern)`` (or ``tool`` alone, any call); ``docs/security.md``
 has the whole language with examples. Three names are kinds of action, not tools; they
-match what a call's :class:`~dsh.tools.definition.Action` declares, whichever tool
+match what a call's :class:`~dsh.policy.action.Action` declares, whichever tool
 makes it:
 
 - ``bash(...)`` covers every call that runs a shell command (its action's
   ``command``). ``bash(git status)`` matches exactly that command,
   ``bash(git status:*)`` that command followed by anything. A command is analysed
-  (:mod:`dsh.tools.shell`): wrappers are looked through (``timeout 5 rm x`` runs
+  (:mod:`dsh.policy.shell`): wrappers are looked through (``timeout 5 rm x`` runs
   ``rm``), an allow rule must cover every command it runs, and a command with anything
   the analysis cannot vouch for (a substitution, a redirection that writes, a loop,
   ``eval``...) is never allowed by a rule.
@@ -36,7 +36,7 @@ accept-edits   allow        ask         allow       ask        ask         ask
 bypass         allow        allow       allow       allow      allow       allow
 =============  ===========  ==========  ==========  =========  ==========  ===========
 
-The paths are those of :mod:`dsh.tools.protected`:
+The paths are those of :mod:`dsh.policy.protected`:
 
 - dsh's keys and trust store (``$DSH_HOME``'s ``credentials.json``, ``.env``,
   ``trust.toml``, ``installation.key``) are denied in every mode, bypass included:
@@ -55,10 +55,8 @@ mode, a hook or ``core.fsmonitor`` runs later without asking.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import glob
 import os
-import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -68,9 +66,9 @@ from typing import Literal
 from dsh.permission_modes import MODES as MODES
 from dsh.permission_modes import PLAN_MODE_REFUSAL, PLANNING_MODES
 from dsh.permission_modes import PermissionMode as PermissionMode
-from dsh.tools.definition import Action, ToolDefinition
-from dsh.tools.git_config import repository_programs
-from dsh.tools.globs import (
+from dsh.policy.action import Action, ToolNames
+from dsh.policy.git_config import repository_programs
+from dsh.policy.globs import (
     UNDER,
     Tokens,
     could_match_any,
@@ -79,9 +77,9 @@ from dsh.tools.globs import (
     options_possible,
     suffixes_after,
 )
-from dsh.tools.grant_policy import grant_words
-from dsh.tools.programs import SYSTEM_DIRS, base_name
-from dsh.tools.protected import (
+from dsh.policy.grant_policy import grant_words
+from dsh.policy.programs import SYSTEM_DIRS, base_name
+from dsh.policy.protected import (
     Protection,
     command_protections,
     folder_forms,
@@ -91,126 +89,17 @@ from dsh.tools.protected import (
     read_protection,
     write_protection,
 )
-from dsh.tools.read_only_commands import only_reads
-from dsh.tools.readers import recursive_reads
-from dsh.tools.shell import Analysis, Invocation, analyse
-from dsh.tools.shell_words import Word
+from dsh.policy.read_only_commands import only_reads
+from dsh.policy.readers import recursive_reads
+from dsh.policy.rules import Kind as Kind
+from dsh.policy.rules import Rule as Rule
+from dsh.policy.rules import RuleError as RuleError
+from dsh.policy.rules import glob_path
+from dsh.policy.rules import parse_rules as parse_rules
+from dsh.policy.shell import Analysis, Invocation, analyse
+from dsh.policy.shell_words import Word
 
 Verdict = Literal["allow", "ask", "deny"]
-Kind = Literal["bash", "edit", "read", "tool"]
-
-_RULE = re.compile(r"^\s*([A-Za-z*][\w*-]*)\s*(?:\((.*)\))?\s*$", re.S)
-
-
-class RuleError(ValueError):
-    """A rule that cannot be read; the message quotes it."""
-
-
-@dataclass(frozen=True)
-class Rule:
-    tool: str
-    pattern: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Rule:
-        match = _RULE.match(text)
-        if not match:
-            raise RuleError(f"cannot read permission rule {text!r}: write it as tool(pattern)")
-        pattern = match.group(2)
-        return cls(match.group(1), pattern.strip() if pattern is not None else None)
-
-    def __str__(self) -> str:
-        return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
-
-    @property
-    def kind(self) -> Kind:
-        return self.tool if self.tool in ("bash", "edit", "read") else "tool"  # type: ignore[return-value]
-
-    @property
-    def any(self) -> bool:
-        return self.pattern is None or self.pattern == "*"
-
-    def command_words(self) -> tuple[tuple[str, ...], bool]:
-        """The pattern's words, and whether it is a prefix (``:*``)."""
-        return _command_words(self.pattern or "")
-
-    def applies(self, tool: ToolDefinition, action: Action) -> bool:
-        """Whether this rule speaks about ``tool``'s call at all."""
-        match self.kind:
-            case "bash":
-                return action.command is not None
-            case "edit":
-                return bool(action.paths)
-            case "read":
-                return bool(action.reads)
-        # A tool answers to its own name and to Claude Code's (``WebFetch``), so a
-        # rule written for Claude Code means the same tool here.
-        return any(fnmatch.fnmatchcase(name, self.tool) for name in tool.names)
-
-    def matches_path(self, path: Path, cwd: Path) -> bool:
-        if self.pattern is None:
-            return True
-        return any(_glob_path(self.pattern, form) for form in _path_forms(path, cwd))
-
-
-@functools.lru_cache(maxsize=1024)
-def _command_words(pattern: str) -> tuple[tuple[str, ...], bool]:
-    prefix = pattern.endswith(":*")
-    if prefix:
-        pattern = pattern[:-2]
-    try:
-        words = shlex.split(pattern)
-    except ValueError:
-        words = pattern.split()
-    return tuple(words), prefix
-
-
-def parse_rules(text: str) -> list[Rule]:
-    """Rules separated by commas (``bash(ls:*), bash(grep:*)``), as a grant is shown."""
-    rules: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in text:
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        if char == "," and depth == 0:
-            rules.append("".join(current))
-            current = []
-            continue
-        current.append(char)
-    rules.append("".join(current))
-    return [Rule.parse(rule) for rule in rules if rule.strip()]
-
-
-def _path_forms(path: Path, cwd: Path) -> list[str]:
-    """The path relative to the working directory (as named and resolved), else absolute."""
-    forms: list[str] = []
-    roots = {cwd, Path(os.path.realpath(cwd))}
-    for candidate in (path, Path(os.path.realpath(path))):
-        for root in roots:
-            try:
-                forms.append(candidate.relative_to(root).as_posix())
-            except ValueError:
-                continue
-        forms.append(candidate.as_posix())
-    return list(dict.fromkeys(forms))
-
-
-def _glob_path(pattern: str, shown: str) -> bool:
-    if pattern.endswith("/**"):
-        base = pattern[:-3]
-        return (
-            shown == base
-            or shown.startswith(base + "/")
-            or fnmatch.fnmatchcase(shown, pattern.replace("/**", "/*"))
-        )
-    return fnmatch.fnmatchcase(shown, pattern) or fnmatch.fnmatchcase(
-        shown, pattern.replace("**/", "")
-    )
-
-
 # ----------------------------------------------------------------- commands
 
 
@@ -314,7 +203,7 @@ def commands_covered(rules: Iterable[Rule], analysis: Analysis) -> bool:
     )
 
 
-def rules_cover(rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd: Path) -> bool:
+def rules_cover(rules: Iterable[Rule], tool: ToolNames, action: Action, cwd: Path) -> bool:
     """Whether every part of ``action`` is allowed by some rule (for commands: each
     command it runs by some rule, not necessarily the same one)."""
     relevant = [rule for rule in rules if rule.applies(tool, action)]
@@ -338,7 +227,7 @@ def _about_commands(rule: Rule) -> bool:
     return rule.kind in ("bash", "tool")
 
 
-def _covers_call(rule: Rule, tool: ToolDefinition, action: Action, cwd: Path) -> bool:
+def _covers_call(rule: Rule, tool: ToolNames, action: Action, cwd: Path) -> bool:
     """A rule that is not about commands, against a whole call."""
     match rule.kind:
         case "bash":
@@ -361,9 +250,7 @@ class Denial:
     why: str = ""
 
 
-def rules_deny(
-    rules: Iterable[Rule], tool: ToolDefinition, action: Action, cwd: Path
-) -> Denial | None:
+def rules_deny(rules: Iterable[Rule], tool: ToolNames, action: Action, cwd: Path) -> Denial | None:
     """The first deny rule that forbids ``action``, or else one that might."""
     maybe: Denial | None = None
     named: list[Path] | None = None  # looked up once, for the first path rule
@@ -408,7 +295,7 @@ def rules_deny(
 
 
 def _rule_patterns(pattern: str) -> tuple[Tokens, ...]:
-    """A path rule's pattern as the fnmatch patterns :func:`_glob_path` tries."""
+    """A path rule's pattern as the fnmatch patterns :func:`glob_path` tries."""
     if pattern.endswith("/**"):
         texts = [pattern[:-3], pattern[:-3] + "/*", pattern.replace("/**", "/*")]
     else:
@@ -418,7 +305,7 @@ def _rule_patterns(pattern: str) -> tuple[Tokens, ...]:
 
 def _could_cover(rule: Rule, tokens: Tokens, cwd: Path, *, options: bool) -> bool:
     """Whether a path the bash pattern ``tokens`` (absolute) names could be one the
-    rule covers, in any of the forms :func:`_path_forms` gives it."""
+    rule covers, in any of the forms :func:`path_forms` gives it."""
     patterns = _rule_patterns(rule.pattern or "*")
     forms = [tokens]
     for root in dict.fromkeys((os.fspath(cwd), os.path.realpath(cwd))):
@@ -496,7 +383,7 @@ def protections(action: Action, cwd: Path) -> list[Protection]:
 
 def assess(
     mode: PermissionMode,
-    tool: ToolDefinition,
+    tool: ToolNames,
     action: Action,
     cwd: Path,
     *,
@@ -587,7 +474,7 @@ def git_elsewhere(action: Action, cwd: Path) -> str | None:
     """Why the git a command runs may obey programs no rule saw, or None: it runs
     outside the project, or in a repository whose own config names programs under
     names of its choosing (a filter or diff driver, an alias, an include), which no
-    setting of :mod:`dsh.tools.git_config` can override by name."""
+    setting of :mod:`dsh.policy.git_config` can override by name."""
     if action.command is None:
         return None
     analysis = analyse(action.command)
@@ -632,12 +519,10 @@ def _folders_entered(analysis: Analysis, where: Path) -> list[Path] | str:
 # ----------------------------------------------------------------- session grants
 
 
-def session_rules(
-    tool: ToolDefinition, action: Action, cwd: Path | None = None
-) -> list[Rule] | None:
+def session_rules(tool: ToolNames, action: Action, cwd: Path | None = None) -> list[Rule] | None:
     """The rules an "allow for this session" answer grants, or None when none can be
     offered. For a command, one per command it runs: the exact command, or the smallest
-    safe prefix (see :func:`dsh.tools.grant_policy.grant_words`); for file writes, ``edit``
+    safe prefix (see :func:`dsh.policy.grant_policy.grant_words`); for file writes, ``edit``
     (writes inside ``cwd``) and, for a path outside it, :func:`outside_grant`;
     otherwise the tool (for its target, when the call names one)."""
     if action.command is not None:
@@ -703,7 +588,7 @@ def outside_granted(rules: Iterable[Rule], path: Path) -> bool:
         rule.kind == "edit"
         and rule.pattern is not None
         and rule.pattern.startswith("/")
-        and _glob_path(rule.pattern, real)
+        and glob_path(rule.pattern, real)
         for rule in rules
     )
 
@@ -733,7 +618,7 @@ def describe_grant(rules: Sequence[Rule], *, commands: bool) -> str:
 
 
 SANDBOX_GRANT = "sandbox"
-"""The name an escalation's session grant is written under (:mod:`dsh.tools.escalation`):
+"""The name an escalation's session grant is written under (:mod:`dsh.policy.escalation`):
 ``sandbox(curl network)``. No allow rule in settings is read under it."""
 
 

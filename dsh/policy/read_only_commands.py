@@ -1,21 +1,21 @@
 """The shell commands plan mode lets run: those the analysis can vouch for as only
 reading, failing closed.
 
-A command qualifies only when :func:`dsh.tools.shell.analyse` sees all of it (nothing
+A command qualifies only when :func:`dsh.policy.shell.analyse` sees all of it (nothing
 unchecked or hidden, no redirection that writes) and every simple command in it is a
 program of :data:`READERS` run directly (no wrapper such as ``timeout`` or ``xargs``,
 no nested script), with no option of :data:`REFUSED_OPTIONS`. git qualifies for the
 subcommands of :data:`GIT_READERS` alone, written first (``git -c ... log`` does
 not). Where git runs is the caller's to judge, as for any git command
-(:func:`dsh.tools.permissions.git_elsewhere`: outside the project, or in a
+(:func:`dsh.policy.permissions.git_elsewhere`: outside the project, or in a
 repository whose config names a program for git to run, such as a diff driver's
 ``textconv``, which would run on a read).
 """
 
 from __future__ import annotations
 
-from dsh.tools.shell import analyse
-from dsh.tools.shell_words import Word
+from dsh.policy.shell import analyse
+from dsh.policy.shell_words import Word
 
 __all__ = ["GIT_READERS", "READERS", "REFUSED_OPTIONS", "only_reads"]
 

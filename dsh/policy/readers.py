@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dsh.tools.globs import escape
-from dsh.tools.programs import base_name
-from dsh.tools.shell import Analysis, Invocation
-from dsh.tools.shell_words import Word
+from dsh.policy.globs import escape
+from dsh.policy.programs import base_name
+from dsh.policy.shell import Analysis, Invocation
+from dsh.policy.shell_words import Word
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ and every command while the sandbox cannot start (it would run unsandboxed).
 Both are the person's call, in every permission mode (bypass included) and whatever
 the allow rules say: a mode or a rule vouches for what a command is, not for taking
 the walls down around it, and a project's settings must never be able to. So
-:func:`sandbox_need` reads only the session's signed grants (:mod:`dsh.tools.grants`),
+:func:`sandbox_need` reads only the session's signed grants (:mod:`dsh.policy.grants`),
 never the allow rules.
 
 An escalation's "allow for this session" names each program the command runs and
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dsh.policy.action import Action
+from dsh.policy.permissions import SANDBOX_GRANT, Rule
+from dsh.policy.programs import base_name
+from dsh.policy.shell import analyse
 from dsh.sandbox.policy import Widening
-from dsh.tools.definition import Action
-from dsh.tools.permissions import SANDBOX_GRANT, Rule
-from dsh.tools.programs import base_name
-from dsh.tools.shell import analyse
 
 if TYPE_CHECKING:
     from dsh.sandbox.service import SandboxStatus

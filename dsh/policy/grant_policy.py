@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from dsh.tools.programs import RUNNERS, SHELLS, WRAPPERS, Layer
+from dsh.policy.programs import RUNNERS, SHELLS, WRAPPERS, Layer
 
 SUBCOMMAND_PROGRAMS = frozenset(
     {

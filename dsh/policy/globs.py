@@ -14,7 +14,7 @@ Two pattern dialects meet here:
   part (unless ``dotglob`` is on); ``\\x`` is a literal ``x``; extglob groups
   (``@(a|b)``, ``!(x)``) are read as ``*``, which matches more, never less;
 - **fnmatch** (dsh's tables, and ``read(...)``/``edit(...)`` rules as
-  :func:`dsh.tools.permissions._glob_path` matches them): ``*`` and ``?`` cross ``/``.
+  :func:`dsh.policy.permissions._glob_path` matches them): ``*`` and ``?`` cross ``/``.
 
 Both are read into a list of one-character tests plus stars, and a walk over pairs of
 positions decides whether a string exists that both accept.
@@ -457,7 +457,7 @@ def _python_glob(token: _Token) -> str:
 
 
 def absolute_patterns(word: str, cwd: Path, variables: dict[str, str]) -> list[str]:
-    """A word's pattern (:attr:`~dsh.tools.shell_words.Word.pattern`) as absolute
+    """A word's pattern (:attr:`~dsh.policy.shell_words.Word.pattern`) as absolute
     bash patterns, one per brace alternative: ``~`` and the ``variables`` expanded,
     relative ones taken from ``cwd``, ``..`` and ``.`` parts folded. Alternatives with
     any other variable are left out (what they name is computed)."""
