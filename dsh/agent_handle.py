@@ -91,6 +91,12 @@ class AgentHandle(Protocol):
         ...
 
     @property
+    def parent(self) -> AgentHandle | None:
+        """The live agent that delegated to this one (a subagent's parent); None for a
+        session's own agent."""
+        ...
+
+    @property
     def ctx(self) -> Context:
         """The agent's scope: what is registered here is for this agent only, and goes
         when it is disposed."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from dsh.agent_handle import AgentHandle
-from dsh.kernel import Context, RegistryView, ScopedRegistry
+from dsh.kernel import Context, Gather, RegistryView, ScopedRegistry, ServiceKey
 from dsh.session.events import CommandDone, CommandRun
 
 # Underscores and 64 characters: a plugin's commands may carry names made of others'
@@ -177,3 +177,15 @@ class CommandView(RegistryView[Command]):
 
     async def run(self, text: str, context: CommandContext) -> bool:
         return await self.service.run(text, context)
+
+
+COMMANDS_SETTLE: Gather[[], None] = Gather(
+    "commands/settle",
+    doc="a /word names no command yet and is about to be refused: a plugin whose "
+    "commands are still coming (an MCP server starting, whose prompts are commands) "
+    "returns once they are there or failed",
+)
+
+
+COMMANDS: ServiceKey[CommandView] = ServiceKey("commands")
+"""Slash commands (``register``)."""

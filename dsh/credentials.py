@@ -35,6 +35,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 from pydantic import AfterValidator
 
 from dsh import held_secrets
+from dsh.kernel import ServiceKey
 from dsh.paths import CREDENTIALS_FILE, PRIVATE_FILE, dsh_home, private_dir, private_lock
 from dsh.regular_files import read_regular_file
 
@@ -560,3 +561,7 @@ def key_reader(store: CredentialStore | None, ref: str) -> Callable[[], str | No
         return found.value.reveal() if found is not None else None
 
     return read
+
+
+CREDENTIALS: ServiceKey[CredentialStore] = ServiceKey("credentials")
+"""API keys, resolved per use; values never print."""

@@ -10,9 +10,11 @@ never prints a secret: it says where a key was found, never any of its value.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from dsh.kernel import Gather
 from dsh.wire import Frozen
 
 CheckStatus = Literal["ok", "warn", "fail"]
@@ -60,3 +62,11 @@ class DoctorAsk:
     model: str
     live: bool = False
     timeout_s: float = 10.0
+
+
+DOCTOR_CHECK: Gather[[DoctorAsk], Sequence[Check]] = Gather(
+    "doctor/check",
+    doc="`dsh doctor` runs: the checks of what a plugin owns (its endpoint, programs, "
+    "servers), each a Check with a fix for a problem; a listener bounds its own waits "
+    "by the ask's timeout and returns a failed Check rather than raise",
+)

@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dsh.agent_handle import AgentHandle
-from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE
-from dsh.kernel import Context, Disposer, ScopedRegistry
+from dsh.kernel import Chain, Context, Disposer, ScopedRegistry, ServiceKey
 from dsh.llm import ToolSchema
 from dsh.permission_modes import PLAN_MODE_TEXT, PermissionMode
 
@@ -408,3 +407,14 @@ async def _gather_or_cancel(works: list[Coroutine[Any, Any, T]]) -> list[T]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+SYSTEM_PROMPT_ASSEMBLE: Chain[AssemblyDraft, Assembly] = Chain(
+    "system-prompt/assemble",
+    subject=lambda draft: draft.context.scope,
+    doc="the assembled system prompt, tools and context entries of a request",
+)
+
+
+PROMPT: ServiceKey[PromptView] = ServiceKey("prompt")
+"""System prompt sections, variables and context entries."""

@@ -9,39 +9,30 @@ from pathlib import Path
 from typing import Any
 
 from dsh.agent import AgentService
+from dsh.agent.service import AGENTS
 from dsh.checkpoints import Checkpoints
-from dsh.commands import CommandService
-from dsh.credentials import CredentialStore
+from dsh.checkpoints.service import CHECKPOINTS
+from dsh.commands import COMMANDS, CommandService
+from dsh.credentials import CREDENTIALS, CredentialStore
 from dsh.kernel import Candidate, Context, PluginHost, discover
 from dsh.llm import LlmService
+from dsh.llm.service import LLM
 from dsh.paths import dsh_home
 from dsh.policy.git_config import user_git_config
 from dsh.policy.permissions import PermissionMode, Rule, RuleError
 from dsh.processes import sweep
-from dsh.prompt import PromptService, register_core_sections
+from dsh.prompt import PROMPT, PromptService, register_core_sections
 from dsh.sandbox import Policy, Sandbox
-from dsh.services import (
-    AGENTS,
-    APPROVALS,
-    CHECKPOINTS,
-    COMMANDS,
-    CREDENTIALS,
-    LLM,
-    PROMPT,
-    QUESTIONS,
-    SANDBOX,
-    SESSIONS,
-    SETTINGS,
-    TOOLS,
-    WORKSPACE_FILES,
-)
+from dsh.sandbox.service import SANDBOX
 from dsh.session import SessionStore
-from dsh.settings import Settings, SettingsError, load_settings
+from dsh.session.store import SESSIONS
+from dsh.settings import SETTINGS, Settings, SettingsError, load_settings
 from dsh.settings_tables import PermissionsTable
 from dsh.tools import ToolService
-from dsh.tools.approval import ApprovalService
-from dsh.tools.files import DiskFiles
-from dsh.tools.questions import QuestionService
+from dsh.tools.approval import APPROVALS, ApprovalService
+from dsh.tools.files import WORKSPACE_FILES, DiskFiles
+from dsh.tools.questions import QUESTIONS, QuestionService
+from dsh.tools.service import TOOLS
 from dsh.tools.spill import SpillStore
 
 

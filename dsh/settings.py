@@ -41,6 +41,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dsh.kernel import ServiceKey
 from dsh.narrowing import Ignored, narrow
 
 # PROJECT_DIR and its kin are dsh.paths's; still importable from here.
@@ -565,3 +566,7 @@ CORE_TABLES = {
     "checkpoints": _checkpoints_model,
     "claude_code": _claude_code_model,
 }
+
+
+SETTINGS: ServiceKey[Settings] = ServiceKey("settings")
+"""The settings as loaded (``settings.trusted``, ``own_section(...)``: the user's own)."""

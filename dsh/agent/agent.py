@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dsh.agent.cache_watch import CacheWatch
+from dsh.agent.hooks import AGENT_PROMPT_BLOCKED, AGENT_PROMPT_SUBMIT, AGENT_STATUS
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import PromptAllow, PromptBlock, PromptSubmit
 from dsh.agent.turn import AgentServices, Turn
-from dsh.agent_handle import Edit, InboxItem, Remove, RewindError, Status, Target
-from dsh.hooks import AGENT_PROMPT_BLOCKED, AGENT_PROMPT_SUBMIT, AGENT_STATUS
+from dsh.agent_handle import AgentHandle, Edit, InboxItem, Remove, RewindError, Status, Target
 from dsh.llm import (
     LlmService,
     Message,
@@ -54,6 +54,7 @@ class Agent:
         cwd: Path,
         opened_at: int | None = None,
         label: str | None = None,
+        parent: AgentHandle | None = None,
     ) -> None:
         self._services = services
         self._sink = sink
@@ -67,6 +68,8 @@ class Agent:
         self.label = label
         """Who this agent is to the person when it is not the one a front end shows (a
         subagent's description); None for a session's own agent."""
+        self.parent = parent
+        """The live agent that delegated to this one; None for a session's own."""
         self.ctx = services.root.child(self, name=f"agent:{session.id}")
         self.inbox = Inbox(session)
         self._cache_watch = CacheWatch()

@@ -7,17 +7,18 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from dsh.agent.agent import Agent
+from dsh.agent.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_END, AGENT_SESSION_START
 from dsh.agent.turn import AgentServices
 from dsh.agent_handle import AgentHandle, RewindError
-from dsh.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_END, AGENT_SESSION_START
-from dsh.kernel import Context
+from dsh.checkpoints.service import CHECKPOINTS
+from dsh.kernel import Context, ServiceKey
 from dsh.llm import LlmService
 from dsh.prompt import PromptService
-from dsh.services import CHECKPOINTS, WORKSPACE_FILES
 from dsh.session import RestoreDone, RestoreStarted, Session, SessionStore
 from dsh.session.events import HistoryRewound, SessionMoved, TurnStart
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService
+from dsh.tools.files import WORKSPACE_FILES
 
 _log = logging.getLogger("dsh.agent")
 
@@ -84,7 +85,9 @@ class AgentService:
                 if result is not None:
                     await result
 
-        return await self._start(session, options, parent.cwd, "subagent", set_up, label=label)
+        return await self._start(
+            session, options, parent.cwd, "subagent", set_up, label=label, parent=parent
+        )
 
     async def resume(
         self,
@@ -173,6 +176,7 @@ class AgentService:
         opened_at: int | None = None,
         *,
         label: str | None = None,
+        parent: AgentHandle | None = None,
     ) -> Agent:
         agent = Agent(
             self.services,
@@ -182,6 +186,7 @@ class AgentService:
             cwd=cwd,
             opened_at=opened_at,
             label=label,
+            parent=parent,
         )
         if setup is not None:
             result = setup(agent.ctx)
@@ -243,3 +248,7 @@ def _finish_rewind(agent: Agent) -> None:
                 return
             case RestoreStarted():
                 return
+
+
+AGENTS: ServiceKey[AgentService] = ServiceKey("agents")
+"""Creating, resuming and disposing agents."""

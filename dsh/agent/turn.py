@@ -24,6 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh.agent.cache_watch import CacheWatch
+from dsh.agent.hooks import (
+    AGENT_ERROR,
+    AGENT_PRE_STEP,
+    AGENT_REQUEST,
+    AGENT_REQUEST_ERROR,
+    AGENT_TURN_STOPPING,
+)
 from dsh.agent.inbox import Inbox
 from dsh.agent.interception import Enter, PreRequest, PreStep, Reject, RequestError, Retry
 from dsh.agent.interruption import (
@@ -35,13 +42,7 @@ from dsh.agent.interruption import (
 from dsh.agent.progress import ProgressLog
 from dsh.agent.signal import TurnCancelled, TurnSignal
 from dsh.agent_handle import AgentHandle
-from dsh.hooks import (
-    AGENT_ERROR,
-    AGENT_PRE_STEP,
-    AGENT_REQUEST,
-    AGENT_REQUEST_ERROR,
-    AGENT_TURN_STOPPING,
-)
+from dsh.checkpoints.service import CHECKPOINTS
 from dsh.kernel import Context
 from dsh.llm import (
     AssistantMessage,
@@ -67,7 +68,6 @@ from dsh.llm import (
     tool_result,
 )
 from dsh.prompt import Assembly, PromptContext, PromptService
-from dsh.services import CHECKPOINTS
 from dsh.session import (
     AssistantChunk,
     AssistantMessageData,

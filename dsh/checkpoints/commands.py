@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from dsh.checkpoints.restore import FileSummary, RestoreOutcome, RestorePlan
+from dsh.checkpoints.service import CHECKPOINTS
 from dsh.checkpoints.store import CheckpointError
 from dsh.commands import Command, CommandContext, CommandError
 from dsh.control_chars import visible
 from dsh.llm import PluginSource, TextBlock, UserMessage
-from dsh.services import CHECKPOINTS
 
 if TYPE_CHECKING:
     from dsh.checkpoints.service import Checkpoints, SessionOwner

@@ -32,7 +32,7 @@ from dsh.checkpoints.restore import (
     read_history,
 )
 from dsh.checkpoints.store import MB, CheckpointError, CheckpointStore, Snapshot
-from dsh.services import AGENTS
+from dsh.kernel import ServiceKey
 from dsh.session.checkpoint_events import (
     MAX_CHANGES,
     CheckpointTaken,
@@ -71,6 +71,11 @@ class SessionOwner(Protocol):
     def cwd(self) -> Path: ...
     @property
     def ctx(self) -> Context: ...
+    @property
+    def parent(self) -> AgentHandle | None:
+        """The live agent that delegated to this one, whose turn its effects are part of."""
+        ...
+
     async def flush(self, *, sync: bool = True) -> bool: ...
 
 
@@ -123,7 +128,7 @@ class Checkpoints:
         the calls of one step share it. Never raises."""
         if not self.table.enabled:
             return
-        parent = _parent(agent)
+        parent = agent.parent
         if parent is not None and parent.session.open_turn is not None:
             # A subagent's effects are its parent's turn's too: /undo in the parent
             # must cover them, and the parent's call that made it has none of its own.
@@ -414,15 +419,6 @@ class Checkpoints:
         return RestoreOutcome(started.restore_id, done.applied, conflicts, resumed)
 
 
-def _parent(agent: SessionOwner) -> AgentHandle | None:
-    """The live agent that delegated to ``agent``, if it is a subagent."""
-    header = agent.session.header
-    if header.origin != "subagent" or header.parent_session is None:
-        return None
-    agents = agent.ctx.get(AGENTS, None)
-    return agents.get(header.parent_session) if agents is not None else None
-
-
 async def _changes(
     store: CheckpointStore, first: CheckpointTaken, end: Snapshot
 ) -> list[PathChange]:
@@ -443,3 +439,8 @@ async def _changes(
             found.append(PathChange(path=path, change="mode"))
     found.sort(key=lambda item: item.path)
     return found
+
+
+CHECKPOINTS: ServiceKey[Checkpoints] = ServiceKey("checkpoints")
+"""Snapshots of the project's files before a turn's effects (``before_effect``), and
+restoring them (``plan_undo``, ``plan_rewind``, ``restore``)."""

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dsh.paths import private_dir
+from dsh.policy.git_config import with_safe_git
 from dsh.processes import helper_command
 from dsh.session.checkpoint_events import LeftOut
-from dsh.tools.environment import with_safe_git
 
 __all__ = [
     "ABSENT",

@@ -16,14 +16,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dsh.credentials import CredentialError, CredentialStore, Secret, redact
-from dsh.doctor import MARKS, Check, DoctorAsk, fail, ok, warn
-from dsh.hooks import DOCTOR_CHECK
+from dsh.credentials import CREDENTIALS, CredentialError, CredentialStore, Secret, redact
+from dsh.doctor import DOCTOR_CHECK, MARKS, Check, DoctorAsk, fail, ok, warn
 from dsh.kernel import PluginStatus
 from dsh.llm import Finish, FinishAborted, FinishError, GenerateOptions, LlmError, user_text
 from dsh.paths import dsh_home
 from dsh.runtime import Runtime, start_runtime
-from dsh.services import CREDENTIALS, SANDBOX
+from dsh.sandbox.service import SANDBOX
 from dsh.settings import Settings, SettingsError, load_settings
 from dsh.wire import dumps
 

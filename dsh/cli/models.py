@@ -10,8 +10,7 @@ from typing import Any
 
 from dsh.llm import CatalogEntry, LlmError
 from dsh.runtime import start_runtime
-from dsh.services import SETTINGS
-from dsh.settings import SettingsError
+from dsh.settings import SETTINGS, SettingsError
 
 
 async def _collect(provider: str | None) -> tuple[str, list[CatalogEntry]]:

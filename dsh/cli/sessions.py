@@ -306,6 +306,10 @@ class _ForkOwner:
     def id(self) -> SessionId:
         return self.session.id
 
+    @property
+    def parent(self) -> None:
+        return None  # no agent runs the fork here
+
     async def flush(self, *, sync: bool = True) -> bool:
         return await self.sink.flush(sync=sync)
 

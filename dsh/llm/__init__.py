@@ -26,6 +26,7 @@ from dsh.llm.blocks import (
     content_blocks,
     joined_text,
 )
+from dsh.llm.hooks import RetryNotice
 from dsh.llm.ids import CallId, MessageId, SessionId, new_message_id, new_session_id
 from dsh.llm.messages import (
     AssistantMessage,
@@ -62,7 +63,6 @@ from dsh.llm.service import (
     AdapterRegistration,
     LlmService,
     PreparedCall,
-    RetryNotice,
     RouteConflictError,
 )
 from dsh.llm.stream import (

@@ -19,8 +19,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dsh.hooks import LLM_RETRY, LLM_STREAM
+from dsh.kernel import ServiceKey
 from dsh.llm.adapter import CatalogEntry, LlmAdapter, RetryPolicy
+from dsh.llm.hooks import LLM_RETRY, LLM_STREAM, RetryNotice
 from dsh.llm.request import (
     AdapterDefaults,
     GenerateOptions,
@@ -42,7 +43,6 @@ from dsh.llm.stream import (
     TokenUsage,
     ToolCallDelta,
 )
-from dsh.wire import Frozen
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -53,17 +53,6 @@ _CONTENT = (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd)
 
 class RouteConflictError(ValueError):
     """A provider route is already served by another adapter."""
-
-
-class RetryNotice(Frozen):
-    """A failed attempt about to be retried: what the UI shows while it waits."""
-
-    provider: str
-    model: str
-    retry: int
-    max_retries: int
-    delay_ms: int
-    failure: LlmFailure
 
 
 @dataclass(frozen=True)
@@ -509,3 +498,7 @@ async def _wait_or_cancel(sleeping: Awaitable[Any], signal: Any) -> bool:
         sleeper.cancel()
         waiter.cancel()
         await asyncio.gather(sleeper, waiter, return_exceptions=True)
+
+
+LLM: ServiceKey[BoundLlmService] = ServiceKey("llm")
+"""Model calls and provider routes (``register_adapter``)."""

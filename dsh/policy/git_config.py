@@ -279,3 +279,9 @@ def repository_programs(start: Path) -> str | None:
         if key is not None:
             return f"the repository's config names a program for git to run: {key} ({path})"
     return None
+
+
+def with_safe_git(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the git settings every child runs under (its own exported
+    ``GIT_CONFIG_COUNT`` entries kept, after dsh's)."""
+    return {**without_exported(env), **git_environment_overrides(env)}

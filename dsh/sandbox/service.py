@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dsh.kernel import ServiceKey
 from dsh.processes import child_options
 from dsh.sandbox.bubblewrap import Layout, Network, NetworkHolder, arguments, find_program, probe
 from dsh.sandbox.policy import Policy, Widening
@@ -359,3 +360,8 @@ def _make_mount_points(root: Path) -> None:
         if git.is_dir():
             (git / "hooks").mkdir(exist_ok=True)
         (root / ".dsh").mkdir(exist_ok=True)
+
+
+SANDBOX: ServiceKey[Sandbox] = ServiceKey("sandbox")
+"""The OS sandbox every program the model starts runs in (``wrap``), its policy and
+whether it works here (``ready``)."""

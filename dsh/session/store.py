@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from dsh.bulk import collector_paused
+from dsh.kernel import ServiceKey
 from dsh.llm import SessionId, new_session_id
 from dsh.session.blobs import Blobs, is_digest
 from dsh.session.catalog import Catalog, CatalogEntry, stored_events
@@ -654,3 +655,7 @@ class _StoreSink:
 
     def stored(self) -> int:
         return self.store.stored(self.session)
+
+
+SESSIONS: ServiceKey[SessionStore] = ServiceKey("sessions")
+"""Stored sessions: create, open, fork, the catalog."""

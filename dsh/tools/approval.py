@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from dsh.hooks import APPROVAL_ASK, PERMISSION_MODE_CHANGED, PLAN_REVIEW
-from dsh.kernel import Context, Disposer
+from dsh.kernel import Context, Disposer, First, ServiceKey
+from dsh.permission_modes import PERMISSION_MODE_CHANGED
 from dsh.policy.escalation import sandbox_need
 from dsh.policy.grants import InstallationKey, KeyRefused, grant_fields, sign, verify
 from dsh.policy.permissions import (
@@ -42,12 +42,17 @@ from dsh.policy.permissions import (
     session_rules,
 )
 from dsh.sandbox.policy import Widening
-from dsh.services import APPROVALS
 from dsh.session import Session, SessionHeader
 from dsh.session.events import ApprovalRequested, ApprovalResolved, GrantsIgnored
 from dsh.session.plan_events import PlanProposed, PlanReviewed
 from dsh.tools.definition import Action, Risk, ToolContext, ToolDefinition
-from dsh.tools.plan_review import APPROVED_MODES, PlanDecision, PlanReview, Reviewer
+from dsh.tools.plan_review import (
+    APPROVED_MODES,
+    PLAN_REVIEW,
+    PlanDecision,
+    PlanReview,
+    Reviewer,
+)
 from dsh.wire import Frozen
 
 if TYPE_CHECKING:
@@ -564,3 +569,14 @@ class BoundApprovals:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._service, name)
+
+
+APPROVAL_ASK: First[[ApprovalRequest], ApprovalDecision] = First(
+    "approval/ask",
+    doc="a call needs the person's approval: the newest approver (a UI's dialog) "
+    "decides; none at all is a denial (headless)",
+)
+
+
+APPROVALS: ServiceKey[BoundApprovals] = ServiceKey("approvals")
+"""The permission mode and rules, and the approvers (``add_approver``)."""

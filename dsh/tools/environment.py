@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from dsh.held_secrets import looks_secret, passed_through
-from dsh.policy.git_config import git_environment_overrides, without_exported
+from dsh.policy.git_config import with_safe_git as with_safe_git
 
 if TYPE_CHECKING:
     from dsh.settings import Settings
@@ -51,9 +51,3 @@ def user_passthrough(settings: Settings | None) -> tuple[str, ...]:
     if not isinstance(names, list | tuple):
         return ()
     return tuple(name for name in names if isinstance(name, str))
-
-
-def with_safe_git(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with the git settings every child runs under (its own exported
-    ``GIT_CONFIG_COUNT`` entries kept, after dsh's)."""
-    return {**without_exported(env), **git_environment_overrides(env)}

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from dsh.kernel import ServiceKey
 from dsh.regular_files import FileTooLarge, NotRegularFile, read_regular_file
 
 __all__ = [
@@ -168,3 +169,8 @@ def _write_text(path: Path, text: str) -> None:
         with suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+WORKSPACE_FILES: ServiceKey[WorkspaceFiles] = ServiceKey("workspace-files")
+"""Where the text of the workspace's files is read and written: the disk, or a front
+end's stand-in for the agents it shows (an editor's buffers), on the agent's context."""

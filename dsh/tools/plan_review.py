@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
+from dsh.kernel import First
 from dsh.permission_modes import PermissionMode
 from dsh.wire import Frozen
 
@@ -51,3 +52,11 @@ class PlanDecision(Frozen):
 
 
 Reviewer = Callable[[PlanReview], Awaitable[PlanDecision]]
+
+
+PLAN_REVIEW: First[[PlanReview], PlanDecision] = First(
+    "plan/review",
+    doc="the model presented a plan in plan mode: the newest reviewer (a UI) approves "
+    "it (going on in accept-edits or default mode) or sends it back with a note; none "
+    "at all leaves the mode as it is (headless)",
+)

@@ -13,8 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from dsh.agent_handle import AgentHandle
-from dsh.hooks import QUESTION_ASK
-from dsh.kernel import Context, Disposer
+from dsh.kernel import Context, Disposer, First, ServiceKey
 from dsh.wire import Frozen
 
 
@@ -102,3 +101,15 @@ def _answering(ctx: Context, answerer: Answerer) -> Disposer:
         return Dismissed() if answers is None else answers
 
     return ctx.on(QUESTION_ASK, answer, prepend=True)
+
+
+QUESTION_ASK: First[[Sequence[Question], AgentHandle | None], Sequence[Answer] | Dismissed] = First(
+    "question/ask",
+    subject=lambda questions, agent: agent,
+    doc="a tool asks the person questions: the newest answerer (a UI) answers or says "
+    "they were dismissed; none at all is an error the model is told (headless)",
+)
+
+
+QUESTIONS: ServiceKey[BoundQuestions] = ServiceKey("questions")
+"""Questions for the person (``ask``), and the answerers (``set_answerer``)."""

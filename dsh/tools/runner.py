@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from dsh.kernel import ServiceKey
 from dsh.llm import CallId
 
 
@@ -79,3 +80,8 @@ class CommandRunner(Protocol):
         opened for the command is given back before it returns or raises, a cancelled
         task included."""
         ...
+
+
+COMMAND_RUNNER: ServiceKey[CommandRunner] = ServiceKey("command-runner")
+"""Where a tool's foreground shell commands run, when not here (an editor's terminals):
+provided by a front end on an agent's scope; absent, a tool runs them itself."""

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from dsh.hooks import TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
-from dsh.kernel import Context, Disposer, RegistryView, ScopedRegistry
+from dsh.checkpoints.service import CHECKPOINTS
+from dsh.kernel import Context, Disposer, Gather, RegistryView, ScopedRegistry, ServiceKey
 from dsh.llm import (
     Block,
     TextBlock,
@@ -41,7 +41,7 @@ from dsh.llm import (
     tool_result,
 )
 from dsh.policy.rules import Rule
-from dsh.services import CHECKPOINTS, SANDBOX
+from dsh.sandbox.service import SANDBOX
 from dsh.tools.approval import ApprovalService
 from dsh.tools.definition import Action, ToolContext, ToolDefinition, ToolError, ToolOutput
 from dsh.tools.spill import MAX_INLINE_BYTES, SpillStore, preview
@@ -408,3 +408,35 @@ def _amended(call: ToolCallBlock, outcome: CallOutcome, amend: Amend) -> CallOut
 
 def _failure(call: ToolCallBlock, text: str, code: str) -> CallOutcome:
     return CallOutcome(tool_result(call.id, f"Error: {text}", is_error=True), code)
+
+
+# ---------------------------------------------------------------------- hook points
+
+
+def _caller(tool: ToolDefinition, arguments: Any, what: object, context: ToolContext) -> object:
+    """The subject of a tool hook: the agent whose turn made the call."""
+    return context.agent
+
+
+TOOL_PRE_EXECUTE: Gather[
+    [ToolDefinition, Any, Action, ToolContext], Deny | Ask | Allow | Rewrite | None
+] = Gather(
+    "tool/pre-execute",
+    subject=_caller,
+    doc="a validated call, before permission: Deny it, Ask the person even where rules "
+    "allow it, Allow it as an allow rule would (this call alone), or Rewrite its "
+    "arguments (judged again as rewritten); the first denial in listener order wins, "
+    "else the first rewrite applies, then the first ask, else an allow",
+)
+TOOL_POST_EXECUTE: Gather[
+    [ToolDefinition, Any, CallOutcome, ToolContext], BlockResult | Amend | None
+] = Gather(
+    "tool/post-execute",
+    subject=_caller,
+    doc="a call ran: turn its result into an error the model reads (BlockResult, the "
+    "first in listener order wins) or add to it (Amend, all in listener order)",
+)
+
+
+TOOLS: ServiceKey[ToolView] = ServiceKey("tools")
+"""The tool registry (``register``) and the tool hooks (``add_pre_hook``, ``add_post_hook``)."""

@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from dsh.agent.hooks import SESSION_TITLE_NOW
 from dsh.commands import parse_command
 from dsh.control_chars import VisibleStream, is_terminal, printable
-from dsh.hooks import SESSION_TITLE_NOW
 from dsh.llm import TextDelta, user_text
 from dsh.session import (
     AssistantChunk,
@@ -519,7 +519,7 @@ class HeadlessUI:
         self.printer.note(f"dsh: {text}\n")
 
     async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
-        from dsh.services import SESSIONS
+        from dsh.session.store import SESSIONS
 
         self.agent = agent
         self.printer.session_id = agent.id
@@ -586,7 +586,7 @@ class HeadlessUI:
         """Store what the session logged so far, before a request line names it: the
         printed ``sessionId`` exists, and the events before the request are printed
         before it."""
-        from dsh.services import AGENTS
+        from dsh.agent.service import AGENTS
 
         if self.agent is None:
             return True

@@ -37,17 +37,19 @@ from prompt_toolkit.output import DummyOutput, Output, create_output
 from rich.console import Console
 from rich.text import Text
 
+from dsh.agent.hooks import AGENT_STATUS
 from dsh.control_chars import visible
-from dsh.hooks import AGENT_STATUS, PERMISSION_MODE_CHANGED
 from dsh.paths import dsh_home
-from dsh.services import SESSIONS, TOOLS
+from dsh.permission_modes import PERMISSION_MODE_CHANGED
 from dsh.session import SessionBusyError, SessionEvent
 from dsh.session.events import CancelByUser
+from dsh.session.store import SESSIONS
 from dsh.session.writer import RECOVERED_MESSAGE, failing_message
 from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
+from dsh.tools.service import TOOLS
 from dsh.ui.entries import TranscriptFold
 from dsh.ui.opening import BUSY_CHOICES, BusyChoice
 from dsh.ui.plain_dialogs import Dialogs, trust_asker

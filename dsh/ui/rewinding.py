@@ -350,8 +350,8 @@ async def run_rewind(context: CommandContext, args: str, asker: RewindAsker) -> 
     from dsh.agent_handle import RewindError
     from dsh.checkpoints import CheckpointError
     from dsh.checkpoints.commands import undone_note
+    from dsh.checkpoints.service import CHECKPOINTS
     from dsh.commands import CommandError
-    from dsh.services import CHECKPOINTS
     from dsh.session.turns import TurnNotFoundError, find_turn, turns
 
     agent = context.agent

@@ -288,7 +288,9 @@ class SessionController:
         then wire the front end to it: its context, its approver and answerer.
         Raises :class:`StartFailed`."""
         from dsh.checkpoints.commands import undo_command
-        from dsh.services import APPROVALS, COMMANDS, QUESTIONS
+        from dsh.commands import COMMANDS
+        from dsh.tools.approval import APPROVALS
+        from dsh.tools.questions import QUESTIONS
         from dsh.ui.rewinding import register_rewind
 
         if self.runtime is None:
@@ -368,7 +370,7 @@ class SessionController:
         starts a bwrap: a front end asks once its UI is up, never on the way to its
         first paint). The first time this process learns that commands will not be
         contained as asked, the front end says why (:meth:`UserInterface.show_warning`)."""
-        from dsh.services import SANDBOX
+        from dsh.sandbox.service import SANDBOX
 
         status = await self.ctx.get(SANDBOX).ready()
         warning = status.warning()
@@ -553,7 +555,7 @@ class SessionController:
             return "not-a-command"
         if await self.run_command(text):
             return "ran"
-        from dsh.hooks import COMMANDS_SETTLE
+        from dsh.commands import COMMANDS_SETTLE
 
         runtime = self._runtime()
         # A command still coming (an MCP server's prompt, its server starting) is
@@ -585,7 +587,7 @@ class SessionController:
         """What the plugins offer for an ``@query`` being typed, besides the project's
         files: none when a plugin fails or takes longer than :data:`MENTIONS_TIMEOUT`
         (the menu must not wait on a server that hangs)."""
-        from dsh.hooks import PROMPT_MENTIONS
+        from dsh.agent.hooks import PROMPT_MENTIONS
 
         agent = self.agent
         if agent is None or self.runtime is None:
@@ -688,7 +690,7 @@ class SessionController:
         """Put the files back as the fork's last turn left them; what was done, said."""
         from dsh.checkpoints import CheckpointError
         from dsh.checkpoints.commands import restore_fork_files
-        from dsh.services import CHECKPOINTS
+        from dsh.checkpoints.service import CHECKPOINTS
 
         checkpoints = self._runtime().root.get(CHECKPOINTS, None)
         if checkpoints is None:

@@ -84,7 +84,7 @@ def media_of(blocks: Sequence[PromptBlock]) -> list[Media]:
 async def attach(root: Context, agent: AgentHandle, media: Sequence[Media]) -> Attached:
     """The blocks ``prompt/attach`` makes of the prompt's media (checked, stored and
     noted in the log by the plugin that takes them), or why the prompt is refused."""
-    from dsh.hooks import PROMPT_ATTACH
+    from dsh.agent.hooks import PROMPT_ATTACH
 
     def decoded() -> list[Attachment] | str:
         out: list[Attachment] = []

@@ -40,8 +40,7 @@ from acp.schema import (
 
 from dsh.agent import Attached
 from dsh.frontend import Kind
-from dsh.hooks import PERMISSION_MODE_CHANGED
-from dsh.permission_modes import MODES, PermissionMode
+from dsh.permission_modes import MODES, PERMISSION_MODE_CHANGED, PermissionMode
 from dsh.session import SessionEvent, TurnEnd
 from dsh.session.events import (
     CancelByUser,
@@ -154,12 +153,12 @@ class AcpSession:
 
     @property
     def mode(self) -> PermissionMode:
-        from dsh.services import APPROVALS
+        from dsh.tools.approval import APPROVALS
 
         return self.controller.ctx.get(APPROVALS).mode
 
     async def set_mode(self, mode_id: str) -> None:
-        from dsh.services import APPROVALS
+        from dsh.tools.approval import APPROVALS
 
         offered = {m.id for m in self.modes().available_modes}
         mode = next((m for m in MODES if m == mode_id and m in offered), None)
@@ -256,7 +255,7 @@ class AcpSession:
     def use_editor_files(self, capabilities: ClientCapabilities | None) -> None:
         """The agent's tools read and write files through the editor, as far as it
         offers to (``initialize``); they go with the agent."""
-        from dsh.services import WORKSPACE_FILES
+        from dsh.tools.files import WORKSPACE_FILES
         from dsh.ui.acp.files import EditorFiles, offered
 
         reads, writes = offered(capabilities)
@@ -465,7 +464,7 @@ class AcpSession:
             _log.warning("%s", line)
 
     async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
-        from dsh.services import TOOLS
+        from dsh.tools.service import TOOLS
 
         runtime = self.controller.runtime
         assert runtime is not None

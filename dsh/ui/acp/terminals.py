@@ -32,8 +32,8 @@ from acp.schema import EnvVariable, TerminalExitStatus, WaitForTerminalExitRespo
 from dsh import held_secrets
 from dsh.kernel import Context
 from dsh.llm import CallId
-from dsh.services import COMMAND_RUNNER
 from dsh.tools import CommandOutcome, CommandRun, CommandRunFailed
+from dsh.tools.runner import COMMAND_RUNNER
 
 if TYPE_CHECKING:
     from dsh.agent import AgentHandle

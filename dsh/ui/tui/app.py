@@ -347,8 +347,9 @@ class DshApp(App[int]):
         self.exit(EXIT_FAILED, return_code=EXIT_FAILED, message=message)
 
     async def _wire(self) -> None:
-        from dsh.hooks import PERMISSION_MODE_CHANGED
-        from dsh.services import APPROVALS, TOOLS
+        from dsh.permission_modes import PERMISSION_MODE_CHANGED
+        from dsh.tools.approval import APPROVALS
+        from dsh.tools.service import TOOLS
         from dsh.ui.tui.commands import register_tui_commands
 
         controller = self.controller
@@ -415,7 +416,7 @@ class DshApp(App[int]):
         with collector_paused():
             for event in events:
                 fold.apply(event)
-        from dsh.services import TOOLS
+        from dsh.tools.service import TOOLS
 
         transcript = await self._mount_transcript(self.runtime.root.get(TOOLS))
         await transcript.show(fold)
@@ -664,7 +665,7 @@ class DshApp(App[int]):
         default."""
         if self.runtime is None:
             return
-        from dsh.services import APPROVALS
+        from dsh.tools.approval import APPROVALS
 
         approvals = self.runtime.root.get(APPROVALS)
         order: tuple[PermissionMode, ...] = ("default", "accept-edits", "plan")
@@ -746,7 +747,8 @@ class DshApp(App[int]):
     async def view_session(self, session_id: str, title: str | None = None) -> None:
         """Show ``session_id``'s transcript, read-only, over the main screen (followed
         while its agent runs in this process); Esc or q comes back."""
-        from dsh.services import AGENTS, TOOLS
+        from dsh.agent.service import AGENTS
+        from dsh.tools.service import TOOLS
         from dsh.ui.tui.screens.viewer import SessionViewer
 
         runtime = self.runtime
@@ -820,7 +822,7 @@ class DshApp(App[int]):
 
     async def _pasted(self, text: str | None) -> PasteResult | None:
         """What the plugins make of a paste into the prompt (None: nobody took it)."""
-        from dsh.hooks import PROMPT_PASTE
+        from dsh.agent.hooks import PROMPT_PASTE
 
         agent, runtime = self.agent, self.runtime
         if agent is None or runtime is None:

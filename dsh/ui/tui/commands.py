@@ -67,7 +67,8 @@ def register_tui_commands(
         context.host.show(said[:1].upper() + said[1:] + ".")
 
     async def agents(context: CommandContext, args: str) -> None:
-        from dsh.services import AGENTS, SESSIONS
+        from dsh.agent.service import AGENTS
+        from dsh.session.store import SESSIONS
         from dsh.ui.children import child_sessions
 
         parent = context.agent.session.id
