@@ -21,7 +21,6 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from dsh.agent.cache_watch import CacheWatch
 from dsh.agent.hooks import (
@@ -40,6 +39,7 @@ from dsh.agent.interruption import (
     interruption_note,
 )
 from dsh.agent.progress import ProgressLog
+from dsh.agent.requests import log_retry, no_recovery, note_renamed, seed_config, stream_failure
 from dsh.agent.signal import TurnCancelled, TurnSignal
 from dsh.agent_handle import AgentHandle
 from dsh.checkpoints.service import CHECKPOINTS
@@ -50,7 +50,6 @@ from dsh.llm import (
     CallId,
     FinishAborted,
     Finished,
-    FinishError,
     FinishMaxTokens,
     GenerateOptions,
     LlmCallConfig,
@@ -60,7 +59,6 @@ from dsh.llm import (
     MessageId,
     ModelSource,
     PluginSource,
-    RetryNotice,
     StreamProtocolError,
     TextBlock,
     ToolCallBlock,
@@ -94,9 +92,8 @@ from dsh.session import (
     TurnStart,
     TurnTrigger,
 )
-from dsh.session.events import CancelByUser, LlmRetry, ModelRenamed
+from dsh.session.events import CancelByUser
 from dsh.session.writer import SESSION_WRITE_FAILED, unstored_message
-from dsh.settings_tables import AgentOptions
 from dsh.tools import Rule, ToolContext, ToolService
 
 _log = logging.getLogger("dsh.agent")
@@ -298,7 +295,7 @@ class Turn:
                 default=lambda request: request.config,
             )
             prepared = llm.prepare_call(config)
-            _note_renamed(session, llm, prepared.config.provider, prepared.config.model)
+            note_renamed(session, llm, prepared.config.provider, prepared.config.model)
             header = EpochHeader(
                 config=prepared.config,
                 adapter_defaults=prepared.adapter_defaults.to_dict() or None,
@@ -343,7 +340,7 @@ class Turn:
             assembler = BlockAssembler()
             seqs: list[int] = []
             note_retry = functools.partial(
-                _log_retry, session, uuid.uuid4().hex, self.number, self.steps
+                log_retry, session, uuid.uuid4().hex, self.number, self.steps
             )
             protocol_error: StreamProtocolError | None = None
             async for chunk in llm.stream(options, on_retry=note_retry):
@@ -361,7 +358,7 @@ class Turn:
             if self.signal.aborted or isinstance(assembler.finish, FinishAborted):
                 self._keep_partial(assembler, seqs, options)
                 raise TurnCancelled
-            failure = _failure(assembler, protocol_error)
+            failure = stream_failure(assembler, protocol_error)
             if failure is not None:
                 decision = await root.waterfall(
                     AGENT_REQUEST_ERROR,
@@ -374,7 +371,7 @@ class Turn:
                         prepared.retry_policy,
                         self.signal,
                     ),
-                    default=_no_recovery,
+                    default=no_recovery,
                 )
                 if isinstance(decision, Retry):
                     continue  # the failed attempt stays out of history
@@ -653,83 +650,3 @@ def context_messages(agent: AgentHandle, assembly: Assembly) -> tuple[UserMessag
                 )
             )
     return tuple(out)
-
-
-def seed_config(options: AgentOptions, session: Session) -> LlmCallConfig:
-    """The call config proposed for the next request: the agent's options, plus what
-    was chosen explicitly (not filled in by the adapter) for the same route before."""
-    fields: dict[str, Any] = {
-        "provider": options.provider,
-        "model": options.model,
-        "reasoning_effort": options.reasoning_effort,
-        "temperature": options.temperature,
-        "max_tokens": options.max_tokens,
-    }
-    header = session.request_header()
-    if header is not None and (header.config.provider, header.config.model) == (
-        options.provider,
-        options.model,
-    ):
-        defaults = header.adapter_defaults or {}
-        logged = header.config
-        if fields["reasoning_effort"] is None and not defaults.get("reasoningEffort"):
-            fields["reasoning_effort"] = logged.reasoning_effort
-        if fields["max_tokens"] is None and not defaults.get("maxTokens"):
-            fields["max_tokens"] = logged.max_tokens
-        if fields["temperature"] is None:
-            fields["temperature"] = logged.temperature
-    return LlmCallConfig(**fields)
-
-
-def _failure(
-    assembler: BlockAssembler, protocol_error: StreamProtocolError | None
-) -> LlmFailure | None:
-    """Why a stream gave no usable answer, or None when it did."""
-    if protocol_error is not None:
-        return LlmFailure(
-            message=f"the model stream broke the protocol: {protocol_error}",
-            code="MALFORMED_RESPONSE",
-        )
-    if isinstance(assembler.finish, FinishError):
-        return assembler.finish.failure
-    if assembler.finish is None:
-        return LlmFailure(message="the model stream ended without finishing", code="STREAM_CLOSED")
-    return None
-
-
-def _no_recovery(error: RequestError) -> Retry | None:
-    """The default of ``agent/request-error``: the failure ends the turn."""
-    return None
-
-
-def _log_retry(session: Session, retry_id: str, turn: int, step: int, notice: RetryNotice) -> None:
-    session.append(
-        "llm/retry",
-        LlmRetry(
-            retry_id=retry_id,
-            turn=turn,
-            step=step,
-            provider=notice.provider,
-            retry=notice.retry,
-            max_retries=notice.max_retries,
-            delay_ms=notice.delay_ms,
-            failure=notice.failure,
-        ),
-    )
-
-
-def _note_renamed(session: Session, llm: LlmService, provider: str, model: str) -> None:
-    """Say once per session that ``model`` is sent under another id (a legacy id)."""
-    try:
-        sent_as = llm.resolve(provider, model).sent_as
-    except Exception:  # the request itself reports an unknown route
-        return
-    if sent_as is None or sent_as == model:
-        return
-    for event in session.events:
-        if isinstance(event.data, ModelRenamed) and (event.data.provider, event.data.model) == (
-            provider,
-            model,
-        ):
-            return
-    session.append("model/renamed", ModelRenamed(provider=provider, model=model, sent_as=sent_as))
