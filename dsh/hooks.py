@@ -15,7 +15,7 @@ Each hook is declared by its own layer, beside the vocabulary it speaks, and onl
 gathered here: :mod:`dsh.agent.hooks` (the agent and its prompts),
 :mod:`dsh.llm.hooks` (model calls), :mod:`dsh.prompt` (the system prompt),
 :mod:`dsh.tools.service` (tool calls), :mod:`dsh.tools.approval`,
-:mod:`dsh.tools.plan_review`, :mod:`dsh.permission_modes` and
+:mod:`dsh.tools.plan_review` and
 :mod:`dsh.tools.questions` (what the person is asked and told), :mod:`dsh.commands`
 and :mod:`dsh.doctor`. A module of the core imports a hook from its layer, never from
 here: this catalogue imports every layer.
@@ -46,9 +46,8 @@ from dsh.commands import COMMANDS_SETTLE
 from dsh.doctor import DOCTOR_CHECK
 from dsh.kernel import KERNEL_ERROR, Chain, First, Gather, Hook, Next, Notify
 from dsh.llm.hooks import LLM_RETRY, LLM_STREAM
-from dsh.permission_modes import PERMISSION_MODE_CHANGED
 from dsh.prompt import SYSTEM_PROMPT_ASSEMBLE
-from dsh.tools.approval import APPROVAL_ASK
+from dsh.tools.approval import APPROVAL_ASK, PERMISSION_MODE_CHANGED
 from dsh.tools.plan_review import PLAN_REVIEW
 from dsh.tools.questions import QUESTION_ASK
 from dsh.tools.service import TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from dsh.kernel import Notify
-
 PermissionMode = Literal["plan", "read-only", "default", "accept-edits", "bypass"]
 MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
 """Every mode, each allowing at least what the one before it allows."""
@@ -33,10 +31,3 @@ PLAN_MODE_REFUSAL = (
     "person to approve"
 )
 """Why a call with effects was refused in plan mode, as the model reads it."""
-
-
-PERMISSION_MODE_CHANGED: Notify[[PermissionMode]] = Notify(
-    "permissions/mode-changed",
-    doc="the permission mode changed (the person, a command, an approved plan): the "
-    "new mode, for every front end to show",
-)

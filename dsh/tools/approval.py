@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from dsh.kernel import Context, Disposer, First, ServiceKey
-from dsh.permission_modes import PERMISSION_MODE_CHANGED
+from dsh.kernel import Context, Disposer, First, Notify, ServiceKey
 from dsh.policy.escalation import sandbox_need
 from dsh.policy.grants import InstallationKey, KeyRefused, grant_fields, sign, verify
 from dsh.policy.permissions import (
@@ -580,3 +579,10 @@ APPROVAL_ASK: First[[ApprovalRequest], ApprovalDecision] = First(
 
 APPROVALS: ServiceKey[BoundApprovals] = ServiceKey("approvals")
 """The permission mode and rules, and the approvers (``add_approver``)."""
+
+
+PERMISSION_MODE_CHANGED: Notify[[PermissionMode]] = Notify(
+    "permissions/mode-changed",
+    doc="the permission mode changed (the person, a command, an approved plan): the "
+    "new mode, for every front end to show",
+)

@@ -40,13 +40,12 @@ from rich.text import Text
 from dsh.agent.hooks import AGENT_STATUS
 from dsh.control_chars import visible
 from dsh.paths import dsh_home
-from dsh.permission_modes import PERMISSION_MODE_CHANGED
 from dsh.session import SessionBusyError, SessionEvent
 from dsh.session.events import CancelByUser
 from dsh.session.store import SESSIONS
 from dsh.session.writer import RECOVERED_MESSAGE, failing_message
 from dsh.settings import Settings
-from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.approval import PERMISSION_MODE_CHANGED, ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.tools.service import TOOLS

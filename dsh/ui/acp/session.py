@@ -40,7 +40,7 @@ from acp.schema import (
 
 from dsh.agent import Attached
 from dsh.frontend import Kind
-from dsh.permission_modes import MODES, PERMISSION_MODE_CHANGED, PermissionMode
+from dsh.permission_modes import MODES, PermissionMode
 from dsh.session import SessionEvent, TurnEnd
 from dsh.session.events import (
     CancelByUser,
@@ -51,7 +51,7 @@ from dsh.session.events import (
     TurnMaxTokens,
 )
 from dsh.session.writer import SESSION_WRITE_FAILED
-from dsh.tools.approval import ApprovalDecision, ApprovalRequest
+from dsh.tools.approval import PERMISSION_MODE_CHANGED, ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.acp import permissions

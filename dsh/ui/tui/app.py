@@ -347,8 +347,7 @@ class DshApp(App[int]):
         self.exit(EXIT_FAILED, return_code=EXIT_FAILED, message=message)
 
     async def _wire(self) -> None:
-        from dsh.permission_modes import PERMISSION_MODE_CHANGED
-        from dsh.tools.approval import APPROVALS
+        from dsh.tools.approval import APPROVALS, PERMISSION_MODE_CHANGED
         from dsh.tools.service import TOOLS
         from dsh.ui.tui.commands import register_tui_commands
 
