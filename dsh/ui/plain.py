@@ -63,7 +63,7 @@ from dsh.ui.plain_input import (
     stdin_is_terminal,
 )
 from dsh.ui.plain_printer import TranscriptPrinter
-from dsh.ui.render import VisibleOutput
+from dsh.ui.render import VisibleOutput, status_report
 from dsh.ui.session_controller import (
     SessionChoice,
     SessionController,
@@ -181,7 +181,7 @@ class PlainApp:
                 self._open_input()
                 controller.ctx.on(AGENT_STATUS, self._redraw_prompt)
                 controller.ctx.on(PERMISSION_MODE_CHANGED, self._mode_changed)
-                controller.add_session_commands(PLAIN_KEYS, lambda: self.fold)
+                controller.add_session_commands(PLAIN_KEYS, self._status_report)
                 await controller.open_first()
             except StartFailed as failed:
                 self.show(str(failed), level="error")
@@ -274,6 +274,10 @@ class PlainApp:
         reader = self.line.reader
         if isinstance(reader, PromptReader) and reader.main.app.is_running:
             reader.main.app.invalidate()
+
+    def _status_report(self) -> str | None:
+        agent = self.controller.agent
+        return status_report(self.fold, agent.options if agent is not None else None)
 
     def _mode_changed(self, mode: PermissionMode) -> None:
         """An approved plan, ``/plan`` or ``/permissions`` changed what runs unasked:

@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from dsh.tools.permissions import PermissionMode
     from dsh.tools.plan_review import PlanDecision, PlanReview
     from dsh.tools.questions import Answer, Question
-    from dsh.ui.entries import TranscriptFold
     from dsh.ui.rewinding import RewindAsker
     from dsh.ui.trusting import TrustAnswer, TrustQuestion
 
@@ -721,13 +720,15 @@ class SessionController:
 
     # ------------------------------------------------------------------ commands
 
-    def add_session_commands(self, keys: str, fold: Callable[[], TranscriptFold | None]) -> None:
+    def add_session_commands(self, keys: str, status_line: Callable[[], str | None]) -> None:
         """The commands of an interactive front end: ``/new``, ``/resume``, ``/status``,
-        ``/help`` (the commands, then ``keys``) and ``/quit``; ``fold`` is the
-        transcript on screen, which ``/status`` reads. Registered in the front end's
-        context, so they go with it; none is recorded in the session: they act on the
-        front end, not on the conversation. (``/undo`` and ``/rewind``, which every front
-        end has, are registered by :meth:`start`.)"""
+        ``/help`` (the commands, then ``keys``) and ``/quit``; ``status_line`` is the
+        front end's one line on the session on screen (None while none is shown), which
+        ``/status`` says above the sandbox (the front end draws it: the controller
+        knows no renderer). Registered in the front end's context, so they go with it;
+        none is recorded in the session: they act on the front end, not on the
+        conversation. (``/undo`` and ``/rewind``, which every front end has, are
+        registered by :meth:`start`.)"""
         from dsh.commands import Command, CommandContext
 
         async def new(context: CommandContext, args: str) -> None:
@@ -749,20 +750,9 @@ class SessionController:
             self.ui.show(help_text(self.commands.complete(""), keys))
 
         async def status(context: CommandContext, args: str) -> None:
-            import dataclasses
-
-            from dsh.ui.render import render_status
-
-            shown = fold()
-            if shown is None:
+            said = status_line()
+            if said is None:
                 return
-            status = shown.status
-            if status.state == "idle" and self.agent is not None:
-                # The log names a model only once a request used it: after /model,
-                # the one the next request will use (as the TUI's status bar shows).
-                options = self.agent.options
-                status = dataclasses.replace(status, provider=options.provider, model=options.model)
-            said = render_status(status, queued=len(shown.queued)).plain
             self.ui.show(f"{said}\n{sandbox_line(await self.sandbox_status())}")
 
         for command in (

@@ -356,7 +356,7 @@ class DshApp(App[int]):
         # the status bar shows it at once; the listener goes with the app's context.
         controller.ctx.on(PERMISSION_MODE_CHANGED, self._mode_changed)
         self._mode_changed(controller.ctx.get(APPROVALS).mode)
-        controller.add_session_commands(KEYS_HELP, lambda: self.fold)
+        controller.add_session_commands(KEYS_HELP, self._status_report)
         register_tui_commands(
             self,
             controller.commands,
@@ -490,6 +490,12 @@ class DshApp(App[int]):
         self.query_one(QueuePanel).show(fold)
         self.query_one(PanelsView).show(fold)
         self._set_title()
+
+    def _status_report(self) -> str | None:
+        from dsh.ui.render import status_report
+
+        agent = self.controller.agent
+        return status_report(self.fold, agent.options if agent is not None else None)
 
     def _mode_changed(self, mode: PermissionMode) -> None:
         self.status_bar.mode = mode
