@@ -9,4 +9,6 @@ library. Like them, it is built on dsh's public API alone.
   (``chat_models``, ``chat_request``, ``chat_stream``, ``chat_errors``, ``chat_body``,
   ``chat_adapter``).
 - :mod:`dsh_plugins._shared.frontmatter`: the ``---`` header of skills and custom commands.
+- :mod:`dsh_plugins._shared.definitions`: folders of ``NAME.md`` definitions (custom
+  commands, agent profiles), read one way.
 """
