@@ -58,7 +58,7 @@ from dsh import __version__
 from dsh.frontend import ToolServer
 from dsh.permission_modes import PermissionMode
 from dsh.sandbox.policy import Policy
-from dsh.ui.acp.prompt import PromptBlock, takes_images
+from dsh.ui.acp.prompt_blocks import PromptBlock, takes_images
 from dsh.ui.acp.session import AcpSession
 from dsh.ui.session_controller import SessionChoice, StartFailed
 

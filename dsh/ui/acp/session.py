@@ -56,7 +56,14 @@ from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.acp import permissions
-from dsh.ui.acp.prompt import Media, PromptBlock, attach, media_of, prompt_message, prompt_text
+from dsh.ui.acp.prompt_blocks import (
+    Media,
+    PromptBlock,
+    attach,
+    media_of,
+    prompt_message,
+    prompt_text,
+)
 from dsh.ui.acp.updates import Update, Updates, usage_of
 from dsh.ui.entries import ToolEntry, TranscriptFold, TurnFooter
 from dsh.ui.opening import BusyChoice

@@ -41,7 +41,7 @@ from dsh.ui.session_controller import (
 )
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.attention import Attention
-from dsh.ui.tui.prompt import CompletionMenu, PromptArea
+from dsh.ui.tui.prompt_input import CompletionMenu, PromptArea
 from dsh.ui.tui.screens.guard import TypedEarly, note_key
 from dsh.ui.tui.status import PanelsView, QueuePanel, StatusBar
 
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from dsh.ui.rewinding import Preview, RewindChoice, RewindPick, TurnRow
     from dsh.ui.trusting import TrustAnswer, TrustQuestion
     from dsh.ui.tui.early_terminal import EarlyTerminal
-    from dsh.ui.tui.transcript import Transcript
+    from dsh.ui.tui.transcript_view import Transcript
 
 EXIT_OK, EXIT_FAILED = 0, 1
 EXIT_TERMINATED = 143  # 128 + SIGTERM
@@ -87,13 +87,13 @@ KEYS_HELP = (
     " the mouse selects text (copied on release) and clicks a card open ·"
     " !command runs a shell command"
 )
-PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript")
+PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript_view")
 """What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
 HEAVY_MODULES = (
     "dsh.runtime",
     "dsh.ui.entries",
     "dsh.ui.render",
-    "dsh.ui.tui.transcript",
+    "dsh.ui.tui.transcript_view",
     "dsh.commands",
 )
 
@@ -332,7 +332,7 @@ class DshApp(App[int]):
         self.show(f"Resumed session {session_id[:8]}{said}", level="info")
 
     async def _mount_transcript(self, tools: Any) -> Transcript:
-        from dsh.ui.tui.transcript import Transcript
+        from dsh.ui.tui.transcript_view import Transcript
 
         if self.transcript is None:
             self.transcript = Transcript(tools)
@@ -839,7 +839,7 @@ class DshApp(App[int]):
     def show(self, text: str, *, level: str = "info") -> None:
         """A line from the UI itself (a command's output, a hint) under the transcript."""
         from dsh.ui.entries import NoticeEntry
-        from dsh.ui.tui.transcript import NoticeView
+        from dsh.ui.tui.transcript_view import NoticeView
 
         severity: Literal["info", "warning", "error"] = (
             "error" if level == "error" else "warning" if level == "warning" else "info"
