@@ -83,8 +83,9 @@ from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.opening import BusyChoice
-from dsh.ui.session_controller import SessionChoice, SessionController, SlashOutcome, StartFailed
+from dsh.ui.session_controller import SessionController, SlashOutcome, StartFailed
 from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
+from dsh.ui.user_interface import SessionChoice
 from dsh.wire import dumps
 
 if TYPE_CHECKING:

@@ -64,12 +64,9 @@ from dsh.ui.plain_input import (
 )
 from dsh.ui.plain_printer import TranscriptPrinter
 from dsh.ui.render import VisibleOutput, status_report
-from dsh.ui.session_controller import (
-    SessionChoice,
-    SessionController,
-    StartFailed,
-)
+from dsh.ui.session_controller import SessionController, StartFailed
 from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
+from dsh.ui.user_interface import SessionChoice
 
 if TYPE_CHECKING:
     from dsh.agent import AgentHandle
@@ -135,7 +132,7 @@ async def run_plain(
 
 class PlainApp:
     """One plain-mode run: the session on screen printed as lines, the input loop, and
-    the dialogs as text prompts: the :class:`~dsh.ui.session_controller.UserInterface`
+    the dialogs as text prompts: the :class:`~dsh.ui.user_interface.UserInterface`
     of its :class:`~dsh.ui.session_controller.SessionController`."""
 
     kind: Kind = "plain"

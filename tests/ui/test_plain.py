@@ -20,7 +20,7 @@ from dsh.tools.questions import Question, QuestionOption
 from dsh.ui.plain import plain_console
 from dsh.ui.plain_dialogs import parse_answer
 from dsh.ui.plain_input import path_completions
-from dsh.ui.session_controller import ago
+from dsh.ui.session_commands import ago
 from tests.support.plain_script import run_plain_script
 from tests.ui.plain_support import TIMEOUT, Plain
 

@@ -67,7 +67,8 @@ from dsh.ui.acp.prompt_blocks import (
 from dsh.ui.acp.updates import Update, Updates, usage_of
 from dsh.ui.entries import ToolEntry, TranscriptFold, TurnFooter
 from dsh.ui.opening import BusyChoice
-from dsh.ui.session_controller import SessionChoice, SessionController, storage_problem
+from dsh.ui.session_controller import SessionController, storage_problem
+from dsh.ui.user_interface import SessionChoice
 
 if TYPE_CHECKING:
     from acp.schema import ClientCapabilities
@@ -93,7 +94,7 @@ INTERNAL_ERROR = -32603  # JSON-RPC's code for a request the server could not ca
 
 
 class AcpSession:
-    """The :class:`~dsh.ui.session_controller.UserInterface` of one editor session."""
+    """The :class:`~dsh.ui.user_interface.UserInterface` of one editor session."""
 
     kind: Kind = "acp"
     answers = True

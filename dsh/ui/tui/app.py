@@ -11,7 +11,7 @@ sent meanwhile goes out when it is ready.
 
 Start-up, opening and switching sessions, what is sent and the commands are the
 :class:`~dsh.ui.session_controller.SessionController`'s; the app is its
-:class:`~dsh.ui.session_controller.UserInterface`: it draws the session's events, reads
+:class:`~dsh.ui.user_interface.UserInterface`: it draws the session's events, reads
 the keys, and shows the dialogs (approval, questions, trust, setup, busy session).
 """
 
@@ -34,16 +34,13 @@ from textual.widgets import Static
 
 from dsh.bulk import collector_paused
 from dsh.control_chars import visible
-from dsh.ui.session_controller import (
-    SessionChoice,
-    SessionController,
-    StartFailed,
-)
+from dsh.ui.session_controller import SessionController, StartFailed
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.attention import Attention
 from dsh.ui.tui.prompt_input import CompletionMenu, PromptArea
 from dsh.ui.tui.screens.guard import TypedEarly, note_key
 from dsh.ui.tui.status import PanelsView, QueuePanel, StatusBar
+from dsh.ui.user_interface import SessionChoice
 
 if TYPE_CHECKING:
     from dsh.agent import Agent, AgentHandle, PasteResult
