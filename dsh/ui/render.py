@@ -49,13 +49,13 @@ from dsh.tools.presentation import (
 )
 from dsh.ui.entries import (
     NoticeEntry,
-    Status,
     ToolEntry,
     TranscriptFold,
     TurnFooter,
     format_cost,
     format_tokens,
 )
+from dsh.ui.session_status import Status
 
 if TYPE_CHECKING:
     from dsh.agent import AgentOptions
