@@ -10,7 +10,8 @@ Every request is recorded in :attr:`FakeLLM.requests`, together with when its cl
 went away if it did so before the response was complete.
 
 The script format is in :mod:`dsh.testing.script`, the HTTP/1.1 framing in
-:mod:`dsh.testing.http11`.
+:mod:`dsh.testing.http11`, what a reply looks like on the wire in
+:mod:`dsh.testing.rendering`.
 
 Run it by hand with ``python -m dsh.testing.fake_llm --script FILE [--port N]``.
 """
@@ -20,20 +21,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
 import secrets
 import signal
 import sys
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from dsh.testing.http11 import (
+    KEEPALIVE_COMMENT,
     MAX_HEAD_BYTES,
     BadRequest,
     Connection,
@@ -41,9 +40,20 @@ from dsh.testing.http11 import (
     error_body,
     merge_headers,
     parse_head,
+    parse_json,
     read_body,
     response_head,
     retry_after_text,
+    route,
+    wait_alive,
+)
+from dsh.testing.rendering import (
+    MALFORMED_LINE,
+    PrefixCache,
+    Rendering,
+    cached_usage,
+    estimated_usage,
+    json_bytes,
 )
 from dsh.testing.script import (
     DEFAULT_MODELS,
@@ -78,8 +88,6 @@ __all__ = [
 _log = logging.getLogger("dsh.testing")
 
 HOST = "127.0.0.1"
-MALFORMED_LINE = b"data: {this is not json\n\n"
-KEEPALIVE_COMMENT = b": keep-alive\n\n"
 
 # Like nginx's keepalive_requests: a client reconnects after this many, which keeps the
 # per-connection loop bounded.
@@ -126,180 +134,6 @@ class RecordedRequest:
 # --- rendering replies ----------------------------------------------------------------
 
 
-def _json_bytes(value: Any) -> bytes:
-    # DeepSeek sends compact JSON with non-ASCII text as UTF-8. A lone surrogate (a
-    # script sending hostile text) has no UTF-8 form: it goes as a \u escape, which is
-    # valid JSON that a client must cope with.
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":")).encode("ascii")
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[start : start + size] for start in range(0, len(text), size)]
-
-
-def _estimated_usage(reply: Reply, request_raw: bytes) -> Usage:
-    prompt = max(1, len(request_raw.decode("utf-8", "replace")) // 4)
-    reply_chars = len(reply.reasoning) + len(reply.text)
-    reply_chars += sum(len(c.name) + len(c.arguments_text) for c in reply.tool_calls)
-    completion = max(1, reply_chars // 4)
-    reasoning = min(completion, max(1, len(reply.reasoning) // 4)) if reply.reasoning else None
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, reasoning_tokens=reasoning)
-
-
-class _PrefixCache:
-    """The prompt prefixes this server has seen, as a chain of digests: the digest of
-    parts 0..i of every request, so a new request's longest seen prefix is found in
-    one pass over its parts. DeepSeek keeps cached units at request boundaries, at
-    prefixes common to several requests and at fixed intervals; a unit at every message
-    boundary is near enough for a client's test, and never counts a changed part."""
-
-    def __init__(self) -> None:
-        self._seen: set[bytes] = set()
-
-    def hit(self, body: JsonObject) -> tuple[int, int]:
-        """(prompt tokens, of which cached) for ``body``, remembering its prefixes."""
-        digest = b""
-        prompt = cached = 0
-        matching = True
-        for part in _prompt_parts(body):
-            digest = hashlib.sha256(digest + part).digest()
-            size = max(1, len(part) // 4)
-            prompt += size
-            if matching and digest in self._seen:
-                cached += size
-            else:
-                matching = False
-                self._seen.add(digest)
-        return prompt, cached
-
-
-def _prompt_parts(body: JsonObject) -> list[bytes]:
-    """What a prefix cache keys on, in prompt order: the model and the tool list (which
-    the server renders into the prompt's head), then each message as sent."""
-    messages = body.get("messages")
-    head = _json_bytes({"model": body.get("model"), "tools": body.get("tools")})
-    return [head, *(_json_bytes(m) for m in (messages if isinstance(messages, list) else []))]
-
-
-def _cached_usage(reply: Reply, request_raw: bytes, cache: _PrefixCache, body: JsonObject) -> Usage:
-    estimate = _estimated_usage(reply, request_raw)
-    prompt, cached = cache.hit(body)
-    return estimate.model_copy(update={"prompt_tokens": prompt, "cache_hit_tokens": cached})
-
-
-@dataclass
-class _Rendering:
-    """The per-response values shared by every chunk of one answer."""
-
-    reply: Reply
-    model: str
-    usage: Usage
-    call_ids: list[str]
-    fingerprint: str
-    completion_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    created: int = field(default_factory=lambda: int(time.time()))
-
-    def chunk(self, delta: JsonObject, finish: str | None) -> JsonObject:
-        return {
-            "id": self.completion_id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": self.fingerprint,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }
-
-    def stream_events(self, include_usage: bool) -> list[bytes]:
-        """Every ``data:`` event of the stream, ``[DONE]`` and any malformed line included."""
-        reply = self.reply
-        if reply.events is not None:
-            events = [
-                b"data: " + (e.encode("utf-8") if isinstance(e, str) else _json_bytes(e)) + b"\n\n"
-                for e in reply.events
-            ]
-            if reply.malformed_at is not None:
-                events.insert(min(reply.malformed_at, len(events)), MALFORMED_LINE)
-            return events
-        size = reply.chunk_size
-        reasoning = bool(reply.reasoning)
-        deltas: list[JsonObject] = [
-            {"role": "assistant", "content": None, "reasoning_content": ""}
-            if reasoning
-            else {"role": "assistant", "content": ""}
-        ]
-        deltas.extend(
-            {"content": None, "reasoning_content": p} for p in _pieces(reply.reasoning, size)
-        )
-        deltas.extend(
-            {"content": p, "reasoning_content": None} if reasoning else {"content": p}
-            for p in _pieces(reply.text, size)
-        )
-        deltas.extend({"content": None, "refusal": p} for p in _pieces(reply.refusal, size))
-        for index, (call, call_id) in enumerate(zip(reply.tool_calls, self.call_ids, strict=True)):
-            function = {"name": call.name, "arguments": ""}
-            deltas.append(
-                {
-                    "tool_calls": [
-                        {"index": index, "id": call_id, "type": "function", "function": function}
-                    ]
-                }
-            )
-            deltas.extend(
-                {"tool_calls": [{"index": index, "function": {"arguments": p}}]}
-                for p in _pieces(call.arguments_text, size)
-            )
-        chunks = [self.chunk(delta, None) for delta in deltas]
-        last_delta: JsonObject = (
-            {"content": "", "reasoning_content": None} if reasoning else {"content": ""}
-        )
-        last = self.chunk(last_delta, reply.resolved_finish_reason)
-        if include_usage:
-            last["usage"] = self.usage.to_wire()
-        chunks.append(last)
-        events = [b"data: " + _json_bytes(c) + b"\n\n" for c in chunks]
-        events.append(b"data: [DONE]\n\n")
-        if reply.malformed_at is not None:
-            events.insert(min(reply.malformed_at, len(events) - 1), MALFORMED_LINE)
-        return events
-
-    def completion(self) -> JsonObject:
-        reply = self.reply
-        message: JsonObject = {"role": "assistant", "content": reply.text}
-        if reply.reasoning:
-            message["reasoning_content"] = reply.reasoning
-        if reply.refusal:
-            message["refusal"] = reply.refusal
-        if reply.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments_text},
-                }
-                for call, call_id in zip(reply.tool_calls, self.call_ids, strict=True)
-            ]
-        return {
-            "id": self.completion_id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "logprobs": None,
-                    "finish_reason": reply.resolved_finish_reason,
-                }
-            ],
-            "usage": self.usage.to_wire(),
-            "system_fingerprint": self.fingerprint,
-        }
-
-
 # --- the server -----------------------------------------------------------------------
 
 _Send: TypeAlias = Callable[[asyncio.StreamWriter], Coroutine[Any, Any, bool]]
@@ -334,7 +168,7 @@ class FakeLLM:
         self._connections: set[asyncio.Task[None]] = set()
         self._connection_count = 0
         self._gates: dict[str, asyncio.Event] = {}
-        self._prefix_cache = _PrefixCache()
+        self._prefix_cache = PrefixCache()
 
     def _gate(self, name: str) -> asyncio.Event:
         return self._gates.setdefault(name, asyncio.Event())
@@ -388,15 +222,15 @@ class FakeLLM:
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
-        return [r for r in self.requests if _route(r.path) == "/chat/completions"]
+        return [r for r in self.requests if route(r.path) == "/chat/completions"]
 
     @property
     def search_requests(self) -> list[RecordedRequest]:
-        return [r for r in self.requests if _route(r.path) == "/tools/search"]
+        return [r for r in self.requests if route(r.path) == "/tools/search"]
 
     @property
     def fetch_requests(self) -> list[RecordedRequest]:
-        return [r for r in self.requests if _route(r.path) == "/tools/fetch"]
+        return [r for r in self.requests if route(r.path) == "/tools/fetch"]
 
     def add(self, *replies: Reply | Mapping[str, Any]) -> None:
         """Append replies to the script."""
@@ -449,7 +283,7 @@ class FakeLLM:
             method=head.method,
             path=head.target,
             headers=head.headers,
-            body=_parse_json(raw),
+            body=parse_json(raw),
             raw=raw,
             arrived_at=time.monotonic(),
             connection=connection.number,
@@ -506,19 +340,19 @@ class FakeLLM:
     # -- answers --
 
     def _answer(self, record: RecordedRequest, *, keep: bool) -> _Send:
-        route = _route(record.path)
+        path = route(record.path)
         known = {
             "/chat/completions": "POST",
             "/models": "GET",
             "/tools/search": "POST",
             "/tools/fetch": "POST",
         }
-        if known.get(route) != record.method:
+        if known.get(path) != record.method:
             body = error_body(404, f"Not Found: {record.method} {record.path}")
             return self._plain(record, 404, body, keep=keep)
         if not self._authorized(record):
             return self._plain(record, 401, self._auth_error(record), keep=keep)
-        if route == "/models":
+        if path == "/models":
             models = [
                 {"id": m, "object": "model", "owned_by": "deepseek"} for m in self.script.models
             ]
@@ -527,10 +361,10 @@ class FakeLLM:
             return self._plain(
                 record, 400, error_body(400, "the body is not a JSON object"), keep=keep
             )
-        if route == "/tools/search":
+        if path == "/tools/search":
             status, answer = self._search(record.body)
             return self._plain(record, status, answer, keep=keep)
-        if route == "/tools/fetch":
+        if path == "/tools/fetch":
             status, answer = self._fetch(record.body)
             return self._plain(record, status, answer, keep=keep)
         if not self._replies and self.script.after_last is not None:
@@ -623,7 +457,7 @@ class FakeLLM:
         if isinstance(body, str):
             payload, content_type = body.encode("utf-8"), "text/plain; charset=utf-8"
         else:
-            payload, content_type = _json_bytes(body), "application/json"
+            payload, content_type = json_bytes(body), "application/json"
         defaults = [
             ("Content-Type", content_type),
             ("Content-Length", str(len(payload))),
@@ -637,8 +471,8 @@ class FakeLLM:
 
     def _usage(self, reply: Reply, record: RecordedRequest) -> Usage:
         if not self.script.prompt_cache:
-            return _estimated_usage(reply, record.raw)
-        return _cached_usage(reply, record.raw, self._prefix_cache, record.body)
+            return estimated_usage(reply, record.raw)
+        return cached_usage(reply, record.raw, self._prefix_cache, record.body)
 
     def _reply(self, record: RecordedRequest, reply: Reply, *, keep: bool) -> _Send:
         body: JsonObject = record.body
@@ -647,7 +481,7 @@ class FakeLLM:
             isinstance(stream_options, dict) and stream_options.get("include_usage") is True
         )
         record.usage = reply.usage or self._usage(reply, record)
-        rendering = _Rendering(
+        rendering = Rendering(
             reply=reply,
             model=self._model_for(reply, body),
             usage=record.usage,
@@ -698,14 +532,14 @@ class FakeLLM:
         writer: asyncio.StreamWriter,
         record: RecordedRequest,
         reply: Reply,
-        rendering: _Rendering,
+        rendering: Rendering,
         *,
         keep: bool,
     ) -> bool:
         if reply.malformed_at is not None:
             payload = MALFORMED_LINE[len(b"data: ") :].strip()
         else:
-            payload = _json_bytes(rendering.completion())
+            payload = json_bytes(rendering.completion())
         headers = [
             ("Content-Type", "application/json"),
             ("Content-Length", str(len(payload))),
@@ -740,7 +574,7 @@ class FakeLLM:
         await writer.drain()
         interval = reply.keepalive_interval_ms
         if reply.first_event_delay_ms:
-            await _wait_alive(writer, reply.first_event_delay_ms / 1000, interval)
+            await wait_alive(writer, reply.first_event_delay_ms / 1000, interval)
         writes = ([KEEPALIVE_COMMENT] if reply.keepalive else []) + events
         delay = reply.chunk_delay_ms / 1000
         sent_events = 0
@@ -749,7 +583,7 @@ class FakeLLM:
                 break
             if reply.hold_after is not None and sent_events >= reply.hold_after:
                 # Held open until the client leaves: the watcher ends the response.
-                await _wait_alive(writer, None, interval)
+                await wait_alive(writer, None, interval)
             if position and delay:
                 await asyncio.sleep(delay)
             writer.write(chunk(data))
@@ -759,33 +593,10 @@ class FakeLLM:
         if reply.cut_after is not None:
             return False  # the connection closes without the terminating chunk
         if reply.hold_after is not None:
-            await _wait_alive(writer, None, interval)  # held after its last event
+            await wait_alive(writer, None, interval)  # held after its last event
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
-
-
-async def _wait_alive(
-    writer: asyncio.StreamWriter, seconds: float | None, interval_ms: float | None
-) -> None:
-    """Wait ``seconds`` (None: until cancelled, when the client leaves), sending a
-    keep-alive comment every ``interval_ms`` meanwhile, when given."""
-    loop = asyncio.get_running_loop()
-    until = None if seconds is None else loop.time() + seconds
-    every = None if interval_ms is None else interval_ms / 1000
-    while True:
-        left = None if until is None else until - loop.time()
-        if left is not None and left <= 0:
-            return
-        if every is None and left is None:
-            await asyncio.Event().wait()
-        if every is None:
-            await asyncio.sleep(left or 0)
-            return
-        await asyncio.sleep(every if left is None else min(every, left))
-        if until is None or loop.time() < until:
-            writer.write(chunk(KEEPALIVE_COMMENT))
-            await writer.drain()
 
 
 def _user_text(body: JsonObject) -> str:
@@ -802,22 +613,6 @@ def _user_text(body: JsonObject) -> str:
             elif isinstance(content, list):
                 texts += [part.get("text", "") for part in content if isinstance(part, dict)]
     return "\n".join(texts)
-
-
-def _route(target: str) -> str:
-    path = target.split("?", 1)[0]
-    if path == "/v1" or path.startswith("/v1/"):
-        path = path[len("/v1") :]
-    return path.rstrip("/") or "/"
-
-
-def _parse_json(raw: bytes) -> Any:
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
 
 
 def _as_script(script: ScriptLike | None) -> Script:

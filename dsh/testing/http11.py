@@ -2,7 +2,8 @@
 
 Just what that server needs, and no general HTTP implementation: a connection's reading
 side with its own buffer, request heads, bodies (``Content-Length`` or chunked), chunked
-response encoding, response heads, and DeepSeek's error objects for each status.
+response encoding, response heads, DeepSeek's error objects for each status, routes,
+and waits that keep a response alive with comments.
 Malformed or oversized requests raise :class:`BadRequest`, to be answered with its
 status before the connection closes.
 """
@@ -10,12 +11,14 @@ status before the connection closes.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 MAX_HEAD_BYTES = 64 * 1024
+KEEPALIVE_COMMENT = b": keep-alive\n\n"
 _MAX_BODY_BYTES = 64 * 1024 * 1024
 _MAX_TRAILER_LINES = 100
 
@@ -231,3 +234,44 @@ def _phrase(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return "Error"
+
+
+def route(target: str) -> str:
+    """A request target's path, without its query or a leading ``/v1``."""
+    path = target.split("?", 1)[0]
+    if path == "/v1" or path.startswith("/v1/"):
+        path = path[len("/v1") :]
+    return path.rstrip("/") or "/"
+
+
+def parse_json(raw: bytes) -> Any:
+    """A body's JSON, or None when it is empty or not JSON."""
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+async def wait_alive(
+    writer: asyncio.StreamWriter, seconds: float | None, interval_ms: float | None
+) -> None:
+    """Wait ``seconds`` (None: until cancelled, when the client leaves), sending a
+    keep-alive comment every ``interval_ms`` meanwhile, when given."""
+    loop = asyncio.get_running_loop()
+    until = None if seconds is None else loop.time() + seconds
+    every = None if interval_ms is None else interval_ms / 1000
+    while True:
+        left = None if until is None else until - loop.time()
+        if left is not None and left <= 0:
+            return
+        if every is None and left is None:
+            await asyncio.Event().wait()
+        if every is None:
+            await asyncio.sleep(left or 0)
+            return
+        await asyncio.sleep(every if left is None else min(every, left))
+        if until is None or loop.time() < until:
+            writer.write(chunk(KEEPALIVE_COMMENT))
+            await writer.drain()

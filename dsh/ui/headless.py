@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import time
@@ -46,16 +45,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from dsh.agent.hooks import SESSION_TITLE_NOW
 from dsh.commands import parse_command
-from dsh.control_chars import VisibleStream, is_terminal, printable
-from dsh.llm import TextDelta, user_text
+from dsh.control_chars import VisibleStream, is_terminal
+from dsh.llm import user_text
 from dsh.session import (
-    AssistantChunk,
     AssistantMessageData,
     PlanProposed,
     PlanReviewed,
     SessionEvent,
-    ToolCall,
-    ToolResult,
     TurnAborted,
     TurnBlocked,
     TurnCompleted,
@@ -65,26 +61,22 @@ from dsh.session import (
     TurnMaxTokens,
     session_spend,
 )
-from dsh.session.cache_events import CacheIdle, PrefixChanged
 from dsh.session.events import (
     CancelByUser,
     CommandDone,
-    GrantsIgnored,
     InboxDiscarded,
-    LlmRetry,
-    ModelRenamed,
-    SessionMoved,
 )
 from dsh.session.writer import unstored_message
 from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
+from dsh.ui.headless_printer import Printer
 from dsh.ui.opening import BusyChoice
-from dsh.ui.session_controller import SessionChoice, SessionController, StartFailed
+from dsh.ui.session_controller import SessionController, StartFailed
 from dsh.ui.stream_json_input import Control, follow_commands
 from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
-from dsh.wire import dumps
+from dsh.ui.user_interface import SessionChoice
 
 if TYPE_CHECKING:
     from dsh.agent import AgentHandle
@@ -106,107 +98,6 @@ class HeadlessRequest(SessionChoice):
     input_format: str = "text"
     max_steps: int | None = None
     title: bool = False
-
-
-class Printer:
-    """Writes what the session does in the chosen format, as it happens.
-
-    When stdout's reader goes away (``dsh -p … | head``), it stops writing, points
-    stdout at /dev/null (so no flush fails later) and calls ``on_closed``: the run is
-    cancelled, as a Unix tool stops on SIGPIPE, and the session stays resumable.
-    """
-
-    def __init__(
-        self,
-        output_format: str,
-        out: TextIO,
-        err: TextIO,
-        on_closed: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.format = output_format
-        self.out = out
-        self.err = err
-        self.on_closed = on_closed
-        self.closed = False
-        self.session_id: str | None = None
-        self.command_failed = False
-        """A recorded slash command failed (its ``command/done`` says so)."""
-        self._text_open = False
-
-    def __call__(self, event: SessionEvent) -> None:
-        """An event as it is logged: the text streams, notes are said. Its stream-json
-        record waits until it is stored (:meth:`record`)."""
-        if self.format == "text":
-            self._text(event)
-        if isinstance(event.data, CommandDone) and event.data.kind == "error":
-            # A slash command given as the prompt failed: said once, whatever the format.
-            self.command_failed = True
-            self.end_line()
-            self.note(f"dsh: {event.data.text}\n")
-        if isinstance(
-            event.data,
-            GrantsIgnored | ModelRenamed | LlmRetry | SessionMoved | PrefixChanged | CacheIdle,
-        ):
-            # A warning for the person, whatever the format: stdout may be a program's.
-            self.end_line()
-            self.note(f"dsh: {event.data.notice()}\n")
-
-    def record(self, event: SessionEvent) -> None:
-        """A stored event's stream-json line."""
-        if self.format == "stream-json":
-            # Every record says whose it is, so a script can --resume what it started.
-            record = event.to_dict()
-            self.json_line({"sessionId": self.session_id, **record} if self.session_id else record)
-
-    def records(self, events: Sequence[SessionEvent], since: int) -> None:
-        """The stream-json lines of a stored batch, from seq ``since`` on."""
-        for event in events:
-            if event.seq >= since:
-                self.record(event)
-
-    def json_line(self, value: Any) -> None:
-        """One JSON line; lone surrogates as their escapes, so it reads back the same."""
-        self.write(dumps(value) + "\n")
-
-    def write(self, text: str) -> None:
-        if self.closed:
-            return
-        try:
-            self.out.write(printable(text))
-            self.out.flush()
-        except BrokenPipeError:
-            self.closed = True
-            with contextlib.suppress(OSError, ValueError):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, self.out.fileno())
-                os.close(devnull)
-            self.on_closed()
-
-    def note(self, text: str) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            self.err.write(printable(text))
-            self.err.flush()
-
-    def _text(self, event: SessionEvent) -> None:
-        match event.data:
-            case AssistantChunk(chunk=TextDelta(text=text)):
-                self.write(text)
-                self._text_open = True
-            case AssistantMessageData():
-                self.end_line()
-            case ToolCall(name=name, arguments=arguments):
-                self.end_line()
-                brief = arguments if len(arguments) <= 120 else arguments[:117] + "..."
-                self.note(f"[tool] {name} {brief}\n")
-            case ToolResult(message=message, error=error) if error is not None:
-                texts = [b.text for b in message.result.content if hasattr(b, "text")]
-                first = (texts[0].splitlines() or [""])[0] if texts else ""
-                self.note(f"[tool] {error.name} failed ({error.code}): {first[:200]}\n")
-
-    def end_line(self) -> None:
-        if self._text_open:
-            self.write("\n")
-            self._text_open = False
 
 
 def final_text(events: list[SessionEvent]) -> str:

@@ -64,13 +64,10 @@ from dsh.ui.plain_input import (
     stdin_is_terminal,
 )
 from dsh.ui.plain_printer import TranscriptPrinter
-from dsh.ui.render import VisibleOutput
-from dsh.ui.session_controller import (
-    SessionChoice,
-    SessionController,
-    StartFailed,
-)
+from dsh.ui.render import VisibleOutput, status_report
+from dsh.ui.session_controller import SessionController, StartFailed
 from dsh.ui.trusting import TrustAnswer, TrustQuestion, ignored_lines
+from dsh.ui.user_interface import SessionChoice
 
 if TYPE_CHECKING:
     from dsh.agent import AgentHandle
@@ -136,7 +133,7 @@ async def run_plain(
 
 class PlainApp:
     """One plain-mode run: the session on screen printed as lines, the input loop, and
-    the dialogs as text prompts: the :class:`~dsh.ui.session_controller.UserInterface`
+    the dialogs as text prompts: the :class:`~dsh.ui.user_interface.UserInterface`
     of its :class:`~dsh.ui.session_controller.SessionController`."""
 
     kind: Kind = "plain"
@@ -182,7 +179,7 @@ class PlainApp:
                 self._open_input()
                 controller.ctx.on(AGENT_STATUS, self._redraw_prompt)
                 controller.ctx.on(PERMISSION_MODE_CHANGED, self._mode_changed)
-                controller.add_session_commands(PLAIN_KEYS, lambda: self.fold)
+                controller.add_session_commands(PLAIN_KEYS, self._status_report)
                 await controller.open_first()
             except StartFailed as failed:
                 self.show(str(failed), level="error")
@@ -275,6 +272,10 @@ class PlainApp:
         reader = self.line.reader
         if isinstance(reader, PromptReader) and reader.main.app.is_running:
             reader.main.app.invalidate()
+
+    def _status_report(self) -> str | None:
+        agent = self.controller.agent
+        return status_report(self.fold, agent.options if agent is not None else None)
 
     def _mode_changed(self, mode: PermissionMode) -> None:
         """An approved plan, ``/plan`` or ``/permissions`` changed what runs unasked:

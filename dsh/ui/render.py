@@ -16,7 +16,7 @@ import dataclasses
 import json
 import logging
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import (
     Console,
@@ -47,7 +47,18 @@ from dsh.tools.presentation import (
     ScreenView,
     TextView,
 )
-from dsh.ui.entries import NoticeEntry, Status, ToolEntry, TurnFooter, format_cost, format_tokens
+from dsh.ui.entries import (
+    NoticeEntry,
+    ToolEntry,
+    TranscriptFold,
+    TurnFooter,
+    format_cost,
+    format_tokens,
+)
+from dsh.ui.session_status import Status
+
+if TYPE_CHECKING:
+    from dsh.agent import AgentOptions
 
 log = logging.getLogger(__name__)
 
@@ -547,6 +558,19 @@ def render_status(status: Status, *, queued: int = 0, now_ms: int | None = None)
             text.append(" · ", style="dim")
         text.append(piece, style=style)
     return text
+
+
+def status_report(fold: TranscriptFold | None, next_model: AgentOptions | None) -> str | None:
+    """What ``/status`` says of the session on screen (None while none is shown): the
+    status line, naming while idle the model the next request will use
+    (``next_model``, the agent's options; the log names a model only once a request
+    used it, so after ``/model`` this is the one the TUI's status bar shows)."""
+    if fold is None:
+        return None
+    status = fold.status
+    if status.state == "idle" and next_model is not None:
+        status = dataclasses.replace(status, provider=next_model.provider, model=next_model.model)
+    return render_status(status, queued=len(fold.queued)).plain
 
 
 def render_notice(entry: NoticeEntry) -> Text:

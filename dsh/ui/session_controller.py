@@ -27,28 +27,23 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
-from dsh.ui.opening import BusyChoice, NothingToContinue, after_busy, open_agent
+from dsh.ui.opening import NothingToContinue, after_busy, open_agent
+from dsh.ui.session_commands import ago, register_session_commands
+from dsh.ui.user_interface import SessionChoice, UserInterface
 
 if TYPE_CHECKING:
     from dsh.agent import Agent, AgentHandle, MentionChoice
-    from dsh.commands import Command, CommandView
-    from dsh.frontend import Kind, ToolServer
+    from dsh.commands import CommandView
     from dsh.kernel import Context
-    from dsh.policy.permissions import PermissionMode
     from dsh.runtime import Runtime
-    from dsh.sandbox import Policy, SandboxStatus
-    from dsh.session import SessionBusyError, SessionEvent
+    from dsh.sandbox import SandboxStatus
+    from dsh.session import SessionBusyError
     from dsh.settings import Settings
-    from dsh.tools.approval import ApprovalDecision, ApprovalRequest
-    from dsh.tools.plan_review import PlanDecision, PlanReview
     from dsh.tools.questions import Answer, Question
-    from dsh.ui.entries import TranscriptFold
     from dsh.ui.rewinding import RewindAsker
-    from dsh.ui.trusting import TrustAnswer, TrustQuestion
 
 _log = logging.getLogger(__name__)
 
@@ -70,149 +65,6 @@ runtime) per editor session, and the person is told once, not once a session."""
 class StartFailed(Exception):
     """Start-up cannot go on. ``str(error)`` is the one line that says why
     (``dsh: …``); the front end prints it where its errors go and exits with 1."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionChoice:
-    """What every front end takes from the command line: where, which session, which
-    model. Each front end's request adds what only it has."""
-
-    prompt: str | None = None
-    """Sent first, once the session is open."""
-    cwd: Path | None = None
-    home: Path | None = None
-    """dsh's own folder (None: ``$DSH_HOME`` or its default)."""
-    resume: str | None = None
-    pick: bool = False
-    """``--resume`` without an id: the person picks the session first."""
-    continue_last: bool = False
-    fork: bool = False
-    """``--fork-session``: the resumed session continues in a new one."""
-    wait: bool = False
-    """``--wait``: a session another dsh writes is opened once that one closes it."""
-    model: str | None = None
-    provider: str | None = None
-    effort: str | None = None
-    permission_mode: PermissionMode | None = None
-    sandbox: Policy | None = None
-    """``--sandbox``: the sandbox policy, over ``[sandbox] policy``."""
-    trust: bool = False
-    """``--trust``: the project's own configuration applies in full for this run."""
-    plugin_configs: dict[str, dict[str, Any]] | None = None
-    """Replaces the configured plugin settings (the demo's scripted server)."""
-    tool_servers: tuple[ToolServer, ...] = ()
-    """MCP servers the front end's client offers its sessions (an editor's)."""
-    settings: Settings | None = None
-    """The process's settings, when the front end loaded them already (the TUI, which
-    reads ``[tui]`` before it paints; ``trust`` applied); else the controller loads
-    them. Either way they are read once (:meth:`SessionController.settings`)."""
-
-
-class Dialogs(Protocol):
-    """What the controller asks the person through a front end. Where nobody can
-    answer (a script on stdin, ``dsh -p``), each returns what "no answer" means."""
-
-    async def ask_trust(self, question: TrustQuestion) -> TrustAnswer:
-        """The project's configuration would change what dsh does: trust it?
-        ("later" when nobody can say)."""
-        ...
-
-    async def set_up(self, home: Path, settings: Settings) -> bool | None:
-        """First run: the chance to set a model provider up. True: the person did (the
-        settings are read again); False: they left (start-up ends); None: there was
-        nothing to set up, or this front end sets nothing up."""
-        ...
-
-    async def ask_busy(self, busy: SessionBusyError) -> BusyChoice | None:
-        """The session to open is written by another dsh: one of
-        :data:`~dsh.ui.opening.BUSY_CHOICES`, or None (start-up ends)."""
-        ...
-
-    async def ask_approval(self, request: ApprovalRequest) -> ApprovalDecision:
-        """The ``approvals`` service's approver (wired when :attr:`UserInterface.answers`)."""
-        ...
-
-    async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
-        """The ``questions`` service's answerer: None when the person dismissed them."""
-        ...
-
-    async def ask_plan(self, review: PlanReview) -> PlanDecision:
-        """The ``approvals`` service's plan reviewer: approve the plan (and the mode to
-        carry it out in) or send it back with a note."""
-        ...
-
-    async def choose(
-        self, title: str, items: Sequence[str], *, current: int | None = None
-    ) -> int | None:
-        """The index of the item the person picks, or None: they closed the list, or
-        nobody is there to ask."""
-        ...
-
-    async def pick_session(self) -> str | None:
-        """A session id the person picks (``/resume`` alone, ``--resume`` without an
-        id), or None."""
-        ...
-
-
-class UserInterface(Dialogs, Protocol):
-    """A front end, as the controller sees it: it shows lines and the session on
-    screen, and asks the person (:class:`Dialogs`)."""
-
-    @property
-    def kind(self) -> Kind:
-        """Which front end this is; it names the front end's own context."""
-        ...
-
-    @property
-    def attended(self) -> bool:
-        """Somebody answers :meth:`Dialogs.choose` (see
-        :attr:`~dsh.commands.CommandHost.attended`)."""
-        ...
-
-    @property
-    def answers(self) -> bool:
-        """Somebody answers approvals and questions. False (``dsh -p`` without stdin
-        commands): what needs approval is denied, and asking is an error the model
-        is told about."""
-        ...
-
-    @property
-    def one_session(self) -> bool:
-        """The front end shows only the session it opened (``dsh -p``): ``/new`` and
-        ``/resume`` are refused."""
-        ...
-
-    def show(self, text: str, *, level: str = "info") -> None:
-        """A line (or a few) for the person, outside the transcript the model sees:
-        ``info``, ``warning``, ``error`` (or a front end's own style)."""
-        ...
-
-    def show_ignored(self, settings: Settings) -> None:
-        """Say which of the project's settings do not apply (it is not trusted); called
-        once at start-up, with or without any."""
-        ...
-
-    def show_warning(self, text: str) -> None:
-        """A warning the person must see before going on, said once per process
-        (the sandbox is off, or cannot start): where it is seen before typing."""
-        ...
-
-    async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
-        """Show ``agent``'s session from now on; ``replay``: its log so far is an
-        earlier conversation, to be shown as such."""
-        ...
-
-    def detach(self) -> None:
-        """Stop showing the session on screen (the controller closes its agent)."""
-        ...
-
-    async def show_read_only(self, events: Sequence[SessionEvent]) -> None:
-        """Show a stored session another dsh writes, as it is now; nothing is sent."""
-        ...
-
-    async def quit(self) -> None:
-        """``/quit``: end the front end."""
-        ...
 
 
 class SessionController:
@@ -723,71 +575,14 @@ class SessionController:
 
     # ------------------------------------------------------------------ commands
 
-    def add_session_commands(self, keys: str, fold: Callable[[], TranscriptFold | None]) -> None:
-        """The commands of an interactive front end: ``/new``, ``/resume``, ``/status``,
-        ``/help`` (the commands, then ``keys``) and ``/quit``; ``fold`` is the
-        transcript on screen, which ``/status`` reads. Registered in the front end's
-        context, so they go with it; none is recorded in the session: they act on the
-        front end, not on the conversation. (``/undo`` and ``/rewind``, which every front
-        end has, are registered by :meth:`start`.)"""
-        from dsh.commands import Command, CommandContext
-
-        async def new(context: CommandContext, args: str) -> None:
-            await self.new_session()
-
-        async def resume(context: CommandContext, args: str) -> None:
-            await self.open_session(args or None)
-
-        async def fork(context: CommandContext, args: str) -> None:
-            words = args.split()
-            code = "--code" in words
-            words = [word for word in words if word != "--code"]
-            await self.fork_session(parse_turn("fork", " ".join(words)), code=code)
-
-        async def quit_(context: CommandContext, args: str) -> None:
-            await self.quit()
-
-        async def help_(context: CommandContext, args: str) -> None:
-            self.ui.show(help_text(self.commands.complete(""), keys))
-
-        async def status(context: CommandContext, args: str) -> None:
-            import dataclasses
-
-            from dsh.ui.render import render_status
-
-            shown = fold()
-            if shown is None:
-                return
-            status = shown.status
-            if status.state == "idle" and self.agent is not None:
-                # The log names a model only once a request used it: after /model,
-                # the one the next request will use (as the TUI's status bar shows).
-                options = self.agent.options
-                status = dataclasses.replace(status, provider=options.provider, model=options.model)
-            said = render_status(status, queued=len(shown.queued)).plain
-            self.ui.show(f"{said}\n{sandbox_line(await self.sandbox_status())}")
-
-        for command in (
-            Command("new", "start a new session", new, recorded=False),
-            Command("resume", "resume a session of this folder", resume, "[id]", recorded=False),
-            Command(
-                "fork",
-                "continue in a new session from a turn (default: the last); --code "
-                "also puts the files back as they were then",
-                fork,
-                "[turn] [--code]",
-                recorded=False,
-            ),
-            Command(
-                "status",
-                "model, tokens, context and cost so far, and the sandbox",
-                status,
-                recorded=False,
-            ),
-            Command("help", "list the commands and keys", help_, recorded=False),
-            Command("quit", "leave dsh", quit_, recorded=False, quits=True),
-        ):
-            self.commands.register(command.name, command)
+    def add_session_commands(self, keys: str, status_line: Callable[[], str | None]) -> None:
+        """The commands of an interactive front end (``/new``, ``/resume``, ``/fork``,
+        ``/status``, ``/help``, ``/quit``: see
+        :func:`~dsh.ui.session_commands.register_session_commands`); ``status_line`` is
+        the front end's one line on the session on screen, which ``/status`` says (the
+        front end draws it: the controller knows no renderer). (``/undo`` and
+        ``/rewind``, which every front end has, are registered by :meth:`start`.)"""
+        register_session_commands(self, keys, status_line)
 
     async def choose_recent_session(
         self, choose: Callable[[str, Sequence[str]], Awaitable[int | None]]
@@ -878,17 +673,6 @@ def storage_problem(runtime: Runtime, agent: AgentHandle, since: int | None = No
     return None
 
 
-def sandbox_line(status: SandboxStatus) -> str:
-    """``/status``'s line on the sandbox: the policy and what enforces it, or why
-    nothing does."""
-    summary = status.summary()
-    if status.active:
-        return f"{summary} ({status.backend}: {status.program})"
-    if status.reason is not None:
-        return f"{summary}: {status.reason}"
-    return summary
-
-
 def unknown_command(name: str, failed_plugins: Sequence[str] = ()) -> str:
     """What every front end says to a ``/name`` no command has."""
     said = f"Unknown command /{name} (/help lists them)."
@@ -899,37 +683,3 @@ def unknown_command(name: str, failed_plugins: Sequence[str] = ()) -> str:
             "(`dsh plugins` says why)."
         )
     return said
-
-
-def help_text(commands: list[Command], keys: str) -> str:
-    """``/help``: each command with its arguments and description, then ``keys``."""
-    width = max((len(c.name) + len(c.arguments) for c in commands), default=0) + 3
-    lines = ["Commands:"]
-    for command in commands:
-        label = f"/{command.name} {command.arguments}".rstrip()
-        lines.append(f"  {label.ljust(width)} {command.description}")
-    if keys:
-        lines.append(keys)
-    return "\n".join(lines)
-
-
-def ago(timestamp: int, now: float) -> str:
-    """How long ago an epoch time (milliseconds, or seconds) was, roughly."""
-    seconds = now - (timestamp / 1000 if timestamp > 100_000_000_000 else timestamp)
-    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)} {unit} ago"
-    return "just now"
-
-
-def parse_turn(command: str, args: str) -> int | None:
-    """A command's optional turn number (``/fork 3``): None when none is given; a
-    CommandError saying how to write one otherwise."""
-    from dsh.commands import CommandError
-
-    text = args.strip()
-    if not text:
-        return None
-    if not text.isdigit() or int(text) < 1:
-        raise CommandError(f"/{command} takes a turn number, as in /{command} 2 (not {text!r})")
-    return int(text)

@@ -385,19 +385,26 @@ async def run_command(
     return ToolOutput(content=content, meta=meta, spilled=stdout.spilled or stderr.spilled)
 
 
+async def budget_spent(seconds: float) -> None:
+    """Returns once a command's time budget of ``seconds`` has run out: the clock's
+    part of :func:`supervise`, apart so that a test can say when that moment is (a
+    command that must be part-way through when it comes)."""
+    await asyncio.sleep(seconds)
+
+
 async def supervise(
     shell: ShellProcess, seconds: float, signal: asyncio.Event
 ) -> Literal["timeout", "cancel"] | None:
     """Wait for bash to exit; or the reason it must be stopped instead."""
     exited = asyncio.ensure_future(shell.wait())
     cancelled = asyncio.ensure_future(signal.wait())
+    spent = asyncio.ensure_future(budget_spent(seconds))
     try:
-        await asyncio.wait(
-            {exited, cancelled}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
-        )
+        await asyncio.wait({exited, cancelled, spent}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         exited.cancel()
         cancelled.cancel()
+        spent.cancel()
     if shell.returncode is not None:
         return None
     return "cancel" if signal.is_set() else "timeout"

@@ -30,10 +30,10 @@ from dsh.llm import CallId, LlmCallConfig, MessageId, ToolCallBlock, joined_text
 from dsh.paths import dsh_home
 from dsh.services import COMMANDS, SETTINGS, TOOLS
 from dsh.tools import Rule, RuleError, ToolContext, parse_rules
+from dsh_plugins._shared.definitions import Skipped
 from dsh_plugins.custom_commands.expand import arguments, commands
 from dsh_plugins.custom_commands.files import (
     CommandFile,
-    Skipped,
     fingerprint,
     roots,
     scan,

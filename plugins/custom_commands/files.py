@@ -15,18 +15,17 @@ The front matter is the format other agents use: ``description``, ``argument-hin
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from dsh.commands import COMMAND_NAME
-from dsh.tools.files import FileTooLarge, read_regular_file
-from dsh_plugins._shared.frontmatter import FrontMatterError, split_front_matter
+from dsh_plugins._shared import definitions
+from dsh_plugins._shared.definitions import Skipped, markdown_files, read_definition
 
 MAX_BYTES = 256 * 1024
 """A command file larger than this is left out (it is a prompt, not a document)."""
 MAX_DEPTH = 4
+"""Folders entered under a commands folder (each a namespace)."""
 
 
 @dataclass(frozen=True)
@@ -40,12 +39,6 @@ class CommandFile:
     model: str | None
     allowed_tools: str | None
     body: str
-
-
-@dataclass(frozen=True)
-class Skipped:
-    path: Path
-    reason: str
 
 
 def roots(home: Path, project: Path | None, claude: Path | None = None) -> list[tuple[str, Path]]:
@@ -67,20 +60,19 @@ def scan(
     home: Path, project: Path | None, claude: Path | None = None
 ) -> tuple[dict[str, CommandFile], list[Skipped]]:
     """Every command file, by command name; and the files left out, with why."""
-    commands: dict[str, CommandFile] = {}
-    skipped: list[Skipped] = []
-    for origin, root in roots(home, project, claude):
-        for path, parts in _markdown_files(root):
-            name = ":".join(part.lower() for part in parts)
-            if not COMMAND_NAME.match(name):
-                skipped.append(Skipped(path, f"/{name} cannot be a command name"))
-                continue
-            loaded = load(name, path, origin)
-            if isinstance(loaded, Skipped):
-                skipped.append(loaded)
-            else:
-                commands[name] = loaded
-    return commands, skipped
+    return definitions.scan(roots(home, project, claude), _load, max_depth=MAX_DEPTH)
+
+
+def command_name(parts: list[str]) -> str:
+    """The command a file's place names: ``frontend/Review.md`` is ``frontend:review``."""
+    return ":".join(part.lower() for part in parts)
+
+
+def _load(path: Path, parts: list[str], origin: str) -> CommandFile | Skipped:
+    name = command_name(parts)
+    if not COMMAND_NAME.match(name):
+        return Skipped(path, f"/{name} cannot be a command name")
+    return load(name, path, origin)
 
 
 def untrusted_names(project: Path) -> list[str]:
@@ -89,8 +81,8 @@ def untrusted_names(project: Path) -> list[str]:
     read, so that ``/name`` can say why it does not run."""
     names = []
     for folder in (project / ".claude" / "commands", project / ".dsh" / "commands"):
-        for _, parts in _markdown_files(folder):
-            name = ":".join(part.lower() for part in parts)
+        for _, parts in markdown_files(folder, max_depth=MAX_DEPTH):
+            name = command_name(parts)
             if COMMAND_NAME.match(name):
                 names.append(name)
     return sorted(set(names))
@@ -103,7 +95,8 @@ def fingerprint(
     file's path, modification time and size (without reading a file)."""
     found: list[tuple[str, int, int]] = []
     for _, root in roots(home, project, claude):
-        for path in (root, *(path for path, _ in _markdown_files(root))):
+        files = markdown_files(root, max_depth=MAX_DEPTH)
+        for path in (root, *(path for path, _ in files)):
             try:
                 stat = path.stat()
             except OSError:
@@ -113,16 +106,10 @@ def fingerprint(
 
 
 def load(name: str, path: Path, origin: str) -> CommandFile | Skipped:
-    try:
-        text = read_regular_file(path, MAX_BYTES).decode("utf-8")
-    except FileTooLarge:
-        return Skipped(path, f"larger than {MAX_BYTES // 1024} KB")
-    except (OSError, UnicodeDecodeError) as error:
-        return Skipped(path, f"cannot be read ({error})")
-    try:
-        fields, body = split_front_matter(text)
-    except FrontMatterError as error:
-        return Skipped(path, str(error))
+    read = read_definition(path, MAX_BYTES)
+    if isinstance(read, Skipped):
+        return read
+    fields, body = read
     if not body.strip():
         return Skipped(path, "the prompt is empty")
     first = next((line.strip() for line in body.splitlines() if line.strip()), "")
@@ -137,21 +124,3 @@ def load(name: str, path: Path, origin: str) -> CommandFile | Skipped:
         allowed_tools=" ".join(fields.get("allowed-tools", "").split()) or None,
         body=body.strip(),
     )
-
-
-def _markdown_files(root: Path, parts: tuple[str, ...] = ()) -> Iterator[tuple[Path, list[str]]]:
-    """Each ``.md`` file under ``root`` (symlinked folders not followed), with the
-    names that make its command: the folders, then the file's stem."""
-    if len(parts) > MAX_DEPTH:
-        return
-    try:
-        entries = sorted(os.scandir(root), key=lambda entry: entry.name)
-    except OSError:
-        return
-    for entry in entries:
-        if entry.name.startswith("."):
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            yield from _markdown_files(Path(entry.path), (*parts, entry.name))
-        elif entry.name.endswith(".md") and entry.is_file():
-            yield Path(entry.path), [*parts, entry.name[: -len(".md")]]

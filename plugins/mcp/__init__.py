@@ -12,8 +12,10 @@ in only when the project is trusted, as every table is that does not narrow).
 
 Modules: ``config`` (the table, ``.mcp.json``, ``${VAR}``), ``schema`` (tool names
 and argument schemas), ``status`` (a server's state, without the SDK), ``results``
-(a result as text and images), ``connection`` (one server: the SDK is imported with
-it, in a thread, only when a server is configured), ``service`` (all of them),
+(a result as text and images), ``connection`` (one server's lifecycle: the SDK is
+imported with it, in a thread, only when a server is configured; beside it
+``transports``, ``stderr``, ``catalogue`` (its lists) and ``tool_adapter``),
+``service`` (all of them),
 ``resources`` (``@server:uri`` in a prompt), ``prompts`` (a server's prompts as
 commands), ``auth`` (OAuth tokens of remote servers, in ``$DSH_HOME/mcp-auth``),
 ``login`` (``dsh mcp login``'s browser side), ``guard`` (no tool reads the tokens),

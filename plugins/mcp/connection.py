@@ -16,123 +16,57 @@ it reaches the rest of dsh. A remote server that answers 401 ends in ``needs log
 The SDK's session and transports are anyio code: they are entered and left in this
 one task, inside a cancel scope the connection cancels to give up (a garbage line
 arrives as an exception in the message handler, on another task).
+
+This module is the lifecycle; the rest is beside it: :mod:`~dsh_plugins.mcp.transports`
+(how the server is reached), :mod:`~dsh_plugins.mcp.stderr` (its stderr's tail),
+:mod:`~dsh_plugins.mcp.catalogue` (its lists, read whole, and their changes) and
+:mod:`~dsh_plugins.mcp.tool_adapter` (its tools as dsh tools).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fnmatch
-import json
-import os
-import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TextIO, TypeVar
+from typing import Any, TextIO
 
 import anyio
-import httpx2
-from mcp import ClientSession, StdioServerParameters, types
+from mcp import ClientSession, types
 from mcp.client._probe import negotiate_auto
 from mcp.client.session import IncomingMessage
-from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import (
-    PromptsListChanged,
-    ResourcesListChanged,
-    ToolsListChanged,
-    listen,
-)
+from mcp.client.subscriptions import listen
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ConfigDict
 
 import dsh
 from dsh.commands import CommandError
 from dsh.credentials import Secret, redact
 from dsh.kernel import Context
-from dsh.llm import TextBlock, ToolSchema
-from dsh.processes import helper_command
-from dsh.sandbox import SandboxUnavailable, Wrapped
-from dsh.services import SANDBOX
-from dsh.tools import (
-    Action,
-    ToolContext,
-    ToolDefinition,
-    ToolError,
-    ToolOutput,
-    with_safe_git,
-)
-from dsh_plugins.mcp.auth import DshOAuth, FileTokenStorage, LoginRequired
+from dsh.tools import ToolContext, ToolError, ToolOutput
+from dsh_plugins.mcp.auth import DshOAuth, LoginRequired
+from dsh_plugins.mcp.catalogue import LIST_CHANGES, ListKind, chosen, every_page
 from dsh_plugins.mcp.config import MissingVariable, ServerConfig, WithheldVariable, expand
 from dsh_plugins.mcp.login import Login, LoginFailed
 from dsh_plugins.mcp.prompts import PromptCall
-from dsh_plugins.mcp.results import images_of, result_text
-from dsh_plugins.mcp.schema import clean, normalise, tool_names
+from dsh_plugins.mcp.schema import tool_names
 from dsh_plugins.mcp.status import Register, RegisterCommand, State, Status
+from dsh_plugins.mcp.stderr import StderrTail
+from dsh_plugins.mcp.tool_adapter import mcp_tool, tool_output
+from dsh_plugins.mcp.transports import (
+    NotStarted,
+    Watched,
+    http_transport,
+    oauth,
+    stdio_command,
+    stdio_transport,
+)
 
-STDERR_TAIL = 4096
-"""Bytes of a server's stderr kept for its status."""
-MAX_DESCRIPTION = 4000
 MAX_BACKOFF_S = 30.0
 MAX_RESOURCES = 1000
 """Resources of one server kept for ``@`` completion."""
 _CLIENT = types.Implementation(name="dsh", version=dsh.__version__)
-
-
-ListKind = Literal["tools", "prompts", "resources"]
-_LISTS: dict[type, ListKind] = {
-    # the notification of protocols up to 2025-11-25, then the 2026-07-28 event
-    types.ToolListChangedNotification: "tools",
-    types.PromptListChangedNotification: "prompts",
-    types.ResourceListChangedNotification: "resources",
-    ToolsListChanged: "tools",
-    PromptsListChanged: "prompts",
-    ResourcesListChanged: "resources",
-}
-
-
-_Page = TypeVar("_Page", types.ListToolsResult, types.ListPromptsResult, types.ListResourcesResult)
-_Item = TypeVar("_Item")
-
-
-async def _every_page(
-    list_page: Callable[..., Awaitable[_Page]],
-    items: Callable[[_Page], list[_Item]],
-    *,
-    limit: int | None = None,
-) -> list[_Item]:
-    """Every item of a paginated list, following ``next_cursor`` to the last page (or
-    the page that brings ``limit`` items)."""
-    found: list[_Item] = []
-    cursor: str | None = None
-    while True:
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await list_page(params=params)
-        found.extend(items(page))
-        cursor = page.next_cursor
-        if not cursor or (limit is not None and len(found) >= limit):
-            return found
-
-
-class Arguments(BaseModel):
-    """Whatever object the model sends: the server validates it against its schema."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-@dataclass(frozen=True)
-class McpTool(ToolDefinition):
-    """A server's tool: its schema is the server's, normalised, not a pydantic model's."""
-
-    parameters: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def schema(self) -> ToolSchema:
-        return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)
 
 
 class Connection:
@@ -167,7 +101,7 @@ class Connection:
         self.finished = asyncio.Event()
         """Set once its task has ended and its tools are gone."""
         self.session: ClientSession | None = None
-        self._tail = b""
+        self._stderr = StderrTail()
         self._secrets: list[Secret] = []
         self._wake = asyncio.Event()
         self._stopped = asyncio.Event()
@@ -188,7 +122,7 @@ class Connection:
     # ---------------------------------------------------------------- status
 
     def status(self) -> Status:
-        tail = redact(self._tail.decode("utf-8", errors="replace"), *self._secrets)
+        tail = redact(self._stderr.text(), *self._secrets)
         return Status(
             name=self.name,
             where=self.config.shown(),
@@ -281,21 +215,23 @@ class Connection:
             try:
                 async with AsyncExitStack() as stack:
                     if self.config.transport == "stdio":
-                        program = await asyncio.to_thread(self._program)
-                        if program is None:
-                            self._fail(f"no program {self.config.command!r} found")
+                        try:
+                            wrapped = await stdio_command(
+                                self.ctx, self.name, self.config, env, cwd=self._cwd, own=self._own
+                            )
+                        except NotStarted as refused:
+                            self._fail(str(refused))
                             return
-                        wrapped = await self._contain(program, env)
-                        if wrapped is None:
-                            return
-                        errors, reader = self._stderr_pipe()
-                        streams = await stack.enter_async_context(self._stdio(wrapped, errors))
+                        errors, reader = self._stderr.pipe(self.ctx, self.name)
+                        streams = await stack.enter_async_context(
+                            stdio_transport(self.config, wrapped, errors, self._cwd)
+                        )
                         errors.close()  # the child holds its copy
                     else:
                         streams = await stack.enter_async_context(self._http(headers))
                     session = await stack.enter_async_context(
                         ClientSession(
-                            _Watched(streams[0], self._ended),
+                            Watched(streams[0], self._ended),
                             streams[1],
                             message_handler=self._on_message,
                             client_info=_CLIENT,
@@ -376,7 +312,7 @@ class Connection:
                 resources_list_changed=bool(capabilities and capabilities.resources),
             ) as subscription:
                 async for event in subscription:
-                    self._list_changed(_LISTS.get(type(event)))
+                    self._list_changed(LIST_CHANGES.get(type(event)))
         except Exception:  # no live updates from this server; its lists stay as they are
             return
 
@@ -386,15 +322,15 @@ class Connection:
             self._wake.set()
 
     async def _list(self, session: ClientSession) -> None:
-        tools = await _every_page(session.list_tools, lambda page: page.tools)
-        self._swap(self._chosen(tools))
+        tools = await every_page(session.list_tools, lambda page: page.tools)
+        self._swap(chosen(tools, self.config.include_tools, self.config.exclude_tools))
 
     async def _prompts(self, session: ClientSession) -> None:
         capabilities = session.server_capabilities
         if self._register_command is None or capabilities is None or not capabilities.prompts:
             return
         try:
-            prompts = await _every_page(session.list_prompts, lambda page: page.prompts)
+            prompts = await every_page(session.list_prompts, lambda page: page.prompts)
         except MCPError:
             return  # its tools are what matters; a server whose prompts fail has none
 
@@ -425,28 +361,25 @@ class Connection:
             return
         with anyio.move_on_after(self.config.startup_timeout):
             try:
-                found = await _every_page(
+                found = await every_page(
                     session.list_resources, lambda page: page.resources, limit=MAX_RESOURCES
                 )
             except Exception:  # the tools matter; a resource list that fails is none
                 return
             self.resources = found[:MAX_RESOURCES]
 
-    def _chosen(self, tools: list[types.Tool]) -> list[types.Tool]:
-        include, exclude = self.config.include_tools, self.config.exclude_tools
-        return [
-            tool
-            for tool in tools
-            if (include is None or any(fnmatch.fnmatchcase(tool.name, p) for p in include))
-            and not any(fnmatch.fnmatchcase(tool.name, p) for p in exclude)
-        ]
-
     def _swap(self, tools: list[types.Tool]) -> None:
         self._unregister_all()
         names = tool_names(self.name, [tool.name for tool in tools])
         by_name = {tool.name: tool for tool in tools}
         for original, name in names.items():
-            definition = self._definition(name, by_name[original])
+            definition = mcp_tool(
+                self.name,
+                name,
+                by_name[original],
+                timeout_s=self.config.tool_timeout,
+                call=self.call,
+            )
             self._registered[name] = self._register(name, definition)
 
     def _unregister_all(self) -> None:
@@ -476,77 +409,16 @@ class Connection:
             if self.config.transport == "stdio":
                 self._fail(f"the server sent something that is not MCP: {_describe(message)}")
             return
-        self._list_changed(_LISTS.get(type(message)))
+        self._list_changed(LIST_CHANGES.get(type(message)))
 
     # ---------------------------------------------------------------- transports
 
-    async def _contain(self, program: str, env: dict[str, Secret]) -> Wrapped | None:
-        """The server's command line, inside the sandbox unless ``[sandbox]
-        mcp_servers`` is false or the user's own table says ``sandbox = false``; None
-        (and the server failed, saying why) when the sandbox cannot start."""
-        argv = [program, *self.config.args]
-        plain = with_safe_git({key: value.reveal() for key, value in env.items()})
-        sandbox = self.ctx.get(SANDBOX, None)
-        opted_out = self._own and not self.config.sandbox
-        if sandbox is None or not sandbox.table.mcp_servers or opted_out:
-            return Wrapped(argv, plain)
-        try:
-            # The SDK's spawn takes no preexec: a network of its own (none), not the
-            # loopback the model's commands share.
-            return await sandbox.wrap(argv, cwd=self._server_cwd(), env=plain, shared_network=False)
-        except SandboxUnavailable as error:
-            self._fail(
-                f"not started: the sandbox cannot start ({error}); to run MCP servers "
-                f"outside it, set `sandbox = false` in [mcp.servers.{self.name}] or "
-                "`mcp_servers = false` in [sandbox] of your own settings"
-            )
-            return None
-
-    def _server_cwd(self) -> Path:
-        cwd = Path(self.config.cwd).expanduser() if self.config.cwd else self._cwd
-        return cwd if cwd.is_absolute() else self._cwd / cwd
-
-    def _stdio(self, wrapped: Wrapped, errors: TextIO) -> Any:
-        # setpriv's parent-death signal: the server dies with dsh however dsh ends
-        # (the SDK already puts it in a process group of its own and ends the group).
-        argv, _ = helper_command(wrapped.argv)
-        parameters = StdioServerParameters(
-            command=argv[0],
-            args=argv[1:],
-            env=wrapped.env,
-            cwd=self._server_cwd(),
-        )
-        return stdio_client(parameters, errlog=errors)
-
     def _http(self, headers: dict[str, Secret]) -> Any:
-        assert self.config.url is not None
         values = {key: value.reveal() for key, value in headers.items()}
-        auth = self._oauth(values)
-        if self.config.transport == "sse":
-            return sse_client(self.config.url, headers=values, auth=auth)
-        client = httpx2.AsyncClient(
-            headers=values,
-            timeout=httpx2.Timeout(30.0, read=self.config.tool_timeout),
-            auth=auth,
-        )
-        return _owned_client(client, self.config.url)
+        return http_transport(self.config, values, self._oauth(values))
 
     def _oauth(self, headers: dict[str, str]) -> DshOAuth | None:
-        """OAuth through the SDK, unless the configuration sends its own credentials."""
-        if any(key.lower() == "authorization" for key in headers):
-            return None
-        assert self.config.url is not None
-        storage = FileTokenStorage(self.name, self.config.url)
-        login = self._login
-        if login is None:
-            return DshOAuth(storage, on_error=self._auth_failed)
-        return DshOAuth(
-            storage,
-            on_error=self._auth_failed,
-            redirect=login.redirect,
-            callback=login.callback,
-            redirect_uri=login.redirect_uri,
-        )
+        return oauth(self.name, self.config, headers, self._login, self._auth_failed)
 
     def _auth_failed(self, error: Exception) -> None:
         # Raised inside the transport's request, which swallows it: the session would
@@ -562,72 +434,7 @@ class Connection:
             f"login: {error}" if isinstance(error, LoginFailed) else f"OAuth: {_describe(error)}"
         )
 
-    def _program(self) -> str | None:
-        assert self.config.command is not None
-        command = os.path.expanduser(self.config.command)
-        if os.sep in command:
-            path = Path(command) if os.path.isabs(command) else self._cwd / command
-            return str(path) if os.access(path, os.X_OK) and path.is_file() else None
-        return shutil.which(command)
-
-    def _stderr_pipe(self) -> tuple[TextIO, asyncio.Task[None]]:
-        read_end, write_end = os.pipe()
-        os.set_inheritable(write_end, True)
-        reader = self.ctx.spawn(self._read_stderr(read_end), name=f"mcp:{self.name}:stderr")
-        return os.fdopen(write_end, "w"), reader
-
-    async def _read_stderr(self, fd: int) -> None:
-        loop = asyncio.get_running_loop()
-        stream = asyncio.StreamReader()
-        pipe = os.fdopen(fd, "rb", buffering=0)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stream), pipe
-        )
-        try:
-            while chunk := await stream.read(4096):
-                self._tail = (self._tail + chunk)[-STDERR_TAIL:]
-        finally:
-            transport.close()
-
     # ---------------------------------------------------------------- tools
-
-    def _definition(self, name: str, tool: types.Tool) -> McpTool:
-        hints = tool.annotations
-        read_only = bool(hints and hints.read_only_hint)
-        destructive = bool(hints and hints.destructive_hint) and not read_only
-        description = (tool.description or tool.title or tool.name)[:MAX_DESCRIPTION]
-        server, original = self.name, tool.name
-
-        def describe(arguments: Any, context: ToolContext) -> Action:
-            shown = json.dumps(_raw(arguments), ensure_ascii=False, sort_keys=True)
-            summary = f"{server}: {original} {shown}"[:300]
-            if read_only:
-                return Action(risk="read", summary=summary)
-            return Action(
-                risk="external",
-                summary=summary,
-                details=f"MCP server {server}, tool {original}\narguments: {shown}",
-                unchecked=(
-                    f"the MCP server {server} marks {original} as destructive"
-                    if destructive
-                    else None
-                ),
-            )
-
-        async def execute(arguments: Any, context: ToolContext) -> ToolOutput:
-            return await self.call(original, _raw(arguments), context)
-
-        return McpTool(
-            name=name,
-            description=f"{description}\n\n(MCP server {server}, tool {original})",
-            arguments=Arguments,
-            execute=execute,
-            read_only=read_only,
-            kind="read" if read_only else "other",
-            describe=describe,
-            timeout_s=self.config.tool_timeout,
-            parameters=normalise(tool.input_schema),
-        )
 
     async def call(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         session = self.session
@@ -652,15 +459,7 @@ class Connection:
             raise ToolError(f"the MCP server {self.name} went away", "MCP_UNAVAILABLE") from None
         if not isinstance(result, types.CallToolResult):
             raise ToolError(f"{self.name}: {tool} gave an answer dsh cannot read", "MCP_ERROR")
-        images, fate = await images_of(result, context, f"{clean(self.name)}-{clean(tool)}")
-        text = result_text(result, fate)
-        if not images:
-            return ToolOutput(content=text, is_error=bool(result.is_error))
-        return ToolOutput(content=(TextBlock(text=text), *images), is_error=bool(result.is_error))
-
-
-def _raw(arguments: Any) -> dict[str, Any]:
-    return arguments.model_dump() if isinstance(arguments, BaseModel) else dict(arguments)
+        return await tool_output(self.name, tool, result, context)
 
 
 def _describe(error: BaseException) -> str:
@@ -670,49 +469,3 @@ def _describe(error: BaseException) -> str:
         return "; ".join(_describe(e) for e in error.exceptions)
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
-
-
-@contextlib.asynccontextmanager
-async def _owned_client(client: httpx2.AsyncClient, url: str) -> Any:
-    async with client, streamable_http_client(url, http_client=client) as streams:
-        yield streams
-
-
-class _Watched:
-    """A transport's read stream that says when it ends."""
-
-    def __init__(self, stream: Any, ended: Callable[[], None]) -> None:
-        self._stream = stream
-        self._ended = ended
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)  # last_context and the like
-
-    async def receive(self) -> Any:
-        try:
-            return await self._stream.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._ended()
-            raise
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    def __aiter__(self) -> _Watched:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self._stream.__anext__()
-        except StopAsyncIteration:
-            self._ended()
-            raise
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._ended()
-            raise
-
-    async def __aenter__(self) -> _Watched:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stream.aclose()

@@ -11,13 +11,12 @@ the parent's); the body is the instructions.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsh.tools.files import FileTooLarge, read_regular_file
-from dsh_plugins._shared.frontmatter import FrontMatterError, split_front_matter
+from dsh_plugins._shared import definitions
+from dsh_plugins._shared.definitions import Skipped, read_definition
 
 MAX_BYTES = 256 * 1024
 """A profile larger than this is left out."""
@@ -47,12 +46,6 @@ class Profile:
     instructions: str
 
 
-@dataclass(frozen=True)
-class Skipped:
-    path: Path
-    reason: str
-
-
 def roots(home: Path, project: Path | None) -> list[tuple[str, Path]]:
     """``(origin, folder)`` pairs, weakest first: a later folder's profile replaces an
     earlier one's of the same name."""
@@ -65,30 +58,16 @@ def roots(home: Path, project: Path | None) -> list[tuple[str, Path]]:
 
 def scan(home: Path, project: Path | None) -> tuple[dict[str, Profile], list[Skipped]]:
     """Every profile, by name; and the files left out, with why. ``project`` is the
-    project root only when it is trusted (an untrusted project offers none)."""
-    profiles: dict[str, Profile] = {}
-    skipped: list[Skipped] = []
-    for origin, root in roots(home, project):
-        for path in _markdown_files(root):
-            loaded = load(path, origin)
-            if isinstance(loaded, Skipped):
-                skipped.append(loaded)
-            else:
-                profiles[loaded.name] = loaded
-    return profiles, skipped
+    project root only when it is trusted (an untrusted project offers none). Only a
+    folder's own files: its subfolders are not read."""
+    return definitions.scan(roots(home, project), lambda path, _, origin: load(path, origin))
 
 
 def load(path: Path, origin: str) -> Profile | Skipped:
-    try:
-        text = read_regular_file(path, MAX_BYTES).decode("utf-8")
-    except FileTooLarge:
-        return Skipped(path, f"larger than {MAX_BYTES // 1024} KB")
-    except (OSError, UnicodeDecodeError) as error:
-        return Skipped(path, f"cannot be read ({error})")
-    try:
-        fields, body = split_front_matter(text)
-    except FrontMatterError as error:
-        return Skipped(path, str(error))
+    read = read_definition(path, MAX_BYTES)
+    if isinstance(read, Skipped):
+        return read
+    fields, body = read
     name = " ".join(fields.get("name", "").split()) or path.stem
     name = name.lower()
     if not NAME.match(name):
@@ -136,15 +115,3 @@ def dsh_tool_name(word: str) -> str:
     if alias is not None:
         return alias
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", word).lower()
-
-
-def _markdown_files(root: Path) -> list[Path]:
-    try:
-        entries = sorted(os.scandir(root), key=lambda entry: entry.name)
-    except OSError:
-        return []
-    return [
-        Path(entry.path)
-        for entry in entries
-        if entry.name.endswith(".md") and not entry.name.startswith(".") and entry.is_file()
-    ]

@@ -16,7 +16,7 @@ from acp.schema import (
 )
 
 from dsh.llm import TextBlock
-from dsh.ui.acp.prompt import media_of, prompt_message, prompt_text, takes_images
+from dsh.ui.acp.prompt_blocks import media_of, prompt_message, prompt_text, takes_images
 from dsh_plugins._shared.images import ImageBlock, register_block
 
 DATA = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()

@@ -11,7 +11,7 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from dsh.ui.acp.prompt import prompt_text
+from dsh.ui.acp.prompt_blocks import prompt_text
 from dsh.ui.acp.updates import diff_texts
 
 NEW_FILE = """\

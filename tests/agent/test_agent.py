@@ -539,11 +539,14 @@ async def test_queued_prompts_can_be_edited_or_removed(
 async def test_queued_prompts_survive_and_are_restored_on_resume(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    fake_llm.add(Reply(text="slow", chunk_size=1, chunk_delay_ms=50))
+    fake_llm.add(Reply(text="slow", gate="held"))  # the first turn cannot end on its own
     agent = await new_agent(runtime, tmp_path)
     agent.followup(user_text("first"))
     agent.followup(user_text("typed while it worked"))
-    await asyncio.sleep(0.2)
+    for _ in range(int(HANG_S / 0.01)):  # the first turn runs: its request is held
+        if fake_llm.chat_requests:
+            break
+        await asyncio.sleep(0.01)
     await runtime.agents.dispose(agent)  # as good as a crash: the queue was never run
 
     fake_llm.add(Reply(text="picked up"))

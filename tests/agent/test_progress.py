@@ -65,7 +65,7 @@ async def test_a_report_from_a_tools_thread_is_logged_on_the_loop() -> None:
 
     report = ProgressLog(append).reporter(CallId("c1"))
     await asyncio.to_thread(report, "from a thread")
-    for _ in range(100):
+    for _ in range(int(HANG_S / 0.01)):  # handed to the loop's thread: a hang guard
         if logged:
             break
         await asyncio.sleep(0.01)

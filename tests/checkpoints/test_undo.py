@@ -18,7 +18,8 @@ from dsh.services import CHECKPOINTS
 from dsh.session import RestoreDone, RestoreStarted, SessionStore
 from dsh.session.events import CommandDone
 from dsh.testing import FakeLLM, Reply
-from dsh.ui.session_controller import SessionChoice, SessionController
+from dsh.ui.session_controller import SessionController
+from dsh.ui.user_interface import SessionChoice
 from tests.checkpoints.test_turns import bash, call, runtime_for
 from tests.session.test_cli import dsh as cli
 from tests.support.waits import HANG_S

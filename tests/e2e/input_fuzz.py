@@ -36,7 +36,7 @@ from dsh.testing import FakeLLM, Reply
 from tests.support.tmux import Terminal, child_env, says
 
 PASTE_LINES, PASTE_CHARS, ONE_LINE_OFFERED = 12, 1200, 4096
-"""As dsh.ui.tui.prompt: a paste over these shows as a placeholder."""
+"""As dsh.ui.tui.prompt_input: a paste over these shows as a placeholder."""
 PLACEHOLDER = re.compile(r"\[pasted text #(\d+), \d+ lines?\]")
 READY = "/help lists commands"
 WIDE = "\uff57\uff49\uff44\uff45"

@@ -25,6 +25,7 @@ from dsh_plugins.bash.tool import BashArguments, bash_tool, supervise
 from tests.plugins.bash_support import (
     Harness,
     assert_group_gone,
+    eventually,
     loaded,
     process_running,
     read_pid,
@@ -186,18 +187,41 @@ async def test_describe_names_the_command(harness: Harness) -> None:
 # ------------------------------------------------------------------ timeouts and cancels
 
 
-async def test_timeout_marker_within_the_budget(harness: Harness) -> None:
+def budget_spent_at(monkeypatch: pytest.MonkeyPatch, ready: Path) -> list[float]:
+    """The command's time budget runs out once ``ready`` exists (the command has got as
+    far as the test needs), not after a guess at how long a loaded machine takes to get
+    there; the budgets asked for are returned."""
+    asked: list[float] = []
+
+    async def spent(seconds: float) -> None:
+        asked.append(seconds)
+        await eventually(ready.exists)
+
+    monkeypatch.setattr("dsh_plugins.bash.tool.budget_spent", spent)
+    return asked
+
+
+async def test_timeout_marker_within_the_budget(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The command would sleep for ten minutes: the markers say the timeout ended it.
-    output = await asyncio.wait_for(bash(harness, "echo before; sleep 600", timeout_ms=300), HANG_S)
+    asked = budget_spent_at(monkeypatch, tmp_path / "ready")
+    command = "echo before; touch ready; sleep 600"
+    output = await asyncio.wait_for(bash(harness, command, timeout_ms=300), HANG_S)
     assert output == "before\n[timed out after 300ms]\n[killed by signal: SIGTERM]"
+    assert asked == [0.3]
 
 
-async def test_timeout_kills_a_group_that_ignores_sigterm(harness: Harness, tmp_path: Path) -> None:
+async def test_timeout_kills_a_group_that_ignores_sigterm(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # bash notes the SIGTERM and waits on; its sleep ignores it. The note proves the
     # group got SIGTERM first and the grace period to act on it before the SIGKILL.
+    # The budget runs out once both traps are set (the subshell's is set last).
+    asked = budget_spent_at(monkeypatch, tmp_path / "ready")
     command = (
         'echo $$ > pid; trap "echo TERM >> termed" TERM; '
-        '(trap "" TERM; exec sleep 100) & wait; wait'
+        '(trap "" TERM; touch ready; exec sleep 100) & wait; wait'
     )
     with subreaper():
         output = await asyncio.wait_for(
@@ -209,6 +233,7 @@ async def test_timeout_kills_a_group_that_ignores_sigterm(harness: Harness, tmp_
         assert not output.is_error
         assert output.meta["timedOut"] is True
         assert (tmp_path / "termed").read_text() == "TERM\n"
+        assert asked == [0.3]
         await assert_group_gone(pgid)
 
 

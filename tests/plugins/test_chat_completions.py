@@ -15,12 +15,8 @@ from typing import Any
 import pytest
 
 from dsh.llm import GenerateOptions, LlmError, user_text
-from dsh_plugins._shared.chat_completions import (
-    _BACKLOG,
-    ChatCompletionsAdapter,
-    _Body,
-    _sse_lines,
-)
+from dsh_plugins._shared.chat_body import BACKLOG, ResponseBody, sse_lines
+from dsh_plugins._shared.chat_completions import ChatCompletionsAdapter
 
 OPTIONS = GenerateOptions(provider="local", model="m", messages=(user_text("hi"),))
 
@@ -29,7 +25,7 @@ async def test_a_trickle_is_read_a_batch_at_a_time_and_a_backlog_straight_throug
     """After a read that had to wait for a little, the next one waits a moment first
     (what arrives meanwhile then comes in one read); after a backlog it does not."""
     event = b"data: {}\n\n"  # two lines
-    backlog = event * (_BACKLOG // len(event) + 1)
+    backlog = event * (BACKLOG // len(event) + 1)
     script = [
         (0.002, event),  # waited, after nothing: a trickle
         (0.002, event),
@@ -52,8 +48,8 @@ async def test_a_trickle_is_read_a_batch_at_a_time_and_a_backlog_straight_throug
     async def pause(seconds: float) -> None:
         paused.append(lines)
 
-    body = _Body(Body(), idle_s=60.0)
-    async for _line in _sse_lines(body, clock=lambda: now, pause=pause):
+    body = ResponseBody(Body(), idle_s=60.0)
+    async for _line in sse_lines(body, clock=lambda: now, pause=pause):
         lines += 1
     backlog_lines = 2 * backlog.count(b"\n\n")
     assert paused == [2, 4, 2 + 2 + backlog_lines + 2 + 2 + 2]

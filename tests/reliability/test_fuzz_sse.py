@@ -32,7 +32,7 @@ from dsh.llm import (
 )
 from dsh.llm.sse import SseParser
 from dsh.testing import Reply, ToolCallSpec, Usage
-from dsh.testing.fake_llm import _Rendering
+from dsh.testing.rendering import Rendering
 from dsh_plugins._shared.chat_completions import ChatCompletionsAdapter, ChatStreamTranslator
 from tests.reliability.profiles import fuzz
 
@@ -99,7 +99,7 @@ def replies(draw: st.DrawFn) -> Reply:
 
 
 def wire(reply: Reply) -> bytes:
-    rendering = _Rendering(
+    rendering = Rendering(
         reply=reply,
         model="deepseek-v4-flash",
         usage=reply.usage or Usage(prompt_tokens=1, completion_tokens=1),

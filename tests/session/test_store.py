@@ -4,6 +4,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -29,6 +30,8 @@ from dsh.session.store import make_persistence
 from dsh_plugins.title.events import SessionTitle
 from tests.session.turns import complete_turn
 from tests.support.waits import HANG_S
+
+T = TypeVar("T")
 
 
 @pytest.fixture(params=["jsonl", "sqlite"])
@@ -65,30 +68,53 @@ async def test_events_become_durable_and_reopen(store: SessionStore, tmp_path: P
         await other.aclose()
 
 
+class Recording(JsonlPersistence):
+    """Storage that hands each write (its events' seqs, and whether it was synced) and
+    each fsync to the test as it starts: waited for, never guessed at by a clock."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.writes: asyncio.Queue[tuple[list[int], bool]] = asyncio.Queue()
+        self.syncs: asyncio.Queue[SessionId] = asyncio.Queue()
+
+    async def append(
+        self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
+    ) -> None:
+        self.writes.put_nowait(([e.seq for e in events], sync))
+        await super().append(session_id, events, sync=sync)
+
+    async def sync(self, session_id: SessionId) -> None:
+        self.syncs.put_nowait(session_id)
+        await super().sync(session_id)
+
+
+async def next_of(queue: asyncio.Queue[T]) -> T:
+    return await asyncio.wait_for(queue.get(), HANG_S)
+
+
 async def test_the_writer_batches_within_its_window_and_at_boundaries(tmp_path: Path) -> None:
-    written: list[list[int]] = []
-
-    class Recording(JsonlPersistence):
-        async def append(
-            self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
-        ) -> None:
-            written.append([e.seq for e in events])
-            await super().append(session_id, events, sync=sync)
-
-    store = SessionStore(Recording(tmp_path), window=0.05)
+    # A window no test outlives: nothing but a boundary or a flush can write early.
+    persistence = Recording(tmp_path)
+    store = SessionStore(persistence, window=3600.0)
     session = await store.create("/w")
     session.append("turn/start", TurnStart(turn=1))
     session.append("user/message", user_text("a"))
-    await asyncio.sleep(0.01)
-    assert written == []  # inside the window
-    await asyncio.sleep(0.1)
-    assert written == [[0, 1]]
+    await asyncio.sleep(0.05)  # room for a write that should not happen
+    assert persistence.writes.empty()  # inside the window
     session.append("user/message", user_text("b"))
     assert await store.flush(session)  # flush does not wait for the window
-    assert written[-1] == [2]
+    assert await next_of(persistence.writes) == ([0, 1, 2], True)
     session.append("turn/end", TurnEnd(turn=1, reason=TurnCompleted()))  # written at once
-    await asyncio.sleep(0.01)
-    assert written[-1] == [3]
+    assert (await next_of(persistence.writes))[0] == [3]
+    await store.aclose()
+
+    # The window's end writes what it gathered as one batch.
+    persistence = Recording(tmp_path)
+    store = SessionStore(persistence, window=0.05)
+    session = await store.create("/w")
+    session.append("turn/start", TurnStart(turn=1))
+    session.append("user/message", user_text("a"))
+    assert await next_of(persistence.writes) == ([0, 1], False)
     await store.aclose()
 
 
@@ -98,41 +124,30 @@ async def test_the_writer_syncs_at_turn_ends_and_when_asked_and_never_waits_long
     """An fsync costs more than a step: the window and ``flush(sync=False)`` skip it,
     a plain ``flush()`` makes it, the end of a turn is followed by one, and no write
     waits for one longer than MAX_UNSYNCED_S."""
-    writes: list[tuple[list[int], bool]] = []
-    syncs: list[SessionId] = []
-
-    class Recording(JsonlPersistence):
-        async def append(
-            self, session_id: SessionId, events: Sequence[SessionEvent], *, sync: bool = True
-        ) -> None:
-            writes.append(([e.seq for e in events], sync))
-            await super().append(session_id, events, sync=sync)
-
-        async def sync(self, session_id: SessionId) -> None:
-            syncs.append(session_id)
-            await super().sync(session_id)
-
-    store = SessionStore(Recording(tmp_path), window=0.02)
+    persistence = Recording(tmp_path)
+    writes, syncs = persistence.writes, persistence.syncs
+    store = SessionStore(persistence, window=0.02)
     session = await store.create("/w")
     session.append("turn/start", TurnStart(turn=1))
-    await asyncio.sleep(0.1)
-    assert writes == [([0], False)]  # the window's write
+    assert await next_of(writes) == ([0], False)  # the window's write
     session.append("step/start", StepStart(turn=1, step=1))
     assert await store.flush(session, sync=False)
-    assert writes[-1] == ([1], False)
+    assert await next_of(writes) == ([1], False)
+    assert syncs.empty()
     assert await store.flush(session)  # nothing new, but unsynced writes: an fsync alone
-    assert syncs == [session.id]
+    assert writes.empty()
+    assert await next_of(syncs) == session.id
     session.append("user/message", user_text("a"))
     assert await store.flush(session, sync=False)
+    assert await next_of(writes) == ([2], False)
     monkeypatch.setattr(writer_module, "MAX_UNSYNCED_S", 0.0)  # as if a second went by
     session.append("user/message", user_text("b"))
     assert await store.flush(session, sync=False)
-    assert writes[-2:] == [([2], False), ([3], True)]
+    assert await next_of(writes) == ([3], True)
     session.append("turn/end", TurnEnd(turn=1, reason=TurnCompleted()))
-    await asyncio.sleep(0.05)
     # The end of a turn is written at once and synced right after, in the background.
-    assert writes[-1] == ([4], False)
-    assert syncs == [session.id, session.id]
+    assert await next_of(writes) == ([4], False)
+    assert await next_of(syncs) == session.id
     await store.aclose()
     reopened = SessionStore(JsonlPersistence(tmp_path))
     try:

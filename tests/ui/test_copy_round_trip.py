@@ -21,7 +21,7 @@ from dsh.runtime import Runtime
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.streaming import AnswerView
-from dsh.ui.tui.transcript import FooterView, NoticeView, ReasoningView, ToolCard, UserView
+from dsh.ui.tui.transcript_view import FooterView, NoticeView, ReasoningView, ToolCard, UserView
 from tests.ui.tui_support import finish_a_turn, tui, until
 
 SIZE = (80, 100)

@@ -176,7 +176,7 @@ async def test_a_plugins_events_fold_by_its_own_step(tmp_path: Path) -> None:
 
     from dsh.ui.plain_printer import TranscriptPrinter
     from dsh.ui.render import render_status
-    from dsh.ui.tui.transcript import PluginView, build_view
+    from dsh.ui.tui.transcript_view import PluginView, build_view
 
     owner = Context(name="notes")
     register_events(owner, PINNED)

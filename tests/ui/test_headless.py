@@ -12,7 +12,7 @@ import json
 
 from dsh.llm import new_session_id
 from dsh.session import Session, SessionHeader
-from dsh.ui.headless import Printer
+from dsh.ui.headless_printer import Printer
 from tests.session.turns import complete_turn
 
 HALF = "\ud83d"  # the first half of 😀 (U+1F600) alone

@@ -15,7 +15,7 @@ import pytest_asyncio
 
 from dsh.runtime import Runtime
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
-from dsh.ui.tui.prompt import CompletionMenu
+from dsh.ui.tui.prompt_input import CompletionMenu
 from dsh_plugins.mcp import MCP
 from tests.support.waits import HANG_S
 from tests.ui.tui_support import finish_a_turn, make_runtime, screen_text, tui, type_text, until

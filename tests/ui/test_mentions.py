@@ -13,7 +13,7 @@ from dsh.kernel import Candidate, Context, Plugin
 from dsh.runtime import Runtime
 from dsh.testing import FakeLLM
 from dsh.ui.tui.completion import Choice, with_mentions
-from dsh.ui.tui.prompt import CompletionMenu
+from dsh.ui.tui.prompt_input import CompletionMenu
 from tests.ui.tui_support import tui, type_text, until
 
 HOSTILE = [

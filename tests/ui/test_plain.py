@@ -20,7 +20,7 @@ from dsh.tools.questions import Question, QuestionOption
 from dsh.ui.plain import plain_console
 from dsh.ui.plain_dialogs import parse_answer
 from dsh.ui.plain_input import path_completions
-from dsh.ui.session_controller import ago
+from dsh.ui.session_commands import ago
 from tests.support.plain_script import run_plain_script
 from tests.ui.plain_support import TIMEOUT, Plain
 
@@ -169,18 +169,22 @@ async def test_ctrl_c_at_an_approval_denies_and_cancels(
 async def test_a_draft_survives_an_approval(
     runtime: Runtime, pipe: PipeInput, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
+    # The answer that asks is held until the draft is typed: the draft is typed while
+    # the turn runs, before the question, however slowly the machine goes.
     fake_llm.add(
-        Reply(
-            tool_calls=[ToolCallSpec(name="shout", arguments={"text": "hello"})],
-            first_byte_delay_ms=300,
-        )
+        Reply(tool_calls=[ToolCallSpec(name="shout", arguments={"text": "hello"})], gate="ask")
     )
     fake_llm.add(Reply(text="Shouted."))
     fake_llm.add(Reply(text="Got it."))
     plain = Plain(runtime, pipe, tmp_path)
     plain.type("shout hello\r")
-    await asyncio.sleep(0.05)
+    for _ in range(int(TIMEOUT / 0.01)):  # the turn runs: its request waits at the gate
+        if fake_llm.chat_requests:
+            break
+        await asyncio.sleep(0.01)
     plain.type("half")  # typed while the turn runs, not sent yet
+    # Read from the pipe at the loop's next turn; the question needs many more.
+    fake_llm.open_gate("ask")
     await plain.wait_for("asks to run")
     plain.type("y\r")
     await plain.wait_for("✓ shout hello")

@@ -17,7 +17,7 @@ from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools.plan_review import PlanDecision
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.screens.plan import PlanScreen
-from dsh.ui.tui.transcript import ToolCard
+from dsh.ui.tui.transcript_view import ToolCard
 from tests.ui.test_attention import blur, notifications
 from tests.ui.tui_support import screen_text, shown, tui, type_text, until
 

@@ -20,7 +20,7 @@ from dsh.tools.presentation import (
     ScreenView,
     TextView,
 )
-from dsh.ui.entries import NoticeEntry, Status, ToolEntry, TurnFooter
+from dsh.ui.entries import NoticeEntry, ToolEntry, TurnFooter
 from dsh.ui.render import (
     generic_title,
     render_footer,
@@ -32,6 +32,7 @@ from dsh.ui.render import (
     tool_summary,
     visible_view,
 )
+from dsh.ui.session_status import Status
 from tests.support.echo_tool import EchoArguments, echo
 
 

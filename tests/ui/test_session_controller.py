@@ -25,12 +25,9 @@ from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.opening import BusyChoice
-from dsh.ui.session_controller import (
-    SessionChoice,
-    SessionController,
-    StartFailed,
-)
+from dsh.ui.session_controller import SessionController, StartFailed
 from dsh.ui.trusting import TrustAnswer, TrustQuestion
+from dsh.ui.user_interface import SessionChoice
 from tests.session.turns import complete_turn
 from tests.support.waits import HANG_S
 from tests.ui.test_busy_session import held_elsewhere

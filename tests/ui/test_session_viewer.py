@@ -17,7 +17,7 @@ from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.screens.picker import Picker
 from dsh.ui.tui.screens.viewer import SessionViewer
-from dsh.ui.tui.transcript import ToolCard
+from dsh.ui.tui.transcript_view import ToolCard
 from tests.support.delegate_tool import plugin as delegate_plugin
 from tests.ui.tui_support import finish_a_turn, screen_text, shown, tui, type_text, until
 

@@ -148,7 +148,7 @@ def test_main_screen_with_a_resumed_session(snap_compare: Snap, tmp_path: Path, 
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_main_screen_with_the_card_cursor(snap_compare: Snap, tmp_path: Path, theme: str) -> None:
-    from dsh.ui.tui.transcript import ToolCard
+    from dsh.ui.tui.transcript_view import ToolCard
 
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
@@ -183,7 +183,7 @@ def test_main_screen_with_the_card_cursor(snap_compare: Snap, tmp_path: Path, th
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_main_screen_with_a_plan_card(snap_compare: Snap, tmp_path: Path, theme: str) -> None:
-    from dsh.ui.tui.transcript import ToolCard
+    from dsh.ui.tui.transcript_view import ToolCard
 
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()

@@ -12,12 +12,12 @@ from dsh.runtime import Runtime
 from dsh.services import APPROVALS
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.ui.entries import AnswerEntry, ToolEntry
-from dsh.ui.tui.prompt import CompletionMenu
+from dsh.ui.tui.prompt_input import CompletionMenu
 from dsh.ui.tui.screens.approval import ApprovalScreen
 from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.status import QueuePanel
 from dsh.ui.tui.streaming import AnswerView, cut_point
-from dsh.ui.tui.transcript import ReasoningView, ToolCard, Transcript
+from dsh.ui.tui.transcript_view import ReasoningView, ToolCard, Transcript
 from tests.ui.tui_support import (
     finish_a_turn,
     screen_text,
@@ -745,7 +745,7 @@ async def test_copy_and_theme_commands(
 async def test_a_mouse_selection_is_copied_on_release_unless_turned_off(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dsh.ui.tui.transcript import UserView
+    from dsh.ui.tui.transcript_view import UserView
 
     for copy_on_select in (True, False):
         fake_llm.add(Reply(text="Fine."))

@@ -70,7 +70,7 @@ async def test_compact_says_its_result_once(
 async def test_a_command_file_written_while_dsh_runs_is_offered_before_any_prompt(
     runtime: Runtime, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    from dsh.ui.tui.prompt import CompletionMenu
+    from dsh.ui.tui.prompt_input import CompletionMenu
 
     async with tui(runtime, tmp_path, home(tmp_path)) as (app, pilot):
         folder = home(tmp_path) / "commands"

@@ -20,7 +20,7 @@ from dsh.testing.reconstruct import check_requests
 from dsh.ui.entries import ToolEntry, TranscriptFold
 from dsh.ui.tui.app import DshApp
 from dsh.ui.tui.screens.approval import ApprovalScreen
-from dsh.ui.tui.transcript import NoticeView, ToolCard
+from dsh.ui.tui.transcript_view import NoticeView, ToolCard
 from dsh_plugins._shared.chat_completions import ChatModel, request_body
 from dsh_plugins.llm_deepseek import DEFAULT_MODELS
 from tests.ui.plain_support import Plain

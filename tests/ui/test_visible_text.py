@@ -17,7 +17,7 @@ from dsh.testing import FakeLLM
 from dsh.tools.approval import ApprovalRequest
 from dsh.tools.questions import Answer, Question, QuestionOption
 from dsh.ui.tui.completion import Choice
-from dsh.ui.tui.prompt import _option
+from dsh.ui.tui.prompt_input import _option
 from dsh.ui.tui.screens.approval import ApprovalScreen
 from dsh.ui.tui.screens.question import QuestionScreen
 from dsh.ui.tui.screens.sessions import session_prompt

@@ -58,9 +58,10 @@ from dsh import __version__
 from dsh.frontend import ToolServer
 from dsh.permission_modes import PermissionMode
 from dsh.sandbox.policy import Policy
-from dsh.ui.acp.prompt import PromptBlock, takes_images
+from dsh.ui.acp.prompt_blocks import PromptBlock, takes_images
 from dsh.ui.acp.session import AcpSession
-from dsh.ui.session_controller import SessionChoice, StartFailed
+from dsh.ui.session_controller import StartFailed
+from dsh.ui.user_interface import SessionChoice
 
 if TYPE_CHECKING:
     from dsh.kernel import Candidate, Context

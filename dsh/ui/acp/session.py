@@ -55,11 +55,19 @@ from dsh.tools.approval import PERMISSION_MODE_CHANGED, ApprovalDecision, Approv
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question
 from dsh.ui.acp import permissions
-from dsh.ui.acp.prompt import Media, PromptBlock, attach, media_of, prompt_message, prompt_text
+from dsh.ui.acp.prompt_blocks import (
+    Media,
+    PromptBlock,
+    attach,
+    media_of,
+    prompt_message,
+    prompt_text,
+)
 from dsh.ui.acp.updates import Update, Updates, usage_of
 from dsh.ui.entries import ToolEntry, TranscriptFold, TurnFooter
 from dsh.ui.opening import BusyChoice
-from dsh.ui.session_controller import SessionChoice, SessionController, storage_problem
+from dsh.ui.session_controller import SessionController, storage_problem
+from dsh.ui.user_interface import SessionChoice
 
 if TYPE_CHECKING:
     from acp.schema import ClientCapabilities
@@ -85,7 +93,7 @@ INTERNAL_ERROR = -32603  # JSON-RPC's code for a request the server could not ca
 
 
 class AcpSession:
-    """The :class:`~dsh.ui.session_controller.UserInterface` of one editor session."""
+    """The :class:`~dsh.ui.user_interface.UserInterface` of one editor session."""
 
     kind: Kind = "acp"
     answers = True

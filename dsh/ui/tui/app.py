@@ -11,7 +11,7 @@ sent meanwhile goes out when it is ready.
 
 Start-up, opening and switching sessions, what is sent and the commands are the
 :class:`~dsh.ui.session_controller.SessionController`'s; the app is its
-:class:`~dsh.ui.session_controller.UserInterface`: it draws the session's events, reads
+:class:`~dsh.ui.user_interface.UserInterface`: it draws the session's events, reads
 the keys, and shows the dialogs (approval, questions, trust, setup, busy session).
 """
 
@@ -34,16 +34,13 @@ from textual.widgets import Static
 
 from dsh.bulk import collector_paused
 from dsh.control_chars import visible
-from dsh.ui.session_controller import (
-    SessionChoice,
-    SessionController,
-    StartFailed,
-)
+from dsh.ui.session_controller import SessionController, StartFailed
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.attention import Attention
-from dsh.ui.tui.prompt import CompletionMenu, PromptArea
+from dsh.ui.tui.prompt_input import CompletionMenu, PromptArea
 from dsh.ui.tui.screens.guard import TypedEarly, note_key
 from dsh.ui.tui.status import PanelsView, QueuePanel, StatusBar
+from dsh.ui.user_interface import SessionChoice
 
 if TYPE_CHECKING:
     from dsh.agent import Agent, AgentHandle, PasteResult
@@ -60,7 +57,7 @@ if TYPE_CHECKING:
     from dsh.ui.rewinding import Preview, RewindChoice, RewindPick, TurnRow
     from dsh.ui.trusting import TrustAnswer, TrustQuestion
     from dsh.ui.tui.early_terminal import EarlyTerminal
-    from dsh.ui.tui.transcript import Transcript
+    from dsh.ui.tui.transcript_view import Transcript
 
 EXIT_OK, EXIT_FAILED = 0, 1
 EXIT_TERMINATED = 143  # 128 + SIGTERM
@@ -87,13 +84,13 @@ KEYS_HELP = (
     " the mouse selects text (copied on release) and clicks a card open ·"
     " !command runs a shell command"
 )
-PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript")
+PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript_view")
 """What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
 HEAVY_MODULES = (
     "dsh.runtime",
     "dsh.ui.entries",
     "dsh.ui.render",
-    "dsh.ui.tui.transcript",
+    "dsh.ui.tui.transcript_view",
     "dsh.commands",
 )
 
@@ -332,7 +329,7 @@ class DshApp(App[int]):
         self.show(f"Resumed session {session_id[:8]}{said}", level="info")
 
     async def _mount_transcript(self, tools: Any) -> Transcript:
-        from dsh.ui.tui.transcript import Transcript
+        from dsh.ui.tui.transcript_view import Transcript
 
         if self.transcript is None:
             self.transcript = Transcript(tools)
@@ -356,7 +353,7 @@ class DshApp(App[int]):
         # the status bar shows it at once; the listener goes with the app's context.
         controller.ctx.on(PERMISSION_MODE_CHANGED, self._mode_changed)
         self._mode_changed(controller.ctx.get(APPROVALS).mode)
-        controller.add_session_commands(KEYS_HELP, lambda: self.fold)
+        controller.add_session_commands(KEYS_HELP, self._status_report)
         register_tui_commands(
             self,
             controller.commands,
@@ -490,6 +487,12 @@ class DshApp(App[int]):
         self.query_one(QueuePanel).show(fold)
         self.query_one(PanelsView).show(fold)
         self._set_title()
+
+    def _status_report(self) -> str | None:
+        from dsh.ui.render import status_report
+
+        agent = self.controller.agent
+        return status_report(self.fold, agent.options if agent is not None else None)
 
     def _mode_changed(self, mode: PermissionMode) -> None:
         self.status_bar.mode = mode
@@ -834,7 +837,7 @@ class DshApp(App[int]):
     def show(self, text: str, *, level: str = "info") -> None:
         """A line from the UI itself (a command's output, a hint) under the transcript."""
         from dsh.ui.entries import NoticeEntry
-        from dsh.ui.tui.transcript import NoticeView
+        from dsh.ui.tui.transcript_view import NoticeView
 
         severity: Literal["info", "warning", "error"] = (
             "error" if level == "error" else "warning" if level == "warning" else "info"

@@ -27,7 +27,7 @@ from dsh.bulk import collector_paused
 from dsh.control_chars import visible
 from dsh.ui.children import live_agent, run_status
 from dsh.ui.entries import TranscriptFold
-from dsh.ui.tui.transcript import Transcript
+from dsh.ui.tui.transcript_view import Transcript
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
