@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         Action,
         Allow,
         Amend,
+        Answered,
         Ask,
         BlockResult,
         CallOutcome,
@@ -219,14 +220,15 @@ def _caller(tool: ToolDefinition, arguments: Any, what: object, context: ToolCon
 
 
 TOOL_PRE_EXECUTE: Gather[
-    [ToolDefinition, Any, Action, ToolContext], Deny | Ask | Allow | Rewrite | None
+    [ToolDefinition, Any, Action, ToolContext], Deny | Ask | Allow | Rewrite | Answered | None
 ] = Gather(
     "tool/pre-execute",
     subject=_caller,
     doc="a validated call, before permission: Deny it, Ask the person even where rules "
     "allow it, Allow it as an allow rule would (this call alone), or Rewrite its "
-    "arguments (judged again as rewritten); the first denial in listener order wins, "
-    "else the first rewrite applies, then the first ask, else an allow",
+    "arguments (judged again as rewritten), or answer it with an outcome of its own "
+    "(Answered: the tool does not run); an answer wins, then the first denial in "
+    "listener order, else the first rewrite applies, then the first ask, else an allow",
 )
 TOOL_POST_EXECUTE: Gather[
     [ToolDefinition, Any, CallOutcome, ToolContext], BlockResult | Amend | None

@@ -85,6 +85,15 @@ class Rewrite:
 
 
 @dataclass(frozen=True)
+class Answered:
+    """A pre hook answers the call itself: the tool does not run, no permission is
+    asked, and ``outcome`` is the call's result (a replay serving the result a session
+    log recorded). An answer wins over every other verdict."""
+
+    outcome: CallOutcome
+
+
+@dataclass(frozen=True)
 class BlockResult:
     """A post hook turns the result into an error the model reads as feedback."""
 
@@ -100,7 +109,7 @@ class Amend:
     additional_contexts: tuple[UserMessage, ...] = ()
 
 
-PreVerdict = Deny | Ask | Allow | Rewrite | None
+PreVerdict = Deny | Ask | Allow | Rewrite | Answered | None
 PreHook = Callable[[ToolDefinition, Any, Action, ToolContext], Awaitable[PreVerdict]]
 """A ``tool/pre-execute`` listener (:data:`dsh.hooks.TOOL_PRE_EXECUTE`)."""
 PostHook = Callable[
@@ -193,6 +202,9 @@ class ToolService(ScopedRegistry[ToolDefinition]):
         allow = context.allow
         if self._ctx is not None:
             decisions = await self._ctx.parallel(TOOL_PRE_EXECUTE, tool, arguments, action, context)
+            answer = next((d for d in decisions if isinstance(d, Answered)), None)
+            if answer is not None:
+                return answer.outcome
             for decision in decisions:
                 if isinstance(decision, Deny):
                     return _failure(call, f"{call.name} was blocked: {decision.reason}", "DENIED")

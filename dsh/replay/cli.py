@@ -1,0 +1,106 @@
+"""``dsh replay SESSION``: run a stored session (an id or prefix) or a replay file again,
+offline, and say step by step whether the requests and tool calls match the recorded
+ones. Exit 0 when identical, 1 at the first difference (named), 2 when the session
+cannot be read."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dsh.paths import dsh_home
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "replay",
+        help="run a session again offline and compare each request with the recorded one",
+    )
+    parser.add_argument("session", help="a session id (or prefix), or a replay file")
+    parser.add_argument(
+        "--tools",
+        choices=("recorded", "live"),
+        default="recorded",
+        help="recorded: each call gets its recorded result, nothing runs (default); live: "
+        "tools run in a scratch copy of the workspace at the session's first checkpoint",
+    )
+    parser.add_argument("--json", action="store_true", help="the report as JSON")
+    parser.add_argument(
+        "--pace", action="store_true", help="serve the model's chunks with the recorded pauses"
+    )
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    return asyncio.run(_replay(args))
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    from dsh.kernel import Context, discover, load_vocabularies
+    from dsh.replay.compare import compare
+    from dsh.replay.export import ReplayFileError, is_replay_file, read_replay_file
+    from dsh.replay.recorded import read_recording
+    from dsh.replay.run import ReplayOptions, replay
+
+    vocabulary = Context(name="vocabulary")
+    await load_vocabularies(vocabulary, discover())
+    try:
+        target = Path(args.session)
+        options = ReplayOptions(tools=args.tools, pace=args.pace)
+        try:
+            if is_replay_file(target):
+                document = await asyncio.to_thread(read_replay_file, target)
+                header, events = document.loaded(str(target))
+                options.settings = document.settings
+                options.workspace = document.files()
+            else:
+                header, events = await _stored(args.session)
+                home = dsh_home()
+                settings = home / "settings.toml"
+                if settings.is_file():
+                    options.settings = await asyncio.to_thread(settings.read_text)
+                if args.tools == "live":
+                    from dsh.replay.export import first_checkpoint_files
+
+                    options.workspace = await first_checkpoint_files(home, events)
+        except (ReplayFileError, LookupError, OSError, ValueError) as error:
+            print(f"dsh: {error}", file=sys.stderr)
+            return 2
+        if args.tools == "live" and options.workspace is None:
+            print(
+                "dsh: this session has no checkpoint to start from: --tools live works in an "
+                "empty folder",
+                file=sys.stderr,
+            )
+        recording = read_recording(header, events)
+        run = await replay(recording, options)
+        report = compare(run)
+        if args.json:
+            sys.stdout.write(json.dumps(report.to_json(), indent=1, ensure_ascii=False) + "\n")
+        else:
+            print(
+                f"replaying {header.id[:8]}: {len(recording.requests)} requests, "
+                f"{len(recording.calls)} tool calls, tools {args.tools}"
+            )
+            sys.stdout.write(report.text())
+        return 0 if report.identical else 1
+    finally:
+        await vocabulary.dispose()
+
+
+async def _stored(id_or_prefix: str) -> tuple[Any, Any]:
+    from dsh.session import SessionStore
+    from dsh.settings import load_settings
+
+    home = dsh_home()
+    backend = load_settings(home, Path.cwd(), check=False).storage.backend
+    store = SessionStore.at(home, backend)
+    try:
+        session_id = await store.resolve(id_or_prefix)
+        loaded = await store.persistence.inspect(session_id)
+        return loaded.header, loaded.events
+    finally:
+        await store.aclose()

@@ -1,0 +1,264 @@
+"""The stand-in for everything outside the loop during a replay.
+
+One :class:`StandIn` per replay, listening on the replaying runtime's seams:
+
+- ``llm/stream`` (global): each conversation request is answered with the recorded
+  chunks of the recorded request in the same place, paced so that each content chunk
+  is logged before the next is served (so the person's inputs land between the same
+  two chunks as they did); a call beside the conversation (a summary, a title) gets
+  the next recorded answer of its purpose. Nothing reaches a network. Every request
+  is kept, to be compared with the recorded one.
+- ``tool/pre-execute`` (the agent's scope), with ``--tools recorded``: the recorded
+  result answers the call, and the tool does not run.
+- ``system-prompt/assemble`` (the agent's scope): each context entry's text is the
+  one the log entered by that step. A context entry reports the world (the date, the
+  git status, AGENTS.md), which a replay takes as input, not as the code's output.
+
+Inputs due at a point (before a chunk, before a tool's result) are applied there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from dsh.agent_handle import AgentHandle
+from dsh.kernel import Context
+from dsh.llm import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishError,
+    FinishStop,
+    GenerateOptions,
+    LlmFailure,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    UsageChunk,
+)
+from dsh.prompt import Assembly, AssemblyDraft
+from dsh.replay.recorded import (
+    Cancel,
+    ChunkPoint,
+    Edit,
+    Input,
+    Point,
+    Recording,
+    Send,
+    ToolPoint,
+    Withdraw,
+)
+from dsh.session import SessionEvent
+from dsh.session.events import CancelByUser
+from dsh.tools import Answered, CallOutcome, ToolContext, ToolDefinition, ToolOutput
+from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
+from dsh.tools.definition import Action
+
+_CONTENT = (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd)
+
+PACE_CAP_S = 2.0
+"""The longest pause between two chunks with recorded pacing: a person's coffee break
+in a log is not replayed."""
+
+
+class StandIn:
+    def __init__(self, recording: Recording, *, recorded_tools: bool, pace: bool = False) -> None:
+        self.recording = recording
+        self.recorded_tools = recorded_tools
+        self.pace = pace
+        self.requests: list[GenerateOptions] = []
+        """Every conversation request the replaying loop made, in order."""
+        self.side_requests: list[GenerateOptions] = []
+        self.unserved: list[str] = []
+        """What the recording could not answer, in words."""
+        self.applied: set[Point] = set()
+        self.agent: AgentHandle | None = None
+        self._items: dict[str, str] = {}
+        """Recorded inbox item ids to this replay's."""
+        self._sides = 0
+        self._calls_seen: dict[str, int] = {}
+        self._logged = 0
+        """Chunks logged for the current request."""
+        self._logged_changed = asyncio.Event()
+        self.hang_s = 60.0
+
+    # ------------------------------------------------------------------ wiring
+
+    def attach(self, root: Context) -> None:
+        """Serve the model's side from the recording, for every agent of ``root``."""
+        from dsh.hooks import LLM_STREAM
+
+        root.on(LLM_STREAM, self._stream)
+        if not self.recorded_tools:
+            from dsh.services import APPROVALS
+
+            # Approvals are asked of every agent on the root (the dialog's seam).
+            root.get(APPROVALS).add_approver(self._approve)
+
+    def attach_agent(self, agent: AgentHandle, ctx: Context) -> None:
+        """The agent's own seams: its tool results and its context entries."""
+        from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE, TOOL_PRE_EXECUTE
+
+        self.agent = agent
+        agent.session.subscribe(self._count)
+        if self.recorded_tools:
+            ctx.on(TOOL_PRE_EXECUTE, self._answer)
+        ctx.on(SYSTEM_PROMPT_ASSEMBLE, self._pin_context)
+
+    def _count(self, event: SessionEvent) -> None:
+        if event.type == "request/header":
+            self._logged = 0
+        elif event.type == "assistant/chunk":
+            self._logged += 1
+            self._logged_changed.set()
+
+    async def _until_logged(self, count: int) -> None:
+        async with asyncio.timeout(self.hang_s):
+            while self._logged < count:
+                self._logged_changed.clear()
+                await self._logged_changed.wait()
+
+    # ------------------------------------------------------------------ inputs
+
+    def apply(self, point: Point) -> None:
+        """Apply the person's inputs the log has at ``point``."""
+        inputs = self.recording.inputs.get(point)
+        if not inputs or point in self.applied:
+            return
+        self.applied.add(point)
+        for item in inputs:
+            self._apply(item)
+
+    def _apply(self, item: Input) -> None:
+        agent = self.agent
+        assert agent is not None
+        match item:
+            case Send(item_id=item_id, message=message, placement=placement):
+                sent = agent.steer(message) if placement == "steering" else agent.followup(message)
+                if sent is not None:
+                    self._items[item_id] = sent.id
+            case Edit(item_id=item_id, message=message):
+                from dsh.agent_handle import Edit as EditAction
+
+                mine = self._items.get(item_id)
+                if mine is not None:
+                    agent.update_inbox(mine, EditAction(message.content))
+            case Withdraw(item_id=item_id):
+                from dsh.agent_handle import Remove
+
+                mine = self._items.get(item_id)
+                if mine is not None:
+                    agent.update_inbox(mine, Remove())
+            case Cancel(keep_inbox=keep):
+                agent.cancel(CancelByUser(), keep_inbox=keep)
+
+    # ------------------------------------------------------------------ the model
+
+    async def _stream(
+        self,
+        options: GenerateOptions,
+        next: Callable[..., Awaitable[AsyncIterator[StreamChunk]]],
+    ) -> AsyncIterator[StreamChunk]:
+        if options.purpose is not None:
+            self.side_requests.append(options)
+            return self._side(options)
+        index = len(self.requests)
+        self.requests.append(options)
+        return self._serve(index)
+
+    async def _serve(self, index: int) -> AsyncIterator[StreamChunk]:
+        if index >= len(self.recording.requests):
+            text = f"the recording has no request {index + 1} (it has {index})"
+            self.unserved.append(text)
+            yield Finish(reason=FinishError(failure=LlmFailure(message=text, code="REPLAY")))
+            return
+        recorded = self.recording.requests[index]
+        started = False
+        previous_time: int | None = None
+        for position, chunk in enumerate(recorded.chunks):
+            point = ChunkPoint(index, position)
+            if started:
+                # Served one at a time: the loop logs each before the next comes, so
+                # a chunk is logged as it was and inputs land where they did.
+                await self._until_logged(position)
+            if self.pace and previous_time is not None:
+                pause = (recorded.times[position] - previous_time) / 1000
+                await asyncio.sleep(min(max(pause, 0.0), PACE_CAP_S))
+            previous_time = recorded.times[position]
+            self.apply(point)
+            if isinstance(chunk, _CONTENT):
+                started = True
+            yield chunk
+
+    async def _side(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        purpose = str(options.purpose)
+        answers = [a for a in self.recording.side_answers if a.purpose == purpose]
+        served = sum(1 for o in self.side_requests[:-1] if str(o.purpose) == purpose)
+        if served >= len(answers):
+            text = f"the recording has no answer for {purpose} call {served + 1}"
+            self.unserved.append(text)
+            yield Finish(reason=FinishError(failure=LlmFailure(message=text, code="REPLAY")))
+            return
+        answer = answers[served]
+        block = TextBlock(text=answer.text)
+        yield BlockStart(index=0, block_type="text")
+        yield TextDelta(index=0, text=answer.text)
+        yield BlockEnd(index=0, block=block)
+        if answer.usage is not None:
+            yield UsageChunk(usage=answer.usage)
+        yield Finish(reason=FinishStop())
+
+    # ------------------------------------------------------------------ tools
+
+    async def _answer(
+        self, tool: ToolDefinition, arguments: Any, action: Action, context: ToolContext
+    ) -> Answered:
+        call_id = str(context.call_id)
+        occurrence = self._calls_seen.get(call_id, 0)
+        self._calls_seen[call_id] = occurrence + 1
+        recorded = self.recording.result_for(call_id, occurrence)
+        self.apply(ToolPoint(call_id, occurrence))
+        if recorded is None or recorded.result is None:
+            text = f"the recording has no result for call {call_id} ({tool.name})"
+            self.unserved.append(text)
+            from dsh.llm import tool_result
+
+            message = tool_result(context.call_id, f"Error: {text}", is_error=True)
+            return Answered(CallOutcome(message, "REPLAY"))
+        result = recorded.result
+        message = result.message
+        block = message.result
+        output = ToolOutput(content=block.content, is_error=bool(block.is_error), meta=result.meta)
+        code = result.error.code if result.error is not None else None
+        return Answered(CallOutcome(message, code, output))
+
+    async def _approve(self, request: ApprovalRequest) -> ApprovalDecision:
+        """With live tools, each call is approved or denied as it was: the recorded
+        outcome, whoever gave it (the person, a rule, the mode); a call the log shows
+        no decision for ran unasked, and is let run."""
+        recorded = self.recording.approvals.get(request.call_id, "allow-once")
+        outcome: ApprovalOutcome = {
+            "allow-once": "allow_once",
+            "allow-session": "allow_session",
+            "deny": "deny",
+        }.get(recorded, "allow_once")  # type: ignore[assignment]
+        return ApprovalDecision(outcome=outcome)
+
+    # ------------------------------------------------------------------ context
+
+    async def _pin_context(
+        self, draft: AssemblyDraft, next: Callable[..., Awaitable[Assembly]]
+    ) -> Assembly:
+        assembly = await next()
+        agent = self.agent
+        if agent is None:
+            return assembly
+        step = sum(1 for e in agent.session.events if e.type == "step/start") + 1
+        known = self.recording.context_at(step)
+        pinned = tuple((name, form, known.get(name, text)) for name, form, text in assembly.context)
+        return dataclasses.replace(assembly, context=pinned)
