@@ -12,6 +12,7 @@ the recorded folder.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -185,8 +186,8 @@ def _tools(where: str, recorded: Sequence[Any], now: Sequence[Any]) -> list[Diff
 
 
 def _messages(where: str, recorded: GenerateOptions, now: GenerateOptions) -> list[Difference]:
-    old = [_message(m) for m in recorded.messages]
-    new = [_message(m) for m in now.messages]
+    old = _canonical_ids([_message(m) for m in recorded.messages])
+    new = _canonical_ids([_message(m) for m in now.messages])
     for index in range(min(len(old), len(new))):
         if old[index] != new[index]:
             path, a, b = _first_difference(old[index], new[index], f"messages[{index}]")
@@ -282,6 +283,24 @@ def _message(message: Any) -> Any:
     data = message.model_dump(mode="json", exclude_none=True, by_alias=True)
     data.pop("id", None)
     return data
+
+
+_ID = re.compile(r"^(?:[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+
+
+def _canonical_ids(value: Any, seen: dict[str, str] | None = None) -> Any:
+    """``value`` with each random id (a uuid, as dsh makes them fresh for every run)
+    replaced by its order of first appearance: two runs that make the same ids in
+    the same places compare equal, and an id reused where a fresh one was made does
+    not."""
+    seen = {} if seen is None else seen
+    if isinstance(value, dict):
+        return {key: _canonical_ids(item, seen) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_canonical_ids(item, seen) for item in value]
+    if isinstance(value, str) and _ID.match(value):
+        return seen.setdefault(value, f"<id {len(seen) + 1}>")
+    return value
 
 
 def _plain(model: Any) -> Any:

@@ -47,6 +47,7 @@ from dsh.session.events import (
     ApprovalRequested,
     ApprovalResolved,
     CancelByUser,
+    CommandRun,
     InboxDiscarded,
     InboxEnqueued,
     InboxUpdated,
@@ -85,7 +86,15 @@ class Cancel:
     keep_inbox: bool
 
 
-Input = Send | Edit | Withdraw | Cancel
+@dataclass(frozen=True)
+class RunCommand:
+    """A slash command the person ran (``command/run``): run again, as typed."""
+
+    name: str
+    args: str
+
+
+Input = Send | Edit | Withdraw | Cancel | RunCommand
 
 
 @dataclass(frozen=True)
@@ -143,8 +152,8 @@ class Recording:
     requests: list[RecordedRequest] = field(default_factory=list)
     calls: list[RecordedCall] = field(default_factory=list)
     inputs: dict[Point, list[Input]] = field(default_factory=dict)
-    context: list[tuple[int, str, str]] = field(default_factory=list)
-    """(global step number, entry name, text) of each context message entered."""
+    context: list[tuple[int, str, str, str]] = field(default_factory=list)
+    """(global step number, entry name, form, text) of each context message entered."""
     side_answers: list[SideAnswer] = field(default_factory=list)
     turn_ends: list[TurnEnd] = field(default_factory=list)
     approvals: dict[str, str] = field(default_factory=dict)
@@ -163,13 +172,14 @@ class Recording:
     def idle_points(self) -> list[IdlePoint]:
         return sorted((p for p in self.inputs if isinstance(p, IdlePoint)), key=lambda p: p.turns)
 
-    def context_at(self, step: int) -> dict[str, str]:
-        """Each context entry's latest text entered up to global step ``step``."""
-        known: dict[str, str] = {}
-        for number, name, text in self.context:
+    def context_at(self, step: int) -> dict[str, tuple[str, str]]:
+        """Each context entry's form and latest text entered up to global step
+        ``step``, in the order the entries were first entered."""
+        known: dict[str, tuple[str, str]] = {}
+        for number, name, form, text in self.context:
             if number > step:
                 break
-            known[name] = text
+            known[name] = (form, text)
         return known
 
     def result_for(self, call_id: str, occurrence: int) -> RecordedCall | None:
@@ -193,6 +203,8 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     step_number = 0
     turns_ended = 0
     turn_open = False
+    entering = False
+    """Between a step's start and its request: the messages the step entered."""
     turn = step = 0
     asked_in = (0, 0)
     """The turn and step of the request being read."""
@@ -228,9 +240,11 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                 turn_open = False
                 recording.turn_ends.append(data)
             case "step/start" if isinstance(data, StepStart):
+                entering = True
                 step_number += 1
                 step = data.step
             case "request/header":
+                entering = False
                 close_request()
                 request += 1
                 chunk = 0
@@ -273,13 +287,14 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                     pending.extend(Withdraw(item) for item in data.item_ids)
             case "user/message" if isinstance(data, UserMessage):
                 source = data.source
-                if isinstance(source, PluginSource) and turn_open:
-                    recording.context.append((step_number, source.plugin, data.text()))
-            case "command/run":
-                recording.notes.append(
-                    f"seq {event.seq}: the command /{getattr(data, 'name', '?')} is not "
-                    "run again; what it changed is not replayed"
-                )
+                # Context entries enter at a step's start, before its request; the
+                # loop's own notes (plugin "dsh") are its output, not the world's.
+                if isinstance(source, PluginSource) and entering and source.plugin != "dsh":
+                    form = source.form or ""
+                    recording.context.append((step_number, source.plugin, form, data.text()))
+            case "command/run" if isinstance(data, CommandRun):
+                if data.source == "user":
+                    pending.append(RunCommand(data.name, data.args or ""))
         answer = side_answer_of(event)
         if answer is not None:
             recording.side_answers.append(answer)

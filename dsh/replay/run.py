@@ -103,7 +103,7 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
             async with asyncio.timeout(options.hang_s):
                 for point in recording.idle_points:
                     await agent.when_idle()
-                    stand_in.apply(point)
+                    await stand_in.apply_idle(point)
                 await agent.when_idle()
         except TimeoutError:
             run.stopped = f"the replay waited {options.hang_s:g} s for the loop and stopped"

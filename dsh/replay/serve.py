@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from dsh.agent_handle import AgentHandle
@@ -46,9 +46,11 @@ from dsh.replay.recorded import (
     Cancel,
     ChunkPoint,
     Edit,
+    IdlePoint,
     Input,
     Point,
     Recording,
+    RunCommand,
     Send,
     ToolPoint,
     Withdraw,
@@ -64,6 +66,35 @@ _CONTENT = (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd)
 PACE_CAP_S = 2.0
 """The longest pause between two chunks with recorded pacing: a person's coffee break
 in a log is not replayed."""
+
+
+class ReplayHost:
+    """The front end a replayed command sees: it keeps what is shown, and nobody
+    answers a question (a command that needs a pick does what it does unattended)."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def show(self, text: str, *, level: str = "info") -> None:
+        self.shown.append(text)
+
+    async def new_session(self) -> None:
+        self.shown.append("(a new session was asked for: the replay stays in this one)")
+
+    async def open_session(self, session_id: str | None) -> None:
+        self.shown.append("(another session was asked for: the replay stays in this one)")
+
+    async def quit(self) -> None:
+        pass
+
+    async def choose(
+        self, title: str, items: Sequence[str], *, current: int | None = None
+    ) -> int | None:
+        return None
+
+    @property
+    def attended(self) -> bool:
+        return False
 
 
 class StandIn:
@@ -86,6 +117,7 @@ class StandIn:
         """Chunks logged for the current request."""
         self._logged_changed = asyncio.Event()
         self.hang_s = 60.0
+        self.host = ReplayHost()
 
     # ------------------------------------------------------------------ wiring
 
@@ -126,13 +158,42 @@ class StandIn:
     # ------------------------------------------------------------------ inputs
 
     def apply(self, point: Point) -> None:
-        """Apply the person's inputs the log has at ``point``."""
+        """Apply the person's inputs the log has at ``point`` (inside a turn: a command
+        among them runs beside the turn, as a front end runs one)."""
         inputs = self.recording.inputs.get(point)
         if not inputs or point in self.applied:
             return
         self.applied.add(point)
         for item in inputs:
-            self._apply(item)
+            if isinstance(item, RunCommand):
+                assert self.agent is not None
+                self.agent.ctx.spawn(self._command(item), name=f"replay:/{item.name}")
+            else:
+                self._apply(item)
+
+    async def apply_idle(self, point: IdlePoint) -> None:
+        """Apply the inputs due while the agent is idle, each command run to its end
+        before the next input, as a front end does."""
+        inputs = self.recording.inputs.get(point)
+        if not inputs or point in self.applied:
+            return
+        self.applied.add(point)
+        for item in inputs:
+            if isinstance(item, RunCommand):
+                await self._command(item)
+            else:
+                self._apply(item)
+
+    async def _command(self, item: RunCommand) -> None:
+        from dsh.commands import CommandContext
+        from dsh.services import COMMANDS
+
+        agent = self.agent
+        assert agent is not None
+        context = CommandContext(agent=agent, root=agent.ctx, host=self.host)
+        text = f"/{item.name} {item.args}".rstrip()
+        if not await agent.ctx.get(COMMANDS).run(text, context):
+            self.unserved.append(f"/{item.name}: no such command in this dsh")
 
     def _apply(self, item: Input) -> None:
         agent = self.agent
@@ -260,5 +321,8 @@ class StandIn:
             return assembly
         step = sum(1 for e in agent.session.events if e.type == "step/start") + 1
         known = self.recording.context_at(step)
-        pinned = tuple((name, form, known.get(name, text)) for name, form, text in assembly.context)
-        return dataclasses.replace(assembly, context=pinned)
+        # The entries the log knows, as it entered them, in the order it first did;
+        # then any entry this dsh adds that the log never had (a difference to show).
+        pinned = [(name, form, text) for name, (form, text) in known.items()]
+        pinned.extend(entry for entry in assembly.context if entry[0] not in known)
+        return dataclasses.replace(assembly, context=tuple(pinned))
