@@ -11,6 +11,7 @@ the recorded folder.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -150,14 +151,21 @@ def compare_requests(
 
 
 def _system(where: str, recorded: str, now: str) -> list[Difference]:
+    """The first place the system prompts differ, by line: what was changed, added or
+    taken out there (blank lines around a section are not what names it)."""
     if recorded == now:
         return []
     old, new = recorded.splitlines(), now.splitlines()
-    for number in range(max(len(old), len(new))):
-        a = old[number] if number < len(old) else None
-        b = new[number] if number < len(new) else None
-        if a != b:
-            return [Difference(where, f"system prompt line {number + 1}", _show(a), _show(b))]
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        kind = {"replace": "changed", "insert": "added", "delete": "taken out"}[tag]
+        was = "\n".join(line for line in old[i1:i2] if line.strip()) or None
+        now_text = "\n".join(line for line in new[j1:j2] if line.strip()) or None
+        return [
+            Difference(where, f"system prompt line {i1 + 1} ({kind})", _show(was), _show(now_text))
+        ]
     return [Difference(where, "system prompt (line endings)")]
 
 

@@ -22,6 +22,7 @@ import asyncio
 import base64
 import json
 import os
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from dsh.session import SessionEvent, SessionHeader
 from dsh.session.checkpoint_events import CheckpointTaken
-from dsh.session.jsonl import export_jsonl, parse_jsonl
+from dsh.session.jsonl import header_record, parse_jsonl
 
 FORMAT = "dsh-replay"
 CWD = "<dsh:cwd>"
@@ -116,17 +117,46 @@ def build_replay_file(
     description: str = "",
 ) -> str:
     """The replay file's text, redacted."""
-    lines = export_jsonl(header, events).splitlines()
+    records = [event.to_dict() for event in events]
+    _join_split_deltas(records)
     document: dict[str, Any] = {
         "format": FORMAT,
         "version": 1,
         "description": description,
-        "session": {"header": json.loads(lines[0]), "events": [json.loads(x) for x in lines[1:]]},
+        "session": {"header": header_record(header), "events": records},
         "workspace": _workspace(workspace) if workspace is not None else None,
         "settings": settings,
     }
     text = json.dumps(document, ensure_ascii=False, indent=1)
     return redact(text, secrets=secrets, cwd=header.cwd, home=home or str(Path.home()))
+
+
+_DELTA_TEXT = {"text-delta": "text", "reasoning-delta": "text", "tool-call-delta": "argumentsDelta"}
+
+
+def _join_split_deltas(records: list[dict[str, Any]]) -> None:
+    """Each run of one block's deltas with its text in the run's first delta and the
+    others empty: a path or a key cut across two deltas is whole for :func:`redact`,
+    and the events keep their seqs (other events refer to them)."""
+    run: list[dict[str, Any]] = []
+
+    def close() -> None:
+        if len(run) > 1:
+            field = _DELTA_TEXT[run[0]["type"]]
+            run[0][field] = "".join(chunk.get(field, "") for chunk in run)
+            for chunk in run[1:]:
+                chunk[field] = ""
+        run.clear()
+
+    for record in records:
+        chunk = record["data"].get("chunk") if record["type"] == "assistant/chunk" else None
+        if not isinstance(chunk, dict) or chunk.get("type") not in _DELTA_TEXT:
+            close()
+            continue
+        if run and (run[0]["type"], run[0].get("index")) != (chunk["type"], chunk.get("index")):
+            close()
+        run.append(chunk)
+    close()
 
 
 def redact(text: str, *, secrets: Iterable[str], cwd: str | None, home: str | None) -> str:
@@ -165,6 +195,34 @@ def known_secrets(home: Path, cwd: Path) -> list[str]:
         if name in held_secrets.held_names() or held_secrets.looks_secret(name, value):
             values.append(value)
     return values
+
+
+def settings_secrets(text: str) -> list[str]:
+    """The values in a ``settings.toml`` an export must not carry: every string under a
+    key that looks like a credential's name (``api_key``, ``GITHUB_TOKEN``), and every
+    header and environment value (an MCP server's ``Authorization``, its ``env``)."""
+    from dsh.held_secrets import looks_secret
+
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return []
+    found: list[str] = []
+
+    def walk(value: Any, name: str, carried: bool) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, key, carried or key.lower() in ("headers", "env", "environment"))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, name, carried)
+        elif isinstance(value, str) and (
+            carried or looks_secret(name.upper(), value) or looks_secret(name, value)
+        ):
+            found.append(value)
+
+    walk(document, "", False)
+    return found
 
 
 async def first_checkpoint_files(
