@@ -317,11 +317,23 @@ def _plain(model: Any) -> Any:
 
 def _swapped(options: GenerateOptions, swap: Mapping[str, str]) -> GenerateOptions:
     """``options`` with the scratch paths put back to the recorded ones."""
-    text = options.model_dump_json(exclude={"signal"})
-    for scratch, recorded in swap.items():
-        if scratch and scratch != recorded:
-            text = text.replace(json.dumps(scratch)[1:-1], json.dumps(recorded)[1:-1])
-    return GenerateOptions.model_validate_json(text)
+    pairs = [(scratch, recorded) for scratch, recorded in swap.items() if scratch != recorded]
+    if not pairs:
+        return options
+
+    def put_back(value: Any) -> Any:
+        if isinstance(value, str):
+            for scratch, recorded in pairs:
+                value = value.replace(scratch, recorded)
+            return value
+        if isinstance(value, dict):
+            return {key: put_back(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [put_back(item) for item in value]
+        return value
+
+    # Not through JSON text: a lone surrogate a model sent is kept, not refused.
+    return GenerateOptions.model_validate(put_back(options.model_dump(exclude={"signal"})))
 
 
 def _first_difference(a: Any, b: Any, path: str) -> tuple[str, str | None, str | None]:

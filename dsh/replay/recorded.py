@@ -47,6 +47,7 @@ from dsh.session.events import (
     ApprovalRequested,
     ApprovalResolved,
     CancelByUser,
+    CommandDone,
     CommandRun,
     InboxDiscarded,
     InboxEnqueued,
@@ -81,9 +82,12 @@ class Withdraw:
 
 @dataclass(frozen=True)
 class Cancel:
-    """The person stopped the turn; ``keep_inbox`` when nothing queued was dropped."""
+    """The person stopped the turn. ``exact``: the log marks the moment itself (the
+    queue it cleared), else the stream it cut or the call it stopped. A cancel that
+    kept a queue (``keep_inbox``) leaves no mark of its own and is replayed as one that
+    found the queue empty."""
 
-    keep_inbox: bool
+    exact: bool
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,7 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     calls_by_seq: dict[int, RecordedCall] = {}
     cancels = _cancel_positions(events)
     requested: dict[str, str] = {}
+    commands_running: set[str] = set()
 
     def attach(point: Point) -> None:
         if pending:
@@ -229,7 +234,13 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     for event in events:
         cancel = cancels.get(event.seq)
         if cancel is not None:
-            pending.append(cancel)
+            if cancel.exact:
+                pending.append(cancel)
+            else:
+                # Only the stream it cut or the call it stopped marks it: nothing of the
+                # loop is logged between the cancel and that mark, so what the person
+                # sent since the last chunk came after it (sent with the cancel).
+                pending.insert(0, cancel)
         data = event.data
         match event.type:
             case "turn/start" if isinstance(data, TurnStart):
@@ -271,8 +282,12 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                         recording.calls[index] = RecordedCall(
                             started.turn, started.step, started.call, data
                         )
+            case "steering/message":
+                entering = False
             case "inbox/enqueued" if isinstance(data, InboxEnqueued):
-                pending.append(Send(data.item_id, data.message, data.placement))
+                # What a command sends (/init's prompt) it sends again when replayed.
+                if not commands_running:
+                    pending.append(Send(data.item_id, data.message, data.placement))
             case "approval/requested" if isinstance(data, ApprovalRequested):
                 if data.call_id is not None:
                     requested[data.request_id] = data.call_id
@@ -287,14 +302,20 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                     pending.extend(Withdraw(item) for item in data.item_ids)
             case "user/message" if isinstance(data, UserMessage):
                 source = data.source
-                # Context entries enter at a step's start, before its request; the
-                # loop's own notes (plugin "dsh") are its output, not the world's.
-                if isinstance(source, PluginSource) and entering and source.plugin != "dsh":
+                # Context entries enter at a step's start, before what the step claimed
+                # (the prompt and what came with it, steering): the leading plugin
+                # messages. The loop's own notes (plugin "dsh") are its output.
+                if not isinstance(source, PluginSource):
+                    entering = False
+                elif entering and source.plugin != "dsh":
                     form = source.form or ""
                     recording.context.append((step_number, source.plugin, form, data.text()))
             case "command/run" if isinstance(data, CommandRun):
+                commands_running.add(data.command_id)
                 if data.source == "user":
                     pending.append(RunCommand(data.name, data.args or ""))
+            case "command/done" if isinstance(data, CommandDone):
+                commands_running.discard(data.command_id)
         answer = side_answer_of(event)
         if answer is not None:
             recording.side_answers.append(answer)
@@ -327,14 +348,14 @@ def _cancel_positions(events: Sequence[SessionEvent]) -> dict[int, Cancel]:
         for inside in events[start : event.seq]:
             mark = inside.data
             if isinstance(mark, InboxDiscarded) and mark.reason == "cancelled":
-                positions[inside.seq] = Cancel(keep_inbox=False)
+                positions[inside.seq] = Cancel(exact=True)
                 break
             if (
                 isinstance(mark, AssistantChunk)
                 and isinstance(mark.chunk, Finish)
                 and isinstance(mark.chunk.reason, FinishAborted)
             ):
-                positions[inside.seq] = Cancel(keep_inbox=True)
+                positions[inside.seq] = Cancel(exact=False)
                 break
             if (
                 isinstance(mark, ToolResult)
@@ -345,8 +366,8 @@ def _cancel_positions(events: Sequence[SessionEvent]) -> dict[int, Cancel]:
                     "ABORTED_BEFORE_DISPATCH",
                 )
             ):
-                positions[inside.seq] = Cancel(keep_inbox=True)
+                positions[inside.seq] = Cancel(exact=False)
                 break
         else:
-            positions[event.seq] = Cancel(keep_inbox=True)
+            positions[event.seq] = Cancel(exact=False)
     return positions

@@ -23,7 +23,7 @@ from dsh.llm import GenerateOptions
 from dsh.replay.recorded import Recording
 from dsh.replay.serve import StandIn
 from dsh.session import SessionEvent
-from dsh.session.events import CancelByUser
+from dsh.session.events import CancelByUser, TurnMaxSteps
 from dsh.settings_tables import AgentOptions
 
 ToolsMode = Literal["recorded", "live"]
@@ -113,7 +113,10 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
         run.events = list(agent.session.events)
     finally:
         await runtime.aclose()
-    run.unserved = list(stand_in.unserved)
+    run.unserved = [
+        *stand_in.unserved,
+        *(f"a command said: {line}" for line in stand_in.host.shown),
+    ]
     run.unapplied = [
         f"inputs at {point} were never due: the replay did not get there"
         for point in recording.inputs
@@ -130,8 +133,14 @@ def _agent_options(recording: Recording, defaults: AgentOptions) -> AgentOptions
         return defaults
     config = first.config
     filled = first.adapter_defaults or {}
+    # A step limit given on the command line (--max-steps) is in the log only where a
+    # turn reached it.
+    limits = [
+        end.reason.limit for end in recording.turn_ends if isinstance(end.reason, TurnMaxSteps)
+    ]
     return defaults.model_copy(
         update={
+            "max_steps": limits[0] if limits else defaults.max_steps,
             "provider": config.provider,
             "model": config.model,
             "reasoning_effort": None if filled.get("reasoningEffort") else config.reasoning_effort,

@@ -215,8 +215,8 @@ class StandIn:
                 mine = self._items.get(item_id)
                 if mine is not None:
                     agent.update_inbox(mine, Remove())
-            case Cancel(keep_inbox=keep):
-                agent.cancel(CancelByUser(), keep_inbox=keep)
+            case Cancel():
+                agent.cancel(CancelByUser())
 
     # ------------------------------------------------------------------ the model
 
