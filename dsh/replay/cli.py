@@ -32,6 +32,19 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--pace", action="store_true", help="serve the model's chunks with the recorded pauses"
     )
+    parser.add_argument(
+        "--render",
+        choices=("text", "svg"),
+        help="instead of replaying: the session's transcript as the TUI draws it now",
+    )
+    parser.add_argument(
+        "--size", default="100x30", help="the screen --render draws (COLUMNSxROWS, default 100x30)"
+    )
+    parser.add_argument(
+        "--expect",
+        metavar="FILE",
+        help="with --render: compare with this rendering; exit 1 with the lines that differ",
+    )
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -69,12 +82,14 @@ async def _replay(args: argparse.Namespace) -> int:
         except (ReplayFileError, LookupError, OSError, ValueError) as error:
             print(f"dsh: {error}", file=sys.stderr)
             return 2
-        if args.tools == "live" and options.workspace is None:
+        if args.tools == "live" and options.workspace is None and not args.render:
             print(
                 "dsh: this session has no checkpoint to start from: --tools live works in an "
                 "empty folder",
                 file=sys.stderr,
             )
+        if args.render:
+            return await _render(args, events)
         recording = read_recording(header, events)
         run = await replay(recording, options)
         report = compare(run)
@@ -89,6 +104,38 @@ async def _replay(args: argparse.Namespace) -> int:
         return 0 if report.identical else 1
     finally:
         await vocabulary.dispose()
+
+
+async def _render(args: argparse.Namespace, events: Any) -> int:
+    import difflib
+
+    from dsh.replay.render import parse_size, render_transcript
+
+    try:
+        width, height = parse_size(args.size)
+    except ValueError as error:
+        print(f"dsh: {error}", file=sys.stderr)
+        return 2
+    drawn = await render_transcript(events, width=width, height=height, form=args.render)
+    if args.expect is None:
+        sys.stdout.write(drawn)
+        return 0
+    try:
+        expected = await asyncio.to_thread(Path(args.expect).read_text)
+    except OSError as error:
+        print(f"dsh: {args.expect}: cannot be read ({error.strerror})", file=sys.stderr)
+        return 2
+    if drawn == expected:
+        print(f"the transcript is drawn as {args.expect} holds it")
+        return 0
+    diff = difflib.unified_diff(
+        expected.splitlines(keepends=True),
+        drawn.splitlines(keepends=True),
+        fromfile=args.expect,
+        tofile="drawn now",
+    )
+    sys.stdout.writelines(diff)
+    return 1
 
 
 async def _stored(id_or_prefix: str) -> tuple[Any, Any]:
