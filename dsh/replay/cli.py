@@ -32,6 +32,20 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--pace", action="store_true", help="serve the model's chunks with the recorded pauses"
     )
+    parser.add_argument("--model", help="a fork: the turns after --until-turn go to this model")
+    parser.add_argument("--provider", help="a fork: the provider route of those turns")
+    parser.add_argument(
+        "--until-turn",
+        type=int,
+        metavar="N",
+        help="with --model or --provider: replay turns 1..N from the log, then send the "
+        "recorded prompts of the later turns to the model for real (default: 1)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="with a fork: store the new session, to open it with dsh --resume",
+    )
     parser.add_argument(
         "--render",
         choices=("text", "svg"),
@@ -62,7 +76,20 @@ async def _replay(args: argparse.Namespace) -> int:
     await load_vocabularies(vocabulary, discover())
     try:
         target = Path(args.session)
-        options = ReplayOptions(tools=args.tools, pace=args.pace)
+        forking = args.model is not None or args.provider is not None
+        if (args.until_turn is not None or args.keep) and not forking:
+            print("dsh: --until-turn and --keep go with --model or --provider", file=sys.stderr)
+            return 2
+        if args.until_turn is not None and args.until_turn < 0:
+            print("dsh: --until-turn is a turn number, 0 or more", file=sys.stderr)
+            return 2
+        options = ReplayOptions(
+            tools=args.tools,
+            pace=args.pace,
+            model=args.model,
+            provider=args.provider,
+            live_after=(1 if args.until_turn is None else args.until_turn) if forking else None,
+        )
         try:
             if is_replay_file(target):
                 document = await asyncio.to_thread(read_replay_file, target)
@@ -93,6 +120,9 @@ async def _replay(args: argparse.Namespace) -> int:
         recording = read_recording(header, events)
         run = await replay(recording, options)
         report = compare(run)
+        if args.keep and run.header is not None:
+            kept = await _keep(run.header, run.events, header.cwd)
+            report.notes.append(f"the fork is stored as session {kept}: dsh --resume {kept[:8]}")
         if args.json:
             sys.stdout.write(json.dumps(report.to_json(), indent=1, ensure_ascii=False) + "\n")
         else:
@@ -136,6 +166,28 @@ async def _render(args: argparse.Namespace, events: Any) -> int:
     )
     sys.stdout.writelines(diff)
     return 1
+
+
+async def _keep(header: Any, events: Any, cwd: str | None) -> str:
+    """Store the replay's session (a fork) in this dsh's home, in the recorded folder."""
+    from dsh.session import SessionStore
+    from dsh.settings import load_settings
+
+    home = dsh_home()
+    backend = load_settings(home, Path.cwd(), check=False).storage.backend
+    store = SessionStore.at(home, backend)
+    kept = header.model_copy(update={"cwd": cwd}) if cwd else header
+    try:
+        persistence = store.persistence
+        await persistence.create(kept)
+        await persistence.append(kept.id, list(events))
+        if store.catalog is not None:
+            await store.catalog.record(
+                kept, list(events), backend=persistence.name, location=persistence.location(kept.id)
+            )
+    finally:
+        await store.aclose()
+    return str(kept.id)
 
 
 async def _stored(id_or_prefix: str) -> tuple[Any, Any]:

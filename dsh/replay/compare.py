@@ -112,7 +112,8 @@ def compare(run: ReplayRun) -> Report:
     if run.stopped:
         report.notes.append(run.stopped)
     swap = {run.cwd: recording.header.cwd or run.cwd}
-    recorded = recording.requests
+    fork = run.live_after
+    recorded = [r for r in recording.requests if fork is None or r.turn <= fork]
     for index in range(max(len(recorded), len(run.requests))):
         if index < len(recorded):
             r = recorded[index]
@@ -130,9 +131,56 @@ def compare(run: ReplayRun) -> Report:
         step.differences.extend(
             compare_requests(where, recorded[index].options, _swapped(run.requests[index], swap))
         )
-    _compare_tools(report, recording, run.events)
-    _compare_ends(report, recording, run.events)
+    events = run.events
+    if fork is not None:
+        events = _through_turn(events, fork)
+        recording = _recording_through(recording, fork)
+        report.notes.extend(_fork_notes(run, fork))
+    _compare_tools(report, recording, events)
+    _compare_ends(report, recording, events)
     return report
+
+
+def _through_turn(events: Sequence[SessionEvent], turn: int) -> list[SessionEvent]:
+    """The events up to the end of turn ``turn``."""
+    for event in events:
+        if isinstance(event.data, TurnEnd) and event.data.turn == turn:
+            return list(events[: event.seq + 1])
+    return list(events)
+
+
+def _recording_through(recording: Recording, turn: int) -> Recording:
+    from dataclasses import replace
+
+    return replace(
+        recording,
+        calls=[c for c in recording.calls if c.turn <= turn],
+        turn_ends=[e for e in recording.turn_ends if e.turn <= turn],
+    )
+
+
+def _fork_notes(run: ReplayRun, turn: int) -> list[str]:
+    """What each turn after the fork answered, beside what the recording answered."""
+    from dsh.session import AssistantMessageData
+
+    def answers(events: Sequence[SessionEvent]) -> dict[int, str]:
+        said: dict[int, str] = {}
+        for event in events:
+            if isinstance(event.data, AssistantMessageData) and event.data.turn > turn:
+                text = event.data.message.text().strip()
+                if text:
+                    said[event.data.turn] = text
+        return said
+
+    recorded, now = answers(run.recording.events), answers(run.events)
+    model = run.live_requests[0].model if run.live_requests else "the model"
+    notes = [f"turns after {turn} went to {model} live ({len(run.live_requests)} requests)"]
+    for number in sorted(set(recorded) | set(now)):
+        notes.append(
+            f"turn {number}: recorded answer {_show(recorded.get(number))!r}; "
+            f"{model} answered {_show(now.get(number))!r}"
+        )
+    return notes
 
 
 def compare_requests(

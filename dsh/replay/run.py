@@ -22,7 +22,7 @@ from dsh.kernel import Candidate
 from dsh.llm import GenerateOptions
 from dsh.replay.recorded import Recording
 from dsh.replay.serve import StandIn
-from dsh.session import SessionEvent
+from dsh.session import SessionEvent, SessionHeader
 from dsh.session.events import CancelByUser, TurnMaxSteps
 from dsh.settings_tables import AgentOptions
 
@@ -45,6 +45,10 @@ class ReplayOptions:
     plugins: Sequence[Candidate] = ()
     """More plugins to load (a test's deliberate change)."""
     hang_s: float = HANG_S
+    live_after: int | None = None
+    """A fork: turns after this one are sent to the model for real."""
+    model: str | None = None
+    provider: str | None = None
 
 
 @dataclass
@@ -62,6 +66,11 @@ class ReplayRun:
     unapplied: list[str] = field(default_factory=list)
     stopped: str | None = None
     """Why the replay stopped before the end of the recording, if it did."""
+    live_after: int | None = None
+    live_requests: list[GenerateOptions] = field(default_factory=list)
+    """With a fork: the requests sent to the model for real."""
+    header: SessionHeader | None = None
+    """The replay's own session (a fork is kept from it)."""
 
 
 async def replay(recording: Recording, options: ReplayOptions | None = None) -> ReplayRun:
@@ -90,9 +99,22 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
 
     settings = await asyncio.to_thread(load_settings, home, cwd, trust=True)
     runtime = await start_runtime(home=home, cwd=cwd, settings=settings)
-    stand_in = StandIn(recording, recorded_tools=options.tools == "recorded", pace=options.pace)
+    switch = {
+        key: value
+        for key, value in (("model", options.model), ("provider", options.provider))
+        if value is not None
+    }
+    stand_in = StandIn(
+        recording,
+        recorded_tools=options.tools == "recorded",
+        pace=options.pace,
+        live_after=options.live_after,
+        switch=switch,
+    )
     stand_in.hang_s = options.hang_s
     run = ReplayRun(recording, stand_in.requests, [], str(cwd), str(home))
+    run.live_requests = stand_in.live_requests
+    run.live_after = options.live_after
     try:
         if options.plugins:
             await runtime.plugins.load(list(options.plugins))
@@ -111,6 +133,7 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
             await agent.when_idle()
         await agent.flush(sync=False)
         run.events = list(agent.session.events)
+        run.header = agent.session.header
     finally:
         await runtime.aclose()
     run.unserved = [

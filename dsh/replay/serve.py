@@ -98,8 +98,21 @@ class ReplayHost:
 
 
 class StandIn:
-    def __init__(self, recording: Recording, *, recorded_tools: bool, pace: bool = False) -> None:
+    def __init__(
+        self,
+        recording: Recording,
+        *,
+        recorded_tools: bool,
+        pace: bool = False,
+        live_after: int | None = None,
+        switch: dict[str, str] | None = None,
+    ) -> None:
         self.recording = recording
+        self.live_after = live_after
+        """Turns after this one go to the model for real (a fork), with ``switch``
+        (``model``, ``provider``) from the first of them on."""
+        self.switch = switch or {}
+        self.live_requests: list[GenerateOptions] = []
         self.recorded_tools = recorded_tools
         self.pace = pace
         self.requests: list[GenerateOptions] = []
@@ -142,7 +155,22 @@ class StandIn:
             ctx.on(TOOL_PRE_EXECUTE, self._answer)
         ctx.on(SYSTEM_PROMPT_ASSEMBLE, self._pin_context)
 
+    def live(self) -> bool:
+        """Whether the turn running now is past the fork."""
+        if self.live_after is None or self.agent is None:
+            return False
+        turn = self.agent.session.open_turn
+        return turn is not None and turn > self.live_after
+
     def _count(self, event: SessionEvent) -> None:
+        if (
+            event.type == "turn/start"
+            and self.live_after is not None
+            and self.agent is not None
+            and getattr(event.data, "turn", 0) == self.live_after + 1
+            and self.switch
+        ):
+            self.agent.set_options(**self.switch)
         if event.type == "request/header":
             self._logged = 0
         elif event.type == "assistant/chunk":
@@ -228,6 +256,9 @@ class StandIn:
         if options.purpose is not None:
             self.side_requests.append(options)
             return self._side(options)
+        if self.live():
+            self.live_requests.append(options)
+            return await next()
         index = len(self.requests)
         self.requests.append(options)
         return self._serve(index)
@@ -278,7 +309,9 @@ class StandIn:
 
     async def _answer(
         self, tool: ToolDefinition, arguments: Any, action: Action, context: ToolContext
-    ) -> Answered:
+    ) -> Answered | None:
+        if self.live():
+            return None  # past the fork the calls are the new model's: they run
         call_id = str(context.call_id)
         occurrence = self._calls_seen.get(call_id, 0)
         self._calls_seen[call_id] = occurrence + 1

@@ -108,3 +108,33 @@ async def test_what_cannot_be_replayed_is_said_in_one_line(dsh: Dsh, tmp_path: P
     assert done.code == 2
     assert "not a dsh replay file" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+async def test_a_fork_answers_the_later_turns_with_another_model_and_is_kept(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="Flash one."), Reply(text="Flash two."))
+    assert (await dsh.run("-p", "first")).code == 0
+    assert (await dsh.run("-p", "--continue", "second")).code == 0
+    [session_id] = await dsh.session_ids()
+    fake_llm.add(Reply(text="Pro two."))
+    done = await dsh.run(
+        "replay", session_id, "--model", "deepseek-pro", "--until-turn", "1", "--keep"
+    )
+    assert done.code == 0, done.stdout + done.stderr
+    assert "note: turn 2: recorded answer 'Flash two.'; deepseek-pro answered 'Pro two.'" in (
+        done.stdout
+    )
+    assert fake_llm.chat_requests[-1].body["model"] == "deepseek-pro"
+    ids = await dsh.session_ids()
+    assert len(ids) == 2
+    [fork] = [i for i in ids if i != session_id]
+    assert f"dsh --resume {fork[:8]}" in done.stdout
+    answered = [
+        e.data.message.text() for e in await dsh.events(fork) if e.type == "assistant/message"
+    ]
+    assert answered == ["Flash one.", "Pro two."]
+
+    bad = await dsh.run("replay", session_id, "--until-turn", "1")
+    assert bad.code == 2
+    assert bad.stderr.strip() == "dsh: --until-turn and --keep go with --model or --provider"
