@@ -185,7 +185,6 @@ class _Cli:
                 build_replay_file,
                 first_checkpoint_files,
                 known_secrets,
-                settings_secrets,
             )
 
             cwd = Path(loaded.header.cwd) if loaded.header.cwd else Path.cwd()
@@ -198,7 +197,7 @@ class _Cli:
                 loaded.header,
                 loaded.events,
                 workspace=await first_checkpoint_files(self.home, loaded.events),
-                secrets=[*secrets, *settings_secrets(settings)],
+                secrets=secrets,
                 settings=settings,
             )
             if self.args.output:

@@ -128,7 +128,8 @@ def build_replay_file(
         "settings": settings,
     }
     text = json.dumps(document, ensure_ascii=False, indent=1)
-    return redact(text, secrets=secrets, cwd=header.cwd, home=home or str(Path.home()))
+    hidden = [*secrets, *settings_secrets(settings)]
+    return redact(text, secrets=hidden, cwd=header.cwd, home=home or str(Path.home()))
 
 
 _DELTA_TEXT = {"text-delta": "text", "reasoning-delta": "text", "tool-call-delta": "argumentsDelta"}
