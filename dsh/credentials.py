@@ -341,6 +341,17 @@ class CredentialStore:
                 return Credential(Secret(value), CredentialSource(kind, path)), notices
         return None, notices
 
+    def secrets(self) -> list[Secret]:
+        """Every value the credential files hold (``credentials.json``, the ``.env``
+        files read here): what an export must not carry. The environment's secrets are
+        :mod:`dsh.held_secrets`'s to say."""
+        notices: list[_Notice] = []
+        values = list(self._read_credentials(notices).values())
+        paths = [*((self.cwd / ENV_FILE,) if self.project_env else ()), self.home / ENV_FILE]
+        for path in paths:
+            values.extend(self._read_env(path, notices).values())
+        return [Secret(value) for value in values if value]
+
     def withheld(self, ref: str) -> Path | None:
         """The project ``.env`` that holds ``ref`` but is not read (the folder is not
         trusted), for the error that says the key is missing."""

@@ -92,7 +92,7 @@ def test_bash_loads_the_script() -> None:
     [
         ("dsh sess", "sessions"),
         ("dsh sessions ", "list show search export fork import rm reindex"),
-        ("dsh sessions export x --format ", "jsonl markdown"),
+        ("dsh sessions export x --format ", "jsonl markdown replay"),
         ("dsh completion ", "bash zsh fish"),
         ("dsh --sandbox ", "read-only workspace-write off"),
         ("dsh --perm", "--permission-mode"),

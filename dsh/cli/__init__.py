@@ -21,6 +21,7 @@ SUBCOMMANDS = (
     "doctor",
     "models",
     "plugins",
+    "replay",
     "sessions",
     "trust",
     "untrust",
@@ -31,6 +32,7 @@ PICK = ""
 EPILOG = """commands:
   dsh plugins [--json]      the plugins found, where from, and which failed to load
   dsh sessions ACTION       list, show, search, export, import, rm, reindex sessions
+  dsh replay SESSION        run a session (or a replay file) again offline, compared step by step
   dsh config ACTION         path, list, get, set, unset settings
   dsh doctor [--live]       check the settings, key, endpoint, sandbox and tools, with fixes
   dsh trust [PATH]          trust a project: its .dsh/settings.toml applies in full
@@ -191,8 +193,10 @@ def build_command_parser() -> argparse.ArgumentParser:
     from dsh.cli.config import add_parser as add_config_parser
     from dsh.cli.sessions_parser import add_parser
     from dsh.cli.trust import add_parsers as add_trust_parsers
+    from dsh.replay.cli import add_parser as add_replay_parser
 
     add_parser(commands)
+    add_replay_parser(commands)
     add_config_parser(commands)
     add_trust_parsers(commands)
     return parser
@@ -413,6 +417,10 @@ def _command(args: argparse.Namespace) -> int:
             from dsh.cli.sessions import run_sessions
 
             return run_sessions(args)
+        case "replay":
+            from dsh.replay.cli import run_replay
+
+            return run_replay(args)
         case "config":
             from dsh.cli.config import run_config
 

@@ -180,6 +180,31 @@ class _Cli:
         loaded = await self.read(self.args.id)
         if self.args.format == "markdown":
             text = to_markdown(loaded.header, loaded.events)
+        elif self.args.format == "replay":
+            from dsh.replay.export import (
+                build_replay_file,
+                first_checkpoint_files,
+                known_secrets,
+            )
+
+            cwd = Path(loaded.header.cwd) if loaded.header.cwd else Path.cwd()
+            # The user's own settings go along (a replay needs their plugins and MCP
+            # servers), with every value that looks secret in them replaced.
+            own = self.home / "settings.toml"
+            settings = await asyncio.to_thread(own.read_text) if own.is_file() else ""
+            secrets = await asyncio.to_thread(known_secrets, self.home, cwd)
+            text = build_replay_file(
+                loaded.header,
+                loaded.events,
+                workspace=await first_checkpoint_files(self.home, loaded.events),
+                secrets=secrets,
+                settings=settings,
+            )
+            if self.args.output:
+                await asyncio.to_thread(Path(self.args.output).write_text, text)
+            else:
+                sys.stdout.write(text)
+            return 0
         else:
             text = export_jsonl(loaded.header, loaded.events)
         if self.args.output:

@@ -22,9 +22,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     search.add_argument("--here", action="store_true", help="only this directory's sessions")
     search.add_argument("--limit", type=int, default=20)
 
-    export = sub.add_parser("export", help="write a session out as JSONL or Markdown")
+    export = sub.add_parser(
+        "export", help="write a session out as JSONL, Markdown, or a replay file"
+    )
     export.add_argument("id")
-    export.add_argument("--format", choices=["jsonl", "markdown"], default="jsonl")
+    export.add_argument(
+        "--format",
+        choices=["jsonl", "markdown", "replay"],
+        default="jsonl",
+        help="replay: one redacted file for `dsh replay` and tests (see docs/replay.md)",
+    )
     export.add_argument("-o", "--output", help="file to write (default: standard output)")
 
     fork = sub.add_parser(

@@ -493,6 +493,16 @@ class PaidRequest(NamedTuple):
     cost: float | None
 
 
+class SideAnswer(NamedTuple):
+    """What a model call made beside the conversation (a summary, a title) answered,
+    as an event records it: ``dsh replay`` serves the text again to the call of the
+    same purpose, since the log holds no stream of such a call."""
+
+    purpose: str
+    text: str
+    usage: TokenUsage | None = None
+
+
 @dataclass(frozen=True)
 class EventType:
     """An event type: its name, its payload model, and what the core may read from it.
@@ -517,6 +527,9 @@ class EventType:
     paid_request: Callable[[Any], PaidRequest | None] | None = None
     """The paid request (not a model call) the event records, if any: it counts in the
     same totals, by its service."""
+    side_answer: Callable[[Any], SideAnswer | None] | None = None
+    """The answer of a model call beside the conversation the event records, if any:
+    a replay of the log serves it again (:mod:`dsh.replay`)."""
 
 
 _types: dict[str, EventType] = {}
@@ -600,6 +613,14 @@ def title_of(event: SessionEvent) -> str | None:
     if spec is None or spec.title is None or not isinstance(event.data, spec.model):
         return None
     return spec.title(event.data)
+
+
+def side_answer_of(event: SessionEvent) -> SideAnswer | None:
+    """The side call's answer ``event`` records, or None."""
+    spec = _types.get(event.type)
+    if spec is None or spec.side_answer is None or not isinstance(event.data, spec.model):
+        return None
+    return spec.side_answer(event.data)
 
 
 def latest_title(events: Sequence[SessionEvent]) -> str | None:

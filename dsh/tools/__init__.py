@@ -39,6 +39,7 @@ from dsh.tools.runner import CommandOutcome, CommandRun, CommandRunFailed, Comma
 from dsh.tools.service import (
     Allow,
     Amend,
+    Answered,
     Ask,
     BlockResult,
     CallOutcome,
@@ -58,6 +59,7 @@ __all__ = [
     "AgentView",
     "Allow",
     "Amend",
+    "Answered",
     "Ask",
     "BlockResult",
     "CallOutcome",

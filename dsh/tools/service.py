@@ -86,6 +86,15 @@ class Rewrite:
 
 
 @dataclass(frozen=True)
+class Answered:
+    """A pre hook answers the call itself: the tool does not run, no permission is
+    asked, and ``outcome`` is the call's result (a replay serving the result a session
+    log recorded). An answer wins over every other verdict."""
+
+    outcome: CallOutcome
+
+
+@dataclass(frozen=True)
 class BlockResult:
     """A post hook turns the result into an error the model reads as feedback."""
 
@@ -101,7 +110,7 @@ class Amend:
     additional_contexts: tuple[UserMessage, ...] = ()
 
 
-PreVerdict = Deny | Ask | Allow | Rewrite | None
+PreVerdict = Deny | Ask | Allow | Rewrite | Answered | None
 PreHook = Callable[[ToolDefinition, Any, Action, ToolContext], Awaitable[PreVerdict]]
 """A ``tool/pre-execute`` listener (:data:`dsh.hooks.TOOL_PRE_EXECUTE`)."""
 PostHook = Callable[
@@ -204,6 +213,9 @@ class ToolService(ScopedRegistry[ToolDefinition]):
         allow = context.allow
         if self._ctx is not None:
             decisions = await self._ctx.parallel(TOOL_PRE_EXECUTE, tool, arguments, action, context)
+            answer = next((d for d in decisions if isinstance(d, Answered)), None)
+            if answer is not None:
+                return answer.outcome
             for decision in decisions:
                 if isinstance(decision, Deny):
                     return _failure(call, f"{call.name} was blocked: {decision.reason}", "DENIED")
@@ -419,14 +431,15 @@ def _caller(tool: ToolDefinition, arguments: Any, what: object, context: ToolCon
 
 
 TOOL_PRE_EXECUTE: Gather[
-    [ToolDefinition, Any, Action, ToolContext], Deny | Ask | Allow | Rewrite | None
+    [ToolDefinition, Any, Action, ToolContext], Deny | Ask | Allow | Rewrite | Answered | None
 ] = Gather(
     "tool/pre-execute",
     subject=_caller,
     doc="a validated call, before permission: Deny it, Ask the person even where rules "
     "allow it, Allow it as an allow rule would (this call alone), or Rewrite its "
-    "arguments (judged again as rewritten); the first denial in listener order wins, "
-    "else the first rewrite applies, then the first ask, else an allow",
+    "arguments (judged again as rewritten), or answer it with an outcome of its own "
+    "(Answered: the tool does not run); an answer wins, then the first denial in "
+    "listener order, else the first rewrite applies, then the first ask, else an allow",
 )
 TOOL_POST_EXECUTE: Gather[
     [ToolDefinition, Any, CallOutcome, ToolContext], BlockResult | Amend | None

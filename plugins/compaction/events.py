@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import NonNegativeInt, PositiveInt
 
 from dsh.llm import Purpose, TokenUsage
-from dsh.session import EventType, PaidCall, SessionEvent
+from dsh.session import EventType, PaidCall, SessionEvent, SideAnswer
 from dsh.transcript import Transcript
 from dsh.wire import Frozen
 
@@ -76,8 +76,14 @@ def _paid_call(data: CompactionSummary) -> PaidCall | None:
     return PaidCall(data.provider, data.model, data.usage)
 
 
+def _side_answer(data: CompactionSummary) -> SideAnswer:
+    return SideAnswer(PURPOSE, data.summary, data.usage)
+
+
 START = EventType("compaction/start", CompactionStart)
-SUMMARY = EventType("compaction/summary", CompactionSummary, paid_call=_paid_call)
+SUMMARY = EventType(
+    "compaction/summary", CompactionSummary, paid_call=_paid_call, side_answer=_side_answer
+)
 END = EventType("compaction/end", CompactionEnd)
 CEILING = EventType("compaction/ceiling", CeilingFit)
 EVENTS = (START, SUMMARY, END, CEILING)

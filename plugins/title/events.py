@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import NonNegativeInt
 
 from dsh.llm import Purpose, TokenUsage
-from dsh.session import EventType, PaidCall
+from dsh.session import EventType, PaidCall, SideAnswer
 from dsh.wire import Frozen
 
 PURPOSE = Purpose("session-title")
@@ -45,5 +45,13 @@ def _paid_call(data: SessionTitle) -> PaidCall | None:
     return PaidCall(data.provider, data.model, data.usage)
 
 
-TITLE = EventType("session/title", SessionTitle, title=_title, paid_call=_paid_call)
+def _side_answer(data: SessionTitle) -> SideAnswer | None:
+    if data.source != "provider":
+        return None
+    return SideAnswer(PURPOSE, data.title, data.usage)
+
+
+TITLE = EventType(
+    "session/title", SessionTitle, title=_title, paid_call=_paid_call, side_answer=_side_answer
+)
 TITLE_REQUEST = EventType("session/title-llm-request", SessionTitleRequest)

@@ -60,6 +60,9 @@ class Dsh:
     wrapper: tuple[str, ...] = ()
     """A command the child runs under (it ends by running ``python -m dsh ARGS``), such
     as a cap on the size of the files it may write (tests/support/file_limit.py)."""
+    unreplayable: str | None = None
+    """Why the sessions of a test cannot replay (a starting state the log does not
+    hold); None: :meth:`checked_events` replays each one (``dsh replay``)."""
     backend: Backend = "jsonl"
     """Where the test reads the stored sessions from: set it with the settings'
     ``[storage] backend``."""
@@ -169,7 +172,32 @@ class Dsh:
         events = await self.events(session_id)
         assert check_log(events) == []
         check_requests(events, [r.body for r in self.server.chat_requests], body_for)
+        if self.unreplayable is None:
+            await self.check_replay(session_id)
         return events
+
+    async def check_replay(self, session_id: str | None = None) -> None:
+        """The session replays identically (``dsh replay``, recorded tools) with the
+        settings of this installation: every session the end-to-end tests check is a
+        replay test too."""
+        from dsh.replay.compare import compare
+        from dsh.replay.recorded import read_recording
+        from dsh.replay.run import ReplayOptions, replay
+
+        if session_id is None:
+            [session_id] = await self.session_ids()
+        store = SessionStore.at(self.home, self.backend)
+        try:
+            async with async_plugin_vocabulary():
+                loaded = await store.persistence.load(session_id)  # type: ignore[arg-type]
+                settings = (self.home / "settings.toml").read_text()
+                run = await replay(
+                    read_recording(loaded.header, loaded.events), ReplayOptions(settings=settings)
+                )
+        finally:
+            await store.aclose()
+        report = compare(run)
+        assert report.identical, f"session {session_id} does not replay:\n{report.text()}"
 
 
 def body_for(options: Any) -> dict[str, Any]:

@@ -10,10 +10,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import Dsh, close_stdin, finish, of_type, send, stream_events, text_of
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "mcp" / "server.py"
+
+
+@pytest.fixture(autouse=True)
+def _not_replayed(dsh: Dsh) -> None:
+    dsh.unreplayable = (
+        "the starting permission mode (--permission-mode plan) is not in the log, and "
+        "it changes the system prompt"
+    )
 
 
 def call(tool: str, **arguments: object) -> ToolCallSpec:

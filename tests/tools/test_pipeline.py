@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from dsh.agent import Agent
 from dsh.hooks import APPROVAL_ASK, TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
 from dsh.kernel import Context
-from dsh.llm import user_text
+from dsh.llm import tool_result, user_text
 from dsh.runtime import Runtime, start_runtime
 from dsh.services import APPROVALS, QUESTIONS, TOOLS
 from dsh.session import SessionEvent
@@ -24,6 +24,7 @@ from dsh.tools import (
     Action,
     Allow,
     Amend,
+    Answered,
     Ask,
     BlockResult,
     CallOutcome,
@@ -355,6 +356,36 @@ async def test_a_rewrite_is_judged_again_by_every_guard(
     await turn(runtime, tmp_path)
     assert tool_texts(fake_llm) == ["Error: shout was blocked: no secrets", "HO"]
     assert seen == ["hi", "the secret", "ho"]
+
+
+async def test_an_answer_from_a_hook_is_the_result_and_the_tool_never_runs(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """A hook answers the call itself (a replay serving a recorded result): the tool
+    does not run, nobody is asked, and the answer wins over another hook's denial."""
+    asked: list[ApprovalRequest] = []
+
+    async def approver(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request)
+        return ApprovalDecision(outcome="allow_once")
+
+    async def answer(tool: ToolDefinition, args: Any, action: Action, context: ToolContext) -> Any:
+        if args.text != "recorded":
+            return None
+        message = tool_result(context.call_id, "as recorded")
+        return Answered(CallOutcome(message, None, ToolOutput(content="as recorded")))
+
+    async def deny(tool: ToolDefinition, args: Any, action: Action, context: ToolContext) -> Any:
+        return Deny("never") if args.text == "recorded" else None
+
+    runtime.root.on(APPROVAL_ASK, approver)
+    runtime.root.on(TOOL_PRE_EXECUTE, deny)
+    runtime.root.on(TOOL_PRE_EXECUTE, answer)
+    fake_llm.add(calls("recorded", "live"))
+    fake_llm.add(Reply(text="ok"))
+    await turn(runtime, tmp_path)
+    assert tool_texts(fake_llm) == ["as recorded", "LIVE"]
+    assert [request.summary for request in asked] == ["shout live"]  # only the one that ran
 
 
 async def test_an_allow_hook_vouches_as_a_rule_would_but_not_past_a_deny_rule(

@@ -1,0 +1,373 @@
+"""What a session log says happened, in the shape a replay needs.
+
+A replay feeds the loop what came from outside it (the person's prompts, steering,
+cancels; the model's streams; the tools' results; the context entries' texts) and
+checks what the loop made of them (the requests, the tool calls). This module reads
+those inputs and expectations out of a log:
+
+- each conversation request as the model got it (:func:`dsh.testing.reconstruct`
+  rebuilds it from the ``request/header`` and the history at that point), with the
+  chunks it was answered with;
+- every tool call and its result, by call id;
+- the person's inputs, each tied to the moment the loop waited on something outside
+  it just before it: before chunk ``j`` of request ``k`` was served, before a tool's
+  result was handed back, or while the agent was idle after turn ``t``;
+- the text of each context entry as of each step, and the answers of calls made
+  beside the conversation (a summary, a title) that an event type declares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from dsh.llm import (
+    Finish,
+    FinishAborted,
+    GenerateOptions,
+    PluginSource,
+    StreamChunk,
+    UserMessage,
+)
+from dsh.session import (
+    AssistantChunk,
+    EpochHeader,
+    RequestHeader,
+    SessionEvent,
+    SessionHeader,
+    SideAnswer,
+    ToolCall,
+    ToolResult,
+    TurnAborted,
+    TurnEnd,
+    side_answer_of,
+)
+from dsh.session.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    CancelByUser,
+    CommandDone,
+    CommandRun,
+    InboxDiscarded,
+    InboxEnqueued,
+    InboxUpdated,
+    StepStart,
+    TurnStart,
+)
+from dsh.testing.reconstruct import rebuild_requests
+
+
+@dataclass(frozen=True)
+class Send:
+    """A prompt or steering the person sent (``inbox/enqueued``)."""
+
+    item_id: str
+    message: UserMessage
+    placement: Literal["queued", "steering"]
+
+
+@dataclass(frozen=True)
+class Edit:
+    item_id: str
+    message: UserMessage
+
+
+@dataclass(frozen=True)
+class Withdraw:
+    """A queued item the person removed."""
+
+    item_id: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """The person stopped the turn. ``exact``: the log marks the moment itself (the
+    queue it cleared), else the stream it cut or the call it stopped. A cancel that
+    kept a queue (``keep_inbox``) leaves no mark of its own and is replayed as one that
+    found the queue empty."""
+
+    exact: bool
+
+
+@dataclass(frozen=True)
+class RunCommand:
+    """A slash command the person ran (``command/run``): run again, as typed."""
+
+    name: str
+    args: str
+
+
+Input = Send | Edit | Withdraw | Cancel | RunCommand
+
+
+@dataclass(frozen=True)
+class ChunkPoint:
+    """Before chunk ``chunk`` of request ``request`` (both 0-based) is served."""
+
+    request: int
+    chunk: int
+
+
+@dataclass(frozen=True)
+class ToolPoint:
+    """Before the result of call ``call_id`` (its ``occurrence``-th) is handed back."""
+
+    call_id: str
+    occurrence: int
+
+
+@dataclass(frozen=True)
+class IdlePoint:
+    """Once ``turns`` turns have ended and the agent is idle."""
+
+    turns: int
+
+
+Point = ChunkPoint | ToolPoint | IdlePoint
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One conversation request: what was sent and what answered it."""
+
+    options: GenerateOptions
+    turn: int
+    step: int
+    chunks: tuple[StreamChunk, ...]
+    times: tuple[int, ...]
+    """Each chunk's log time (epoch ms), for recorded pacing."""
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    turn: int
+    step: int
+    call: ToolCall
+    result: ToolResult | None
+
+
+@dataclass
+class Recording:
+    """A session log read for replay."""
+
+    header: SessionHeader
+    events: Sequence[SessionEvent]
+    requests: list[RecordedRequest] = field(default_factory=list)
+    calls: list[RecordedCall] = field(default_factory=list)
+    inputs: dict[Point, list[Input]] = field(default_factory=dict)
+    context: list[tuple[int, str, str, str]] = field(default_factory=list)
+    """(global step number, entry name, form, text) of each context message entered."""
+    side_answers: list[SideAnswer] = field(default_factory=list)
+    turn_ends: list[TurnEnd] = field(default_factory=list)
+    approvals: dict[str, str] = field(default_factory=dict)
+    """Each call's recorded approval outcome (``allow-once``...), by call id."""
+    notes: list[str] = field(default_factory=list)
+    """What this replay cannot reproduce of the log, said in words."""
+
+    @property
+    def first_header(self) -> EpochHeader | None:
+        for event in self.events:
+            if isinstance(event.data, RequestHeader) and event.data.header is not None:
+                return event.data.header
+        return None
+
+    @property
+    def idle_points(self) -> list[IdlePoint]:
+        return sorted((p for p in self.inputs if isinstance(p, IdlePoint)), key=lambda p: p.turns)
+
+    def context_at(self, step: int) -> dict[str, tuple[str, str]]:
+        """Each context entry's form and latest text entered up to global step
+        ``step``, in the order the entries were first entered."""
+        known: dict[str, tuple[str, str]] = {}
+        for number, name, form, text in self.context:
+            if number > step:
+                break
+            known[name] = (form, text)
+        return known
+
+    def result_for(self, call_id: str, occurrence: int) -> RecordedCall | None:
+        seen = 0
+        for recorded in self.calls:
+            if recorded.call.call_id == call_id:
+                if seen == occurrence:
+                    return recorded
+                seen += 1
+        return None
+
+
+def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Recording:
+    """The recording of a stored log (its plugins' vocabulary registered first, so
+    their events read as payloads rather than opaque data)."""
+    recording = Recording(header, events)
+    rebuilt = rebuild_requests(events)
+    pending: list[Input] = []
+    request = -1
+    chunk = 0
+    step_number = 0
+    turns_ended = 0
+    turn_open = False
+    entering = False
+    """Between a step's start and its request: the messages the step entered."""
+    turn = step = 0
+    asked_in = (0, 0)
+    """The turn and step of the request being read."""
+    chunks: list[StreamChunk] = []
+    times: list[int] = []
+    call_seen: dict[str, int] = {}
+    calls_by_seq: dict[int, RecordedCall] = {}
+    cancels = _cancel_positions(events)
+    requested: dict[str, str] = {}
+    commands_running: set[str] = set()
+
+    def attach(point: Point) -> None:
+        if pending:
+            recording.inputs.setdefault(point, []).extend(pending)
+            pending.clear()
+
+    def close_request() -> None:
+        if request >= 0 and len(recording.requests) == request:
+            recording.requests.append(
+                RecordedRequest(rebuilt[request], *asked_in, tuple(chunks), tuple(times))
+            )
+
+    for event in events:
+        cancel = cancels.get(event.seq)
+        if cancel is not None:
+            if cancel.exact:
+                pending.append(cancel)
+            else:
+                # Only the stream it cut or the call it stopped marks it: nothing of the
+                # loop is logged between the cancel and that mark, so what the person
+                # sent since the last chunk came after it (sent with the cancel).
+                pending.insert(0, cancel)
+        data = event.data
+        match event.type:
+            case "turn/start" if isinstance(data, TurnStart):
+                attach(IdlePoint(turns_ended))
+                turn_open, turn = True, data.turn
+            case "turn/end" if isinstance(data, TurnEnd):
+                turns_ended += 1
+                turn_open = False
+                recording.turn_ends.append(data)
+            case "step/start" if isinstance(data, StepStart):
+                entering = True
+                step_number += 1
+                step = data.step
+            case "request/header":
+                entering = False
+                close_request()
+                request += 1
+                chunk = 0
+                asked_in = (turn, step)
+                chunks, times = [], []
+            case "assistant/chunk" if isinstance(data, AssistantChunk):
+                attach(ChunkPoint(request, chunk))
+                chunks.append(data.chunk)
+                times.append(event.time)
+                chunk += 1
+            case "tool/call" if isinstance(data, ToolCall):
+                recorded = RecordedCall(turn, step, data, None)
+                recording.calls.append(recorded)
+                calls_by_seq[event.seq] = recorded
+            case "tool/result" if isinstance(data, ToolResult):
+                call_id = data.message.source.call_id
+                occurrence = call_seen.get(call_id, 0)
+                call_seen[call_id] = occurrence + 1
+                attach(ToolPoint(call_id, occurrence))
+                for seq in event.source_event_seqs or ():
+                    started = calls_by_seq.get(seq)
+                    if started is not None:
+                        index = recording.calls.index(started)
+                        recording.calls[index] = RecordedCall(
+                            started.turn, started.step, started.call, data
+                        )
+            case "steering/message":
+                entering = False
+            case "inbox/enqueued" if isinstance(data, InboxEnqueued):
+                # What a command sends (/init's prompt) it sends again when replayed.
+                if not commands_running:
+                    pending.append(Send(data.item_id, data.message, data.placement))
+            case "approval/requested" if isinstance(data, ApprovalRequested):
+                if data.call_id is not None:
+                    requested[data.request_id] = data.call_id
+            case "approval/resolved" if isinstance(data, ApprovalResolved):
+                asked = requested.get(data.request_id)
+                if asked is not None:
+                    recording.approvals[asked] = data.outcome
+            case "inbox/updated" if isinstance(data, InboxUpdated):
+                pending.append(Edit(data.item_id, data.message))
+            case "inbox/discarded" if isinstance(data, InboxDiscarded):
+                if data.reason == "removed":
+                    pending.extend(Withdraw(item) for item in data.item_ids)
+            case "user/message" if isinstance(data, UserMessage):
+                source = data.source
+                # Context entries enter at a step's start, before what the step claimed
+                # (the prompt and what came with it, steering): the leading plugin
+                # messages. The loop's own notes (plugin "dsh") are its output.
+                if not isinstance(source, PluginSource):
+                    entering = False
+                elif entering and source.plugin != "dsh":
+                    form = source.form or ""
+                    recording.context.append((step_number, source.plugin, form, data.text()))
+            case "command/run" if isinstance(data, CommandRun):
+                commands_running.add(data.command_id)
+                if data.source == "user":
+                    pending.append(RunCommand(data.name, data.args or ""))
+            case "command/done" if isinstance(data, CommandDone):
+                commands_running.discard(data.command_id)
+        answer = side_answer_of(event)
+        if answer is not None:
+            recording.side_answers.append(answer)
+        if not turn_open and pending and event.type == "turn/end":
+            attach(IdlePoint(turns_ended))
+    close_request()
+    if pending:
+        recording.inputs.setdefault(IdlePoint(turns_ended), []).extend(pending)
+    return recording
+
+
+def _cancel_positions(events: Sequence[SessionEvent]) -> dict[int, Cancel]:
+    """Where the person's cancels happened, as far as the log shows: for each turn the
+    person stopped, the seq before which to cancel. The log has no event of its own for
+    a cancel; its marks are the queue it cleared (``inbox/discarded`` "cancelled"), the
+    stream it cut (an aborted finish) or the tool call it stopped."""
+    positions: dict[int, Cancel] = {}
+    start = 0
+    for event in events:
+        if event.type == "turn/start":
+            start = event.seq
+        data = event.data
+        if not (
+            event.type == "turn/end"
+            and isinstance(data, TurnEnd)
+            and isinstance(data.reason, TurnAborted)
+            and isinstance(data.reason.reason, CancelByUser)
+        ):
+            continue
+        for inside in events[start : event.seq]:
+            mark = inside.data
+            if isinstance(mark, InboxDiscarded) and mark.reason == "cancelled":
+                positions[inside.seq] = Cancel(exact=True)
+                break
+            if (
+                isinstance(mark, AssistantChunk)
+                and isinstance(mark.chunk, Finish)
+                and isinstance(mark.chunk.reason, FinishAborted)
+            ):
+                positions[inside.seq] = Cancel(exact=False)
+                break
+            if (
+                isinstance(mark, ToolResult)
+                and mark.error is not None
+                and mark.error.code
+                in (
+                    "TOOL_CANCELLED",
+                    "ABORTED_BEFORE_DISPATCH",
+                )
+            ):
+                positions[inside.seq] = Cancel(exact=False)
+                break
+        else:
+            positions[event.seq] = Cancel(exact=False)
+    return positions

@@ -1,0 +1,182 @@
+"""Running a recorded session again: a fresh runtime, a new agent, the recorded inputs.
+
+The replay runs the code of this dsh, with the plugins it finds, in a scratch
+``$DSH_HOME`` and a scratch working folder (both removed afterwards): the stored
+session is only read. A new agent on a new session is fed the person's recorded
+inputs in order (:mod:`dsh.replay.serve` applies those due inside a turn; the idle
+ones are applied here, between turns), while the stand-in answers for the model and,
+by default, for the tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from dsh.kernel import Candidate
+from dsh.llm import GenerateOptions
+from dsh.replay.recorded import Recording
+from dsh.replay.serve import StandIn
+from dsh.session import SessionEvent, SessionHeader
+from dsh.session.events import CancelByUser, TurnMaxSteps
+from dsh.settings_tables import AgentOptions
+
+ToolsMode = Literal["recorded", "live"]
+
+HANG_S = 120.0
+"""How long a replay may wait for the loop before it is given up: a guard against a
+loop that waits for something the recording never gives, not a measure of speed."""
+
+
+@dataclass
+class ReplayOptions:
+    tools: ToolsMode = "recorded"
+    pace: bool = False
+    """Serve chunks with the recorded pauses between them (each at most 2 s)."""
+    settings: str = ""
+    """The replaying runtime's ``settings.toml`` (its plugins' tables, MCP servers)."""
+    workspace: dict[str, bytes] | None = None
+    """The files to work on with ``--tools live``: the session's first checkpoint."""
+    plugins: Sequence[Candidate] = ()
+    """More plugins to load (a test's deliberate change)."""
+    hang_s: float = HANG_S
+    live_after: int | None = None
+    """A fork: turns after this one are sent to the model for real."""
+    model: str | None = None
+    provider: str | None = None
+
+
+@dataclass
+class ReplayRun:
+    """What the replaying loop did."""
+
+    recording: Recording
+    requests: list[GenerateOptions]
+    events: list[SessionEvent]
+    cwd: str
+    """The scratch folder the agent worked in (gone now): a path that stands for the
+    recorded folder wherever it appears."""
+    home: str
+    unserved: list[str] = field(default_factory=list)
+    unapplied: list[str] = field(default_factory=list)
+    stopped: str | None = None
+    """Why the replay stopped before the end of the recording, if it did."""
+    live_after: int | None = None
+    live_requests: list[GenerateOptions] = field(default_factory=list)
+    """With a fork: the requests sent to the model for real."""
+    header: SessionHeader | None = None
+    """The replay's own session (a fork is kept from it)."""
+
+
+async def replay(recording: Recording, options: ReplayOptions | None = None) -> ReplayRun:
+    options = options or ReplayOptions()
+    scratch = await asyncio.to_thread(_scratch, options)
+    try:
+        return await _run(recording, options, scratch / "home", scratch / "work")
+    finally:
+        await asyncio.to_thread(shutil.rmtree, scratch, True)
+
+
+def _scratch(options: ReplayOptions) -> Path:
+    """A folder of its own for the replay: the home and the working folder."""
+    root = Path(tempfile.mkdtemp(prefix="dsh-replay-")).resolve()
+    (root / "home").mkdir()
+    (root / "work").mkdir()
+    (root / "home" / "settings.toml").write_text(options.settings)
+    if options.tools == "live" and options.workspace:
+        _write_files(root / "work", options.workspace.items())
+    return root
+
+
+async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Path) -> ReplayRun:
+    from dsh.runtime import start_runtime
+    from dsh.settings import load_settings
+
+    settings = await asyncio.to_thread(load_settings, home, cwd, trust=True)
+    runtime = await start_runtime(home=home, cwd=cwd, settings=settings)
+    switch = {
+        key: value
+        for key, value in (("model", options.model), ("provider", options.provider))
+        if value is not None
+    }
+    stand_in = StandIn(
+        recording,
+        recorded_tools=options.tools == "recorded",
+        pace=options.pace,
+        live_after=options.live_after,
+        switch=switch,
+    )
+    stand_in.hang_s = options.hang_s
+    run = ReplayRun(recording, stand_in.requests, [], str(cwd), str(home))
+    run.live_requests = stand_in.live_requests
+    run.live_after = options.live_after
+    try:
+        if options.plugins:
+            await runtime.plugins.load(list(options.plugins))
+        stand_in.attach(runtime.root)
+        agent = await runtime.agents.create(cwd, _agent_options(recording, settings.agent))
+        stand_in.attach_agent(agent, agent.ctx)
+        try:
+            async with asyncio.timeout(options.hang_s):
+                for point in recording.idle_points:
+                    await agent.when_idle()
+                    await stand_in.apply_idle(point)
+                await agent.when_idle()
+        except TimeoutError:
+            run.stopped = f"the replay waited {options.hang_s:g} s for the loop and stopped"
+            agent.cancel(CancelByUser())
+            await agent.when_idle()
+        await agent.flush(sync=False)
+        run.events = list(agent.session.events)
+        run.header = agent.session.header
+    finally:
+        await runtime.aclose()
+    run.unserved = [
+        *stand_in.unserved,
+        *(f"a command said: {line}" for line in stand_in.host.shown),
+    ]
+    run.unapplied = [
+        f"inputs at {point} were never due: the replay did not get there"
+        for point in recording.inputs
+        if point not in stand_in.applied
+    ]
+    return run
+
+
+def _agent_options(recording: Recording, defaults: AgentOptions) -> AgentOptions:
+    """The options the recorded session's first request was made with, as far as the
+    log says them (what the adapter filled in is left to the adapter again)."""
+    first = recording.first_header
+    if first is None:
+        return defaults
+    config = first.config
+    filled = first.adapter_defaults or {}
+    # A step limit given on the command line (--max-steps) is in the log only where a
+    # turn reached it.
+    limits = [
+        end.reason.limit for end in recording.turn_ends if isinstance(end.reason, TurnMaxSteps)
+    ]
+    return defaults.model_copy(
+        update={
+            "max_steps": limits[0] if limits else defaults.max_steps,
+            "provider": config.provider,
+            "model": config.model,
+            "reasoning_effort": None if filled.get("reasoningEffort") else config.reasoning_effort,
+            "max_tokens": None if filled.get("maxTokens") else config.max_tokens,
+            "temperature": config.temperature,
+        }
+    )
+
+
+def _write_files(root: Path, files: Iterable[tuple[str, bytes]]) -> None:
+    for name, data in files:
+        target = (root / name).resolve()
+        if not target.is_relative_to(root):
+            raise ValueError(f"a workspace file outside the workspace: {name!r}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)

@@ -1,0 +1,361 @@
+"""The stand-in for everything outside the loop during a replay.
+
+One :class:`StandIn` per replay, listening on the replaying runtime's seams:
+
+- ``llm/stream`` (global): each conversation request is answered with the recorded
+  chunks of the recorded request in the same place, paced so that each content chunk
+  is logged before the next is served (so the person's inputs land between the same
+  two chunks as they did); a call beside the conversation (a summary, a title) gets
+  the next recorded answer of its purpose. Nothing reaches a network. Every request
+  is kept, to be compared with the recorded one.
+- ``tool/pre-execute`` (the agent's scope), with ``--tools recorded``: the recorded
+  result answers the call, and the tool does not run.
+- ``system-prompt/assemble`` (the agent's scope): each context entry's text is the
+  one the log entered by that step. A context entry reports the world (the date, the
+  git status, AGENTS.md), which a replay takes as input, not as the code's output.
+
+Inputs due at a point (before a chunk, before a tool's result) are applied there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from dsh.agent_handle import AgentHandle
+from dsh.kernel import Context
+from dsh.llm import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishError,
+    FinishStop,
+    GenerateOptions,
+    LlmFailure,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    UsageChunk,
+)
+from dsh.prompt import Assembly, AssemblyDraft
+from dsh.replay.recorded import (
+    Cancel,
+    ChunkPoint,
+    Edit,
+    IdlePoint,
+    Input,
+    Point,
+    Recording,
+    RunCommand,
+    Send,
+    ToolPoint,
+    Withdraw,
+)
+from dsh.session import SessionEvent
+from dsh.session.events import CancelByUser
+from dsh.tools import Answered, CallOutcome, ToolContext, ToolDefinition, ToolOutput
+from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
+from dsh.tools.definition import Action
+
+_CONTENT = (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd)
+
+PACE_CAP_S = 2.0
+"""The longest pause between two chunks with recorded pacing: a person's coffee break
+in a log is not replayed."""
+
+
+class ReplayHost:
+    """The front end a replayed command sees: it keeps what is shown, and nobody
+    answers a question (a command that needs a pick does what it does unattended)."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def show(self, text: str, *, level: str = "info") -> None:
+        self.shown.append(text)
+
+    async def new_session(self) -> None:
+        self.shown.append("(a new session was asked for: the replay stays in this one)")
+
+    async def open_session(self, session_id: str | None) -> None:
+        self.shown.append("(another session was asked for: the replay stays in this one)")
+
+    async def quit(self) -> None:
+        pass
+
+    async def choose(
+        self, title: str, items: Sequence[str], *, current: int | None = None
+    ) -> int | None:
+        return None
+
+    @property
+    def attended(self) -> bool:
+        return False
+
+
+class StandIn:
+    def __init__(
+        self,
+        recording: Recording,
+        *,
+        recorded_tools: bool,
+        pace: bool = False,
+        live_after: int | None = None,
+        switch: dict[str, str] | None = None,
+    ) -> None:
+        self.recording = recording
+        self.live_after = live_after
+        """Turns after this one go to the model for real (a fork), with ``switch``
+        (``model``, ``provider``) from the first of them on."""
+        self.switch = switch or {}
+        self.live_requests: list[GenerateOptions] = []
+        self.recorded_tools = recorded_tools
+        self.pace = pace
+        self.requests: list[GenerateOptions] = []
+        """Every conversation request the replaying loop made, in order."""
+        self.side_requests: list[GenerateOptions] = []
+        self.unserved: list[str] = []
+        """What the recording could not answer, in words."""
+        self.applied: set[Point] = set()
+        self.agent: AgentHandle | None = None
+        self._items: dict[str, str] = {}
+        """Recorded inbox item ids to this replay's."""
+        self._sides = 0
+        self._calls_seen: dict[str, int] = {}
+        self._logged = 0
+        """Chunks logged for the current request."""
+        self._logged_changed = asyncio.Event()
+        self.hang_s = 60.0
+        self.host = ReplayHost()
+
+    # ------------------------------------------------------------------ wiring
+
+    def attach(self, root: Context) -> None:
+        """Serve the model's side from the recording, for every agent of ``root``."""
+        from dsh.hooks import LLM_STREAM
+
+        root.on(LLM_STREAM, self._stream)
+        if not self.recorded_tools:
+            from dsh.services import APPROVALS
+
+            # Approvals are asked of every agent on the root (the dialog's seam).
+            root.get(APPROVALS).add_approver(self._approve)
+
+    def attach_agent(self, agent: AgentHandle, ctx: Context) -> None:
+        """The agent's own seams: its tool results and its context entries."""
+        from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE, TOOL_PRE_EXECUTE
+
+        self.agent = agent
+        agent.session.subscribe(self._count)
+        if self.recorded_tools:
+            ctx.on(TOOL_PRE_EXECUTE, self._answer)
+        ctx.on(SYSTEM_PROMPT_ASSEMBLE, self._pin_context)
+
+    def live(self) -> bool:
+        """Whether the turn running now is past the fork."""
+        if self.live_after is None or self.agent is None:
+            return False
+        turn = self.agent.session.open_turn
+        return turn is not None and turn > self.live_after
+
+    def _count(self, event: SessionEvent) -> None:
+        if (
+            event.type == "turn/start"
+            and self.live_after is not None
+            and self.agent is not None
+            and getattr(event.data, "turn", 0) == self.live_after + 1
+            and self.switch
+        ):
+            self.agent.set_options(**self.switch)
+        if event.type == "request/header":
+            self._logged = 0
+        elif event.type == "assistant/chunk":
+            self._logged += 1
+            self._logged_changed.set()
+
+    async def _until_logged(self, count: int) -> None:
+        async with asyncio.timeout(self.hang_s):
+            while self._logged < count:
+                self._logged_changed.clear()
+                await self._logged_changed.wait()
+
+    # ------------------------------------------------------------------ inputs
+
+    def apply(self, point: Point) -> None:
+        """Apply the person's inputs the log has at ``point`` (inside a turn: a command
+        among them runs beside the turn, as a front end runs one)."""
+        inputs = self.recording.inputs.get(point)
+        if not inputs or point in self.applied:
+            return
+        self.applied.add(point)
+        for item in inputs:
+            if isinstance(item, RunCommand):
+                assert self.agent is not None
+                self.agent.ctx.spawn(self._command(item), name=f"replay:/{item.name}")
+            else:
+                self._apply(item)
+
+    async def apply_idle(self, point: IdlePoint) -> None:
+        """Apply the inputs due while the agent is idle, each command run to its end
+        before the next input, as a front end does."""
+        inputs = self.recording.inputs.get(point)
+        if not inputs or point in self.applied:
+            return
+        self.applied.add(point)
+        for item in inputs:
+            if isinstance(item, RunCommand):
+                await self._command(item)
+            else:
+                self._apply(item)
+
+    async def _command(self, item: RunCommand) -> None:
+        from dsh.commands import CommandContext
+        from dsh.services import COMMANDS
+
+        agent = self.agent
+        assert agent is not None
+        context = CommandContext(agent=agent, root=agent.ctx, host=self.host)
+        text = f"/{item.name} {item.args}".rstrip()
+        if not await agent.ctx.get(COMMANDS).run(text, context):
+            self.unserved.append(f"/{item.name}: no such command in this dsh")
+
+    def _apply(self, item: Input) -> None:
+        agent = self.agent
+        assert agent is not None
+        match item:
+            case Send(item_id=item_id, message=message, placement=placement):
+                sent = agent.steer(message) if placement == "steering" else agent.followup(message)
+                if sent is not None:
+                    self._items[item_id] = sent.id
+            case Edit(item_id=item_id, message=message):
+                from dsh.agent_handle import Edit as EditAction
+
+                mine = self._items.get(item_id)
+                if mine is not None:
+                    agent.update_inbox(mine, EditAction(message.content))
+            case Withdraw(item_id=item_id):
+                from dsh.agent_handle import Remove
+
+                mine = self._items.get(item_id)
+                if mine is not None:
+                    agent.update_inbox(mine, Remove())
+            case Cancel():
+                agent.cancel(CancelByUser())
+
+    # ------------------------------------------------------------------ the model
+
+    async def _stream(
+        self,
+        options: GenerateOptions,
+        next: Callable[..., Awaitable[AsyncIterator[StreamChunk]]],
+    ) -> AsyncIterator[StreamChunk]:
+        if options.purpose is not None:
+            self.side_requests.append(options)
+            return self._side(options)
+        if self.live():
+            self.live_requests.append(options)
+            return await next()
+        index = len(self.requests)
+        self.requests.append(options)
+        return self._serve(index)
+
+    async def _serve(self, index: int) -> AsyncIterator[StreamChunk]:
+        if index >= len(self.recording.requests):
+            text = f"the recording has no request {index + 1} (it has {index})"
+            self.unserved.append(text)
+            yield Finish(reason=FinishError(failure=LlmFailure(message=text, code="REPLAY")))
+            return
+        recorded = self.recording.requests[index]
+        started = False
+        previous_time: int | None = None
+        for position, chunk in enumerate(recorded.chunks):
+            point = ChunkPoint(index, position)
+            if started:
+                # Served one at a time: the loop logs each before the next comes, so
+                # a chunk is logged as it was and inputs land where they did.
+                await self._until_logged(position)
+            if self.pace and previous_time is not None:
+                pause = (recorded.times[position] - previous_time) / 1000
+                await asyncio.sleep(min(max(pause, 0.0), PACE_CAP_S))
+            previous_time = recorded.times[position]
+            self.apply(point)
+            if isinstance(chunk, _CONTENT):
+                started = True
+            yield chunk
+
+    async def _side(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        purpose = str(options.purpose)
+        answers = [a for a in self.recording.side_answers if a.purpose == purpose]
+        served = sum(1 for o in self.side_requests[:-1] if str(o.purpose) == purpose)
+        if served >= len(answers):
+            text = f"the recording has no answer for {purpose} call {served + 1}"
+            self.unserved.append(text)
+            yield Finish(reason=FinishError(failure=LlmFailure(message=text, code="REPLAY")))
+            return
+        answer = answers[served]
+        block = TextBlock(text=answer.text)
+        yield BlockStart(index=0, block_type="text")
+        yield TextDelta(index=0, text=answer.text)
+        yield BlockEnd(index=0, block=block)
+        if answer.usage is not None:
+            yield UsageChunk(usage=answer.usage)
+        yield Finish(reason=FinishStop())
+
+    # ------------------------------------------------------------------ tools
+
+    async def _answer(
+        self, tool: ToolDefinition, arguments: Any, action: Action, context: ToolContext
+    ) -> Answered | None:
+        if self.live():
+            return None  # past the fork the calls are the new model's: they run
+        call_id = str(context.call_id)
+        occurrence = self._calls_seen.get(call_id, 0)
+        self._calls_seen[call_id] = occurrence + 1
+        recorded = self.recording.result_for(call_id, occurrence)
+        self.apply(ToolPoint(call_id, occurrence))
+        if recorded is None or recorded.result is None:
+            text = f"the recording has no result for call {call_id} ({tool.name})"
+            self.unserved.append(text)
+            from dsh.llm import tool_result
+
+            message = tool_result(context.call_id, f"Error: {text}", is_error=True)
+            return Answered(CallOutcome(message, "REPLAY"))
+        result = recorded.result
+        message = result.message
+        block = message.result
+        output = ToolOutput(content=block.content, is_error=bool(block.is_error), meta=result.meta)
+        code = result.error.code if result.error is not None else None
+        return Answered(CallOutcome(message, code, output))
+
+    async def _approve(self, request: ApprovalRequest) -> ApprovalDecision:
+        """With live tools, each call is approved or denied as it was: the recorded
+        outcome, whoever gave it (the person, a rule, the mode); a call the log shows
+        no decision for ran unasked, and is let run."""
+        recorded = self.recording.approvals.get(request.call_id, "allow-once")
+        outcome: ApprovalOutcome = {
+            "allow-once": "allow_once",
+            "allow-session": "allow_session",
+            "deny": "deny",
+        }.get(recorded, "allow_once")  # type: ignore[assignment]
+        return ApprovalDecision(outcome=outcome)
+
+    # ------------------------------------------------------------------ context
+
+    async def _pin_context(
+        self, draft: AssemblyDraft, next: Callable[..., Awaitable[Assembly]]
+    ) -> Assembly:
+        assembly = await next()
+        agent = self.agent
+        if agent is None:
+            return assembly
+        step = sum(1 for e in agent.session.events if e.type == "step/start") + 1
+        known = self.recording.context_at(step)
+        # The entries the log knows, as it entered them, in the order it first did;
+        # then any entry this dsh adds that the log never had (a difference to show).
+        pinned = [(name, form, text) for name, (form, text) in known.items()]
+        pinned.extend(entry for entry in assembly.context if entry[0] not in known)
+        return dataclasses.replace(assembly, context=tuple(pinned))
