@@ -50,7 +50,7 @@ from dsh.prompt import SYSTEM_PROMPT_ASSEMBLE
 from dsh.tools.approval import APPROVAL_ASK, PERMISSION_MODE_CHANGED
 from dsh.tools.plan_review import PLAN_REVIEW
 from dsh.tools.questions import QUESTION_ASK
-from dsh.tools.service import TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
+from dsh.tools.service import TOOL_ANSWER, TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
 
 __all__ = [
     "AGENT_CREATED",
@@ -81,6 +81,7 @@ __all__ = [
     "QUESTION_ASK",
     "SESSION_TITLE_NOW",
     "SYSTEM_PROMPT_ASSEMBLE",
+    "TOOL_ANSWER",
     "TOOL_POST_EXECUTE",
     "TOOL_PRE_EXECUTE",
     "Chain",
@@ -112,6 +113,7 @@ CORE_HOOKS: tuple[Hook, ...] = (
     LLM_STREAM,
     LLM_RETRY,
     SYSTEM_PROMPT_ASSEMBLE,
+    TOOL_ANSWER,
     TOOL_PRE_EXECUTE,
     TOOL_POST_EXECUTE,
     APPROVAL_ASK,

@@ -57,9 +57,8 @@ from dsh.replay.recorded import (
 )
 from dsh.session import SessionEvent
 from dsh.session.events import CancelByUser
-from dsh.tools import Answered, CallOutcome, ToolContext, ToolDefinition, ToolOutput
+from dsh.tools import CallOutcome, ToolContext, ToolDefinition, ToolOutput
 from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
-from dsh.tools.definition import Action
 
 _CONTENT = (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd)
 
@@ -147,12 +146,12 @@ class StandIn:
 
     def attach_agent(self, agent: AgentHandle, ctx: Context) -> None:
         """The agent's own seams: its tool results and its context entries."""
-        from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE, TOOL_PRE_EXECUTE
+        from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE, TOOL_ANSWER
 
         self.agent = agent
         agent.session.subscribe(self._count)
         if self.recorded_tools:
-            ctx.on(TOOL_PRE_EXECUTE, self._answer)
+            ctx.on(TOOL_ANSWER, self._answer)
         ctx.on(SYSTEM_PROMPT_ASSEMBLE, self._pin_context)
 
     def live(self) -> bool:
@@ -308,8 +307,8 @@ class StandIn:
     # ------------------------------------------------------------------ tools
 
     async def _answer(
-        self, tool: ToolDefinition, arguments: Any, action: Action, context: ToolContext
-    ) -> Answered | None:
+        self, tool: ToolDefinition, arguments: Any, context: ToolContext
+    ) -> CallOutcome | None:
         if self.live():
             return None  # past the fork the calls are the new model's: they run
         call_id = str(context.call_id)
@@ -323,13 +322,13 @@ class StandIn:
             from dsh.llm import tool_result
 
             message = tool_result(context.call_id, f"Error: {text}", is_error=True)
-            return Answered(CallOutcome(message, "REPLAY"))
+            return CallOutcome(message, "REPLAY")
         result = recorded.result
         message = result.message
         block = message.result
         output = ToolOutput(content=block.content, is_error=bool(block.is_error), meta=result.meta)
         code = result.error.code if result.error is not None else None
-        return Answered(CallOutcome(message, code, output))
+        return CallOutcome(message, code, output)
 
     async def _approve(self, request: ApprovalRequest) -> ApprovalDecision:
         """With live tools, each call is approved or denied as it was: the recorded

@@ -39,7 +39,6 @@ from dsh.tools.runner import CommandOutcome, CommandRun, CommandRunFailed, Comma
 from dsh.tools.service import (
     Allow,
     Amend,
-    Answered,
     Ask,
     BlockResult,
     CallOutcome,
@@ -59,7 +58,6 @@ __all__ = [
     "AgentView",
     "Allow",
     "Amend",
-    "Answered",
     "Ask",
     "BlockResult",
     "CallOutcome",

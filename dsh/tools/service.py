@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from dsh.checkpoints.service import CHECKPOINTS
-from dsh.kernel import Context, Disposer, Gather, RegistryView, ScopedRegistry, ServiceKey
+from dsh.kernel import Context, Disposer, First, Gather, RegistryView, ScopedRegistry, ServiceKey
 from dsh.llm import (
     Block,
     TextBlock,
@@ -86,15 +86,6 @@ class Rewrite:
 
 
 @dataclass(frozen=True)
-class Answered:
-    """A pre hook answers the call itself: the tool does not run, no permission is
-    asked, and ``outcome`` is the call's result (a replay serving the result a session
-    log recorded). An answer wins over every other verdict."""
-
-    outcome: CallOutcome
-
-
-@dataclass(frozen=True)
 class BlockResult:
     """A post hook turns the result into an error the model reads as feedback."""
 
@@ -110,7 +101,7 @@ class Amend:
     additional_contexts: tuple[UserMessage, ...] = ()
 
 
-PreVerdict = Deny | Ask | Allow | Rewrite | Answered | None
+PreVerdict = Deny | Ask | Allow | Rewrite | None
 PreHook = Callable[[ToolDefinition, Any, Action, ToolContext], Awaitable[PreVerdict]]
 """A ``tool/pre-execute`` listener (:data:`dsh.hooks.TOOL_PRE_EXECUTE`)."""
 PostHook = Callable[
@@ -200,6 +191,13 @@ class ToolService(ScopedRegistry[ToolDefinition]):
                 call, f"the arguments do not fit {call.name}: {problems}.", "INVALID_ARGUMENTS"
             )
 
+        if self._ctx is not None:
+            # Before the tool describes the call: a call answered from a recording
+            # must not depend on the state the tool would read (a file, a terminal).
+            answered = await self._ctx.serial(TOOL_ANSWER, tool, arguments, context)
+            if answered is not None:
+                return answered
+
         try:
             action = await tool.action(arguments, context)
         except ToolError as error:
@@ -213,9 +211,6 @@ class ToolService(ScopedRegistry[ToolDefinition]):
         allow = context.allow
         if self._ctx is not None:
             decisions = await self._ctx.parallel(TOOL_PRE_EXECUTE, tool, arguments, action, context)
-            answer = next((d for d in decisions if isinstance(d, Answered)), None)
-            if answer is not None:
-                return answer.outcome
             for decision in decisions:
                 if isinstance(decision, Deny):
                     return _failure(call, f"{call.name} was blocked: {decision.reason}", "DENIED")
@@ -430,16 +425,22 @@ def _caller(tool: ToolDefinition, arguments: Any, what: object, context: ToolCon
     return context.agent
 
 
+TOOL_ANSWER: First[[ToolDefinition, Any, ToolContext], CallOutcome] = First(
+    "tool/answer",
+    subject=lambda tool, arguments, context: context.agent,
+    doc="a validated call, before the tool describes it: a listener may answer it with "
+    "an outcome of its own (a replay serving the result a log recorded), and then the "
+    "tool is not described, judged, asked about or run",
+)
 TOOL_PRE_EXECUTE: Gather[
-    [ToolDefinition, Any, Action, ToolContext], Deny | Ask | Allow | Rewrite | Answered | None
+    [ToolDefinition, Any, Action, ToolContext], Deny | Ask | Allow | Rewrite | None
 ] = Gather(
     "tool/pre-execute",
     subject=_caller,
     doc="a validated call, before permission: Deny it, Ask the person even where rules "
     "allow it, Allow it as an allow rule would (this call alone), or Rewrite its "
-    "arguments (judged again as rewritten), or answer it with an outcome of its own "
-    "(Answered: the tool does not run); an answer wins, then the first denial in "
-    "listener order, else the first rewrite applies, then the first ask, else an allow",
+    "arguments (judged again as rewritten); the first denial in listener order wins, "
+    "else the first rewrite applies, then the first ask, else an allow",
 )
 TOOL_POST_EXECUTE: Gather[
     [ToolDefinition, Any, CallOutcome, ToolContext], BlockResult | Amend | None

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from dsh.agent import Agent
-from dsh.hooks import APPROVAL_ASK, TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
+from dsh.hooks import APPROVAL_ASK, TOOL_ANSWER, TOOL_POST_EXECUTE, TOOL_PRE_EXECUTE
 from dsh.kernel import Context
 from dsh.llm import tool_result, user_text
 from dsh.runtime import Runtime, start_runtime
@@ -24,7 +24,6 @@ from dsh.tools import (
     Action,
     Allow,
     Amend,
-    Answered,
     Ask,
     BlockResult,
     CallOutcome,
@@ -361,26 +360,26 @@ async def test_a_rewrite_is_judged_again_by_every_guard(
 async def test_an_answer_from_a_hook_is_the_result_and_the_tool_never_runs(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    """A hook answers the call itself (a replay serving a recorded result): the tool
-    does not run, nobody is asked, and the answer wins over another hook's denial."""
+    """A hook answers the call itself (a replay serving a recorded result), before the
+    tool describes it: the tool does not run, nobody is asked, and no other hook is."""
     asked: list[ApprovalRequest] = []
 
     async def approver(request: ApprovalRequest) -> ApprovalDecision:
         asked.append(request)
         return ApprovalDecision(outcome="allow_once")
 
-    async def answer(tool: ToolDefinition, args: Any, action: Action, context: ToolContext) -> Any:
+    async def answer(tool: ToolDefinition, args: Any, context: ToolContext) -> Any:
         if args.text != "recorded":
             return None
         message = tool_result(context.call_id, "as recorded")
-        return Answered(CallOutcome(message, None, ToolOutput(content="as recorded")))
+        return CallOutcome(message, None, ToolOutput(content="as recorded"))
 
     async def deny(tool: ToolDefinition, args: Any, action: Action, context: ToolContext) -> Any:
         return Deny("never") if args.text == "recorded" else None
 
     runtime.root.on(APPROVAL_ASK, approver)
     runtime.root.on(TOOL_PRE_EXECUTE, deny)
-    runtime.root.on(TOOL_PRE_EXECUTE, answer)
+    runtime.root.on(TOOL_ANSWER, answer)
     fake_llm.add(calls("recorded", "live"))
     fake_llm.add(Reply(text="ok"))
     await turn(runtime, tmp_path)
