@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from dsh.agent.agent import Agent
+from dsh.agent.inbox import INBOX_TYPES
 from dsh.agent.turn import AgentServices
 from dsh.agent_handle import AgentHandle, RewindError
 from dsh.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_END, AGENT_SESSION_START
@@ -160,7 +161,7 @@ class AgentService:
         if stored is not None and stored != str(cwd):
             session.append("session/moved", SessionMoved(stored=stored, cwd=str(cwd)))
         agent = await self._start(session, options, cwd, "resume", setup, opened_at)
-        agent.inbox.restore(session.events)
+        agent.inbox.restore(session.scan(*INBOX_TYPES))
         return agent
 
     async def _start(
@@ -227,7 +228,8 @@ def _finish_rewind(agent: Agent) -> None:
     if the process stopped before it was logged (nothing has run since). A restore that
     failed was followed by none: ``/rewind`` stopped there."""
     failed: set[str] = set()
-    for event in reversed(agent.session.events):
+    kinds = ("turn/start", "history/rewound", "checkpoint/restoring", "checkpoint/restored")
+    for event in agent.session.scan_back(*kinds):
         match event.data:
             case TurnStart() | HistoryRewound():
                 return  # it was logged, or the session went on: nothing left to do
