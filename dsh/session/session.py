@@ -186,6 +186,11 @@ class Session:
         rewind): what was derived from it before must be derived again."""
         return self._surface.generation
 
+    def rewind_holds(self, seq: int) -> bool:
+        """Whether the ``history/rewound`` at ``seq`` took the conversation back (one
+        that breaks the rules, in a hand-edited log, is ignored)."""
+        return any(at == seq for _, at in self._rewinds.runs)
+
     def shadowed(self, seq: int) -> bool:
         """Whether a rewind took the event at ``seq`` back (it stays in the log)."""
         return self._rewinds.shadowed(seq)

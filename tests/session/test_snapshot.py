@@ -17,7 +17,7 @@ import pytest
 
 from dsh.llm import TextDelta, user_text
 from dsh.runtime import Runtime
-from dsh.session import Session
+from dsh.session import Pricing, Session
 from dsh.session.events import (
     AssistantChunk,
     PromptTrigger,
@@ -30,6 +30,7 @@ from dsh.session.snapshot import LINES_FILE, SNAPSHOT_FILE, EventLog
 from dsh.session.store import SessionStore
 from dsh.testing import FakeLLM, Reply
 from dsh.ui.entries import TranscriptFold
+from dsh.ui.tui.transcript_window import fold_session
 from dsh.wire import Frozen
 from tests.plugins.compaction.support import command, echo, start, turn
 from tests.support.waits import HANG_S
@@ -47,8 +48,9 @@ async def runtime(
 
 
 async def a_lived_session(runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path) -> tuple[str, Path]:
-    """A session of four turns (tool calls, a compaction, a rewind), closed; and the
-    snapshot as it stood after its second turn, kept aside."""
+    """A session of six turns (tool calls, a compaction, two rewinds, the second back
+    past the last two turns), closed; and the snapshot as it stood after its second
+    turn, kept aside."""
     fake_llm.add(
         Reply(tool_calls=[echo("first report: alpha")]),
         Reply(text="Echoed the first report."),
@@ -72,6 +74,11 @@ async def a_lived_session(runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path) -
     await turn(agent, "a third question")
     agent.rewind(3)
     await turn(agent, "the third question, asked again")
+    # A rewind from past the turns a resumed transcript opens with, to one before.
+    fake_llm.add(Reply(text="A fifth."), Reply(text="After going back to turn 2."))
+    await turn(agent, "a fifth question")
+    agent.rewind(2)
+    await turn(agent, "instead of the second")
     session_id = str(agent.id)
     await runtime.agents.dispose(agent)
     assert (folder / SNAPSHOT_FILE).exists()
@@ -82,19 +89,34 @@ async def _snapshot_settled(store: SessionStore, session: Session) -> None:
     await asyncio.wait_for(store._snapshot_written(session.id), HANG_S)
 
 
-async def opened(home: Path, session_id: str) -> dict[str, Any]:
+async def opened(home: Path, session_id: str, pricing: Pricing | None = None) -> dict[str, Any]:
     """What a new store opens ``session_id`` of a copy of ``home`` into: every derived
-    view of it, and whether the snapshot was used."""
-    store = SessionStore.at(home)
+    view of it, and whether the snapshot was used. ``pricing``: what the runtime that
+    wrote it priced calls with (the totals a snapshot keeps are priced)."""
+    store = SessionStore.at(home, pricing=pricing)
     try:
         session = await store.open(session_id)
-        fold = TranscriptFold()
+        fold = TranscriptFold(cost=pricing)
         events = list(session.events)
         # The end of the seed this open logged is stamped now: its time says nothing.
         assert events[-1].type == "session/end-seed"
         events[-1] = replace(events[-1], time=0)
         for event in events:
             fold.apply(event)
+        # As the TUI folds it: its last turns, then the older ones paged in.
+        windowed = fold_session(session, pricing, store.spent(session))
+        pages = 0
+        while windowed.older is not None:
+            older = windowed.older()
+            if not older:
+                break
+            windowed.prepend(older)
+            pages += 1
+        if isinstance(session.events, EventLog):
+            assert pages > 0  # it did start from the last turns
+        assert [vars(e) for e in windowed.entries] == [vars(e) for e in fold.entries]
+        assert windowed.status == fold.status
+        assert windowed.queued == fold.queued
         return {
             "snapshot used": isinstance(session.events, EventLog),
             "events": [e.to_dict() for e in events],
@@ -151,7 +173,7 @@ async def test_a_resume_through_the_snapshot_equals_the_whole_read(
 ) -> None:
     session_id, older = await a_lived_session(runtime, fake_llm, tmp_path)
 
-    whole = await opened(copy_home(tmp_path, "whole", deleted), session_id)
+    whole = await opened(copy_home(tmp_path, "whole", deleted), session_id, runtime.llm.cost)
     assert not whole["snapshot used"]
     assert any(e["type"] == "history/rewound" for e in whole["events"])
     assert any(isinstance(e.get("surfaceOp"), dict) for e in whole["events"])  # compacted
@@ -160,8 +182,10 @@ async def test_a_resume_through_the_snapshot_equals_the_whole_read(
         for name in (SNAPSHOT_FILE, LINES_FILE):
             shutil.copy2(older / name, folder / name)
 
-    fresh = await opened(copy_home(tmp_path, "fresh"), session_id)
-    behind = await opened(copy_home(tmp_path, "behind", older_snapshot), session_id)
+    fresh = await opened(copy_home(tmp_path, "fresh"), session_id, runtime.llm.cost)
+    behind = await opened(
+        copy_home(tmp_path, "behind", older_snapshot), session_id, runtime.llm.cost
+    )
     assert fresh["snapshot used"]
     assert behind["snapshot used"]
     for case in (fresh, behind):
@@ -174,7 +198,7 @@ async def test_a_resume_through_the_snapshot_equals_the_whole_read(
         ("damaged-index", damaged_index),
         ("changed-log", changed_log),
     ):
-        found = await opened(copy_home(tmp_path, name, change), session_id)
+        found = await opened(copy_home(tmp_path, name, change), session_id, runtime.llm.cost)
         assert not found["snapshot used"], name
         if name != "changed-log":  # that one is another log: only the fallback counts
             assert found == whole, name
@@ -188,11 +212,11 @@ async def test_a_snapshot_written_under_another_vocabulary_is_not_used(
     runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     session_id, _ = await a_lived_session(runtime, fake_llm, tmp_path)
-    before = await opened(copy_home(tmp_path, "before"), session_id)
+    before = await opened(copy_home(tmp_path, "before"), session_id, runtime.llm.cost)
     assert before["snapshot used"]
     unregister = register_event("extra/note", Extra)
     try:
-        after = await opened(copy_home(tmp_path, "after"), session_id)
+        after = await opened(copy_home(tmp_path, "after"), session_id, runtime.llm.cost)
     finally:
         unregister()
     assert not after["snapshot used"]
