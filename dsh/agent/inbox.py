@@ -25,9 +25,6 @@ from dsh.llm import Block, UserMessage
 from dsh.session import Session, SessionEvent
 from dsh.session.events import InboxClaimed, InboxDiscarded, InboxEnqueued, InboxUpdated
 
-INBOX_TYPES = ("inbox/enqueued", "inbox/updated", "inbox/claimed", "inbox/discarded")
-"""The event types :meth:`Inbox.restore` reads (what to scan a long log for)."""
-
 
 class Inbox:
     def __init__(self, session: Session) -> None:

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from dsh.agent.agent import Agent
-from dsh.agent.inbox import INBOX_TYPES
 from dsh.agent.turn import AgentServices
 from dsh.agent_handle import AgentHandle, RewindError
 from dsh.hooks import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_END, AGENT_SESSION_START
@@ -161,7 +160,7 @@ class AgentService:
         if stored is not None and stored != str(cwd):
             session.append("session/moved", SessionMoved(stored=stored, cwd=str(cwd)))
         agent = await self._start(session, options, cwd, "resume", setup, opened_at)
-        agent.inbox.restore(session.scan(*INBOX_TYPES))
+        agent.inbox.restore(session.inbox_events())
         return agent
 
     async def _start(

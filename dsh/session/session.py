@@ -20,6 +20,10 @@ from dsh.session.events import (
     EpochHeader,
     EventFormatError,
     HistoryRewound,
+    InboxClaimed,
+    InboxDiscarded,
+    InboxEnqueued,
+    InboxUpdated,
     ReplaceOp,
     RequestContext,
     RequestHeader,
@@ -75,6 +79,9 @@ class Session:
         self._by_type: dict[str, list[int]] = {}
         """The seqs of every event but the streamed chunks, by type: what the services
         that read a log for a few kinds of event scan (:meth:`scan`)."""
+        self._inbox: dict[str, list[int]] = {}
+        """Each inbox item still waiting (enqueued, neither claimed nor discarded): the
+        seqs of its enqueue and updates (:meth:`inbox_events`)."""
         self._subscribers: list[Subscriber] = []
         self._dispatching = False
         self._surface = Surface()
@@ -120,6 +127,7 @@ class Session:
         tail = list(log.recent)
         log.recent = []
         session._restore(state, log.base)
+        log.keep = set(session._surface.nodes)
         session._events = log
         for event in tail:
             if event.seq != len(log):
@@ -142,6 +150,7 @@ class Session:
             "headerSeq": self._header_seq,
             "contextSeq": self._context_seq,
             "byType": {name: list(seqs) for name, seqs in self._by_type.items()},
+            "inbox": {item: list(seqs) for item, seqs in self._inbox.items()},
         }
 
     def _restore(self, state: dict[str, Any], count: int) -> None:
@@ -158,6 +167,9 @@ class Session:
             self._context_seq = _optional_int(state["contextSeq"])
             self._by_type = {
                 str(name): [int(seq) for seq in seqs] for name, seqs in state["byType"].items()
+            }
+            self._inbox = {
+                str(item): [int(seq) for seq in seqs] for item, seqs in state["inbox"].items()
             }
         except (KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"not a session state: {error}") from None
@@ -305,6 +317,13 @@ class Session:
                 self._header_seq = event.seq
             case RequestContext():
                 self._context_seq = event.seq
+            case InboxEnqueued(item_id=item_id):
+                self._inbox[item_id] = [event.seq]
+            case InboxUpdated(item_id=item_id) if item_id in self._inbox:
+                self._inbox[item_id].append(event.seq)
+            case InboxClaimed(item_ids=ids) | InboxDiscarded(item_ids=ids):
+                for item_id in ids:
+                    self._inbox.pop(item_id, None)
             case HistoryRewound():
                 # The request header and route are not rewound: they say what the next
                 # request is sent with, which the rewound turns do not change.
@@ -370,6 +389,12 @@ class Session:
     def events_at(self, seqs: Sequence[int]) -> list[SessionEvent]:
         """The events at ``seqs``, the older ones of a lazily read log read together."""
         return self._at(seqs)
+
+    def inbox_events(self) -> list[SessionEvent]:
+        """The ``inbox/enqueued`` and ``inbox/updated`` events of the items still waiting,
+        in log order: all that the inbox's state comes from (the claimed and
+        discarded items are gone), read without the rest of a long log."""
+        return self._at(sorted(seq for seqs in self._inbox.values() for seq in seqs))
 
     def scan_back(self, *types: str) -> Iterator[SessionEvent]:
         """The events of ``types``, newest first, each read only when reached: for a

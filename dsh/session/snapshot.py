@@ -374,6 +374,10 @@ class EventLog(Sequence[SessionEvent]):
         self.older = older
         self.base = len(older)
         self.recent: list[SessionEvent] = list(tail)
+        self.keep: set[int] = set()
+        """Older seqs whose events stay in memory once read (the session's history:
+        each request measures and sends it again), beyond the bounded cache."""
+        self._kept: dict[int, SessionEvent] = {}
 
     def append(self, event: SessionEvent) -> None:
         self.recent.append(event)
@@ -397,7 +401,15 @@ class EventLog(Sequence[SessionEvent]):
             raise IndexError("event index out of range")
         if index >= self.base:
             return self.recent[index - self.base]
-        return self.older.get(index)
+        kept = self._kept.get(index)
+        if kept is not None:
+            return kept
+        return self._keeping(index, self.older.get(index))
+
+    def _keeping(self, seq: int, event: SessionEvent) -> SessionEvent:
+        if seq in self.keep:
+            self._kept[seq] = event
+        return event
 
     def _range(self, start: int, stop: int) -> list[SessionEvent]:
         if start >= stop:
@@ -419,6 +431,12 @@ class EventLog(Sequence[SessionEvent]):
 
     def events(self, seqs: Sequence[int]) -> list[SessionEvent]:
         """The events at ``seqs``, the older ones read together."""
-        older = [seq for seq in seqs if seq < self.base]
+        kept = self._kept
+        older = [seq for seq in seqs if seq < self.base and seq not in kept]
         found = dict(zip(older, self.older.many(older), strict=True)) if older else {}
-        return [found[seq] if seq < self.base else self.recent[seq - self.base] for seq in seqs]
+        for seq, event in found.items():
+            self._keeping(seq, event)
+        return [
+            self.recent[seq - self.base] if seq >= self.base else kept.get(seq) or found[seq]
+            for seq in seqs
+        ]

@@ -26,8 +26,6 @@ OPENING_TURNS = 2
 PAGE_TURNS = 4
 """Turns folded each time scrolling reaches the oldest entry shown."""
 
-_INBOX_TYPES = ("inbox/enqueued", "inbox/updated", "inbox/claimed", "inbox/discarded")
-
 
 def _title_types() -> tuple[str, ...]:
     found = []
@@ -64,10 +62,9 @@ def _state_before(fold: TranscriptFold, session: Session, begin: int) -> None:
     latest request context, title and answer or rewind; the inbox), then drop the
     entries that made. A rewind in the fold to a turn before ``begin`` asks the
     session whether it holds."""
-    seqs = [seq for seq in session.seqs_of(*_INBOX_TYPES) if seq < begin]
+    seqs = [event.seq for event in session.inbox_events() if event.seq < begin]
     for kinds in (("request/context",), _title_types(), ("assistant/message", "history/rewound")):
-        latest = [seq for seq in session.seqs_of(*kinds) if seq < begin] if kinds else []
-        seqs += latest[-1:]
+        seqs += [seq for seq in session.seqs_of(*kinds) if seq < begin][-1:]
     for event in session.events_at(sorted(seqs)):
         fold.apply(event)
     fold.forget_entries()
