@@ -20,6 +20,9 @@ from dsh.runtime import Runtime
 from dsh.session import Pricing, Session
 from dsh.session.events import (
     AssistantChunk,
+    InboxClaimed,
+    InboxEnqueued,
+    InboxUpdated,
     PromptTrigger,
     TurnCompleted,
     TurnEnd,
@@ -244,7 +247,24 @@ def test_an_event_log_reads_like_the_list_it_stands_for(
                 chunk = TextDelta(index=0, text=f"piece {n}.{k}")
                 session.append("assistant/chunk", AssistantChunk(turn=n + 1, step=1, chunk=chunk))
             session.append("turn/end", TurnEnd(turn=n + 1, reason=TurnCompleted()))
+            # Inbox items: most claimed, some updated, two left waiting.
+            item = f"item-{n}"
+            session.append(
+                "inbox/enqueued",
+                InboxEnqueued(item_id=item, message=user_text(f"later {n}"), placement="queued"),
+            )
+            if n % 7 == 3:
+                session.append("inbox/updated", InboxUpdated(item_id=item, message=user_text("x")))
+            if n not in (10, 24):
+                session.append("inbox/claimed", InboxClaimed(item_ids=(item,)))
         whole = [e.to_dict() for e in session.events]
+        waiting = [e.to_dict() for e in session.inbox_events()]
+        assert [e["data"]["itemId"] for e in waiting] == [
+            "item-10",
+            "item-10",
+            "item-24",
+            "item-24",
+        ]
         await store.close(session)
         await store.aclose()
 
@@ -267,6 +287,7 @@ def test_an_event_log_reads_like_the_list_it_stands_for(
             starts = [e["seq"] for e in expected if e["type"] == "turn/start"]
             assert [e.seq for e in resumed.scan("turn/start")] == starts
             assert [e.seq for e in resumed.scan_back("turn/start")] == starts[::-1]
+            assert [e.to_dict() for e in resumed.inbox_events()] == waiting
             with pytest.raises(IndexError):
                 log[len(log)]
         finally:
