@@ -21,7 +21,8 @@ events).
 
 Medians of 5 runs (3 at 1,000,000 events). The 1,000,000-event log (about 450 MB)
 is built in a temporary folder, streamed turn by turn, never committed; building it
-takes a few minutes. ``--sizes`` picks sizes (``--sizes 13k,100k``).
+takes a few minutes. ``--sizes`` picks sizes (``--sizes 10k,100k``; under ``bench/run``,
+``DSH_BENCH_RESUME_SIZES=10k,100k``).
 
 Run: .venv/bin/python bench/resume.py [--sizes 1k,10k,100k,1m]
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import shutil
 import sys
@@ -159,7 +161,10 @@ def tree_rss(pid: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default=",".join(SIZES))
+    # bench/run passes no arguments: the environment chooses for it (--against runs).
+    parser.add_argument(
+        "--sizes", default=os.environ.get("DSH_BENCH_RESUME_SIZES", ",".join(SIZES))
+    )
     names = [n.strip().lower() for n in parser.parse_args().sizes.split(",") if n.strip()]
     print(f"machine: {machine()}")
     print(f"versions: {versions()}")
