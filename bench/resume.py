@@ -137,11 +137,11 @@ def bench_size(root: Path, name: str) -> tuple[int, Sample]:
         print(figure(label, taken, target=time_target, load=load))
     memory = Sample(tuple(rss))
     if rss_target is None:
-        print(info("  memory at ready, the process tree", memory, load, "MB", 0))
+        print(info(f"  memory at ready, {made:,} events, the process tree", memory, load, "MB", 0))
     else:
         print(
             figure(
-                "  memory at ready, the process tree",
+                f"  memory at ready, {made:,} events, the process tree",
                 memory,
                 target=rss_target,
                 unit="MB",
