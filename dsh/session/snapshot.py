@@ -285,8 +285,11 @@ class OlderRecords:
 
     def __init__(self, path: Path, index: LineIndex, end_seq: int, end_offset: int) -> None:
         self.path = path
-        self.seqs = index.seqs[: bisect.bisect_left(index.seqs, end_seq)]
-        self.offsets = index.offsets[: len(self.seqs)]
+        # The index itself, not a copy (it goes on growing as the log does): only its
+        # first ``lines`` records are the covered part's.
+        self.seqs = index.seqs
+        self.offsets = index.offsets
+        self.lines = bisect.bisect_left(index.seqs, end_seq)
         self.end_seq = end_seq
         self.end_offset = end_offset
         self._cache: OrderedDict[int, list[SessionEvent]] = OrderedDict()
@@ -297,7 +300,11 @@ class OlderRecords:
         return self.end_seq
 
     def _line_of(self, seq: int) -> int:
-        return bisect.bisect_right(self.seqs, seq) - 1
+        return bisect.bisect_right(self.seqs, seq, 0, self.lines) - 1
+
+    def _end_of(self, line: int) -> int:
+        """Where record ``line`` ends (the next one's offset)."""
+        return self.offsets[line + 1] if line + 1 < self.lines else self.end_offset
 
     def get(self, seq: int) -> SessionEvent:
         line = self._line_of(seq)
@@ -319,10 +326,8 @@ class OlderRecords:
             with open(self.path, "rb") as handle:
                 for line in wanted:
                     begin = self.offsets[line]
-                    end = (
-                        self.offsets[line + 1] if line + 1 < len(self.offsets) else self.end_offset
-                    )
-                    found[line] = self._keep(line, os.pread(handle.fileno(), end - begin, begin))
+                    size = self._end_of(line) - begin
+                    found[line] = self._keep(line, os.pread(handle.fileno(), size, begin))
         return [found[lines[seq]][seq - self.seqs[lines[seq]]] for seq in seqs]
 
     def _keep(self, line: int, data: bytes) -> list[SessionEvent]:
@@ -354,7 +359,7 @@ class OlderRecords:
 
     def _load(self, first: int, stop: int) -> None:
         begin = self.offsets[first]
-        end = self.offsets[stop] if stop < len(self.offsets) else self.end_offset
+        end = self._end_of(stop - 1)
         with open(self.path, "rb") as handle:
             handle.seek(begin)
             data = handle.read(end - begin)
