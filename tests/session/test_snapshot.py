@@ -7,6 +7,7 @@ was changed under it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -205,6 +206,45 @@ async def test_a_resume_through_the_snapshot_equals_the_whole_read(
         assert not found["snapshot used"], name
         if name != "changed-log":  # that one is another log: only the fallback counts
             assert found == whole, name
+
+
+def a_turn_left_open(folder: Path) -> None:
+    """A turn started after the snapshot, then the process killed: its records end
+    the log, the turn never ended."""
+    log = folder / "session.jsonl"
+    data = log.read_bytes()
+    last = json.loads(data.rstrip(b"\n").rsplit(b"\n", 1)[1])
+    seq = last.get("seq", last.get("seq0", 0) + len(last.get("data", {}).get("texts", [])))
+    start = {"type": "turn/start", "seq": seq + 1, "time": last.get("time", 0) + 1}
+    start["data"] = {"turn": 99, "trigger": {"kind": "prompt"}}
+    log.write_bytes(data + json.dumps(start, separators=(",", ":")).encode() + b"\n")
+
+
+def a_torn_tail(folder: Path) -> None:
+    """Half a record after the snapshot (a write cut short)."""
+    log = folder / "session.jsonl"
+    log.write_bytes(log.read_bytes() + b'{"type":"turn/start","seq":')
+
+
+async def test_a_tail_to_repair_is_read_whole_and_repaired(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """What crash repair mends after the snapshot (a turn left open, a torn last
+    record) is the whole read's to mend, as before: never taken through it."""
+    session_id, _ = await a_lived_session(runtime, fake_llm, tmp_path)
+    for name, change, issue in (
+        ("open-turn", a_turn_left_open, "interrupted-turn"),
+        ("torn", a_torn_tail, "torn-tail"),
+    ):
+        home = copy_home(tmp_path, name, change)
+        store = SessionStore.at(home, pricing=runtime.llm.cost)
+        try:
+            session = await store.open(session_id)
+            assert not session.reads_lazily, name
+            assert issue in [found.kind for found in session.load_issues], name
+            assert session.open_turn is None
+        finally:
+            await store.aclose()
 
 
 class Extra(Frozen):
