@@ -274,7 +274,7 @@ class SessionStore:
             spent = Spend.from_json(resumed.state["spend"])
             with collector_paused():
                 session = Session.resumed(resumed.header, resumed.state, resumed.log)
-        except (ValueError, KeyError) as error:
+        except (ValueError, KeyError, OSError) as error:
             _log.info("session %s: snapshot not used (%s); read whole", session_id, error)
             session = None
         if session is None or session.open_turn is not None:
@@ -510,15 +510,13 @@ class SessionStore:
         if not isinstance(persistence, JsonlPersistence) or session.open_turn is not None:
             return
         spent = self._spent.get(session.id)
-        if spent is None:
-            return
+        previous = self._snapshots.get(session.id)
+        if spent is None or (previous is not None and not previous.done()):
+            return  # the next turn's end writes a newer one
         state = {**session.derived_state(), "spend": spent.to_json()}
         write = persistence.snapshot(session.id, state)
         if write is None:
             return
-        previous = self._snapshots.get(session.id)
-        if previous is not None and not previous.done():
-            return  # the next turn's end writes a newer one
         self._snapshots[session.id] = asyncio.get_running_loop().create_task(
             self._write_snapshot(session.id, write)
         )
@@ -528,6 +526,8 @@ class SessionStore:
             await asyncio.to_thread(write)
         except OSError as error:  # only derived: the next resume reads the whole log
             _log.warning("session %s: no snapshot written (%s)", session_id, error)
+        except Exception:  # a bug here must not fail the session's close
+            _log.exception("session %s: no snapshot written", session_id)
 
     async def _snapshot_written(self, session_id: SessionId) -> None:
         task = self._snapshots.pop(session_id, None)
