@@ -39,7 +39,10 @@ def interruption_note(session: Session, turn: int) -> UserMessage:
     stopped: list[str] = []
     not_run: list[str] = []
     started = False
-    for event in session.events:
+    # From the turn's start, and only the kinds it reads: a long log stays in its file.
+    begin = next((e.seq for e in session.scan_back("turn/start") if e.data.turn == turn), 0)
+    kinds = ("turn/start", "assistant/message", "tool/call", "tool/result")
+    for event in session.events_at([seq for seq in session.seqs_of(*kinds) if seq >= begin]):
         data = event.data
         if isinstance(data, TurnStart):
             started = data.turn == turn

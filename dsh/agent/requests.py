@@ -98,7 +98,7 @@ def note_renamed(session: Session, llm: LlmService, provider: str, model: str) -
         return
     if sent_as is None or sent_as == model:
         return
-    for event in session.events:
+    for event in session.scan("model/renamed"):
         if isinstance(event.data, ModelRenamed) and (event.data.provider, event.data.model) == (
             provider,
             model,

@@ -163,7 +163,7 @@ class AgentService:
         if stored is not None and stored != str(cwd):
             session.append("session/moved", SessionMoved(stored=stored, cwd=str(cwd)))
         agent = await self._start(session, options, cwd, "resume", setup, opened_at)
-        agent.inbox.restore(session.events)
+        agent.inbox.restore(session.inbox_events())
         return agent
 
     async def _start(
@@ -232,7 +232,8 @@ def _finish_rewind(agent: Agent) -> None:
     if the process stopped before it was logged (nothing has run since). A restore that
     failed was followed by none: ``/rewind`` stopped there."""
     failed: set[str] = set()
-    for event in reversed(agent.session.events):
+    kinds = ("turn/start", "history/rewound", "checkpoint/restoring", "checkpoint/restored")
+    for event in agent.session.scan_back(*kinds):
         match event.data:
             case TurnStart() | HistoryRewound():
                 return  # it was logged, or the session went on: nothing left to do

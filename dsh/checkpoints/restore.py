@@ -150,6 +150,10 @@ class TurnCheckpoints:
         return next((t for t in self.turns if t.turn >= number), None)
 
 
+HISTORY_TYPES = ("checkpoint/taken", "checkpoint/restoring", "checkpoint/restored")
+"""The event types :func:`read_history` reads (what to scan a long log for)."""
+
+
 def read_history(events: Iterable[SessionEvent]) -> TurnCheckpoints:
     """The checkpoints of a log, oldest first."""
     by_id: dict[str, CheckpointTaken] = {}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from dsh.checkpoints.restore import (
+    HISTORY_TYPES,
     Purpose,
     RestoreOutcome,
     RestorePlan,
@@ -165,7 +166,7 @@ class Checkpoints:
         state = self._sessions.get(agent.id)
         if state is None:
             state = self._sessions[agent.id] = _SessionState()
-            history = read_history(agent.session.events)
+            history = read_history(agent.session.scan(*HISTORY_TYPES))
             state.first = {t.turn: t.first for t in history.turns}
             state.last = next(
                 (c for c in reversed(list(history.checkpoints.values())) if c.tree is not None),
@@ -256,7 +257,7 @@ class Checkpoints:
 
     def history(self, session: Session) -> TurnCheckpoints:
         """Per turn, its first checkpoint, its end and its changes: from the log."""
-        return read_history(session.events)
+        return read_history(session.scan(*HISTORY_TYPES))
 
     # ------------------------------------------------------------------ restoring
 

@@ -9,16 +9,19 @@ never sees a half-made file. Appends are synced before ``append`` returns. Files
 
 from __future__ import annotations
 
+import array
 import asyncio
 import builtins
 import contextlib
 import glob
 import io
 import json
+import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +46,21 @@ from dsh.session.persistence import (
     salvage_header,
 )
 from dsh.session.records import decode, encode_lines
+from dsh.session.snapshot import (
+    EventLog,
+    LineIndex,
+    OlderRecords,
+    Snapshot,
+    SnapshotMismatch,
+    digest,
+    open_with_snapshot,
+    remove_snapshot,
+    vocabulary,
+    write_snapshot,
+)
 from dsh.wire import dumps
+
+_log = logging.getLogger("dsh.session")
 
 FILE_NAME = "session.jsonl"
 
@@ -191,6 +208,25 @@ def export_jsonl(header: SessionHeader, events: Sequence[SessionEvent]) -> str:
     return dumps(header_record(header)) + "\n" + encode_lines(events)
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """A stored session opened through its snapshot."""
+
+    header: SessionHeader
+    state: dict[str, Any]
+    """What the snapshot derived from the log's first ``log.base`` events."""
+    log: EventLog
+
+
+@dataclass(frozen=True)
+class OpenedLog:
+    snapshot: Snapshot
+    index: LineIndex
+    size: int
+    identity: tuple[int, int]
+    log: EventLog
+
+
 class _File:
     """What this process knows about one session's file."""
 
@@ -201,6 +237,10 @@ class _File:
         self.size = size  # bytes known good; anything beyond is a torn tail to cut
         self.identity: tuple[int, int] | None = None  # the file's device and inode
         self.lock = asyncio.Lock()
+        self.header_line = b""
+        self.index: LineIndex | None = None
+        """Where each record starts, while the log is one dsh wrote cleanly (None: it
+        held damage when read, so no snapshot describes it)."""
 
 
 class JsonlPersistence:
@@ -249,9 +289,16 @@ class JsonlPersistence:
                     f"session {session_id}: append starts at seq {events[0].seq}, "
                     f"the stored log continues at {known.next_seq}"
                 )
-            text = encode_lines(events)
-            known.size = await asyncio.to_thread(self._write, known, text.encode(), sync)
+            data = encode_lines(events).encode()
+            before = known.size
+            known.size = await asyncio.to_thread(self._write, known, data, sync)
             known.next_seq = events[-1].seq + 1
+            if before == 0:
+                known.header_line = (dumps(header_record(known.header)) + "\n").encode()
+                before = len(known.header_line)
+                known.index = LineIndex()
+            if known.index is not None and not known.index.add(data, before):
+                known.index = None
 
     async def sync(self, session_id: SessionId) -> None:
         known = self._files.get(session_id)
@@ -335,9 +382,9 @@ class JsonlPersistence:
         known = self._files.get(session_id)
         if known is not None:
             async with known.lock:  # never read a file mid-append
-                loaded, good_size, identity = await asyncio.to_thread(self._parse, path)
+                loaded, good_size, identity, index = await asyncio.to_thread(self._parse, path)
         else:
-            loaded, good_size, identity = await asyncio.to_thread(self._parse, path)
+            loaded, good_size, identity, index = await asyncio.to_thread(self._parse, path)
         if not repair:
             return loaded
         if known is None:
@@ -345,6 +392,9 @@ class JsonlPersistence:
             self._files[session_id] = known
         known.header, known.size, known.identity = loaded.header, good_size, identity
         known.next_seq = len(loaded.events) - len(loaded.repaired)
+        known.index = index
+        if index is not None:
+            known.header_line = index.header_line
         if any(issue.kind == "torn-tail" for issue in loaded.issues):
             async with known.lock:
                 await asyncio.to_thread(_cut, path, good_size)
@@ -352,7 +402,7 @@ class JsonlPersistence:
             await self.append(session_id, loaded.repaired)
         return loaded
 
-    def _parse(self, path: Path) -> tuple[LoadedSession, int, tuple[int, int]]:
+    def _parse(self, path: Path) -> tuple[LoadedSession, int, tuple[int, int], LineIndex | None]:
         with open(path, "rb") as handle:
             status = os.fstat(handle.fileno())
             data = handle.read()
@@ -360,7 +410,88 @@ class JsonlPersistence:
             loaded, good_size = parse_jsonl(
                 data, str(path), folder=path.parent, made_at=int(status.st_mtime * 1000)
             )
-        return loaded, good_size, (status.st_dev, status.st_ino)
+        index: LineIndex | None = None
+        if not loaded.issues:
+            header_end = data.index(b"\n") + 1
+            index = LineIndex(header_line=data[:header_end])
+            if not index.add(data[header_end:good_size], header_end):
+                index = None
+        return loaded, good_size, (status.st_dev, status.st_ino), index
+
+    def forget(self, session_id: SessionId) -> None:
+        """Drop what this backend knows of a session it opened (to read it again)."""
+        self._files.pop(session_id, None)
+
+    async def open_fast(self, session_id: SessionId) -> Resumed | None:
+        """Open a stored session to continue it through its snapshot: the header, the
+        snapshot and the events after it, the older ones left in the file. None when
+        there is no snapshot that fits the log (then :meth:`load` reads it whole)."""
+        found = await self.peek(session_id, any_vocabulary=False)
+        if found is None:
+            return None
+        header, opened = found
+        path = opened.log.older.path
+        known = _File(path, header, len(opened.log), opened.size)
+        known.identity = opened.identity
+        known.index = opened.index
+        known.header_line = opened.index.header_line
+        self._files[session_id] = known
+        return Resumed(header, opened.snapshot.state, opened.log)
+
+    async def peek(
+        self, session_id: SessionId, *, any_vocabulary: bool = True
+    ) -> tuple[SessionHeader, OpenedLog] | None:
+        """A stored session read through its snapshot, only to look at (the read-only
+        preview, which may come before the plugins' event types are registered: with
+        ``any_vocabulary`` a snapshot written under others is taken): None when it
+        has none that fits."""
+        path = self._find(session_id)
+        if path is None or session_id in self._files:
+            return None
+        try:
+            return await asyncio.to_thread(self._open_fast, path, any_vocabulary)
+        except (SnapshotMismatch, OSError) as why:
+            _log.info("%s: read whole (%s)", path, why)
+            return None
+
+    def _open_fast(self, path: Path, any_vocabulary: bool) -> tuple[SessionHeader, OpenedLog]:
+        with open(path, "rb") as handle:
+            header_line = handle.readline()
+        if not header_line.endswith(b"\n"):
+            raise SnapshotMismatch("no complete header line")
+        try:
+            header = parse_header(header_line[:-1], str(path))
+        except PersistenceError as error:
+            raise SnapshotMismatch(str(error)) from None
+        with collector_paused():
+            opened = open_with_snapshot(path, header_line, any_vocabulary=any_vocabulary)
+        opened.index.header_line = header_line
+        older = OlderRecords(path, opened.index, opened.snapshot.next_seq, opened.snapshot.log_size)
+        log = EventLog(older, opened.tail)
+        return header, OpenedLog(opened.snapshot, opened.index, opened.size, opened.identity, log)
+
+    def snapshot(self, session_id: SessionId, state: dict[str, Any]) -> Callable[[], None] | None:
+        """What writes a snapshot of ``state`` (:meth:`Session.derived_state`, taken
+        when every event of the session was stored) beside the log, to run off the
+        loop; None when this log cannot have one (damage read in it, or events stored
+        since ``state``)."""
+        known = self._files.get(session_id)
+        index = known.index if known is not None else None
+        if known is None or index is None or not index.seqs or state["next"] != known.next_seq:
+            return None
+        snapshot = Snapshot(
+            next_seq=known.next_seq,
+            log_size=known.size,
+            lines=len(index.seqs),
+            header_hash=digest(known.header_line),
+            last_hash=digest(index.last_line),
+            vocabulary=vocabulary(),
+            state=state,
+        )
+        # A copy: appends go on extending the live index meanwhile.
+        taken = LineIndex(array.array("q", index.seqs), array.array("q", index.offsets))
+        folder = known.path.parent
+        return lambda: write_snapshot(folder, snapshot, taken)
 
     async def exists(self, session_id: SessionId) -> bool:
         return (
@@ -392,6 +523,7 @@ class JsonlPersistence:
 
         def remove() -> None:
             path.unlink(missing_ok=True)
+            remove_snapshot(path.parent)
             shutil.rmtree(path.parent / "blobs", ignore_errors=True)
             try:
                 path.parent.rmdir()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dsh.llm import Message, SessionId
@@ -20,6 +20,10 @@ from dsh.session.events import (
     EpochHeader,
     EventFormatError,
     HistoryRewound,
+    InboxClaimed,
+    InboxDiscarded,
+    InboxEnqueued,
+    InboxUpdated,
     ReplaceOp,
     RequestContext,
     RequestHeader,
@@ -43,6 +47,7 @@ from dsh.session.history import (
     event_message,
     surface_before,
 )
+from dsh.session.snapshot import EventLog
 
 if TYPE_CHECKING:
     from dsh.session.persistence import LoadIssue
@@ -70,7 +75,13 @@ class Session:
     ) -> None:
         self.header = header
         self._clock = clock
-        self._events: list[SessionEvent] = []
+        self._events: list[SessionEvent] | EventLog = []
+        self._by_type: dict[str, list[int]] = {}
+        """The seqs of every event but the streamed chunks, by type: what the services
+        that read a log for a few kinds of event scan (:meth:`scan`)."""
+        self._inbox: dict[str, list[int]] = {}
+        """Each inbox item still waiting (enqueued, neither claimed nor discarded): the
+        seqs of its enqueue and updates (:meth:`inbox_events`)."""
         self._subscribers: list[Subscriber] = []
         self._dispatching = False
         self._surface = Surface()
@@ -90,9 +101,80 @@ class Session:
             if event.seq != index:
                 raise EventFormatError(f"seed event {index} has seq {event.seq}")
             self._store(event)
+        self._end_seed()
+
+    def _end_seed(self) -> None:
         self.first_live_seq = len(self._events)
         if self._events and self._events[-1].type != "session/end-seed":
             self.append("session/end-seed", EndSeed())
+
+    @classmethod
+    def resumed(
+        cls,
+        header: SessionHeader,
+        state: dict[str, Any],
+        log: EventLog,
+        *,
+        clock: Callable[[], int] = now_ms,
+    ) -> Session:
+        """A stored session from what its snapshot derived from the log's first
+        ``log.base`` events (``state``, from :meth:`derived_state`) and the events
+        after them (``log.recent``), which are stored on top as a seed's are: the
+        same session :class:`Session` (header, every event) makes, without reading
+        the older events until something asks for them. Raises ValueError when
+        ``state`` does not describe ``log.base`` events."""
+        session = cls(header, clock=clock)
+        tail = list(log.recent)
+        log.recent = []
+        session._restore(state, log.base)
+        log.keep = set(session._surface.nodes)
+        session._events = log
+        for event in tail:
+            if event.seq != len(log):
+                raise EventFormatError(f"seed event {len(log)} has seq {event.seq}")
+            session._store(event)
+        session._end_seed()
+        return session
+
+    def derived_state(self) -> dict[str, Any]:
+        """What the log derives into this session, as JSON: with the log, all that
+        :meth:`resumed` needs to go on from ``next_seq`` without reading it again."""
+        return {
+            "next": len(self._events),
+            "surface": list(self._surface.nodes),
+            "generation": self._surface.generation,
+            "rewinds": [list(run) for run in self._rewinds.runs],
+            "openTurn": self.open_turn,
+            "openStep": self.open_step,
+            "lastTurn": self.last_turn,
+            "headerSeq": self._header_seq,
+            "contextSeq": self._context_seq,
+            "byType": {name: list(seqs) for name, seqs in self._by_type.items()},
+            "inbox": {item: list(seqs) for item, seqs in self._inbox.items()},
+        }
+
+    def _restore(self, state: dict[str, Any], count: int) -> None:
+        try:
+            if state["next"] != count:
+                raise ValueError(f"the state covers {state['next']} events, not {count}")
+            self._surface.nodes = [int(seq) for seq in state["surface"]]
+            self._surface.generation = int(state["generation"])
+            self._rewinds.runs = [(int(a), int(b)) for a, b in state["rewinds"]]
+            self.open_turn = _optional_int(state["openTurn"])
+            self.open_step = _optional_int(state["openStep"])
+            self.last_turn = int(state["lastTurn"])
+            self._header_seq = _optional_int(state["headerSeq"])
+            self._context_seq = _optional_int(state["contextSeq"])
+            self._by_type = {
+                str(name): [int(seq) for seq in seqs] for name, seqs in state["byType"].items()
+            }
+            self._inbox = {
+                str(item): [int(seq) for seq in seqs] for item, seqs in state["inbox"].items()
+            }
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"not a session state: {error}") from None
+        if any(not 0 <= seq < count for seq in self._surface.nodes):
+            raise ValueError("the state's surface names events it does not cover")
 
     @property
     def id(self) -> SessionId:
@@ -115,6 +197,11 @@ class Session:
         """Bumped whenever history is rewritten rather than extended (a replace, a
         rewind): what was derived from it before must be derived again."""
         return self._surface.generation
+
+    def rewind_holds(self, seq: int) -> bool:
+        """Whether the ``history/rewound`` at ``seq`` took the conversation back (one
+        that breaks the rules, in a hand-edited log, is ignored)."""
+        return any(at == seq for _, at in self._rewinds.runs)
 
     def shadowed(self, seq: int) -> bool:
         """Whether a rewind took the event at ``seq`` back (it stays in the log)."""
@@ -215,6 +302,8 @@ class Session:
 
     def _store(self, event: SessionEvent) -> None:
         self._events.append(event)
+        if event.type != "assistant/chunk":
+            self._by_type.setdefault(event.type, []).append(event.seq)
         match event.data:
             case TurnStart(turn=turn):
                 self.open_turn, self.open_step, self.last_turn = turn, None, turn
@@ -228,6 +317,13 @@ class Session:
                 self._header_seq = event.seq
             case RequestContext():
                 self._context_seq = event.seq
+            case InboxEnqueued(item_id=item_id):
+                self._inbox[item_id] = [event.seq]
+            case InboxUpdated(item_id=item_id) if item_id in self._inbox:
+                self._inbox[item_id].append(event.seq)
+            case InboxClaimed(item_ids=ids) | InboxDiscarded(item_ids=ids):
+                for item_id in ids:
+                    self._inbox.pop(item_id, None)
             case HistoryRewound():
                 # The request header and route are not rewound: they say what the next
                 # request is sent with, which the rewound turns do not change.
@@ -271,6 +367,47 @@ class Session:
 
         return unsubscribe
 
+    def seqs_of(self, *types: str) -> list[int]:
+        """The seqs of the events of ``types`` (never ``assistant/chunk``), in order,
+        without reading them."""
+        if "assistant/chunk" in types:
+            raise ValueError("assistant/chunk is not indexed: iterate the events")
+        return sorted(seq for name in types for seq in self._by_type.get(name, ()))
+
+    @property
+    def reads_lazily(self) -> bool:
+        """Whether the older events stay in the log until asked for (a session
+        resumed through its snapshot): reading them all costs what the log holds."""
+        return isinstance(self._events, EventLog)
+
+    def scan(self, *types: str) -> list[SessionEvent]:
+        """The events of ``types`` (never ``assistant/chunk``), in log order: what a
+        service that reads the log for a few kinds of event reads, without reading
+        the rest of a long log."""
+        return self._at(self.seqs_of(*types))
+
+    def events_at(self, seqs: Sequence[int]) -> list[SessionEvent]:
+        """The events at ``seqs``, the older ones of a lazily read log read together."""
+        return self._at(seqs)
+
+    def inbox_events(self) -> list[SessionEvent]:
+        """The ``inbox/enqueued`` and ``inbox/updated`` events of the items still waiting,
+        in log order: all that the inbox's state comes from (the claimed and
+        discarded items are gone), read without the rest of a long log."""
+        return self._at(sorted(seq for seqs in self._inbox.values() for seq in seqs))
+
+    def scan_back(self, *types: str) -> Iterator[SessionEvent]:
+        """The events of ``types``, newest first, each read only when reached: for a
+        reader that stops at the latest of a kind."""
+        for seq in reversed(self.seqs_of(*types)):
+            yield self._events[seq]
+
+    def _at(self, seqs: Sequence[int]) -> list[SessionEvent]:
+        events = self._events
+        if isinstance(events, EventLog):
+            return events.events(seqs)
+        return [events[seq] for seq in seqs]
+
     def derive_messages(self) -> list[Message]:
         """Model history: each surface node's message in surface order, unanswered
         tool calls given a synthetic error result."""
@@ -280,8 +417,8 @@ class Session:
                 # A replace rewrote the surface: fold it again from the start.
                 self._fold, self._folded = HistoryFold(), 0
                 self._fold_generation = self._surface.generation
-            for seq in nodes[self._folded :]:
-                message = event_message(self._events[seq])
+            for event in self._at(nodes[self._folded :]):
+                message = event_message(event)
                 if message is not None:
                     self._fold.add(message)
             self._folded = len(nodes)
@@ -306,3 +443,7 @@ class Session:
         data = self._events[self._context_seq].data
         assert isinstance(data, RequestContext)
         return data
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)

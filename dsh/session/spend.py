@@ -14,6 +14,9 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
 
 from dsh.llm import TokenUsage
 from dsh.session.events import PaidRequest, SessionEvent, event_type
@@ -90,6 +93,34 @@ class Spend:
     """What the provider's prompt cache saved: the calls' cost had their cached input
     been billed as missed, less what they cost; None when no priced call hit it."""
 
+    def to_json(self) -> dict[str, Any]:
+        """The totals as JSON (a snapshot keeps them: see :mod:`dsh.session.snapshot`)."""
+        return {
+            "calls": self.calls,
+            "usage": None if self.usage is None else self.usage.model_dump(mode="json"),
+            "cost": self.cost,
+            "requests": {name: [t.count, t.cost] for name, t in self.requests.items()},
+            "saved": self.saved,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Spend:
+        """:meth:`to_json`'s totals again; ValueError for anything else."""
+        try:
+            usage = raw["usage"]
+            return cls(
+                calls=int(raw["calls"]),
+                usage=None if usage is None else TokenUsage.model_validate(usage),
+                cost=_optional_float(raw["cost"]),
+                requests={
+                    str(name): RequestTotal(int(count), _optional_float(cost))
+                    for name, (count, cost) in raw["requests"].items()
+                },
+                saved=_optional_float(raw["saved"]),
+            )
+        except (KeyError, TypeError, ValidationError) as error:
+            raise ValueError(f"not spend totals: {error}") from None
+
     def add(self, usage: TokenUsage, price: float | None) -> None:
         """Count one call, with its price (None when unknown)."""
         self.calls += 1
@@ -137,3 +168,11 @@ def session_spend(events: Iterable[SessionEvent], pricing: Pricing | None) -> Sp
     for event in events:
         spend.count(event, pricing)
     return spend
+
+
+def _optional_float(value: Any) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise TypeError(f"{value!r} is not a number")
+    return float(value)

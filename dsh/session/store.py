@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -35,10 +36,10 @@ from dsh.session.lock import SessionLocks
 from dsh.session.persistence import PersistenceError, SessionNotFoundError, SessionPersistence
 from dsh.session.repair import closing_events
 from dsh.session.session import Session, now_ms
-from dsh.session.spend import Pricing
+from dsh.session.spend import Pricing, Spend, session_spend
 from dsh.session.sqlite import SqlitePersistence
 from dsh.session.turns import TurnNotFoundError, find_turn, turns_of
-from dsh.session.writer import SessionWriter
+from dsh.session.writer import BOUNDARY_TYPES, SessionWriter
 from dsh.settings_tables import Backend as Backend
 
 INDEX_DELAY_S = 1.0
@@ -150,9 +151,15 @@ class SessionStore:
         *,
         window: float = 0.2,
         locks: SessionLocks | None = None,
+        pricing: Pricing | None = None,
     ) -> None:
         self.persistence = persistence
         self.catalog = catalog
+        self.pricing = pricing
+        """What a model call cost, for the totals this store keeps of each session."""
+        self._spent: dict[SessionId, Spend] = {}
+        """What each open session's stored events paid for, kept as they are stored,
+        so a snapshot can hold it (:meth:`spent`)."""
         self.locks = locks
         """One writer per session: the sessions this store writes are locked (see
         :mod:`dsh.session.lock`); None for a store only tests write."""
@@ -172,6 +179,8 @@ class SessionStore:
         self._followers: dict[SessionId, list[_Follower]] = {}
         self._left: dict[SessionId, _Left] = {}
         """Sessions closed with events left unstored (rare: a failing disk)."""
+        self._snapshots: dict[SessionId, asyncio.Task[None]] = {}
+        """The snapshot being written of each session (one at a time)."""
 
     @classmethod
     def at(
@@ -181,6 +190,7 @@ class SessionStore:
             make_persistence(backend, home),
             Catalog(home, pricing=pricing),
             locks=SessionLocks(home / "locks"),
+            pricing=pricing,
         )
 
     # ------------------------------------------------------------------ live sessions
@@ -216,6 +226,7 @@ class SessionStore:
             self._release(header.id)
             raise
         session = Session(header, seed)
+        self._spent[session.id] = Spend()
         self._never_indexed.add(session.id)
         self._attach(session, stored=0)
         return session
@@ -228,6 +239,9 @@ class SessionStore:
         if self.locks is not None:
             await self.locks.acquire_waiting(resolved, wait=wait)
         try:
+            session = await self._resume_fast(resolved)
+            if session is not None:
+                return session
             loaded = await self.persistence.load(resolved)
         except BaseException:
             self._release(resolved)
@@ -240,7 +254,39 @@ class SessionStore:
         with collector_paused():  # the live views of every event: see dsh.bulk
             session = Session(loaded.header, loaded.events)
         session.load_issues = tuple(loaded.issues)
+        self._spent[session.id] = session_spend(loaded.events, self.pricing)
         self._attach(session, stored=len(loaded.events))
+        return session
+
+    async def _resume_fast(self, session_id: SessionId) -> Session | None:
+        """The session through its snapshot (see :mod:`dsh.session.snapshot`): the
+        older events stay in the file until something reads them. None when it has
+        none that fits, or the events after it leave a turn open (a crash to repair:
+        the full read does it)."""
+        persistence = self.persistence
+        if not isinstance(persistence, JsonlPersistence):
+            return None
+        resumed = await persistence.open_fast(session_id)
+        if resumed is None:
+            return None
+        stored = len(resumed.log)
+        tail = list(resumed.log.recent)
+        try:
+            spent = Spend.from_json(resumed.state["spend"])
+            with collector_paused():
+                session = Session.resumed(resumed.header, resumed.state, resumed.log)
+        except (ValueError, KeyError, OSError) as error:
+            _log.info("session %s: snapshot not used (%s); read whole", session_id, error)
+            session = None
+        if session is None or session.open_turn is not None:
+            persistence.forget(session_id)
+            return None
+        for event in tail:
+            spent.count(event, self.pricing)
+        self._spent[session.id] = spent
+        await self.indexed()
+        await self._catch_up_log(session.header, session.events, stored)
+        self._attach(session, stored=stored)
         return session
 
     async def fork(
@@ -346,6 +392,12 @@ class SessionStore:
                     follower.written(events)
                 except Exception:
                     _log.exception("session %s: a storage follower failed", session.id)
+        spent = self._spent.get(session.id)
+        if spent is not None:
+            for event in events:
+                spent.count(event, self.pricing)
+        if events and events[-1].type in BOUNDARY_TYPES:
+            self._snapshot_soon(session)
         if self.catalog is None:
             return
         self._index_queue.put_nowait((session.header, list(events)))
@@ -423,6 +475,66 @@ class SessionStore:
             # The session opens without its index entry: the index is only derived.
             _log.warning("session %s: not indexed (%s)", header.id, error)
 
+    async def _catch_up_log(
+        self, header: SessionHeader, events: Sequence[SessionEvent], stored: int
+    ) -> None:
+        """:meth:`_catch_up` for a log read through its snapshot: only what the catalog
+        lacks is read (all of it only when the catalog knows nothing of the session)."""
+        if self.catalog is None or not stored:
+            return
+        try:
+            entry = await self.catalog.get(header.id)
+            since = -1 if entry is None else entry.last_seq
+            if since < stored - 1:
+                await self.catalog.record(
+                    header,
+                    events[since + 1 : stored],
+                    backend=self.persistence.name,
+                    location=self.persistence.location(header.id),
+                )
+        except (OSError, sqlite3.Error) as error:
+            _log.warning("session %s: not indexed (%s)", header.id, error)
+
+    def spent(self, session: Session) -> tuple[Spend, int] | None:
+        """What the session's stored events paid for, and how many events that is
+        (the first ones): a copy, for a view that starts from it rather than from
+        every event (None for a session this store does not have open)."""
+        spent, writer = self._spent.get(session.id), self._writers.get(session.id)
+        if spent is None or writer is None:
+            return None
+        return copy.deepcopy(spent), writer.stored
+
+    def _snapshot_soon(self, session: Session) -> None:
+        """Write what the session derives from its stored log beside it, off the loop,
+        so that resuming it reads only what follows (JSONL logs only)."""
+        persistence = self.persistence
+        if not isinstance(persistence, JsonlPersistence) or session.open_turn is not None:
+            return
+        spent = self._spent.get(session.id)
+        previous = self._snapshots.get(session.id)
+        if spent is None or (previous is not None and not previous.done()):
+            return  # the next turn's end writes a newer one
+        state = {**session.derived_state(), "spend": spent.to_json()}
+        write = persistence.snapshot(session.id, state)
+        if write is None:
+            return
+        self._snapshots[session.id] = asyncio.get_running_loop().create_task(
+            self._write_snapshot(session.id, write)
+        )
+
+    async def _write_snapshot(self, session_id: SessionId, write: Callable[[], None]) -> None:
+        try:
+            await asyncio.to_thread(write)
+        except OSError as error:  # only derived: the next resume reads the whole log
+            _log.warning("session %s: no snapshot written (%s)", session_id, error)
+        except Exception:  # a bug here must not fail the session's close
+            _log.exception("session %s: no snapshot written", session_id)
+
+    async def _snapshot_written(self, session_id: SessionId) -> None:
+        task = self._snapshots.pop(session_id, None)
+        if task is not None:
+            await task
+
     async def flush(self, session: Session, *, sync: bool = True) -> bool:
         """Store every event appended so far: synced to disk, or with ``sync=False``
         safe from the process dying (see :mod:`dsh.session.writer`). False if the write
@@ -477,6 +589,11 @@ class SessionStore:
         some of it could not be written (:meth:`stored` and :meth:`write_error` say
         what and why)."""
         written = await self._close_writer(session.id)
+        await self._snapshot_written(session.id)
+        if written:
+            self._snapshot_soon(session)
+            await self._snapshot_written(session.id)
+        self._spent.pop(session.id, None)
         self._release(session.id)
         await self.indexed()
         return written
@@ -499,6 +616,8 @@ class SessionStore:
     async def aclose(self) -> None:
         for session_id in list(self._writers):
             await self._close_writer(session_id)
+        for session_id in list(self._snapshots):
+            await self._snapshot_written(session_id)
         if self.locks is not None:
             self.locks.release_all()
         await self.indexed()
@@ -610,6 +729,8 @@ class SessionStore:
     async def delete(self, id_or_prefix: str) -> SessionId:
         resolved = await self.resolve(id_or_prefix)
         await self._close_writer(resolved)
+        await self._snapshot_written(resolved)
+        self._spent.pop(resolved, None)
         self._left.pop(resolved, None)
         if self.locks is not None:
             self.locks.acquire(resolved)  # not from under another process writing it

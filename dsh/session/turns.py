@@ -38,7 +38,8 @@ class TurnNotFoundError(LookupError):
 
 def turns(session: Session) -> list[TurnInfo]:
     """The turns of ``session``, oldest first, the rewound ones marked."""
-    return _turns(session.events, session.shadowed)
+    # Only the kinds of event it reads: a resumed log's others stay in the file.
+    return _turns(session.scan("turn/start", "turn/end", "user/message"), session.shadowed)
 
 
 def turns_of(events: Sequence[SessionEvent]) -> list[TurnInfo]:

@@ -267,7 +267,7 @@ class ApprovalService:
         if session.id not in self._denials:
             self._denials[session.id] = {
                 event.data.pattern
-                for event in session.events
+                for event in session.scan("approval/resolved")
                 if isinstance(event.data, ApprovalResolved)
                 and event.data.outcome == "deny"
                 and event.data.by == "user"
@@ -297,7 +297,7 @@ class ApprovalService:
         """The grants in the log that verify, how many did not, and why none could."""
         tools: dict[str, str] = {}
         claimed: list[tuple[list[str] | None, str, str | None]] = []  # (fields, pattern, mac)
-        for event in session.events:
+        for event in session.scan("approval/requested", "approval/resolved"):
             data = event.data
             if isinstance(data, ApprovalRequested):
                 tools[data.request_id] = data.tool

@@ -20,6 +20,7 @@ it through ``visible`` too (see :mod:`dsh.ui.render`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -215,6 +216,38 @@ class TranscriptFold:
         self.rewinds = 0
         """How many rewinds dropped entries: a view that drew entries redraws when it
         changes (the dropped ones are no longer in :attr:`entries`)."""
+        self._counted_from = 0
+        """Paid events before this seq are in the session's totals already (:meth:`seed`)."""
+        self.rewind_holds: Callable[[int], bool] | None = None
+        """Whether the rewind logged at a seq holds, for a fold that started after the
+        turn it goes back to (:meth:`dsh.session.Session.rewind_holds`)."""
+        self.older: Callable[[], list[Entry]] | None = None
+        """Where the entries of the events before the first folded one come from, a
+        stretch at a time (newest first), when the fold started part way into a long
+        log; None once there are none left (or it folded the whole log)."""
+
+    def seed(self, spent: Spend, counted_from: int) -> None:
+        """Start from totals already counted: what the first ``counted_from`` events of
+        the session paid for. Those events may still be folded (for their entries and
+        their turn's footer); they are not counted again."""
+        self._spent = spent
+        self._counted_from = counted_from
+        self.status.usage, self.status.cost = spent.usage, spent.cost
+        self.status.cache_saved = spent.saved
+
+    def forget_entries(self) -> None:
+        """Drop every entry, keeping the status, the queue and what is known of the
+        turns: after folding the events before a window only for their state."""
+        self.entries = []
+        self._by_key = {}
+        self._tools_by_request = {}
+        self.rewinds = 0
+
+    def prepend(self, entries: list[Entry]) -> None:
+        """Put older entries (of events before those folded) in front of the rest."""
+        self.entries[0:0] = entries
+        for entry in entries:
+            self._by_key.setdefault(entry.key, entry)
 
     def get(self, key: str) -> Entry | None:
         return self._by_key.get(key)
@@ -501,6 +534,9 @@ class TranscriptFold:
 
     def _count(self, event: SessionEvent) -> None:
         """A paid model call or request into the session's and the open turn's totals."""
+        if event.seq < self._counted_from:  # in the seeded totals already
+            self._turn_spent.count(event, self._cost)
+            return
         if self._spent.count(event, self._cost):
             self._turn_spent.count(event, self._cost)
             self.status.usage, self.status.cost = self._spent.usage, self._spent.cost
@@ -571,7 +607,12 @@ class TranscriptFold:
     def _rewound(self, event: SessionEvent, data: HistoryRewound) -> list[Entry]:
         """The rewound turns leave the transcript (they stay in the log, and in the
         session's spend: they were paid for); one notice says where it went back to."""
-        if self._starts.get(data.turn) != data.to_seq:
+        start = self._starts.get(data.turn)
+        if start is None and self.rewind_holds is not None:
+            holds = self.rewind_holds(event.seq)  # its turn started before the fold did
+        else:
+            holds = start == data.to_seq
+        if not holds:
             # As the session does: a rewind the log holds no start for changes nothing.
             text = f"A rewind to before turn {data.turn} could not be applied: ignored."
             return [self._add(NoticeEntry(f"rewound:{event.seq}", event.seq, "warning", text))]

@@ -35,6 +35,7 @@ from dsh.llm import (
 from dsh.session import (
     EpochHeader,
     RequestHeader,
+    Session,
     SessionEvent,
     derive_history,
     event_message,
@@ -43,7 +44,7 @@ from dsh.session import (
 from dsh_plugins.compaction.events import PURPOSE, CompactionStart, CompactionSummary
 from dsh_plugins.compaction.meter import epoch_tokens
 from dsh_plugins.compaction.selection import SUMMARY_PLUGIN
-from dsh_plugins.todo import TodoItem, TodoWrite
+from dsh_plugins.todo import TODO_WRITE, TodoItem, TodoWrite
 
 KEEP_CHARS = 400
 """What a trimmed tool output keeps of its beginning."""
@@ -84,6 +85,15 @@ def latest_todos(events: Sequence[SessionEvent]) -> tuple[TodoItem, ...]:
     rewound = shadowing(events)
     for event in reversed(events):
         if isinstance(event.data, TodoWrite) and not rewound.shadowed(event.seq):
+            return event.data.todos
+    return ()
+
+
+def session_todos(session: Session) -> tuple[TodoItem, ...]:
+    """:func:`latest_todos` of a live session, reading only its ``todo/write`` events
+    from the latest back (a long resumed log stays in its file)."""
+    for event in session.scan_back(TODO_WRITE.name):
+        if isinstance(event.data, TodoWrite) and not session.shadowed(event.seq):
             return event.data.todos
     return ()
 

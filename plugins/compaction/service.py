@@ -71,7 +71,7 @@ from dsh_plugins.compaction.request import (
     Call,
     build_request,
     fit,
-    latest_todos,
+    session_todos,
     summary_message,
 )
 from dsh_plugins.compaction.selection import Mode, choose_cut
@@ -253,7 +253,7 @@ class CompactionService:
             )
 
         header = session.request_header()
-        todos = latest_todos(session.events)
+        todos = session_todos(session)
         try:
             call, summary_window = self._call(agent, header)
             budget = None

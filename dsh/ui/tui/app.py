@@ -305,21 +305,40 @@ class DshApp(App[int]):
         a long session is on screen in half the time. Once the agent resumes it, the
         transcript is built again with costs and the plugins' tool views."""
         from dsh.llm import SessionId
+        from dsh.session.jsonl import JsonlPersistence
+        from dsh.session.session import Session
+        from dsh.session.spend import Spend
         from dsh.session.store import make_persistence
         from dsh.ui.entries import TranscriptFold
+        from dsh.ui.tui.transcript_window import fold_session
 
         settings = await self.controller.settings()
         persistence = make_persistence(settings.storage.backend, self.controller.home)
+        wanted = SessionId(session_id)
         try:
-            if not await persistence.exists(SessionId(session_id)):
+            if not await persistence.exists(wanted):
                 return  # a prefix: the catalog resolves it once the runtime is up
-            loaded = await persistence.inspect(SessionId(session_id))  # only read
+            # Through its snapshot when it has one: what the runtime reads next.
+            peeked = None
+            if isinstance(persistence, JsonlPersistence):
+                peeked = await persistence.peek(wanted)
+            loaded = None if peeked is not None else await persistence.inspect(wanted)
         finally:
             await persistence.close()
-        fold = TranscriptFold()
         with collector_paused():  # an entry for every event or so: see dsh.bulk
-            for event in loaded.events:
-                fold.apply(event)
+            if peeked is not None:
+                header, opened = peeked
+                state = opened.snapshot.state
+                spent = Spend.from_json(state["spend"])
+                for event in opened.log.recent:
+                    spent.count(event, None)
+                base = len(opened.log)
+                fold = fold_session(Session.resumed(header, state, opened.log), None, (spent, base))
+            else:
+                assert loaded is not None
+                fold = TranscriptFold()
+                for event in loaded.events:
+                    fold.apply(event)
         transcript = await self._mount_transcript(None)
         await transcript.show(fold)
         self.status_bar.fold = fold
@@ -423,18 +442,17 @@ class DshApp(App[int]):
     # ------------------------------------------------------------------ the session
 
     async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
-        from dsh.ui.entries import TranscriptFold
+        from dsh.ui.tui.transcript_window import fold_session
 
         assert self.runtime is not None
         assert self.transcript is not None
-        fold = TranscriptFold(cost=self.runtime.llm.cost)
-        self.fold = fold
-        events = list(agent.session.events)
+        session = agent.session
+        sessions = self.runtime.sessions
         with collector_paused():
-            for event in events:
-                fold.apply(event)
+            fold = fold_session(session, self.runtime.llm.cost, sessions.spent(session))
+        self.fold = fold
         self._unsubscribe = [
-            agent.session.subscribe(self._on_event, from_seq=len(events)),
+            session.subscribe(self._on_event, from_seq=len(session.events)),
             self.runtime.sessions.follow(agent.session, failing=self._storage),
         ]
         self.prompt_area.forget_files(agent.cwd)

@@ -26,6 +26,7 @@ from textual.reactive import Reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from dsh.bulk import collector_paused
 from dsh.tools.presentation import AgentView, Presentation, TextView
 from dsh.ui.entries import (
     AnswerEntry,
@@ -399,7 +400,9 @@ class Transcript(VerticalScroll, can_focus=False):
     async def page_up(self) -> bool:
         """Mount :attr:`PAGE` older entries above the oldest shown, keeping the view
         where it was. False when there are none."""
-        if self.fold is None or self.first == 0 or self._paging:
+        if self.fold is None or self._paging:
+            return False
+        if self.first == 0 and not self._fold_older():
             return False
         self._paging = True
         try:
@@ -417,6 +420,22 @@ class Transcript(VerticalScroll, can_focus=False):
             return True
         finally:
             self._paging = False
+
+    def _fold_older(self) -> bool:
+        """Fold the turns before the fold's first (a long session opened from its last
+        turns) until some entries come; False when there are none left."""
+        fold = self.fold
+        while fold is not None and fold.older is not None:
+            with collector_paused():
+                older = fold.older()
+            if not older:
+                fold.older = None
+                break
+            fold.prepend(older)
+            self.first += len(older)
+            self._known.update(entry.key for entry in older)
+            return True
+        return False
 
     def scroll_to_key(self, where: str) -> None:
         """``page_up``, ``page_down``, ``top`` (paging in older entries) or ``bottom``
@@ -440,14 +459,21 @@ class Transcript(VerticalScroll, can_focus=False):
         self.scroll_to(y=self.virtual_size.height - before, animate=False)
 
     def _update_more(self) -> None:
-        self._more.display = self.first > 0
+        unfolded = self.fold is not None and self.fold.older is not None
+        self._more.display = self.first > 0 or unfolded
         if self.first:
             noun = "entry" if self.first == 1 else "entries"
-            self._more.update(f"▲ {self.first} earlier {noun} (scroll up or PgUp to see them)")
+            more = " and earlier turns" if unfolded else ""
+            self._more.update(
+                f"▲ {self.first} earlier {noun}{more} (scroll up or PgUp to see them)"
+            )
+        elif unfolded:
+            self._more.update("▲ earlier turns (scroll up or PgUp to see them)")
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
-        if new <= 0 < self.first and old > new:
+        more = self.first > 0 or (self.fold is not None and self.fold.older is not None)
+        if new <= 0 and more and old > new:
             self.call_later(self.page_up)
 
     def on_click(self, event: events.Click) -> None:
@@ -473,7 +499,7 @@ class Transcript(VerticalScroll, can_focus=False):
                 return False
             if index < 0:
                 index = 0
-                if self.first > 0:
+                if self.first > 0 or (self.fold is not None and self.fold.older is not None):
                     self.call_later(self.page_up)  # older cards, for the next press
         self.clear_cursor()
         self.cursor = cards[index]
