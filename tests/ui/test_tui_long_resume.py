@@ -26,7 +26,7 @@ from dsh.session.events import (
 from dsh.session.header import SessionHeader
 from dsh.session.store import SessionStore
 from dsh.testing import FakeLLM
-from dsh.ui.tui.transcript import Transcript, UserView
+from dsh.ui.tui.transcript_view import Transcript, UserView
 from tests.support.waits import HANG_S
 from tests.ui.tui_support import screen_text, tui
 
