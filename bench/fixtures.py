@@ -54,7 +54,9 @@ from dsh.llm import (
 )
 from dsh.llm.messages import PluginSource, UserMessage
 from dsh.llm.request import LlmCallConfig
-from dsh.session.events import (
+from dsh.session.events import SessionEvent
+from dsh.session.header import SessionHeader
+from dsh.session.payloads import (
     AssistantChunk,
     AssistantMessageData,
     EpochHeader,
@@ -63,7 +65,6 @@ from dsh.session.events import (
     PromptTrigger,
     RequestContext,
     RequestHeader,
-    SessionEvent,
     StepEnd,
     StepStart,
     ToolCall,
@@ -73,7 +74,6 @@ from dsh.session.events import (
     TurnEnd,
     TurnStart,
 )
-from dsh.session.header import SessionHeader
 from dsh.session.session import Session
 from dsh.session.writer import BOUNDARY_TYPES
 

@@ -46,8 +46,9 @@ from tui import dsh_argv, environment, info, places, terminal
 
 sys.path.insert(0, str(code_root()))
 
-from dsh.session.events import RequestHeader, SessionEvent, is_surface_type
+from dsh.session.events import SessionEvent, is_surface_type
 from dsh.session.header import SessionHeader
+from dsh.session.payloads import RequestHeader
 
 SIZES = {"1k": 1_000, "10k": 13_000, "100k": 100_000, "1m": 1_000_000}
 TARGETS: dict[str, tuple[float | None, float | None]] = {

@@ -57,19 +57,19 @@ from dsh.llm import (
     user_text,
 )
 from dsh.session.catalog import Catalog
-from dsh.session.events import (
+from dsh.session.events import SessionEvent
+from dsh.session.header import SessionHeader
+from dsh.session.jsonl import JsonlPersistence
+from dsh.session.payloads import (
     AssistantChunk,
     AssistantMessageData,
     PromptTrigger,
-    SessionEvent,
     StepEnd,
     StepStart,
     TurnCompleted,
     TurnEnd,
     TurnStart,
 )
-from dsh.session.header import SessionHeader
-from dsh.session.jsonl import JsonlPersistence
 from dsh.session.session import Session
 from dsh.session.store import Backend, SessionStore, make_persistence
 from dsh.session.writer import BOUNDARY_TYPES

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context, Gather, RegistryView, ScopedRegistry, ServiceKey
-from dsh.session.events import CommandDone, CommandRun
+from dsh.session.payloads import CommandDone, CommandRun
 
 # Underscores and 64 characters: a plugin's commands may carry names made of others'
 # (an MCP server's prompt), as tools' names do.

@@ -17,8 +17,8 @@ from dsh.kernel import Context
 from dsh.llm import new_session_id
 from dsh.services import COMMANDS
 from dsh.session import Session
-from dsh.session.events import CommandDone, CommandRun
 from dsh.session.header import SessionHeader
+from dsh.session.payloads import CommandDone, CommandRun
 from tests.support.command_host import RecordingHost
 
 

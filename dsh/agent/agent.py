@@ -35,7 +35,7 @@ from dsh.llm import (
 )
 from dsh.policy.rules import Rule
 from dsh.session import CancelCause, Session, SessionSink, TurnAborted, TurnEndReason
-from dsh.session.events import CancelByDisposal, HistoryRewound, PromptTrigger
+from dsh.session.payloads import CancelByDisposal, HistoryRewound, PromptTrigger
 from dsh.session.turns import TurnNotFoundError, find_turn, turn_prompt, turns
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService

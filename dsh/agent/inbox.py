@@ -23,7 +23,7 @@ from typing import Literal
 from dsh.agent_handle import InboxItem, Placement
 from dsh.llm import Block, UserMessage
 from dsh.session import Session, SessionEvent
-from dsh.session.events import InboxClaimed, InboxDiscarded, InboxEnqueued, InboxUpdated
+from dsh.session.payloads import InboxClaimed, InboxDiscarded, InboxEnqueued, InboxUpdated
 
 
 class Inbox:

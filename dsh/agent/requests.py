@@ -21,7 +21,7 @@ from dsh.llm import (
     StreamProtocolError,
 )
 from dsh.session import Session
-from dsh.session.events import LlmRetry, ModelRenamed
+from dsh.session.payloads import LlmRetry, ModelRenamed
 from dsh.settings_tables import AgentOptions
 
 __all__ = ["log_retry", "no_recovery", "note_renamed", "seed_config", "stream_failure"]

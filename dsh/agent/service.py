@@ -15,7 +15,7 @@ from dsh.kernel import Context, ServiceKey
 from dsh.llm import LlmService
 from dsh.prompt import PromptService
 from dsh.session import RestoreDone, RestoreStarted, Session, SessionStore
-from dsh.session.events import HistoryRewound, SessionMoved, TurnStart
+from dsh.session.payloads import HistoryRewound, SessionMoved, TurnStart
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService
 from dsh.tools.files import WORKSPACE_FILES

@@ -92,7 +92,7 @@ from dsh.session import (
     TurnStart,
     TurnTrigger,
 )
-from dsh.session.events import CancelByUser
+from dsh.session.payloads import CancelByUser
 from dsh.session.writer import SESSION_WRITE_FAILED, unstored_message
 from dsh.tools import Rule, ToolContext, ToolService
 

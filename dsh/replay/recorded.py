@@ -43,7 +43,7 @@ from dsh.session import (
     TurnEnd,
     side_answer_of,
 )
-from dsh.session.events import (
+from dsh.session.payloads import (
     ApprovalRequested,
     ApprovalResolved,
     CancelByUser,

@@ -23,7 +23,7 @@ from dsh.llm import GenerateOptions
 from dsh.replay.recorded import Recording
 from dsh.replay.serve import StandIn
 from dsh.session import SessionEvent, SessionHeader
-from dsh.session.events import CancelByUser, TurnMaxSteps
+from dsh.session.payloads import CancelByUser, TurnMaxSteps
 from dsh.settings_tables import AgentOptions
 
 ToolsMode = Literal["recorded", "live"]

@@ -56,7 +56,7 @@ from dsh.replay.recorded import (
     Withdraw,
 )
 from dsh.session import SessionEvent
-from dsh.session.events import CancelByUser
+from dsh.session.payloads import CancelByUser
 from dsh.tools import CallOutcome, ToolContext, ToolDefinition, ToolOutput
 from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
 

@@ -17,6 +17,26 @@ from dsh.session.checkpoint_events import (
     RestoreStarted,
 )
 from dsh.session.events import (
+    EventFormatError,
+    EventType,
+    PaidCall,
+    PaidRequest,
+    ReplaceOp,
+    SessionEvent,
+    SideAnswer,
+    SurfaceOp,
+    latest_title,
+    parse_event,
+    register_event,
+    register_events,
+    side_answer_of,
+    title_of,
+)
+from dsh.session.header import SessionHeader
+from dsh.session.history import derive_history, event_message
+from dsh.session.invariants import check_log
+from dsh.session.lock import Holder, SessionBusyError, SessionLocks
+from dsh.session.payloads import (
     AnyCancelCause,
     AnyTurnEndReason,
     AnyTurnTrigger,
@@ -28,19 +48,11 @@ from dsh.session.events import (
     CancelByUser,
     CancelCause,
     EpochHeader,
-    EventFormatError,
-    EventType,
     HistoryRewound,
-    PaidCall,
-    PaidRequest,
-    ReplaceOp,
     RequestContext,
     RequestHeader,
-    SessionEvent,
-    SideAnswer,
     StepEnd,
     StepStart,
-    SurfaceOp,
     ToolCall,
     ToolErrorIdentity,
     ToolProgress,
@@ -57,19 +69,9 @@ from dsh.session.events import (
     TurnStart,
     TurnTrigger,
     cancel_causes,
-    latest_title,
-    parse_event,
-    register_event,
-    register_events,
-    side_answer_of,
-    title_of,
     turn_end_reasons,
     turn_triggers,
 )
-from dsh.session.header import SessionHeader
-from dsh.session.history import derive_history, event_message
-from dsh.session.invariants import check_log
-from dsh.session.lock import Holder, SessionBusyError, SessionLocks
 from dsh.session.persistence import (
     CorruptSessionError,
     FormatUnsupportedError,

@@ -39,8 +39,9 @@ from dsh.session.databases import (
     read_only_uris,
     reason,
 )
-from dsh.session.events import SessionEvent, TurnStart, title_of
+from dsh.session.events import SessionEvent, title_of
 from dsh.session.header import SessionHeader
+from dsh.session.payloads import TurnStart
 from dsh.session.persistence import LoadedSession, PersistenceError, SessionPersistence
 from dsh.session.spend import Pricing, Spend
 from dsh.session.sqlite import text_column

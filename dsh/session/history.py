@@ -22,14 +22,8 @@ from dsh.llm import (
     ToolResultMessage,
     tool_result,
 )
-from dsh.session.events import (
-    AssistantMessageData,
-    HistoryRewound,
-    ReplaceOp,
-    SessionEvent,
-    ToolResult,
-    TurnStart,
-)
+from dsh.session.events import ReplaceOp, SessionEvent
+from dsh.session.payloads import AssistantMessageData, HistoryRewound, ToolResult, TurnStart
 
 UNANSWERED_CALL_TEXT = (
     "This tool call was interrupted before it returned a result, so its outcome is "

@@ -17,17 +17,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dsh.llm import CallId
-from dsh.session.events import (
+from dsh.session.events import SessionEvent, is_surface_type
+from dsh.session.payloads import (
     AssistantChunk,
     AssistantMessageData,
-    SessionEvent,
     StepEnd,
     StepStart,
     ToolCall,
     ToolResult,
     TurnEnd,
     TurnStart,
-    is_surface_type,
 )
 
 

@@ -13,16 +13,10 @@ from collections.abc import Sequence
 
 from dsh.control_chars import visible
 from dsh.llm import PluginSource, ReasoningBlock, TextBlock, ToolCallBlock
-from dsh.session.events import (
-    AssistantMessageData,
-    HistoryRewound,
-    SessionEvent,
-    ToolResult,
-    TurnEnd,
-    latest_title,
-)
+from dsh.session.events import SessionEvent, latest_title
 from dsh.session.header import SessionHeader
 from dsh.session.history import rewinds_of
+from dsh.session.payloads import AssistantMessageData, HistoryRewound, ToolResult, TurnEnd
 
 REWOUND = " (rewound)"
 

@@ -20,8 +20,9 @@ from typing import Any, Literal, Protocol
 from pydantic import ValidationError
 
 from dsh.llm import SessionId
-from dsh.session.events import Corrupt, SessionEvent
+from dsh.session.events import SessionEvent
 from dsh.session.header import FORMAT_VERSION, SessionHeader
+from dsh.session.payloads import Corrupt
 from dsh.session.repair import closing_events
 
 _log = logging.getLogger("dsh.session")

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeGuard
 
 from dsh.llm import CallId, ReasoningDelta, TextDelta, ToolCallDelta
-from dsh.session.events import AssistantChunk, EventFormatError, SessionEvent, parse_event
+from dsh.session.events import EventFormatError, SessionEvent, parse_event
+from dsh.session.payloads import AssistantChunk
 from dsh.wire import dumps
 
 MIN_RUN = 3

@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Sequence
 
 from dsh.llm import CallId, MessageId, tool_result
-from dsh.session.events import (
+from dsh.session.events import SessionEvent
+from dsh.session.payloads import (
     AssistantMessageData,
-    SessionEvent,
     StepEnd,
     StepStart,
     ToolCall,

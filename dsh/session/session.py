@@ -16,23 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from dsh.llm import Message, SessionId
 from dsh.session.events import (
-    EndSeed,
-    EpochHeader,
     EventFormatError,
-    HistoryRewound,
-    InboxClaimed,
-    InboxDiscarded,
-    InboxEnqueued,
-    InboxUpdated,
     ReplaceOp,
-    RequestContext,
-    RequestHeader,
     SessionEvent,
-    StepEnd,
-    StepStart,
     SurfaceOp,
-    TurnEnd,
-    TurnStart,
     check_json_value,
     is_surface_type,
     json_check_targets,
@@ -46,6 +33,21 @@ from dsh.session.history import (
     SurfaceError,
     event_message,
     surface_before,
+)
+from dsh.session.payloads import (
+    EndSeed,
+    EpochHeader,
+    HistoryRewound,
+    InboxClaimed,
+    InboxDiscarded,
+    InboxEnqueued,
+    InboxUpdated,
+    RequestContext,
+    RequestHeader,
+    StepEnd,
+    StepStart,
+    TurnEnd,
+    TurnStart,
 )
 from dsh.session.snapshot import EventLog
 

@@ -29,10 +29,11 @@ from dsh.kernel import ServiceKey
 from dsh.llm import SessionId, new_session_id
 from dsh.session.blobs import Blobs, is_digest
 from dsh.session.catalog import Catalog, CatalogEntry, stored_events
-from dsh.session.events import SessionEvent, SessionMoved
+from dsh.session.events import SessionEvent
 from dsh.session.header import SessionHeader
 from dsh.session.jsonl import JsonlPersistence
 from dsh.session.lock import SessionLocks
+from dsh.session.payloads import SessionMoved
 from dsh.session.persistence import PersistenceError, SessionNotFoundError, SessionPersistence
 from dsh.session.repair import closing_events
 from dsh.session.session import Session, now_ms

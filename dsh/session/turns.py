@@ -11,8 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dsh.llm import PluginSource, UserMessage
-from dsh.session.events import SessionEvent, TurnEnd, TurnStart
+from dsh.session.events import SessionEvent
 from dsh.session.history import Rewinds, rewinds_of
+from dsh.session.payloads import TurnEnd, TurnStart
 from dsh.session.session import Session
 
 

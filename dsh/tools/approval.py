@@ -42,7 +42,7 @@ from dsh.policy.permissions import (
 )
 from dsh.sandbox.policy import Widening
 from dsh.session import Session, SessionHeader
-from dsh.session.events import ApprovalRequested, ApprovalResolved, GrantsIgnored
+from dsh.session.payloads import ApprovalRequested, ApprovalResolved, GrantsIgnored
 from dsh.session.plan_events import PlanProposed, PlanReviewed
 from dsh.tools.definition import Action, Risk, ToolContext, ToolDefinition
 from dsh.tools.plan_review import (

@@ -41,7 +41,8 @@ from dsh.llm import (
 )
 from dsh.session import Pricing, SessionEvent, Spend, title_of
 from dsh.session.cache_events import CacheIdle, PrefixChanged, money
-from dsh.session.events import (
+from dsh.session.events import event_type, is_core_type
+from dsh.session.payloads import (
     ApprovalRequested,
     ApprovalResolved,
     AssistantChunk,
@@ -71,8 +72,6 @@ from dsh.session.events import (
     TurnMaxSteps,
     TurnMaxTokens,
     TurnStart,
-    event_type,
-    is_core_type,
 )
 from dsh.tools.presentation import Presentation
 from dsh.transcript import NoticeLevel, fold_step

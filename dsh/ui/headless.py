@@ -61,11 +61,7 @@ from dsh.session import (
     TurnMaxTokens,
     session_spend,
 )
-from dsh.session.events import (
-    CancelByUser,
-    CommandDone,
-    InboxDiscarded,
-)
+from dsh.session.payloads import CancelByUser, CommandDone, InboxDiscarded
 from dsh.session.writer import unstored_message
 from dsh.settings import Settings
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest

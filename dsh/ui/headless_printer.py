@@ -21,13 +21,7 @@ from dsh.session import (
     ToolResult,
 )
 from dsh.session.cache_events import CacheIdle, PrefixChanged
-from dsh.session.events import (
-    CommandDone,
-    GrantsIgnored,
-    LlmRetry,
-    ModelRenamed,
-    SessionMoved,
-)
+from dsh.session.payloads import CommandDone, GrantsIgnored, LlmRetry, ModelRenamed, SessionMoved
 from dsh.wire import dumps
 
 

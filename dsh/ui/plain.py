@@ -41,7 +41,7 @@ from dsh.agent.hooks import AGENT_STATUS
 from dsh.control_chars import visible
 from dsh.paths import dsh_home
 from dsh.session import SessionBusyError, SessionEvent
-from dsh.session.events import CancelByUser
+from dsh.session.payloads import CancelByUser
 from dsh.session.store import SESSIONS
 from dsh.session.writer import RECOVERED_MESSAGE, failing_message
 from dsh.settings import Settings

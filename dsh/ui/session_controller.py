@@ -637,7 +637,7 @@ class SessionController:
 
 async def close_agent(runtime: Runtime, agent: Agent, reason: str = "other") -> None:
     """Cancel its turn (waiting for the turn's closing events), then dispose of it."""
-    from dsh.session.events import CancelByUser
+    from dsh.session.payloads import CancelByUser
 
     if agent.status != "idle":
         agent.cancel(CancelByUser())

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from dsh.control_chars import visible
 from dsh.llm import TokenUsage
 from dsh.session import SessionEvent
-from dsh.session.events import LlmRetry
+from dsh.session.payloads import LlmRetry
 
 State = str
 """``idle``, ``thinking``, ``answering``, ``running-tool``, ``waiting-for-you``,

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
 
 from dsh.llm import user_text
-from dsh.session.events import CancelByUser
+from dsh.session.payloads import CancelByUser
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest
 from dsh.tools.plan_review import PlanDecision, PlanReview
 from dsh.tools.questions import Answer, Question

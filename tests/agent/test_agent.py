@@ -44,7 +44,7 @@ from dsh.llm import LlmCallConfig, PluginSource, TextBlock, user_text
 from dsh.runtime import Runtime, start_runtime
 from dsh.services import PROMPT, TOOLS
 from dsh.session import SessionEvent, check_log
-from dsh.session.events import CancelByUser
+from dsh.session.payloads import CancelByUser
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
 from dsh.testing.reconstruct import check_requests
 from dsh.tools import ToolContext, ToolDefinition, ToolOutput

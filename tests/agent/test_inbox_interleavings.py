@@ -35,7 +35,7 @@ from dsh.llm import (
 from dsh.runtime import Runtime, start_runtime
 from dsh.services import LLM
 from dsh.session import check_log
-from dsh.session.events import CancelByUser, InboxClaimed, InboxDiscarded, InboxEnqueued
+from dsh.session.payloads import CancelByUser, InboxClaimed, InboxDiscarded, InboxEnqueued
 from tests.support.waits import HANG_S
 
 ORDERS = 2000

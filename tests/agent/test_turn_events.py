@@ -17,7 +17,7 @@ from dsh.llm import PluginSource, user_text
 from dsh.runtime import Runtime, start_runtime
 from dsh.services import APPROVALS, TOOLS
 from dsh.session import SessionEvent, check_log
-from dsh.session.events import CancelByUser
+from dsh.session.payloads import CancelByUser
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import Action, ToolContext, ToolDefinition, ToolOutput
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest

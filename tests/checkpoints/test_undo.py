@@ -16,7 +16,7 @@ from dsh.llm import PluginSource, user_text
 from dsh.runtime import Runtime
 from dsh.services import CHECKPOINTS
 from dsh.session import RestoreDone, RestoreStarted, SessionStore
-from dsh.session.events import CommandDone
+from dsh.session.payloads import CommandDone
 from dsh.testing import FakeLLM, Reply
 from dsh.ui.session_controller import SessionController
 from dsh.ui.user_interface import SessionChoice

@@ -252,7 +252,7 @@ async def test_a_cancelled_turn_takes_the_review_away(
     agent = await runtime.agents.create(tmp_path)
     agent.followup(user_text("plan it"))
     await asyncio.wait_for(opened.wait(), HANG_S)
-    from dsh.session.events import CancelByUser
+    from dsh.session.payloads import CancelByUser
 
     agent.cancel(CancelByUser())
     await asyncio.wait_for(agent.when_idle(), HANG_S)

@@ -64,7 +64,7 @@ from dsh.session import (
     TurnMaxSteps,
     TurnStart,
 )
-from dsh.session.events import CancelByUser
+from dsh.session.payloads import CancelByUser
 from dsh.session.repair import closing_events
 from dsh_plugins._shared.chat_completions import ChatModel, request_body
 

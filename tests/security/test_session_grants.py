@@ -32,8 +32,8 @@ import pytest_asyncio
 from dsh.llm import new_session_id
 from dsh.paths import INSTALLATION_KEY_FILE
 from dsh.session import SessionEvent, SessionStore, check_log
-from dsh.session.events import GrantsIgnored
 from dsh.session.jsonl import parse_jsonl
+from dsh.session.payloads import GrantsIgnored
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import Dsh, Finished, close_stdin, finish, send, stream_events, text_of
 

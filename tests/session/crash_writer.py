@@ -46,7 +46,7 @@ from dsh.llm import (
     UserMessage,
 )
 from dsh.session.catalog import Catalog
-from dsh.session.events import (
+from dsh.session.payloads import (
     AssistantChunk,
     AssistantMessageData,
     PromptTrigger,

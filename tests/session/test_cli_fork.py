@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dsh.session import SessionStore, turns
-from dsh.session.events import HistoryRewound
+from dsh.session.payloads import HistoryRewound
 from tests.session.test_cli import dsh
 from tests.session.turns import complete_turn
 

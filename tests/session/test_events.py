@@ -28,16 +28,8 @@ from dsh.session import (
     parse_event,
     register_event,
 )
-from dsh.session.events import (
-    CancelByHook,
-    EventType,
-    JobTrigger,
-    LlmRetry,
-    OpaqueData,
-    ReplaceOp,
-    register_event_type,
-    registered_event_types,
-)
+from dsh.session.events import EventType, ReplaceOp, register_event_type, registered_event_types
+from dsh.session.payloads import CancelByHook, JobTrigger, LlmRetry, OpaqueData
 from dsh.wire import Frozen
 from dsh_plugins.compaction.events import CompactionSummary
 from dsh_plugins.todo import TodoItem, TodoWrite

@@ -26,8 +26,8 @@ from dsh.session import (
     check_log,
     parse_event,
 )
-from dsh.session.events import OpaqueData
 from dsh.session.jsonl import JsonlPersistence, export_jsonl, parse_jsonl
+from dsh.session.payloads import OpaqueData
 from dsh.session.sqlite import SqlitePersistence
 from dsh.wire import dumps
 from dsh_plugins.title.events import SessionTitle

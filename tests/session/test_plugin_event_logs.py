@@ -22,9 +22,9 @@ from typing import Any
 from dsh.llm import TokenUsage
 from dsh.session import Session, session_spend
 from dsh.session.catalog import Catalog
-from dsh.session.events import OpaqueData
 from dsh.session.jsonl import export_jsonl, parse_jsonl
 from dsh.session.markdown import to_markdown
+from dsh.session.payloads import OpaqueData
 from dsh.ui.entries import TranscriptFold
 from dsh.ui.render import visible_view
 from tests.support.vocabulary import async_plugin_vocabulary

@@ -28,7 +28,7 @@ from dsh.session import (
     TurnStart,
     check_log,
 )
-from dsh.session.events import HistoryRewound
+from dsh.session.payloads import HistoryRewound
 from dsh.session.turns import TurnNotFoundError, find_turn, turn_prompt, turns, turns_of
 from tests.session.turns import complete_turn
 

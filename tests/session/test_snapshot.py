@@ -19,7 +19,8 @@ import pytest
 from dsh.llm import TextDelta, user_text
 from dsh.runtime import Runtime
 from dsh.session import Pricing, Session
-from dsh.session.events import (
+from dsh.session.events import register_event
+from dsh.session.payloads import (
     AssistantChunk,
     InboxClaimed,
     InboxEnqueued,
@@ -28,7 +29,6 @@ from dsh.session.events import (
     TurnCompleted,
     TurnEnd,
     TurnStart,
-    register_event,
 )
 from dsh.session.snapshot import LINES_FILE, SNAPSHOT_FILE, EventLog
 from dsh.session.store import SessionStore

@@ -28,8 +28,8 @@ from dsh.policy.grants import (
 )
 from dsh.policy.permissions import Rule
 from dsh.session import Session, SessionEvent
-from dsh.session.events import ApprovalResolved, GrantsIgnored
 from dsh.session.header import SessionHeader
+from dsh.session.payloads import ApprovalResolved, GrantsIgnored
 from dsh.tools import Action
 from dsh.tools.approval import ApprovalDecision, ApprovalRequest, ApprovalService
 from dsh.ui.entries import NoticeEntry, TranscriptFold

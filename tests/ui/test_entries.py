@@ -123,7 +123,7 @@ async def test_a_turn_folds_the_same_live_and_from_the_log(
 
 @pytest.mark.usefixtures("bundled_vocabulary")
 async def test_queued_followups_and_todos_are_tracked(tmp_path: Path) -> None:
-    from dsh.session.events import InboxClaimed, InboxEnqueued
+    from dsh.session.payloads import InboxClaimed, InboxEnqueued
     from dsh_plugins.todo import TodoItem, TodoWrite
 
     fold = TranscriptFold()
@@ -264,7 +264,7 @@ def test_fold_steps_are_one_per_type_and_never_for_core_types() -> None:
 def test_a_legacy_model_notice_shows_in_the_transcript_and_plain_mode() -> None:
     from rich.console import Console
 
-    from dsh.session.events import ModelRenamed
+    from dsh.session.payloads import ModelRenamed
     from dsh.ui.plain_printer import TranscriptPrinter
 
     fold = TranscriptFold()
@@ -287,7 +287,7 @@ def test_a_retry_is_said_in_the_transcript_and_plain_mode_and_the_status_says_re
 
     from dsh.llm import BlockStart, LlmFailure
     from dsh.session import AssistantChunk
-    from dsh.session.events import LlmRetry
+    from dsh.session.payloads import LlmRetry
     from dsh.ui.plain_printer import TranscriptPrinter
     from dsh.ui.render import render_status
 
@@ -328,7 +328,7 @@ def test_the_retries_of_one_request_are_one_notice_saying_the_latest() -> None:
     from rich.console import Console
 
     from dsh.llm import LlmFailure
-    from dsh.session.events import LlmRetry
+    from dsh.session.payloads import LlmRetry
     from dsh.ui.plain_printer import TranscriptPrinter
 
     fold = TranscriptFold()

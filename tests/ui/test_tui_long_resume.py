@@ -9,21 +9,20 @@ from pathlib import Path
 
 from dsh.llm import AssistantMessage, ModelSource, TextBlock, TextDelta, user_text
 from dsh.runtime import Runtime
-from dsh.session.events import (
+from dsh.session.events import SessionEvent, is_surface_type
+from dsh.session.header import SessionHeader
+from dsh.session.payloads import (
     AssistantChunk,
     AssistantMessageData,
     InboxClaimed,
     InboxEnqueued,
     PromptTrigger,
-    SessionEvent,
     StepEnd,
     StepStart,
     TurnCompleted,
     TurnEnd,
     TurnStart,
-    is_surface_type,
 )
-from dsh.session.header import SessionHeader
 from dsh.session.store import SessionStore
 from dsh.testing import FakeLLM
 from dsh.ui.tui.transcript_view import Transcript, UserView

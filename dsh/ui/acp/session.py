@@ -42,7 +42,7 @@ from dsh.agent import Attached
 from dsh.frontend import Kind
 from dsh.permission_modes import MODES, PermissionMode
 from dsh.session import SessionEvent, TurnEnd
-from dsh.session.events import (
+from dsh.session.payloads import (
     CancelByUser,
     InboxDiscarded,
     TurnAborted,

@@ -598,7 +598,7 @@ class DshApp(App[int]):
         when neither runs."""
         if self.agent is None or not self._turn_running():
             return self.controller.stop_shell()
-        from dsh.session.events import CancelByUser
+        from dsh.session.payloads import CancelByUser
 
         pending = [item.text for item in self.fold.queued.values()] if self.fold else []
         self.agent.cancel(CancelByUser())  # which discards what waited in the inbox...

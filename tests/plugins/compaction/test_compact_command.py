@@ -21,7 +21,7 @@ from dsh.session import (
     check_log,
     paid_call,
 )
-from dsh.session.events import CommandDone, CommandRun
+from dsh.session.payloads import CommandDone, CommandRun
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
 from dsh.ui.entries import TranscriptFold
 from dsh_plugins.compaction.events import CompactionEnd, CompactionStart, CompactionSummary
@@ -354,7 +354,7 @@ async def test_an_oversized_history_has_its_oldest_tool_output_cut_for_the_summa
 
 def failure(agent: Any) -> str:
     """What the last slash command's ``command/done`` says went wrong."""
-    from dsh.session.events import CommandDone
+    from dsh.session.payloads import CommandDone
 
     [done] = [e.data for e in agent.session.events if isinstance(e.data, CommandDone)][-1:]
     assert done.kind == "error", done
