@@ -15,10 +15,8 @@ never needs it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +26,15 @@ from dsh.bulk import collector_paused
 from dsh.kernel import ServiceKey
 from dsh.llm import SessionId, new_session_id
 from dsh.session.blobs import Blobs, is_digest
-from dsh.session.catalog import Catalog, CatalogEntry, stored_events
+from dsh.session.catalog import Catalog, CatalogEntry
 from dsh.session.events import SessionEvent
 from dsh.session.header import SessionHeader
+from dsh.session.indexing import IndexDifferences as IndexDifferences
+from dsh.session.indexing import SessionIndexer
 from dsh.session.jsonl import JsonlPersistence
 from dsh.session.lock import SessionLocks
 from dsh.session.payloads import SessionMoved
-from dsh.session.persistence import PersistenceError, SessionNotFoundError, SessionPersistence
+from dsh.session.persistence import SessionNotFoundError, SessionPersistence
 from dsh.session.repair import closing_events
 from dsh.session.session import Session, now_ms
 from dsh.session.spend import Pricing, Spend, session_spend
@@ -42,8 +42,6 @@ from dsh.session.sqlite import SqlitePersistence
 from dsh.session.turns import TurnNotFoundError, find_turn, turns_of
 from dsh.session.writer import BOUNDARY_TYPES, SessionWriter
 from dsh.settings_tables import Backend as Backend
-
-INDEX_DELAY_S = 1.0
 
 _log = logging.getLogger("dsh.session")
 
@@ -58,17 +56,6 @@ class AmbiguousSessionError(LookupError):
 
 class ForkError(ValueError):
     """The fork point is not a place a session can continue from."""
-
-
-@dataclass(frozen=True)
-class IndexDifferences:
-    """Where the catalog and this store's storage disagree."""
-
-    missing: list[SessionHeader]
-    """Stored sessions the catalog does not know."""
-    vanished: list[str]
-    """Sessions of this store's backend the catalog lists but storage no longer holds
-    (their log was deleted, emptied, or cannot be read)."""
 
 
 def blobs_beside(export: Path | str) -> Path:
@@ -166,17 +153,8 @@ class SessionStore:
         :mod:`dsh.session.lock`); None for a store only tests write."""
         self._window = window
         self._writers: dict[SessionId, SessionWriter] = {}
-        # Stored batches reach the catalog through one ordered queue, off the path of
-        # flush(): a flush waits for the disk, not for the index. The indexer lets
-        # batches gather for a moment (INDEX_DELAY_S) so a busy turn costs one commit
-        # a second rather than one a step; whoever waits for the index cuts it short.
-        self._index_queue: asyncio.Queue[tuple[SessionHeader, list[SessionEvent]]] = asyncio.Queue()
-        self._indexer: asyncio.Task[None] | None = None
-        self._index_now = asyncio.Event()
-        self._index_waiters = 0
-        self._never_indexed: set[SessionId] = set()
-        """Sessions whose first batch is queued: indexed at once, not after the delay,
-        so that a new session is found by ``--continue`` as soon as possible."""
+        self._indexer = SessionIndexer(persistence, catalog)
+        """Keeps the catalog up to date with what is stored (see :mod:`dsh.session.indexing`)."""
         self._followers: dict[SessionId, list[_Follower]] = {}
         self._left: dict[SessionId, _Left] = {}
         """Sessions closed with events left unstored (rare: a failing disk)."""
@@ -228,7 +206,7 @@ class SessionStore:
             raise
         session = Session(header, seed)
         self._spent[session.id] = Spend()
-        self._never_indexed.add(session.id)
+        self._indexer.never_indexed.add(session.id)
         self._attach(session, stored=0)
         return session
 
@@ -251,7 +229,7 @@ class SessionStore:
             _log.warning("%s", issue)
         # Index what storage holds before the session's writer can index anything newer.
         await self.indexed()
-        await self._catch_up(loaded.header, loaded.events)
+        await self._indexer.catch_up(loaded.header, loaded.events)
         with collector_paused():  # the live views of every event: see dsh.bulk
             session = Session(loaded.header, loaded.events)
         session.load_issues = tuple(loaded.issues)
@@ -286,7 +264,7 @@ class SessionStore:
             spent.count(event, self.pricing)
         self._spent[session.id] = spent
         await self.indexed()
-        await self._catch_up_log(session.header, session.events, stored)
+        await self._indexer.catch_up_log(session.header, session.events, stored)
         self._attach(session, stored=stored)
         return session
 
@@ -399,102 +377,7 @@ class SessionStore:
                 spent.count(event, self.pricing)
         if events and events[-1].type in BOUNDARY_TYPES:
             self._snapshot_soon(session)
-        if self.catalog is None:
-            return
-        self._index_queue.put_nowait((session.header, list(events)))
-        if self._indexer is None or self._indexer.done():
-            self._indexer = asyncio.get_running_loop().create_task(self._index_loop())
-
-    async def _index_loop(self) -> None:
-        assert self.catalog is not None
-        while True:
-            waiting = [await self._index_queue.get()]
-            if waiting[0][0].id in self._never_indexed:
-                self._never_indexed.discard(waiting[0][0].id)
-            else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._index_now.wait(), INDEX_DELAY_S)
-            while not self._index_queue.empty():  # whatever queued up meanwhile
-                waiting.append(self._index_queue.get_nowait())
-            # Consecutive batches of one session go to the index in one commit.
-            runs: list[tuple[SessionHeader, list[SessionEvent]]] = []
-            for header, events in waiting:
-                if runs and runs[-1][0].id == header.id:
-                    runs[-1][1].extend(events)
-                else:
-                    runs.append((header, list(events)))
-            for header, events in runs:
-                try:
-                    recorded = await self.catalog.record(
-                        header,
-                        events,
-                        backend=self.persistence.name,
-                        location=self.persistence.location(header.id),
-                    )
-                    if not recorded:  # the index lacks what came before: all of it, then
-                        await self._index_whole(header.id)
-                except (OSError, sqlite3.Error, PersistenceError) as error:
-                    # A full disk, a locked index, a log that cannot be read again: said
-                    # in one line, since the log itself is unaffected and the index can
-                    # be rebuilt.
-                    _log.error(
-                        "session %s: indexing failed (%s); dsh sessions reindex repairs it",
-                        header.id,
-                        error,
-                    )
-                except Exception:
-                    _log.exception(
-                        "session %s: indexing failed (dsh sessions reindex repairs it)", header.id
-                    )
-            for _ in waiting:
-                self._index_queue.task_done()
-
-    async def indexed(self) -> None:
-        """Return once every stored batch so far is in the catalog."""
-        self._index_waiters += 1
-        self._index_now.set()
-        try:
-            await self._index_queue.join()
-        finally:
-            self._index_waiters -= 1
-            if not self._index_waiters:
-                self._index_now.clear()
-
-    async def _catch_up(self, header: SessionHeader, events: Sequence[SessionEvent]) -> None:
-        if self.catalog is None or not events:
-            return
-        try:
-            entry = await self.catalog.get(header.id)
-            if entry is None or entry.last_seq < events[-1].seq:
-                await self.catalog.record(
-                    header,
-                    events,
-                    backend=self.persistence.name,
-                    location=self.persistence.location(header.id),
-                )
-        except (OSError, sqlite3.Error) as error:
-            # The session opens without its index entry: the index is only derived.
-            _log.warning("session %s: not indexed (%s)", header.id, error)
-
-    async def _catch_up_log(
-        self, header: SessionHeader, events: Sequence[SessionEvent], stored: int
-    ) -> None:
-        """:meth:`_catch_up` for a log read through its snapshot: only what the catalog
-        lacks is read (all of it only when the catalog knows nothing of the session)."""
-        if self.catalog is None or not stored:
-            return
-        try:
-            entry = await self.catalog.get(header.id)
-            since = -1 if entry is None else entry.last_seq
-            if since < stored - 1:
-                await self.catalog.record(
-                    header,
-                    events[since + 1 : stored],
-                    backend=self.persistence.name,
-                    location=self.persistence.location(header.id),
-                )
-        except (OSError, sqlite3.Error) as error:
-            _log.warning("session %s: not indexed (%s)", header.id, error)
+        self._indexer.queue(session.header, events)
 
     def spent(self, session: Session) -> tuple[Spend, int] | None:
         """What the session's stored events paid for, and how many events that is
@@ -621,10 +504,7 @@ class SessionStore:
             await self._snapshot_written(session_id)
         if self.locks is not None:
             self.locks.release_all()
-        await self.indexed()
-        if self._indexer is not None:
-            self._indexer.cancel()
-            await asyncio.gather(self._indexer, return_exceptions=True)
+        await self._indexer.aclose()
         await self.persistence.close()
         if self.catalog is not None:
             await self.catalog.close()
@@ -669,63 +549,20 @@ class SessionStore:
         found = await self.catalog.list(cwd=cwd, limit=1)
         return found[0] if found else None
 
+    async def indexed(self) -> None:
+        """Return once every stored batch so far is in the catalog."""
+        await self._indexer.indexed()
+
     async def index_differences(self, cwd: str | None = None) -> IndexDifferences:
         """Where the catalog and storage disagree (about ``cwd``'s sessions, when given)."""
-        await self.indexed()
-        if self.catalog is None:
-            return IndexDifferences([], [])
-        # The index first: a session stored meanwhile is then at worst indexed twice
-        # (harmless), never taken for one whose log is gone.
-        known = await self.catalog.ids(cwd=cwd)
-        mine = await self.catalog.ids(cwd=cwd, backend=self.persistence.name)
-        stored = await self.persistence.list(cwd)
-        ids = {header.id for header in stored}
-        return IndexDifferences([h for h in stored if h.id not in known], sorted(mine - ids))
+        return await self._indexer.differences(cwd)
 
     async def index_missing(
         self, cwd: str | None = None, differences: IndexDifferences | None = None
     ) -> int:
-        """Bring the catalog up to date with storage (about ``cwd``'s sessions, when
-        given): index the stored sessions it does not know, and drop the ones whose
-        log is gone, saying so in one line. A process killed between a session's
-        first write and its index entry leaves one unknown; so a session is found
-        (``--continue``, ``--resume`` by prefix, ``dsh sessions list``) once its first
-        event is stored, whatever became of its writer. ``differences``: as
-        :meth:`index_differences` found them just before. Returns how many entries
-        changed."""
-        if self.catalog is None:
-            return 0
-        if differences is None:
-            differences = await self.index_differences(cwd)
-        if differences.vanished:
-            shown = ", ".join(session_id[:8] for session_id in differences.vanished[:5])
-            more = " …" if len(differences.vanished) > 5 else ""
-            _log.warning(
-                "the session index listed %d session(s) whose log is gone, empty or "
-                "unreadable (%s%s); dropped from the index",
-                len(differences.vanished),
-                shown,
-                more,
-            )
-            for session_id in differences.vanished:
-                await self.catalog.forget(session_id)
-        for header in differences.missing:
-            try:
-                await self._index_whole(header.id)
-            except PersistenceError as error:
-                _log.warning("session %s is not indexed: %s", header.id, error)
-        return len(differences.missing) + len(differences.vanished)
-
-    async def _index_whole(self, session_id: SessionId) -> None:
-        """Index everything storage holds of a session."""
-        assert self.catalog is not None
-        loaded = await self.persistence.inspect(session_id)
-        await self.catalog.record(
-            loaded.header,
-            stored_events(loaded),
-            backend=self.persistence.name,
-            location=self.persistence.location(session_id),
-        )
+        """Bring the catalog up to date with storage (see
+        :meth:`SessionIndexer.index_missing`); how many entries changed."""
+        return await self._indexer.index_missing(cwd, differences)
 
     async def delete(self, id_or_prefix: str) -> SessionId:
         resolved = await self.resolve(id_or_prefix)
