@@ -14,6 +14,7 @@ from dsh.checkpoints import Checkpoints
 from dsh.checkpoints.service import CHECKPOINTS
 from dsh.commands import COMMANDS, CommandService
 from dsh.credentials import CREDENTIALS, CredentialStore
+from dsh.host import HOST, HostFacts
 from dsh.kernel import Candidate, Context, PluginHost, discover
 from dsh.llm import LlmService
 from dsh.llm.service import LLM
@@ -61,6 +62,7 @@ async def start_runtime(
     permission_mode: PermissionMode | None = None,
     sandbox: Policy | None = None,
     settings: Settings | None = None,
+    host: HostFacts | None = None,
 ) -> Runtime:
     """Build the root context with the core services and load plugins (discovered
     unless ``candidates`` is given), configured from the settings documents unless
@@ -73,6 +75,8 @@ async def start_runtime(
     their core tables, configures the plugins from them and provides them as the
     ``settings`` service. Without them (tests, embedding) they are loaded here, a
     project's own configuration applying only if the project is trusted.
+
+    ``host`` stands in for this machine's facts (a replay gives the recorded ones).
 
     Raises :class:`~dsh.settings.SettingsError` for a settings file it cannot use.
     """
@@ -91,10 +95,12 @@ async def start_runtime(
         settings = replace(settings, own=own)
     root = Context(name="core")
     root.provide(SETTINGS, settings)
+    facts = host or HostFacts.this_machine()
+    root.provide(HOST, facts)
     root.provide(CREDENTIALS, CredentialStore(data, where, project_env=settings.trusted))
     llm = LlmService(root)
     root.provide(LLM, llm)
-    sessions = SessionStore.at(data, settings.storage.backend, pricing=llm.cost)
+    sessions = SessionStore.at(data, settings.storage.backend, pricing=llm.cost, host=facts)
     root.provide(SESSIONS, sessions)
     root.effect(lambda: sessions.aclose)
     approvals = _approvals(
@@ -127,14 +133,14 @@ async def start_runtime(
     # settings, which every child's git environment carries, are read meanwhile
     # (once, in a thread: a child's environment is built on the loop).
     await asyncio.gather(asyncio.to_thread(sweep, data), asyncio.to_thread(user_git_config))
-    host = PluginHost(root)
-    await host.load(
+    plugins = PluginHost(root)
+    await plugins.load(
         discover(settings.plugin_modules()) if candidates is None else candidates,
         configs=plugin_configs,
         disabled=disabled_plugins,
         config_origins=origins,
     )
-    return Runtime(root, host, sessions, llm, agents)
+    return Runtime(root, plugins, sessions, llm, agents)
 
 
 def _approvals(

@@ -21,6 +21,7 @@ from dsh.agent.service import AGENTS
 from dsh.checkpoints.service import CHECKPOINTS
 from dsh.commands import COMMANDS
 from dsh.credentials import CREDENTIALS
+from dsh.host import HOST
 from dsh.kernel import ServiceKey
 from dsh.llm.service import LLM
 from dsh.prompt import PROMPT
@@ -40,6 +41,7 @@ __all__ = [
     "COMMANDS",
     "COMMAND_RUNNER",
     "CREDENTIALS",
+    "HOST",
     "LLM",
     "PROMPT",
     "QUESTIONS",

@@ -324,6 +324,11 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     close_request()
     if pending:
         recording.inputs.setdefault(IdlePoint(turns_ended), []).extend(pending)
+    if header.host is None:
+        recording.notes.append(
+            "the log does not say which machine it was recorded on (a session stored before"
+            " dsh kept it): this machine's platform and shell stand in for it"
+        )
     return recording
 
 

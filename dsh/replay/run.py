@@ -98,7 +98,9 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
     from dsh.settings import load_settings
 
     settings = await asyncio.to_thread(load_settings, home, cwd, trust=True)
-    runtime = await start_runtime(home=home, cwd=cwd, settings=settings)
+    # The recorded machine's facts, so the system prompt is the one recorded wherever
+    # the replay runs (a log from before dsh kept them gets this machine's).
+    runtime = await start_runtime(home=home, cwd=cwd, settings=settings, host=recording.header.host)
     switch = {
         key: value
         for key, value in (("model", options.model), ("provider", options.provider))

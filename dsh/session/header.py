@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import NonNegativeInt
 
+from dsh.host import HostFacts
 from dsh.llm import SessionId
 from dsh.wire import Frozen
 
@@ -26,3 +27,6 @@ class SessionHeader(Frozen):
     origin: Literal["fork", "subagent"] | None = None
     delegation_depth: NonNegativeInt = 0
     agent_preset: str | None = None
+    host: HostFacts | None = None
+    """The machine the session started on, as its system prompt described it (absent
+    in sessions stored before dsh recorded it)."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from dsh.bulk import collector_paused
+from dsh.host import HostFacts
 from dsh.kernel import ServiceKey
 from dsh.llm import SessionId, new_session_id
 from dsh.session.blobs import Blobs, is_digest
@@ -140,8 +141,11 @@ class SessionStore:
         window: float = 0.2,
         locks: SessionLocks | None = None,
         pricing: Pricing | None = None,
+        host: HostFacts | None = None,
     ) -> None:
         self.persistence = persistence
+        self.host = host
+        """The machine facts each new session's header records."""
         self.catalog = catalog
         self.pricing = pricing
         """What a model call cost, for the totals this store keeps of each session."""
@@ -163,13 +167,19 @@ class SessionStore:
 
     @classmethod
     def at(
-        cls, home: Path, backend: Backend = "jsonl", *, pricing: Pricing | None = None
+        cls,
+        home: Path,
+        backend: Backend = "jsonl",
+        *,
+        pricing: Pricing | None = None,
+        host: HostFacts | None = None,
     ) -> SessionStore:
         return cls(
             make_persistence(backend, home),
             Catalog(home, pricing=pricing),
             locks=SessionLocks(home / "locks"),
             pricing=pricing,
+            host=host,
         )
 
     # ------------------------------------------------------------------ live sessions
@@ -196,6 +206,7 @@ class SessionStore:
             origin=origin,
             delegation_depth=delegation_depth,
             agent_preset=agent_preset,
+            host=self.host,
         )
         if self.locks is not None:
             self.locks.acquire(header.id)

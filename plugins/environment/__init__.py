@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
-import platform
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 from dsh.kernel import Context, Plugin
 from dsh.processes import helper_command
 from dsh.prompt import PromptContext, Render, per_workspace
-from dsh.services import PROMPT
+from dsh.services import HOST, PROMPT
 from dsh.tools import with_safe_git
 
 GIT_TIMEOUT = 2.0
@@ -29,14 +28,6 @@ Environment:
 - Working directory: {{cwd}}
 - Platform: {{platform}}
 - Shell: {{shell}}"""
-
-
-def platform_summary() -> str:
-    return f"{platform.system() or 'unknown'} {platform.release()}".strip()
-
-
-def shell_summary() -> str:
-    return os.environ.get("SHELL") or "unknown"
 
 
 @dataclass
@@ -247,8 +238,9 @@ def environment_context() -> Render:
 
 def apply(ctx: Context, config: object) -> None:
     prompt = ctx.get(PROMPT)
-    prompt.variable("platform", lambda pc: platform_summary())
-    prompt.variable("shell", lambda pc: shell_summary())
+    host = ctx.get(HOST)  # gathered once; a replay's are the recorded machine's
+    prompt.variable("platform", lambda pc: host.platform)
+    prompt.variable("shell", lambda pc: host.shell)
     prompt.section("environment", 50, SECTION)
     prompt.context("environment", 50, environment_context())
 
@@ -256,6 +248,6 @@ def apply(ctx: Context, config: object) -> None:
 plugin = Plugin(
     name="environment",
     description="Working directory, platform, shell, date and git status for the model",
-    inject=(PROMPT,),
+    inject=(PROMPT, HOST),
     apply=apply,
 )

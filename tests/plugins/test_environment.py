@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from dsh.host import HostFacts
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.prompt import PromptContext, PromptService
-from dsh.services import PROMPT
+from dsh.services import HOST, PROMPT
 from dsh_plugins.environment import filter_overrides, git_summary, parse_status
 from dsh_plugins.environment import plugin as environment_plugin
 from tests.support.waits import HANG_S
@@ -55,6 +56,7 @@ def make_repo(path: Path) -> Path:
 async def load(cwd: Path) -> tuple[Context, PromptContext]:
     root = Context()
     root.provide(PROMPT, PromptService(root))
+    root.provide(HOST, HostFacts.this_machine())
     [record] = await PluginHost(root).load(
         [Candidate("environment", "test", plugin=environment_plugin)]
     )
