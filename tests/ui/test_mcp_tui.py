@@ -48,6 +48,9 @@ async def test_the_tui_does_not_wait_for_a_server(
     async with tui(mute_runtime, tmp_path, tmp_path / "home") as (app, pilot):
         await finish_a_turn(app, pilot, "hi")
         assert "Answered without it." in screen_text(app)
+        # Its connection is made once the SDK is imported (in a thread, which a busy
+        # machine may finish after the turn): the server is still starting then.
+        await asyncio.wait_for(mute_runtime.root.get(MCP).started(), HANG_S)
         [status] = mute_runtime.root.get(MCP).statuses()
         assert status.state == "starting"
         offered = [t["function"]["name"] for t in fake_llm.chat_requests[0].body["tools"]]

@@ -12,7 +12,9 @@ sent meanwhile goes out when it is ready.
 Start-up, opening and switching sessions, what is sent and the commands are the
 :class:`~dsh.ui.session_controller.SessionController`'s; the app is its
 :class:`~dsh.ui.user_interface.UserInterface`: it draws the session's events, reads
-the keys, and shows the dialogs (approval, questions, trust, setup, busy session).
+the keys (what its own keys do is :mod:`dsh.ui.tui.key_actions`'), and shows the
+dialogs (approval, questions, trust, setup, busy session: :mod:`dsh.ui.tui.dialogs`).
+It is run by :func:`dsh.ui.tui.launch.run_tui`.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ from dsh.control_chars import visible
 from dsh.ui.session_controller import SessionController, StartFailed
 from dsh.ui.tui import dialogs
 from dsh.ui.tui.attention import Attention
+from dsh.ui.tui.key_actions import KeyActions
 from dsh.ui.tui.prompt_input import CompletionMenu, PromptArea
+from dsh.ui.tui.rewinder import TuiRewinder
 from dsh.ui.tui.screens.guard import TypedEarly, note_key
+from dsh.ui.tui.selecting import SelectionCopier
 from dsh.ui.tui.status import PanelsView, QueuePanel, StatusBar
 from dsh.ui.user_interface import SessionChoice
 
@@ -54,37 +59,16 @@ if TYPE_CHECKING:
     from dsh.tools.questions import Answer, Question
     from dsh.ui.entries import TranscriptFold
     from dsh.ui.opening import BusyChoice
-    from dsh.ui.rewinding import Preview, RewindChoice, RewindPick, TurnRow
     from dsh.ui.trusting import TrustAnswer, TrustQuestion
-    from dsh.ui.tui.early_terminal import EarlyTerminal
     from dsh.ui.tui.transcript_view import Transcript
 
 EXIT_OK, EXIT_FAILED = 0, 1
 EXIT_TERMINATED = 143  # 128 + SIGTERM
-QUIT_WINDOW_S = 1.0
-"""On an idle, empty prompt a second Ctrl+C within this many seconds quits."""
 CANCELLING = "cancelling…"
 STREAMED = frozenset({"text-delta", "reasoning-delta"})
 """The ``assistant/chunk`` events that only add text to an answer or a thought."""
-ESCAPE_WINDOW_S = 0.8
-"""Esc twice within this long, nothing typed and no turn running: the rewind picker."""
 CARD_HINT = "card: Enter opens · Esc leaves"
-KEYS_HELP = (
-    "Keys: Enter sends (while a turn runs it steers the turn) · Tab queues a follow-up"
-    " while a turn runs · Ctrl+J, Alt+Enter, Shift+Enter or \\ then Enter adds a line ·"
-    " Up/Down"
-    " browse earlier prompts · Esc cancels the turn; Esc Esc (nothing typed) rewinds to"
-    " before a turn (code, conversation or both) · Ctrl+R lists this session's prompts"
-    " · Ctrl+C copies the selection, else stops the reply, else clears the"
-    " prompt, else (twice) quits · PgUp/PgDn scroll, and Home/End on an empty prompt ·"
-    " Ctrl+Up/Ctrl+Down move over tool cards and thoughts, Enter opens one (a subagent's"
-    " card: its transcript, read-only; Esc or q comes back) · Ctrl+O"
-    " opens or closes them all · Ctrl+V attaches an image from the clipboard, and a"
-    " pasted image path attaches the image · Shift+Tab cycles the permission mode ·"
-    " the mouse selects text (copied on release) and clicks a card open ·"
-    " !command runs a shell command"
-)
-PREVIEW_MODULES = ("dsh.session", "dsh.ui.entries", "dsh.ui.tui.transcript_view")
+PREVIEW_MODULES = ("dsh.ui.tui.preview", "dsh.ui.tui.transcript_view")
 """What showing a stored session needs, a part of :data:`HEAVY_MODULES`."""
 HEAVY_MODULES = (
     "dsh.runtime",
@@ -135,7 +119,7 @@ class DshApp(App[int]):
         super().__init__()
         self.request = request or TuiRequest()
         self.controller = SessionController(self, self.request, runtime=runtime)
-        self.controller.rewind_asker = TuiRewinder(self)
+        self.controller.rewind_asker = TuiRewinder(self, self.show)
         self.cwd = self.controller.cwd
         self.fold: TranscriptFold | None = None
         self.transcript: Transcript | None = None
@@ -149,9 +133,8 @@ class DshApp(App[int]):
         self._start_notes: list[tuple[str, str]] = []
         """Notices from start-up, shown once the transcript is."""
         self._refresh_scheduled = False
-        self._last_ctrl_c = 0.0
-        self._last_escape = 0.0
-        self._selection_copied: tuple[str, object, float] = ("", None, 0.0)
+        self.keys = KeyActions(self)
+        self.copier = SelectionCopier(self)
         self._terminal_title = ""
         self.ready = asyncio.Event()
         self.attention = Attention(self, self.request.notify)
@@ -301,49 +284,26 @@ class DshApp(App[int]):
         self.status_bar.show()
 
     async def _preview(self, session_id: str) -> None:
-        """Show a stored session, read-only, while the runtime and its plugins load:
-        a long session is on screen in half the time. Once the agent resumes it, the
-        transcript is built again with costs and the plugins' tool views."""
-        from dsh.llm import SessionId
-        from dsh.session.jsonl import JsonlPersistence
-        from dsh.session.session import Session
-        from dsh.session.spend import Spend
-        from dsh.session.store import make_persistence
-        from dsh.ui.entries import TranscriptFold
-        from dsh.ui.tui.transcript_window import fold_session
+        """Show a stored session, read-only, while the runtime and its plugins load
+        (see :mod:`dsh.ui.tui.preview`)."""
+        from dsh.ui.tui.preview import stored_fold
 
         settings = await self.controller.settings()
-        persistence = make_persistence(settings.storage.backend, self.controller.home)
-        wanted = SessionId(session_id)
-        try:
-            if not await persistence.exists(wanted):
-                return  # a prefix: the catalog resolves it once the runtime is up
-            # Through its snapshot when it has one: what the runtime reads next.
-            peeked = None
-            if isinstance(persistence, JsonlPersistence):
-                peeked = await persistence.peek(wanted)
-            loaded = None if peeked is not None else await persistence.inspect(wanted)
-        finally:
-            await persistence.close()
-        with collector_paused():  # an entry for every event or so: see dsh.bulk
-            if peeked is not None:
-                header, opened = peeked
-                state = opened.snapshot.state
-                spent = Spend.from_json(state["spend"])
-                for event in opened.log.recent:
-                    spent.count(event, None)
-                base = len(opened.log)
-                fold = fold_session(Session.resumed(header, state, opened.log), None, (spent, base))
-            else:
-                assert loaded is not None
-                fold = TranscriptFold()
-                for event in loaded.events:
-                    fold.apply(event)
-        transcript = await self._mount_transcript(None)
+        fold = await stored_fold(self.controller.home, settings.storage.backend, session_id)
+        if fold is None:
+            return
+        await self._put_on_screen(fold, None, "loading…")
+        self._say_resumed(session_id, fold)
+
+    async def _put_on_screen(self, fold: TranscriptFold, tools: Any, note: str) -> None:
+        """``fold`` in the transcript and on the status bar, with ``note`` there."""
+        transcript = await self._mount_transcript(tools)
         await transcript.show(fold)
         self.status_bar.fold = fold
-        self.status_bar.note = "loading…"
+        self.status_bar.note = note
         self.status_bar.show()
+
+    def _say_resumed(self, session_id: str, fold: TranscriptFold) -> None:
         said = f" · {fold.status.title}" if fold.status.title else ""
         self.show(f"Resumed session {session_id[:8]}{said}", level="info")
 
@@ -365,7 +325,7 @@ class DshApp(App[int]):
     async def _wire(self) -> None:
         from dsh.tools.approval import APPROVALS, PERMISSION_MODE_CHANGED
         from dsh.tools.service import TOOLS
-        from dsh.ui.tui.commands import register_tui_commands
+        from dsh.ui.tui.commands import KEYS_HELP, register_tui_commands
 
         controller = self.controller
         # Whoever changes the mode (Shift+Tab, /permissions, /plan, an approved plan),
@@ -385,19 +345,9 @@ class DshApp(App[int]):
         await self._mount_transcript(controller.ctx.get(TOOLS))
 
     async def set_up(self, home: Path, settings: Settings) -> bool | None:
-        """First run with no key for the provider: the setup screen."""
-        from dsh.credentials import CredentialStore
-        from dsh.setup import configured_forms, needs_setup
-
-        credentials = CredentialStore(home, self.cwd, project_env=settings.trusted)
-        forms = configured_forms(settings) if self.request.plugin_configs is None else []
-        if not needs_setup(settings, credentials, forms):
-            return None
-        from dsh.ui.tui.screens.setup import SetupScreen
-
-        screen = SetupScreen(home, credentials, forms)
-        choice = await dialogs.wait_screen(self, screen, None)
-        return choice is not None
+        # The plugins' own forms, unless the program configured them (the demo).
+        forms = self.request.plugin_configs is None
+        return await dialogs.set_up(self, home, self.cwd, settings, plugin_forms=forms)
 
     def show_warning(self, text: str) -> None:
         self.show(f"{text[:1].upper()}{text[1:]}.", level="warning")
@@ -424,24 +374,19 @@ class DshApp(App[int]):
 
     async def show_read_only(self, events: Sequence[SessionEvent]) -> None:
         """Show the session another dsh writes, as it is now, and write nothing."""
-        from dsh.ui.entries import TranscriptFold
+        from dsh.tools.service import TOOLS
+        from dsh.ui.tui.preview import fold_of
 
         assert self.runtime is not None
-        fold = TranscriptFold(cost=self.runtime.llm.cost)
-        with collector_paused():
-            for event in events:
-                fold.apply(event)
-        from dsh.tools.service import TOOLS
-
-        transcript = await self._mount_transcript(self.runtime.root.get(TOOLS))
-        await transcript.show(fold)
-        self.status_bar.fold = fold
-        self.status_bar.note = "read-only: another dsh writes this session"
-        self.status_bar.show()
+        fold = fold_of(events, self.runtime.llm.cost)
+        tools = self.runtime.root.get(TOOLS)
+        await self._put_on_screen(fold, tools, "read-only: another dsh writes this session")
 
     # ------------------------------------------------------------------ the session
 
     async def attach(self, agent: AgentHandle, *, replay: bool) -> None:
+        from dsh.paths import dsh_home
+        from dsh.ui.prompt_history import history_path
         from dsh.ui.tui.transcript_window import fold_session
 
         assert self.runtime is not None
@@ -456,16 +401,13 @@ class DshApp(App[int]):
             self.runtime.sessions.follow(agent.session, failing=self._storage),
         ]
         self.prompt_area.forget_files(agent.cwd)
-        self.prompt_area.prompts.load(_history_file(self, agent.cwd))
-        await self.transcript.show(fold)
+        self.prompt_area.prompts.load(history_path(self.request.home or dsh_home(), agent.cwd))
         if fold.status.model is None:
             fold.status.model = agent.options.model
-        self.status_bar.fold = fold
-        self.status_bar.note = ""
         self.status_bar.unsaved = False  # a session of its own: its writes say
+        await self._put_on_screen(fold, self.transcript.tools, "")
         if replay:
-            said = f" · {fold.status.title}" if fold.status.title else ""
-            self.show(f"Resumed session {agent.id[:8]}{said}", level="info")
+            self._say_resumed(agent.id, fold)
         else:
             self.show(
                 f"dsh · {agent.options.model} · {agent.cwd} · /help lists commands and keys",
@@ -584,14 +526,7 @@ class DshApp(App[int]):
             self.prompt_area.action_submit()
 
     def on_prompt_area_queue_edit(self, message: PromptArea.QueueEdit) -> None:
-        """Take the newest queued message back into the prompt to edit or drop it."""
-        from dsh.agent import Remove
-
-        if self.fold is None or self.agent is None or not self.fold.queued:
-            return
-        item = list(self.fold.queued.values())[-1]
-        if self.agent.update_inbox(item.item_id, Remove()):
-            self.prompt_area.set_text(item.text)
+        self.keys.edit_queued()
 
     def action_cancel_turn(self) -> bool:
         """Esc: cancel the running turn, else stop a running ``!`` command. False
@@ -611,62 +546,15 @@ class DshApp(App[int]):
     def on_text_selected(self, event: events.TextSelected) -> None:
         """The mouse button released over the transcript: copy what it selected."""
         if self.request.copy_on_select:
-            self.call_after_refresh(self._copy_selection)
+            self.copier.after_release()
 
     def on_click(self, event: events.Click) -> None:
         # A double or triple click selects a word or a block after the release.
         if event.chain > 1 and self.request.copy_on_select:
-            self.call_after_refresh(self._copy_selection)
-
-    def _copy_selection(self) -> None:
-        selected = self.screen.get_selected_text()
-        if not selected:  # a plain click is a release with nothing selected
-            return
-        now = time.monotonic()
-        last_text, last_screen, last_time = self._selection_copied
-        if (selected, self.screen) == (last_text, last_screen) and now - last_time < 1.0:
-            return  # the release and the click of one gesture
-        self._selection_copied = (selected, self.screen, now)
-        self._copy(selected, clear=False)
-
-    def _copy(self, text: str, *, clear: bool) -> None:
-        self.copy_to_clipboard(text)
-        if clear:
-            self.screen.clear_selection()
-        lines = text.count("\n") + 1
-        self.notify(f"Copied {lines} line{'s' if lines != 1 else ''}.", timeout=1.5)
+            self.copier.after_release()
 
     def action_interrupt(self) -> None:
-        """Ctrl+C: copy the selected text (transcript or prompt), else cancel the
-        running turn, else clear the prompt, else (twice within a moment) quit."""
-        prompt = self.prompt_area
-        selected = self.screen.get_selected_text() or prompt.selected_text
-        if selected:
-            self._copy(selected, clear=True)
-            return
-        if self._viewing():
-            # Keys in a session viewer are the viewer's: no turn is cancelled, and the
-            # prompt it goes back to keeps its text.
-            self.notify("Esc or q goes back to the prompt.", timeout=QUIT_WINDOW_S)
-            return
-        now = time.monotonic()
-        if self.action_cancel_turn():
-            self._last_ctrl_c = 0.0  # stopping a reply is not the first press of a quit
-            return
-        if prompt.text:
-            prompt.set_text("")
-            self._last_ctrl_c = 0.0  # nor is clearing what was typed
-            return
-        if now - self._last_ctrl_c < QUIT_WINDOW_S:
-            self.run_worker(self.quit(), group="quit")
-            return
-        self._last_ctrl_c = now
-        self.notify("Press Ctrl+C again to quit.", timeout=QUIT_WINDOW_S)
-
-    def _viewing(self) -> bool:
-        from dsh.ui.tui.screens.viewer import SessionViewer
-
-        return isinstance(self.screen, SessionViewer)
+        self.keys.interrupt()
 
     def action_scroll_transcript(self, direction: int) -> None:
         self.scroll_transcript("page_up" if direction < 0 else "page_down")
@@ -678,80 +566,18 @@ class DshApp(App[int]):
             self.transcript.toggle_details()
 
     def on_prompt_area_cycle_mode(self, message: PromptArea.CycleMode) -> None:
-        """Shift+Tab: default → accept-edits → plan → default. ``bypass`` is never a
-        key press away; a session started in it, or in read-only (which ``/permissions``
-        chooses: plan mode is what a person cycling wants, explore then propose, and
-        read-only, which still asks about commands, is the rarer choice), leaves it for
-        default."""
-        if self.runtime is None:
-            return
-        from dsh.tools.approval import APPROVALS
-
-        approvals = self.runtime.root.get(APPROVALS)
-        order: tuple[PermissionMode, ...] = ("default", "accept-edits", "plan")
-        current = approvals.mode
-        approvals.mode = (  # the status bar hears of it (_mode_changed)
-            order[(order.index(current) + 1) % len(order)] if current in order else "default"
-        )
+        self.keys.cycle_mode()
 
     def on_prompt_area_escape(self, message: PromptArea.Escape) -> None:
-        """Esc: leave the cards, else cancel the running turn, else (twice within a
-        moment, nothing typed) open the rewind picker, as ``/rewind`` does."""
-        transcript = self.transcript
-        if transcript is not None and transcript.on_card():
-            transcript.clear_cursor()
-            self._card_hint(False)
-            return
-        if self.action_cancel_turn():
-            self._last_escape = 0.0
-            return
-        now = time.monotonic()
-        if not self.prompt_area.text and now - self._last_escape < ESCAPE_WINDOW_S:
-            self._last_escape = 0.0
-            if not self.ready.is_set() or self.agent is None or self.fold is None:
-                return
-            from dsh.ui.entries import UserEntry
-
-            if not any(isinstance(entry, UserEntry) for entry in self.fold.entries):
-                self.notify("No turn to rewind to yet.", timeout=2)
-                return
-            self.run_worker(self.submit("/rewind"), group="rewind")
-            return
-        self._last_escape = now
+        self.keys.escape()
 
     def on_prompt_area_prompt_list(self, message: PromptArea.PromptList) -> None:
-        """Ctrl+R: this session's prompts, to take one back into an empty prompt."""
-        if self.prompt_area.text:
-            self.notify("Ctrl+R puts an earlier prompt into an empty prompt.", timeout=2)
-            return
-        self.run_worker(self.pick_prompt(), group="prompts")
-
-    async def pick_prompt(self) -> None:
-        """The session's prompts, newest first; the one picked goes back into the
-        prompt, to edit and send again."""
-        from dsh.ui.entries import UserEntry
-
-        if self.fold is None:
-            return
-        prompts = [e.text for e in reversed(self.fold.entries) if isinstance(e, UserEntry)]
-        if not prompts:
-            self.notify("No prompts in this session yet.", timeout=2)
-            return
-        items = [visible(" ".join(text.split()), one_line=True)[:200] for text in prompts]
-        picked = await dialogs.choose(
-            self,
-            "Earlier prompts of this session",
-            items,
-            hint="↑↓ choose · Enter: back into the prompt, to edit and send · Esc: close",
-        )
-        if picked is not None:
-            self.prompt_area.set_text(prompts[picked])
-            self.prompt_area.focus()
+        self.keys.list_prompts()
 
     def on_prompt_area_card_cursor(self, message: PromptArea.CardCursor) -> None:
         """Ctrl+Up/Ctrl+Down: the card cursor over tool cards and thoughts."""
         if self.transcript is not None:
-            self._card_hint(self.transcript.move_cursor(message.step))
+            self.card_hint(self.transcript.move_cursor(message.step))
 
     def on_prompt_area_open_card(self, message: PromptArea.OpenCard) -> None:
         """Enter on a card: a subagent's run opens as its own transcript; any other
@@ -767,24 +593,12 @@ class DshApp(App[int]):
     async def view_session(self, session_id: str, title: str | None = None) -> None:
         """Show ``session_id``'s transcript, read-only, over the main screen (followed
         while its agent runs in this process); Esc or q comes back."""
-        from dsh.agent.service import AGENTS
-        from dsh.tools.service import TOOLS
         from dsh.ui.tui.screens.viewer import SessionViewer
 
-        runtime = self.runtime
-        if runtime is None:
-            return
-        viewer = SessionViewer(
-            session_id,
-            sessions=runtime.sessions,
-            agents=runtime.root.get(AGENTS).list(),
-            tools=runtime.root.get(TOOLS),
-            cost=runtime.llm.cost,
-            title=title,
-        )
-        await self.push_screen(viewer)
+        if self.runtime is not None:
+            await self.push_screen(SessionViewer.in_runtime(self.runtime, session_id, title))
 
-    def _card_hint(self, on: bool) -> None:
+    def card_hint(self, on: bool) -> None:
         note = CARD_HINT if on else ""
         if on or self.status_bar.note == CARD_HINT:
             self.status_bar.note = note
@@ -812,24 +626,12 @@ class DshApp(App[int]):
             return await dialogs.ask_approval(self, request, stop=self.action_cancel_turn)
 
     async def ask_questions(self, questions: Sequence[Question]) -> list[Answer] | None:
-        self.status_bar.asking = True  # the log says a tool runs; it waits for the person
-        self.status_bar.show()
-        try:
-            with self.attention.question(questions):
-                return await dialogs.ask_questions(self, questions)
-        finally:
-            self.status_bar.asking = False
-            self.status_bar.show()
+        with self.status_bar.waiting_for_person(), self.attention.question(questions):
+            return await dialogs.ask_questions(self, questions)
 
     async def ask_plan(self, review: PlanReview) -> PlanDecision:
-        self.status_bar.asking = True  # the log says a tool runs; it waits for the person
-        self.status_bar.show()
-        try:
-            with self.attention.plan(review):
-                return await dialogs.ask_plan(self, review)
-        finally:
-            self.status_bar.asking = False
-            self.status_bar.show()
+        with self.status_bar.waiting_for_person(), self.attention.plan(review):
+            return await dialogs.ask_plan(self, review)
 
     async def pick_session(self) -> str | None:
         assert self.runtime is not None
@@ -880,91 +682,6 @@ class DshApp(App[int]):
         await self.controller.close(self.end_reason)
 
 
-class TuiRewinder:
-    """``/rewind`` (and Esc Esc) in the TUI: its picker screen, and the rewound prompt
-    back in the prompt box."""
-
-    def __init__(self, app: DshApp) -> None:
-        self.app = app
-
-    async def ask(
-        self,
-        turns: Sequence[TurnRow],
-        preview: Preview,
-        *,
-        turn: TurnRow | None = None,
-        choice: RewindChoice | None = None,
-    ) -> RewindPick | None:
-        return await dialogs.ask_rewind(self.app, turns, preview, turn=turn, choice=choice)
-
-    def put_back(self, prompt: str) -> None:
-        area = self.app.prompt_area
-        # What was typed meanwhile stays, after it.
-        area.set_text("\n\n".join(text for text in (prompt, area.text) if text.strip()))
-        area.focus()
-
-    def said(self, text: str) -> None:
-        self.app.run_worker(self._say(text), group="rewind-said")
-
-    async def _say(self, text: str) -> None:
-        # A rewind draws the transcript again from the fold (its notices of the UI's
-        # own with it): said once that is done, it stays on screen.
-        redrawing = [w for w in self.app.workers if w.group == "rewound" and not w.is_finished]
-        if redrawing:
-            await self.app.workers.wait_for_complete(redrawing)
-        self.app.show(text)
-
-
 def _import_all(modules: tuple[str, ...]) -> None:
     for name in modules:
         importlib.import_module(name)
-
-
-def _history_file(app: DshApp, cwd: Path) -> Path:
-    from dsh.paths import dsh_home
-    from dsh.ui.prompt_history import history_path
-
-    return history_path(app.request.home or dsh_home(), cwd)
-
-
-async def run_tui(
-    request: TuiRequest,
-    *,
-    mouse: bool = True,
-    resume_hint: bool = True,
-    early: EarlyTerminal | None = None,
-) -> int:
-    import signal
-    import sys
-
-    app = DshApp(request)
-    if sys.platform != "win32":
-        from textual.drivers.linux_driver import LinuxDriver
-
-        from dsh.ui.tui.input_driver import driver_class
-
-        if app.driver_class is LinuxDriver:
-            app.driver_class = driver_class(early)
-
-    def terminate() -> None:
-        # Ended as by the person (the session closed, its SessionEnd hooks run), not
-        # killed mid-write; a second SIGTERM kills at once.
-        loop.remove_signal_handler(signal.SIGTERM)
-        app.end_reason = "other"
-        app.exit_code = EXIT_TERMINATED
-        app.exit(EXIT_TERMINATED, return_code=EXIT_TERMINATED)
-
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, terminate)
-    try:
-        code = await app.run_async(mouse=mouse)
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-        await app.shutdown()
-    # The terminal is the shell's again.
-    for line in app.controller.unsaved:  # what could not be stored, said where it stays
-        sys.stderr.write(f"dsh: {line}\n")
-    if resume_hint and app.resumable is not None:
-        sys.stdout.write(f"Resume this session with: dsh --resume {app.resumable}\n")
-    code = code if isinstance(code, int) else app.exit_code
-    return EXIT_FAILED if app.controller.unsaved and code == EXIT_OK else code

@@ -16,6 +16,23 @@ if TYPE_CHECKING:
     from dsh.ui.children import ChildSession
     from dsh.ui.entries import TranscriptFold
 
+KEYS_HELP = (
+    "Keys: Enter sends (while a turn runs it steers the turn) · Tab queues a follow-up"
+    " while a turn runs · Ctrl+J, Alt+Enter, Shift+Enter or \\ then Enter adds a line ·"
+    " Up/Down"
+    " browse earlier prompts · Esc cancels the turn; Esc Esc (nothing typed) rewinds to"
+    " before a turn (code, conversation or both) · Ctrl+R lists this session's prompts"
+    " · Ctrl+C copies the selection, else stops the reply, else clears the"
+    " prompt, else (twice) quits · PgUp/PgDn scroll, and Home/End on an empty prompt ·"
+    " Ctrl+Up/Ctrl+Down move over tool cards and thoughts, Enter opens one (a subagent's"
+    " card: its transcript, read-only; Esc or q comes back) · Ctrl+O"
+    " opens or closes them all · Ctrl+V attaches an image from the clipboard, and a"
+    " pasted image path attaches the image · Shift+Tab cycles the permission mode ·"
+    " the mouse selects text (copied on release) and clicks a card open ·"
+    " !command runs a shell command"
+)
+"""What ``/help`` says of the TUI's keys."""
+
 _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.text import Text
@@ -16,6 +17,7 @@ from textual.screen import Screen
 
 if TYPE_CHECKING:
     from dsh.session import Catalog
+    from dsh.settings import Settings
     from dsh.tools.approval import ApprovalDecision, ApprovalRequest
     from dsh.tools.plan_review import PlanDecision, PlanReview
     from dsh.tools.questions import Answer, Question
@@ -149,3 +151,20 @@ async def ask_rewind(
     screen = RewindScreen(turns, preview, turn=turn, choice=choice)
     picked: RewindPick | None = await wait_screen(app, screen, None)
     return picked
+
+
+async def set_up(
+    app: App[Any], home: Path, cwd: Path, settings: Settings, *, plugin_forms: bool
+) -> bool | None:
+    """First run with no key for the provider: the setup screen (see
+    :meth:`dsh.ui.user_interface.Dialogs.set_up` for the answer)."""
+    from dsh.credentials import CredentialStore
+    from dsh.setup import configured_forms, needs_setup
+
+    credentials = CredentialStore(home, cwd, project_env=settings.trusted)
+    forms = configured_forms(settings) if plugin_forms else []
+    if not needs_setup(settings, credentials, forms):
+        return None
+    from dsh.ui.tui.screens.setup import SetupScreen
+
+    return await wait_screen(app, SetupScreen(home, credentials, forms), None) is not None

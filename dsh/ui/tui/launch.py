@@ -1,7 +1,9 @@
-"""Starting the TUI from the command line: its settings, the demo, the app."""
+"""Starting the TUI from the command line: its settings, the demo, the app run to its
+end (a SIGTERM ends it as a person would, the session closed)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -29,7 +31,6 @@ async def launch(
     throwaway project and home. ``early``: the terminal as dsh took it at start, with
     what was typed before."""
     from dsh.settings import SettingsError
-    from dsh.ui.tui.app import run_tui
 
     if demo:
         return await _demo(prompt, early)
@@ -70,7 +71,7 @@ def tui_request(
 
 async def _demo(prompt: str | None, early: EarlyTerminal | None) -> int:
     from dsh.demo import DemoError, start_demo
-    from dsh.ui.tui.app import TuiRequest, run_tui
+    from dsh.ui.tui.app import TuiRequest
 
     try:
         demo = await start_demo()
@@ -91,3 +92,47 @@ async def _demo(prompt: str | None, early: EarlyTerminal | None) -> int:
         return await run_tui(request, resume_hint=False, early=early)  # its sessions go with it
     finally:
         await demo.close()
+
+
+async def run_tui(
+    request: TuiRequest,
+    *,
+    mouse: bool = True,
+    resume_hint: bool = True,
+    early: EarlyTerminal | None = None,
+) -> int:
+    import signal
+
+    from dsh.ui.tui.app import EXIT_FAILED, EXIT_OK, EXIT_TERMINATED, DshApp
+
+    app = DshApp(request)
+    if sys.platform != "win32":
+        from textual.drivers.linux_driver import LinuxDriver
+
+        from dsh.ui.tui.input_driver import driver_class
+
+        if app.driver_class is LinuxDriver:
+            app.driver_class = driver_class(early)
+
+    def terminate() -> None:
+        # Ended as by the person (the session closed, its SessionEnd hooks run), not
+        # killed mid-write; a second SIGTERM kills at once.
+        loop.remove_signal_handler(signal.SIGTERM)
+        app.end_reason = "other"
+        app.exit_code = EXIT_TERMINATED
+        app.exit(EXIT_TERMINATED, return_code=EXIT_TERMINATED)
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, terminate)
+    try:
+        code = await app.run_async(mouse=mouse)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        await app.shutdown()
+    # The terminal is the shell's again.
+    for line in app.controller.unsaved:  # what could not be stored, said where it stays
+        sys.stderr.write(f"dsh: {line}\n")
+    if resume_hint and app.resumable is not None:
+        sys.stdout.write(f"Resume this session with: dsh --resume {app.resumable}\n")
+    code = code if isinstance(code, int) else app.exit_code
+    return EXIT_FAILED if app.controller.unsaved and code == EXIT_OK else code

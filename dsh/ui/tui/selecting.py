@@ -18,15 +18,18 @@ Public API:
 - ``selectable(widget, strip, y) -> Strip``: line ``y`` with its offsets, and the
   selection's highlight where it is selected (for a widget drawing its own lines).
 - ``selected_text(lines, selection) -> str``: what ``selection`` covers of ``lines``.
+- :class:`SelectionCopier`: the app's copy of a selection when the mouse is released.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.segment import Segment
+from textual.app import App
 from textual.dom import NoScreen
 from textual.strip import Strip
 from textual.style import Style
@@ -104,3 +107,39 @@ class SelectByLine(_Mixin):
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         lines = [super(SelectByLine, self).render_line(y).text for y in range(self.size.height)]
         return selected_text(lines, selection), "\n"
+
+
+class SelectionCopier:
+    """Copy what the mouse selected when its button is released (``[tui]
+    copy_on_select``), once per gesture, and say how much was copied."""
+
+    REPEAT_S = 1.0
+    """A release and the click of one gesture come within this long."""
+
+    def __init__(self, app: App[Any]) -> None:
+        self.app = app
+        self._last: tuple[str, object, float] = ("", None, 0.0)
+
+    def after_release(self) -> None:
+        self.app.call_after_refresh(self._copy_selection)
+
+    def _copy_selection(self) -> None:
+        selected = self.app.screen.get_selected_text()
+        if not selected:  # a plain click is a release with nothing selected
+            return
+        now = time.monotonic()
+        last_text, last_screen, last_time = self._last
+        if (selected, self.app.screen) == (
+            last_text,
+            last_screen,
+        ) and now - last_time < self.REPEAT_S:
+            return
+        self._last = (selected, self.app.screen, now)
+        self.copy(selected, clear=False)
+
+    def copy(self, text: str, *, clear: bool) -> None:
+        self.app.copy_to_clipboard(text)
+        if clear:
+            self.app.screen.clear_selection()
+        lines = text.count("\n") + 1
+        self.app.notify(f"Copied {lines} line{'s' if lines != 1 else ''}.", timeout=1.5)

@@ -6,6 +6,8 @@ events) and redraw when told the fold changed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -40,6 +42,17 @@ class StatusBar(Static):
         """Known once the app is ready (learning it starts a bwrap)."""
         self._frame = 0
         self._shown: Text | None = None
+
+    @contextmanager
+    def waiting_for_person(self) -> Iterator[None]:
+        """While a dialog waits for the person: the log only says a tool runs."""
+        self.asking = True
+        self.show()
+        try:
+            yield
+        finally:
+            self.asking = False
+            self.show()
 
     def on_mount(self) -> None:
         self.set_interval(0.1, self._spin)

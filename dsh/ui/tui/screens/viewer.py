@@ -31,6 +31,7 @@ from dsh.ui.tui.transcript_view import Transcript
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
+    from dsh.runtime import Runtime
     from dsh.session import Pricing, SessionEvent, SessionStore
     from dsh.ui.render import ToolLookup
 
@@ -81,6 +82,21 @@ class SessionViewer(Screen[None]):
         self._header_scheduled = False
         self.loaded = False
         """The session's events are on screen (or it failed to load, said so)."""
+
+    @classmethod
+    def in_runtime(cls, runtime: Runtime, session_id: str, title: str | None) -> SessionViewer:
+        """A viewer of one of ``runtime``'s sessions (followed while its agent runs)."""
+        from dsh.agent.service import AGENTS
+        from dsh.tools.service import TOOLS
+
+        return cls(
+            session_id,
+            sessions=runtime.sessions,
+            agents=runtime.root.get(AGENTS).list(),
+            tools=runtime.root.get(TOOLS),
+            cost=runtime.llm.cost,
+            title=title,
+        )
 
     def compose(self) -> ComposeResult:
         yield Static(self._heading("loading…"), id="viewer-title")
