@@ -36,12 +36,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.theme import Theme
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Static
 
 from dsh.control_chars import visible
 from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
 from dsh.ui.render import diff_text, visible_request
 from dsh.ui.tui.screens.guard import QUIET_SECONDS, KeyGuard
+from dsh.ui.tui.screens.reason import WRITING, ReasonBox
 
 DIFF_MARKERS = ("@@", "+++ ", "--- ", "diff --git ")
 ANSWER_KEYS = frozenset(
@@ -89,10 +90,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         height: auto; max-height: 60vh; margin: 1 0 0 0;
         border: round $panel-lighten-2; background: $background;
     }
-    ApprovalScreen #feedback-row { height: auto; display: none; margin: 1 0 0 0; }
-    ApprovalScreen.feedback #feedback-row { display: block; }
-    ApprovalScreen.feedback #buttons { display: none; }
-    ApprovalScreen #feedback-hint { color: $text-muted; }
+    ApprovalScreen.writing #buttons { display: none; }
     ApprovalScreen #buttons { height: auto; margin: 1 0 0 0; }
     ApprovalScreen #buttons Button { margin: 0 1 0 0; min-width: 10; }
     ApprovalScreen #grant { margin: 1 0 0 0; }
@@ -143,9 +141,11 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             if request.details:
                 with VerticalScroll(id="details"):
                     yield Static(self._details(), id="details-body")
-            with Vertical(id="feedback-row"):
-                yield Input(placeholder="Why not? (said to the model)", id="feedback-input")
-                yield Static("Enter: deny with this reason · Esc: back", id="feedback-hint")
+            yield ReasonBox(
+                placeholder="Why not? (said to the model)",
+                hint="Enter: deny with this reason · Esc: back",
+                input_id="feedback-input",
+            )
             if request.grant is not None:
                 covers = request.grant_covers or request.grant
                 grant = Text.assemble(("[a] allows for this session: ", "dim"), covers)
@@ -188,7 +188,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
 
     @property
     def in_feedback(self) -> bool:
-        return self.has_class("feedback")
+        return self.has_class(WRITING)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("decide", "feedback"):
@@ -210,18 +210,13 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         self.dismiss(ApprovalDecision(outcome=outcome, feedback=feedback))
 
     def action_feedback(self) -> None:
-        if not self.guard.open:
-            return
-        self.add_class("feedback")
-        self.query_one("#feedback-input", Input).focus()
-        self.refresh_bindings()
+        if self.guard.open:
+            self.query_one(ReasonBox).open()
 
     def action_escape(self) -> None:
         if self.in_feedback:
-            self.remove_class("feedback")
-            self.query_one("#feedback-input", Input).value = ""
+            self.query_one(ReasonBox).close()
             self._focus_default()
-            self.refresh_bindings()
         elif not self.guard.open:
             return  # an Esc typed for the prompt (or for its menu) stops nothing
         elif self.stop is not None and self.stop():
@@ -237,10 +232,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         else:
             self.set_focus(None)
 
-    @on(Input.Submitted, "#feedback-input")
-    def _feedback_given(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.decide("deny", event.value.strip() or None)
+    def on_reason_box_given(self, message: ReasonBox.Given) -> None:
+        message.stop()
+        self.decide("deny", message.text)
 
     @on(Button.Pressed)
     def _button(self, event: Button.Pressed) -> None:

@@ -29,12 +29,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Static
 from textual.widgets.button import ButtonVariant
 
 from dsh.control_chars import visible
 from dsh.tools.plan_review import CHOICES, PlanDecision, PlanOutcome, PlanReview
 from dsh.ui.tui.screens.guard import QUIET_SECONDS, KeyGuard
+from dsh.ui.tui.screens.reason import WRITING, ReasonBox
 
 KEYS: dict[PlanOutcome, str] = {outcome: str(n) for n, (outcome, _, _) in enumerate(CHOICES, 1)}
 """The key that gives each answer: its place in :data:`CHOICES`."""
@@ -83,13 +84,10 @@ class PlanScreen(ModalScreen[PlanDecision]):
     PlanScreen #buttons { height: auto; margin: 1 0 0 0; }
     PlanScreen #buttons Button { margin: 0 1 0 0; min-width: 10; }
     PlanScreen #meanings { color: $text-muted; }
-    PlanScreen #note-row { height: auto; display: none; margin: 1 0 0 0; }
-    PlanScreen.note #note-row { display: block; }
-    PlanScreen.note #buttons { display: none; }
-    PlanScreen.note #meanings { display: none; }
-    PlanScreen #note-hint { color: $text-muted; }
+    PlanScreen.writing #buttons { display: none; }
+    PlanScreen.writing #meanings { display: none; }
     PlanScreen #hint { color: $text-muted; }
-    PlanScreen.note #hint { display: none; }
+    PlanScreen.writing #hint { display: none; }
     """
     AUTO_FOCUS = "#plan"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -133,12 +131,11 @@ class PlanScreen(ModalScreen[PlanDecision]):
                 meanings.append(f"{KEYS[outcome]} ", style="bold")
                 meanings.append(meaning)
             yield Static(meanings, id="meanings")
-            with Vertical(id="note-row"):
-                yield Input(
-                    placeholder="What should change? (said to the model; may be left empty)",
-                    id="note-input",
-                )
-                yield Static("Enter: keep planning with this note · Esc: back", id="note-hint")
+            yield ReasonBox(
+                placeholder="What should change? (said to the model; may be left empty)",
+                hint="Enter: keep planning with this note · Esc: back",
+                input_id="note-input",
+            )
             yield Static(HINT, id="hint")
 
     def on_mount(self) -> None:
@@ -151,7 +148,7 @@ class PlanScreen(ModalScreen[PlanDecision]):
 
     @property
     def in_note(self) -> bool:
-        return self.has_class("note")
+        return self.has_class(WRITING)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # In the note a digit is part of it, not an answer.
@@ -165,25 +162,19 @@ class PlanScreen(ModalScreen[PlanDecision]):
             self.dismiss(PlanDecision(outcome=outcome, note=note))
 
     def action_note(self) -> None:
-        if not self.guard.open:
-            return
-        self.add_class("note")
-        self.query_one("#note-input", Input).focus()
-        self.refresh_bindings()
+        if self.guard.open:
+            self.query_one(ReasonBox).open()
 
     def action_escape(self) -> None:
         if self.in_note:
-            self.remove_class("note")
-            self.query_one("#note-input", Input).value = ""
+            self.query_one(ReasonBox).close()
             self.query_one("#plan").focus()
-            self.refresh_bindings()
         elif self.guard.open:  # an Esc typed for the prompt (or its menu) answers nothing
             self.decide("keep-planning")
 
-    @on(Input.Submitted, "#note-input")
-    def _note_given(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.decide("keep-planning", event.value.strip() or None)
+    def on_reason_box_given(self, message: ReasonBox.Given) -> None:
+        message.stop()
+        self.decide("keep-planning", message.text)
 
     @on(Button.Pressed)
     def _button(self, event: Button.Pressed) -> None:
