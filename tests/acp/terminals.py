@@ -51,6 +51,9 @@ class TerminalEditor(Editor):
     """Answer ``terminal/create`` with this error instead."""
     fail_wait: str | None = None
     """Answer ``terminal/wait_for_exit`` with this error instead."""
+    open_once_printed: bytes | None = None
+    """Answer ``terminal/create`` only once the command has printed this: an editor may
+    take its time opening a terminal, and a call's timeout starts when it answers."""
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     terminals: dict[str, Terminal] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
@@ -98,6 +101,9 @@ class TerminalEditor(Editor):
         terminal.reading = asyncio.create_task(self._read(terminal))
         terminal_id = f"term-{len(self.terminals) + 1}"
         self.terminals[terminal_id] = terminal
+        if self.open_once_printed is not None:
+            printed = self.open_once_printed
+            await self.wait_for(lambda: printed in terminal.output)
         return CreateTerminalResponse(terminal_id=terminal_id)
 
     async def _read(self, terminal: Terminal) -> None:

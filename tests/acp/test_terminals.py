@@ -219,7 +219,11 @@ async def test_cancel_mid_command_kills_and_releases_the_terminal(
 async def test_a_command_past_its_timeout_is_killed(
     dsh: Dsh, fake_llm: FakeLLM, editor: TerminalEditor
 ) -> None:
-    fake_llm.add(bash("echo begun; sleep 120", timeout_ms=1500), Reply(text="Too slow."))
+    """The command never ends by itself, and the editor opens its terminal only once
+    it has printed: its output is there before the timeout starts, however slowly a
+    loaded machine starts it, so only the timeout can end it and nothing races."""
+    editor.open_once_printed = b"begun"
+    fake_llm.add(bash("echo begun; sleep 1000", timeout_ms=500), Reply(text="Too slow."))
     async with editor_session(
         dsh, editor, "--permission-mode", "bypass", capabilities=TERMINALS
     ) as (conn, _):
@@ -227,12 +231,18 @@ async def test_a_command_past_its_timeout_is_killed(
         reply = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("run")), TIMEOUT)
         assert reply.stop_reason == "end_turn"
     assert not alive(editor.pids[0])
-    assert editor.methods()[:2] == ["create", "wait_for_exit"]
-    assert "kill" in editor.methods()
-    assert editor.methods()[-1] == "release"
+    # Killed, its end seen, its output read, then released.
+    assert editor.methods() == [
+        "create",
+        "wait_for_exit",
+        "kill",
+        "wait_for_exit",
+        "output",
+        "release",
+    ]
     result = tool_results(fake_llm)[-1]
     assert result.startswith("begun")
-    assert "[timed out after 1500ms]" in result
+    assert "[timed out after 500ms]" in result
     assert "[killed by signal: SIGTERM]" in result
 
 

@@ -1,6 +1,7 @@
-"""The mcp plugin against real MCP servers: the SDK-built fixture in
-tests/fixtures/mcp/server.py over stdio and Streamable HTTP on 127.0.0.1, and small
-broken servers (one that exits, one that never answers, one that prints to stdout).
+"""The mcp plugin against real MCP servers over stdio: the SDK-built fixture in
+tests/fixtures/mcp/server.py and the reference server (server-everything, from npm).
+Broken servers, HTTP and project trust have modules of their own
+(test_mcp_broken_servers, test_mcp_http, test_mcp_trust).
 
 Every wait is bounded by HANG_S (a hang guard, never a timing assertion).
 """
@@ -9,62 +10,32 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
-import os
-import signal
-import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 import pytest_asyncio
 
-from dsh.control_chars import visible
-from dsh.llm import CallId, ToolCallBlock, joined_text
 from dsh.policy.permissions import assess
-from dsh.runtime import Runtime, start_runtime
-from dsh.services import COMMANDS, TOOLS
-from dsh.tools import ToolContext, ToolService
+from dsh.runtime import Runtime
+from dsh.services import COMMANDS
 from dsh_plugins._shared.images import prepare
-from dsh_plugins.mcp import MCP, McpService
-from dsh_plugins.mcp.service import status_lines
-from tests.plugins.bash_support import eventually, process_running, running_with
+from dsh_plugins.mcp import MCP
+from tests.plugins.mcp_support import (
+    FIXTURE,
+    call,
+    context,
+    service_of,
+    started,
+    stdio_table,
+    toml_string,
+    tools_of,
+    until,
+)
 from tests.support.waits import HANG_S
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "mcp" / "server.py"
 NODE_SERVERS = Path(__file__).resolve().parent.parent / "fixtures" / "node"
-PY = sys.executable
-
-
-def server_pid(token: Path) -> int:
-    """The PID of the one fixture server started with ``token`` among its arguments."""
-    [pid] = running_with(PY, str(token))
-    return pid
-
-
-def toml_string(text: str) -> str:
-    return json.dumps(text)
-
-
-def stdio_table(name: str, *args: str, extra: str = "") -> str:
-    listed = ", ".join(toml_string(a) for a in args)
-    return f"[mcp.servers.{name}]\ncommand = {toml_string(PY)}\nargs = [{listed}]\n{extra}\n"
-
-
-async def started(root: Path, settings: str, *, trust: bool | None = None) -> Runtime:
-    home, project = root / "home", root / "project"
-    home.mkdir(exist_ok=True)
-    project.mkdir(exist_ok=True)
-    (home / "settings.toml").write_text(settings)
-    if trust is None:
-        return await start_runtime(home=home, cwd=project)
-    from dsh.settings import load_settings
-
-    return await start_runtime(
-        home=home, cwd=project, settings=load_settings(home, project, trust=trust)
-    )
 
 
 @pytest_asyncio.fixture
@@ -78,41 +49,6 @@ async def fixture_runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
         yield runtime
     finally:
         await runtime.aclose()
-
-
-def service_of(runtime: Runtime) -> McpService:
-    return runtime.root.get(MCP)
-
-
-def tools_of(runtime: Runtime) -> ToolService:
-    return runtime.root.get(TOOLS).service
-
-
-def context(
-    tmp_path: Path, progress: list[str] | None = None, signal: asyncio.Event | None = None
-) -> ToolContext:
-    return ToolContext(
-        call_id=CallId("call-1"),
-        agent=None,
-        cwd=tmp_path,
-        signal=signal or asyncio.Event(),
-        progress=(progress.append if progress is not None else lambda _: None),
-    )
-
-
-async def call(
-    runtime: Runtime, tmp_path: Path, name: str, arguments: dict[str, object], **kwargs: object
-) -> tuple[str, str | None]:
-    block = ToolCallBlock(id=CallId("call-1"), name=name, arguments=json.dumps(arguments))
-    outcome = await tools_of(runtime).run(block, context(tmp_path, **kwargs), None)  # type: ignore[arg-type]
-    return joined_text(outcome.message.result.content), outcome.error_code
-
-
-async def until(predicate: Callable[[], object], what: str) -> None:
-    try:
-        await eventually(lambda: bool(predicate()))
-    except AssertionError:
-        pytest.fail(f"hung waiting for {what}")
 
 
 # ---------------------------------------------------------------------- stdio
@@ -386,315 +322,6 @@ async def test_a_missing_variable_fails_the_server_alone(tmp_path: Path) -> None
         assert states["fixture"] == ("ready", None)
         assert states["needs"][0] == "failed"
         assert "${MCP_NOT_SET_ANYWHERE} is not set" in (states["needs"][1] or "")
-    finally:
-        await runtime.aclose()
-
-
-# ---------------------------------------------------------------------- broken servers
-
-
-async def test_broken_servers_leave_dsh_working(tmp_path: Path) -> None:
-    settings = (
-        stdio_table("exits", "-c", "import sys; sys.stderr.write('bad config'); sys.exit(3)")
-        + stdio_table("mute", "-c", "import time; time.sleep(600)", extra="startup_timeout = 1")
-        + stdio_table(
-            "chatty", "-c", "import time; print('hello from a server', flush=True); time.sleep(600)"
-        )
-        + stdio_table("fixture", str(FIXTURE), "stdio")
-        + '[mcp.servers.missing]\ncommand = "/no/such/program"\n'
-    )
-    runtime = await started(tmp_path, settings)
-    try:
-        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
-        states = {s.name: s for s in service_of(runtime).statuses()}
-        assert states["fixture"].state == "ready"
-        assert states["exits"].state == "failed"
-        assert "exited" in (states["exits"].reason or "")
-        assert states["exits"].stderr == "bad config"
-        assert states["mute"].state == "failed"
-        assert states["mute"].reason == "no answer to initialize within 1 s"
-        assert states["chatty"].state == "failed"
-        assert "not MCP" in (states["chatty"].reason or "")
-        assert states["missing"].state == "failed"
-        assert states["missing"].reason == "no program '/no/such/program' found"
-        names = [n for n in tools_of(runtime).visible(None) if n.startswith("mcp__")]
-        assert names
-        assert all(n.startswith("mcp__fixture__") for n in names)
-        text, _ = await call(runtime, tmp_path, "mcp__fixture__echo", {"text": "still here"})
-        assert text == "echo: still here"
-    finally:
-        await runtime.aclose()
-
-
-async def test_closing_dsh_ends_the_servers(tmp_path: Path) -> None:
-    pid_file = tmp_path / "project" / "pid"
-    script = (
-        "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
-        f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
-    )
-    runtime = await started(tmp_path, stdio_table("fixture", "-c", script, str(pid_file)))
-    await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
-    assert service_of(runtime).statuses()[0].state == "ready"
-    pid = server_pid(pid_file)
-    await runtime.aclose()
-    assert not process_running(pid)
-
-
-async def test_a_server_that_dies_later_is_failed_and_can_be_restarted(tmp_path: Path) -> None:
-    pid_file = tmp_path / "project" / "pid"
-    script = (
-        "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
-        f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
-    )
-    runtime = await started(
-        tmp_path,
-        stdio_table("fixture", "-c", script, str(pid_file), extra="reconnect_attempts = 0"),
-    )
-    try:
-        service = service_of(runtime)
-        await asyncio.wait_for(service.settled(), HANG_S)
-        os.kill(server_pid(pid_file), signal.SIGKILL)
-        await until(lambda: service.statuses()[0].state == "failed", "the crash to be seen")
-        assert service.statuses()[0].reason == "the server closed the connection (it exited?)"
-        assert tools_of(runtime).get("mcp__fixture__echo") is None
-        assert any("fixture: failed" in line for line in status_lines(service))
-
-        pid_file.unlink()
-        old = service.connections["fixture"]
-        assert service.restart("fixture")
-        await until(lambda: service.statuses()[0].state == "ready", "the restart")
-        assert old.ctx.disposed  # nothing of the old connection is left running
-        text, _ = await call(runtime, tmp_path, "mcp__fixture__echo", {"text": "back"})
-        assert text == "echo: back"
-        assert not service.restart("no-such-server")
-    finally:
-        await runtime.aclose()
-
-
-async def test_a_server_that_dies_later_comes_back_by_itself(tmp_path: Path) -> None:
-    pid_file = tmp_path / "project" / "pid"
-    script = (
-        "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
-        f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
-    )
-    runtime = await started(tmp_path, stdio_table("fixture", "-c", script, str(pid_file)))
-    try:
-        service = service_of(runtime)
-        await asyncio.wait_for(service.settled(), HANG_S)
-        first = server_pid(pid_file)
-        os.kill(first, signal.SIGKILL)
-
-        def back() -> bool:
-            return (
-                running_with(PY, str(pid_file)) not in ([], [first])
-                and service.statuses()[0].state == "ready"
-                and tools_of(runtime).get("mcp__fixture__echo") is not None
-            )
-
-        await until(back, "the server to be started again")
-        text, _ = await call(runtime, tmp_path, "mcp__fixture__echo", {"text": "again"})
-        assert text == "echo: again"
-    finally:
-        await runtime.aclose()
-
-
-def test_status_lines_show_server_text_safely() -> None:
-    from dsh_plugins.mcp.status import Status
-
-    class Fake:
-        problems: ClassVar[list[str]] = ["settings.toml: mcp.servers.x: bad"]
-
-        def statuses(self) -> list[Status]:
-            return [
-                Status("ok", "srv", "ready", tools=["mcp__ok__a", "mcp__ok__b"]),
-                Status("bad", "srv2", "failed", reason="boom\x1b[31m", stderr="one\ntwo\x07"),
-            ]
-
-    lines = status_lines(Fake())  # type: ignore[arg-type]
-    assert lines[0] == "settings.toml: mcp.servers.x: bad"
-    assert lines[1] == "ok: ready, 2 tools (srv)"
-    assert lines[2] == "bad: failed (srv2)"
-    assert "\x1b" not in "".join(lines)
-    assert "\x07" not in "".join(lines)
-    assert lines[-2:] == ["  stderr: one", f"  stderr: two{visible(chr(7))}"]
-
-
-# ---------------------------------------------------------------------- HTTP
-
-
-@contextlib.asynccontextmanager
-async def served(transport: str, path: str) -> AsyncIterator[str]:
-    child = await asyncio.create_subprocess_exec(
-        PY,
-        str(FIXTURE),
-        transport,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        assert child.stdout is not None
-        line = await asyncio.wait_for(child.stdout.readline(), HANG_S)
-        port = int(line.decode().split()[1])
-        yield f"http://127.0.0.1:{port}{path}"
-    finally:
-        child.kill()
-        await asyncio.wait_for(child.wait(), HANG_S)
-
-
-@pytest_asyncio.fixture
-async def http_server() -> AsyncIterator[str]:
-    async with served("http", "/mcp") as url:
-        yield url
-
-
-async def test_a_legacy_sse_server(tmp_path: Path) -> None:
-    async with served("sse", "/sse") as url:
-        runtime = await started(tmp_path, f'[mcp.servers.old]\ntype = "sse"\nurl = "{url}"\n')
-        try:
-            await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
-            [status] = service_of(runtime).statuses()
-            assert status.state == "ready", status
-            text, _ = await call(runtime, tmp_path, "mcp__old__echo", {"text": "over sse"})
-            assert text == "echo: over sse"
-        finally:
-            await runtime.aclose()
-
-
-async def test_a_streamable_http_server(tmp_path: Path, http_server: str) -> None:
-    runtime = await started(
-        tmp_path,
-        f'[mcp.servers.remote]\nurl = "{http_server}"\nheaders = {{ X-Test = "yes" }}\n',
-    )
-    try:
-        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
-        [status] = service_of(runtime).statuses()
-        assert status.state == "ready", status
-        text, _ = await call(runtime, tmp_path, "mcp__remote__echo", {"text": "over http"})
-        assert text == "echo: over http"
-        progress: list[str] = []
-        text, _ = await call(
-            runtime, tmp_path, "mcp__remote__slow", {"steps": 1}, progress=progress
-        )
-        assert (text, progress) == ("done after 1 steps", ["step 1 (1/1)"])
-    finally:
-        await runtime.aclose()
-
-
-async def test_an_http_server_that_is_not_there(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again: nothing listens there
-    runtime = await started(
-        tmp_path, f'[mcp.servers.gone]\nurl = "http://127.0.0.1:{port}/mcp"\nstartup_timeout = 20\n'
-    )
-    try:
-        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
-        [status] = service_of(runtime).statuses()
-        assert status.state == "failed"
-        assert status.reason
-    finally:
-        await runtime.aclose()
-
-
-# ---------------------------------------------------------------------- trust
-
-
-def hostile_project(root: Path) -> tuple[Path, Path]:
-    """A project whose .dsh/settings.toml and .mcp.json each start a program that
-    writes a marker file."""
-    project = root / "project"
-    (project / ".dsh").mkdir(parents=True)
-    marker_a, marker_b = project / "from-settings", project / "from-mcp-json"
-    (project / ".dsh" / "settings.toml").write_text(
-        stdio_table("evil", "-c", f"open({str(marker_a)!r}, 'w').write('ran')")
-    )
-    (project / ".mcp.json").write_text(
-        json.dumps(
-            {
-                "mcpServers": {
-                    "evil2": {
-                        "command": PY,
-                        "args": ["-c", f"open({str(marker_b)!r}, 'w').write('ran')"],
-                    }
-                }
-            }
-        )
-    )
-    return marker_a, marker_b
-
-
-@pytest.mark.parametrize("trust", [None, False], ids=["undecided", "untrusted"])
-async def test_an_untrusted_project_starts_no_server(tmp_path: Path, trust: bool | None) -> None:
-    marker_a, marker_b = hostile_project(tmp_path)
-    runtime = await started(tmp_path, "", trust=trust)
-    try:
-        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
-        assert service_of(runtime).connections == {}
-        [problem] = service_of(runtime).problems
-        assert problem.endswith(
-            ".mcp.json not used: this folder is not trusted (`dsh trust` uses it)"
-        )
-    finally:
-        await runtime.aclose()
-    assert not marker_a.exists()
-    assert not marker_b.exists()
-
-
-async def test_a_trusted_project_starts_its_servers(tmp_path: Path) -> None:
-    marker_a, marker_b = hostile_project(tmp_path)
-    runtime = await started(tmp_path, "", trust=True)
-    try:
-        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
-        assert sorted(service_of(runtime).connections) == ["evil", "evil2"]
-    finally:
-        await runtime.aclose()
-    assert marker_a.read_text() == "ran"
-    assert marker_b.read_text() == "ran"
-
-
-async def test_a_trusted_projects_mcp_json_others_can_write_is_refused(tmp_path: Path) -> None:
-    _, marker = hostile_project(tmp_path)
-    (tmp_path / "project" / ".dsh" / "settings.toml").unlink()
-    (tmp_path / "project" / ".mcp.json").chmod(0o666)  # anyone could have written it
-    runtime = await started(tmp_path, "", trust=True)
-    try:
-        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
-        assert service_of(runtime).connections == {}
-        [problem] = service_of(runtime).problems
-        assert "refused" in problem
-        assert "can be written by other users" in problem
-    finally:
-        await runtime.aclose()
-    assert not marker.exists()
-
-
-async def test_a_project_with_only_mcp_json_uses_it_once_trusted(tmp_path: Path) -> None:
-    from dsh.trust import TrustStore
-
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / ".mcp.json").write_text(
-        json.dumps({"mcpServers": {"fixture": {"command": PY, "args": [str(FIXTURE), "stdio"]}}})
-    )
-    (tmp_path / "home").mkdir()
-    TrustStore(tmp_path / "home").decide(project.resolve(), True)
-    runtime = await started(tmp_path, "")
-    try:
-        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
-        [status] = service_of(runtime).statuses()
-        assert (status.name, status.state) == ("fixture", "ready")
-    finally:
-        await runtime.aclose()
-
-
-async def test_a_bad_table_is_reported_not_raised(tmp_path: Path) -> None:
-    runtime = await started(tmp_path, '[mcp.servers.x]\nargs = ["no command"]\n')
-    try:
-        await asyncio.wait_for(service_of(runtime).settled(), HANG_S)
-        [problem] = service_of(runtime).problems
-        assert "settings.toml: mcp.servers.x" in problem
     finally:
         await runtime.aclose()
 

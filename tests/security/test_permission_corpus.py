@@ -1,4 +1,4 @@
-"""The adversarial corpus (``corpus.py``), decided and run for real.
+"""The adversarial corpus (the ``corpus`` package), decided and run for real.
 
 Each group runs once through ``dsh -p`` against the scripted server, which makes every
 call of the group in one step; the test then reads what each call returned (allowed,

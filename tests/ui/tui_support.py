@@ -147,3 +147,8 @@ def catalog_entry(id: str, cwd: str, updated_at: int, **fields: Any) -> CatalogE
     }
     values.update(fields)
     return CatalogEntry(**values)
+
+
+def home(tmp_path: Path) -> Path:
+    """The dsh home the ``runtime`` fixture (tests/ui/conftest.py) starts in."""
+    return tmp_path / "home"
