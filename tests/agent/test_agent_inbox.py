@@ -32,7 +32,7 @@ async def test_steering_joins_the_running_turn(
     agent.followup(user_text("go"))
     running = asyncio.Event()
     agent.session.subscribe(lambda e: running.set() if e.type == "tool/call" else None)
-    await asyncio.wait_for(running.wait(), 5)
+    await asyncio.wait_for(running.wait(), HANG_S)
     assert agent.accepts_next_step
     assert agent.try_steer(user_text("use British spelling"))
     agent.inject(user_text("the user is on a train"))
@@ -142,7 +142,7 @@ async def test_a_partial_answer_cut_by_cancel_is_in_the_next_request(
     agent.session.subscribe(
         lambda e: streaming.set() if e.type == "assistant/chunk" and e.seq > 12 else None
     )
-    await asyncio.wait_for(streaming.wait(), 5)
+    await asyncio.wait_for(streaming.wait(), HANG_S)
     agent.cancel(CancelByUser())
     await agent.when_idle()
     [partial] = of(agent, "assistant/message")

@@ -6,8 +6,9 @@ two of them act on a second press within a moment (:class:`DoublePress`)."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.app import App
@@ -63,22 +64,23 @@ class KeyedApp(Protocol):
 class DoublePress:
     """A key pressed a second time within ``window_s`` of the first."""
 
-    def __init__(self, window_s: float) -> None:
+    def __init__(self, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.window_s = window_s
-        self._last = 0.0
+        self.clock = clock
+        self._last = -math.inf
 
     def press(self) -> bool:
         """True for the second press of a pair; the next press starts a new pair."""
-        now = time.monotonic()
+        now = self.clock()
         if now - self._last < self.window_s:
-            self._last = 0.0
+            self._last = -math.inf
             return True
         self._last = now
         return False
 
     def forget(self) -> None:
         """The press did something else: it is not the first of a pair."""
-        self._last = 0.0
+        self._last = -math.inf
 
 
 class KeyActions:
