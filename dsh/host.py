@@ -19,13 +19,13 @@ from dsh.wire import Frozen
 class HostFacts(Frozen):
     platform: str
     """The operating system and its release, ``Linux 6.8.0``."""
-    shell: str
+    login_shell: str
     """The user's login shell (``$SHELL``), or ``unknown``."""
 
     @classmethod
     def this_machine(cls) -> HostFacts:
         system = f"{platform.system() or 'unknown'} {platform.release()}".strip()
-        return cls(platform=system, shell=os.environ.get("SHELL") or "unknown")
+        return cls(platform=system, login_shell=os.environ.get("SHELL") or "unknown")
 
 
 HOST: ServiceKey[HostFacts] = ServiceKey("host")

@@ -16,16 +16,16 @@ from dsh.services import HOST, PROMPT
 
 def test_this_machine_says_unknown_without_a_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SHELL", raising=False)
-    assert HostFacts.this_machine().shell == "unknown"
+    assert HostFacts.this_machine().login_shell == "unknown"
     monkeypatch.setenv("SHELL", "/usr/bin/fish")
-    assert HostFacts.this_machine().shell == "/usr/bin/fish"
+    assert HostFacts.this_machine().login_shell == "/usr/bin/fish"
 
 
 async def test_given_facts_reach_the_prompt_and_the_stored_header(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SHELL", "/bin/bash")
-    elsewhere = HostFacts(platform="Plan9 4", shell="/bin/rc")
+    elsewhere = HostFacts(platform="Plan9 4", login_shell="/bin/rc")
     home = tmp_path / "home"
     home.mkdir()
     runtime = await start_runtime(home=home, cwd=tmp_path, host=elsewhere)

@@ -17,6 +17,7 @@ from pathlib import Path
 from dsh.kernel import Context, Plugin
 from dsh.processes import helper_command
 from dsh.prompt import PromptContext, Render, per_workspace
+from dsh.host import HostFacts
 from dsh.services import HOST, PROMPT
 from dsh.tools import with_safe_git
 
@@ -238,9 +239,11 @@ def environment_context() -> Render:
 
 def apply(ctx: Context, config: object) -> None:
     prompt = ctx.get(PROMPT)
-    host = ctx.get(HOST)  # gathered once; a replay's are the recorded machine's
+    # Gathered once by the runtime; a replay's are the recorded machine's. A context
+    # without the service (dsh embedded in a program of its own) gets this machine's.
+    host = ctx.get(HOST, None) or HostFacts.this_machine()
     prompt.variable("platform", lambda pc: host.platform)
-    prompt.variable("shell", lambda pc: host.shell)
+    prompt.variable("shell", lambda pc: host.login_shell)
     prompt.section("environment", 50, SECTION)
     prompt.context("environment", 50, environment_context())
 
@@ -248,6 +251,7 @@ def apply(ctx: Context, config: object) -> None:
 plugin = Plugin(
     name="environment",
     description="Working directory, platform, shell, date and git status for the model",
-    inject=(PROMPT, HOST),
+    inject=(PROMPT,),
+    optional=(HOST,),
     apply=apply,
 )

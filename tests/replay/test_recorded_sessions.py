@@ -43,7 +43,7 @@ async def test_a_session_replays_the_same_on_another_machine(
     session = FOLDER / "tool-loops.json"
     header, _ = read_replay_file(session).loaded(str(session))
     assert header.host is not None
-    assert header.host.shell != "unknown"
+    assert header.host.login_shell != "unknown"
     assert HostFacts.this_machine() != header.host
 
     report = await replay_file_report(session, substitutions=SUBSTITUTIONS)
