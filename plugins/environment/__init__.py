@@ -14,10 +14,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dsh.host import HostFacts
 from dsh.kernel import Context, Plugin
 from dsh.processes import helper_command
 from dsh.prompt import PromptContext, Render, per_workspace
-from dsh.host import HostFacts
 from dsh.services import HOST, PROMPT
 from dsh.tools import with_safe_git
 
