@@ -30,6 +30,7 @@ from dsh.llm import (
     StreamChunk,
     UserMessage,
 )
+from dsh.permission_modes import PermissionMode
 from dsh.session import (
     AssistantChunk,
     EpochHeader,
@@ -52,6 +53,7 @@ from dsh.session.payloads import (
     InboxDiscarded,
     InboxEnqueued,
     InboxUpdated,
+    PermissionModeSet,
     StepStart,
     TurnStart,
 )
@@ -98,7 +100,15 @@ class RunCommand:
     args: str
 
 
-Input = Send | Edit | Withdraw | Cancel | RunCommand
+@dataclass(frozen=True)
+class SetMode:
+    """The permission mode changed (``permissions/mode``), or a turn started in another
+    mode than the log had last said (a resume with ``--permission-mode``)."""
+
+    mode: PermissionMode
+
+
+Input = Send | Edit | Withdraw | Cancel | RunCommand | SetMode
 
 
 @dataclass(frozen=True)
@@ -164,6 +174,8 @@ class Recording:
     """Each call's recorded approval outcome (``allow-once``...), by call id."""
     notes: list[str] = field(default_factory=list)
     """What this replay cannot reproduce of the log, said in words."""
+    start_mode: PermissionMode | None = None
+    """The permission mode the first turn started in (None: the log does not say)."""
 
     @property
     def first_header(self) -> EpochHeader | None:
@@ -219,6 +231,8 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     cancels = _cancel_positions(events)
     requested: dict[str, str] = {}
     commands_running: set[str] = set()
+    mode: PermissionMode | None = None
+    """The permission mode in force, as far as the log has said."""
 
     def attach(point: Point) -> None:
         if pending:
@@ -244,6 +258,14 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
         data = event.data
         match event.type:
             case "turn/start" if isinstance(data, TurnStart):
+                if data.mode is not None:
+                    if recording.start_mode is None:
+                        recording.start_mode = mode = data.mode
+                    elif data.mode != mode:
+                        # Changed with no event of its own (a resume in another mode):
+                        # before what started the turn, since the turn ran in it.
+                        pending.insert(0, SetMode(data.mode))
+                        mode = data.mode
                 attach(IdlePoint(turns_ended))
                 turn_open, turn = True, data.turn
             case "turn/end" if isinstance(data, TurnEnd):
@@ -316,6 +338,9 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                     pending.append(RunCommand(data.name, data.args or ""))
             case "command/done" if isinstance(data, CommandDone):
                 commands_running.discard(data.command_id)
+            case "permissions/mode" if isinstance(data, PermissionModeSet):
+                pending.append(SetMode(data.mode))
+                mode = data.mode
         answer = side_answer_of(event)
         if answer is not None:
             recording.side_answers.append(answer)

@@ -100,7 +100,14 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
     settings = await asyncio.to_thread(load_settings, home, cwd, trust=True)
     # The recorded machine's facts, so the system prompt is the one recorded wherever
     # the replay runs (a log from before dsh kept them gets this machine's).
-    runtime = await start_runtime(home=home, cwd=cwd, settings=settings, host=recording.header.host)
+    # And the mode the session started in: plan mode is a part of the system prompt.
+    runtime = await start_runtime(
+        home=home,
+        cwd=cwd,
+        settings=settings,
+        host=recording.header.host,
+        permission_mode=recording.start_mode,
+    )
     switch = {
         key: value
         for key, value in (("model", options.model), ("provider", options.provider))

@@ -52,6 +52,7 @@ from dsh.replay.recorded import (
     Recording,
     RunCommand,
     Send,
+    SetMode,
     ToolPoint,
     Withdraw,
 )
@@ -244,6 +245,10 @@ class StandIn:
                     agent.update_inbox(mine, Remove())
             case Cancel():
                 agent.cancel(CancelByUser())
+            case SetMode(mode=mode):
+                from dsh.services import APPROVALS
+
+                agent.ctx.get(APPROVALS).mode = mode
 
     # ------------------------------------------------------------------ the model
 
