@@ -114,6 +114,7 @@ def compare(run: ReplayRun) -> Report:
     swap = {run.cwd: recording.header.cwd or run.cwd}
     fork = run.live_after
     recorded = [r for r in recording.requests if fork is None or r.turn <= fork]
+    retried = _retries(run.events)
     for index in range(max(len(recorded), len(run.requests))):
         if index < len(recorded):
             r = recorded[index]
@@ -131,6 +132,12 @@ def compare(run: ReplayRun) -> Report:
         step.differences.extend(
             compare_requests(where, recorded[index].options, _swapped(run.requests[index], swap))
         )
+        failures = recorded[index].failures
+        now = retried.get(index, 0)
+        if now != len(failures):
+            step.differences.append(
+                Difference(where, "attempts retried", str(len(failures)), str(now))
+            )
     events = run.events
     if fork is not None:
         events = _through_turn(events, fork)
@@ -139,6 +146,19 @@ def compare(run: ReplayRun) -> Report:
     _compare_tools(report, recording, events)
     _compare_ends(report, recording, events)
     return report
+
+
+def _retries(events: Sequence[SessionEvent]) -> dict[int, int]:
+    """How many times the replay retried each conversation request (``llm/retry``),
+    by the request's index."""
+    counts: dict[int, int] = {}
+    index = -1
+    for event in events:
+        if event.type == "request/header":
+            index += 1
+        elif event.type == "llm/retry":
+            counts[index] = counts.get(index, 0) + 1
+    return counts
 
 
 def _through_turn(events: Sequence[SessionEvent], turn: int) -> list[SessionEvent]:

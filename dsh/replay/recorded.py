@@ -26,6 +26,7 @@ from dsh.llm import (
     Finish,
     FinishAborted,
     GenerateOptions,
+    LlmFailure,
     PluginSource,
     StreamChunk,
     UserMessage,
@@ -53,6 +54,7 @@ from dsh.session.payloads import (
     InboxDiscarded,
     InboxEnqueued,
     InboxUpdated,
+    LlmRetry,
     PermissionModeSet,
     StepStart,
     TurnStart,
@@ -147,6 +149,9 @@ class RecordedRequest:
     chunks: tuple[StreamChunk, ...]
     times: tuple[int, ...]
     """Each chunk's log time (epoch ms), for recorded pacing."""
+    failures: tuple[LlmFailure, ...] = ()
+    """The attempts that failed before the one the chunks are (``llm/retry``, each
+    retried): served first, one an attempt, so this dsh retries where it did."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +231,7 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     """The turn and step of the request being read."""
     chunks: list[StreamChunk] = []
     times: list[int] = []
+    retries: list[LlmRetry] = []
     call_seen: dict[str, int] = {}
     calls_by_seq: dict[int, RecordedCall] = {}
     cancels = _cancel_positions(events)
@@ -242,7 +248,13 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     def close_request() -> None:
         if request >= 0 and len(recording.requests) == request:
             recording.requests.append(
-                RecordedRequest(rebuilt[request], *asked_in, tuple(chunks), tuple(times))
+                RecordedRequest(
+                    rebuilt[request],
+                    *asked_in,
+                    tuple(chunks),
+                    tuple(times),
+                    tuple(r.failure for r in retries),
+                )
             )
 
     for event in events:
@@ -282,12 +294,14 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                 request += 1
                 chunk = 0
                 asked_in = (turn, step)
-                chunks, times = [], []
+                chunks, times, retries = [], [], []
             case "assistant/chunk" if isinstance(data, AssistantChunk):
                 attach(ChunkPoint(request, chunk))
                 chunks.append(data.chunk)
                 times.append(event.time)
                 chunk += 1
+            case "llm/retry" if isinstance(data, LlmRetry):
+                retries.append(data)
             case "tool/call" if isinstance(data, ToolCall):
                 recorded = RecordedCall(turn, step, data, None)
                 recording.calls.append(recorded)

@@ -129,6 +129,10 @@ class StandIn:
         self._logged = 0
         """Chunks logged for the current request."""
         self._logged_changed = asyncio.Event()
+        self._retrying = False
+        """The agent logged ``llm/retry``: the next stream is the same request again."""
+        self._attempt = 0
+        """Of the current request: 0 its first attempt, 1 its first retry..."""
         self.hang_s = 60.0
         self.host = ReplayHost()
 
@@ -173,6 +177,8 @@ class StandIn:
             self.agent.set_options(**self.switch)
         if event.type == "request/header":
             self._logged = 0
+        elif event.type == "llm/retry":
+            self._retrying = True
         elif event.type == "assistant/chunk":
             self._logged += 1
             self._logged_changed.set()
@@ -263,17 +269,29 @@ class StandIn:
         if self.live():
             self.live_requests.append(options)
             return await next()
+        if self._retrying:
+            # The service tries the request it just made again (it logged llm/retry):
+            # the next recorded attempt, not a request of its own.
+            self._retrying = False
+            self._attempt += 1
+            return self._serve(len(self.requests) - 1, self._attempt)
         index = len(self.requests)
         self.requests.append(options)
-        return self._serve(index)
+        self._attempt = 0
+        return self._serve(index, 0)
 
-    async def _serve(self, index: int) -> AsyncIterator[StreamChunk]:
+    async def _serve(self, index: int, attempt: int) -> AsyncIterator[StreamChunk]:
         if index >= len(self.recording.requests):
             text = f"the recording has no request {index + 1} (it has {index})"
             self.unserved.append(text)
             yield Finish(reason=FinishError(failure=LlmFailure(message=text, code="REPLAY")))
             return
         recorded = self.recording.requests[index]
+        if attempt < len(recorded.failures):
+            # An attempt that failed before any content, as it did (the service retries
+            # it, or not: what this dsh does with the failure is what is compared).
+            yield Finish(reason=FinishError(failure=recorded.failures[attempt]))
+            return
         started = False
         previous_time: int | None = None
         for position, chunk in enumerate(recorded.chunks):

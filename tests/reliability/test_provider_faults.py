@@ -111,7 +111,6 @@ async def test_a_stream_that_closes_before_any_content_is_retried(
 
 
 async def test_retries_that_run_out_end_the_turn_with_one_line(dsh: Dsh, fake_llm: FakeLLM) -> None:
-    dsh.unreplayable = "retried attempts are not played again by the replay"
     fake_llm.add(Reply(tool_calls=[echo("a")]), *(Reply(fault=Fault(status=503)) for _ in range(4)))
 
     done = await dsh.run("-p", "echo a")
