@@ -21,7 +21,7 @@ from typing import Any
 from dsh.llm import GenerateOptions
 from dsh.replay.recorded import Recording
 from dsh.replay.run import ReplayRun
-from dsh.session import SessionEvent, ToolCall, ToolResult, TurnEnd
+from dsh.session import HistoryRewound, SessionEvent, ToolCall, ToolResult, TurnEnd
 
 PARAMETERS = ("provider", "model", "reasoning_effort", "temperature", "max_tokens", "stop")
 SHOWN = 160
@@ -144,6 +144,7 @@ def compare(run: ReplayRun) -> Report:
         recording = _recording_through(recording, fork)
         report.notes.extend(_fork_notes(run, fork))
     _compare_tools(report, recording, events)
+    _compare_rewinds(report, recording.events, events)
     _compare_ends(report, recording, events)
     return report
 
@@ -326,6 +327,24 @@ def _compare_tools(report: Report, recording: Recording, events: Sequence[Sessio
             )
             if codes[0] != codes[1]:
                 step.differences.append(Difference(where, "error code", codes[0], codes[1]))
+
+
+def _compare_rewinds(
+    report: Report, recorded: Sequence[SessionEvent], events: Sequence[SessionEvent]
+) -> None:
+    """Each time the conversation went back (``history/rewound``): to before the same
+    turn. Whether the code went with it is not compared: with recorded tools the
+    replay has no files to put back."""
+    old = [e.data.turn for e in recorded if isinstance(e.data, HistoryRewound)]
+    new = [e.data.turn for e in events if isinstance(e.data, HistoryRewound)]
+    for index in range(max(len(old), len(new))):
+        where = f"rewind {index + 1}"
+        step = Step(where)
+        report.steps.append(step)
+        a = f"to before turn {old[index]}" if index < len(old) else None
+        b = f"to before turn {new[index]}" if index < len(new) else None
+        if a != b:
+            step.differences.append(Difference(where, "the conversation went back", a, b))
 
 
 def _compare_ends(report: Report, recording: Recording, events: Sequence[SessionEvent]) -> None:

@@ -51,6 +51,7 @@ from dsh.session.payloads import (
     CancelByUser,
     CommandDone,
     CommandRun,
+    HistoryRewound,
     InboxDiscarded,
     InboxEnqueued,
     InboxUpdated,
@@ -100,6 +101,8 @@ class RunCommand:
 
     name: str
     args: str
+    command_id: str = ""
+    """The recorded command's id: what it did is found by it (``Recording.rewinds``)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,15 @@ class SetMode:
 
 
 Input = Send | Edit | Withdraw | Cancel | RunCommand | SetMode
+
+
+@dataclass(frozen=True)
+class RecordedRewind:
+    """A ``/rewind`` that took the conversation back to before ``turn``, the code too
+    when ``code`` (its ``history/rewound`` names a restore)."""
+
+    turn: int
+    code: bool
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,8 @@ class Recording:
     """Each call's recorded approval outcome (``allow-once``...), by call id."""
     notes: list[str] = field(default_factory=list)
     """What this replay cannot reproduce of the log, said in words."""
+    rewinds: dict[str, RecordedRewind] = field(default_factory=dict)
+    """What each ``/rewind`` that took the conversation back did, by command id."""
     start_mode: PermissionMode | None = None
     """The permission mode the first turn started in (None: the log does not say)."""
 
@@ -349,9 +363,13 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
             case "command/run" if isinstance(data, CommandRun):
                 commands_running.add(data.command_id)
                 if data.source == "user":
-                    pending.append(RunCommand(data.name, data.args or ""))
+                    pending.append(RunCommand(data.name, data.args or "", data.command_id))
             case "command/done" if isinstance(data, CommandDone):
                 commands_running.discard(data.command_id)
+            case "history/rewound" if isinstance(data, HistoryRewound):
+                restored = data.restore_id is not None
+                for command_id in commands_running:
+                    recording.rewinds[command_id] = RecordedRewind(data.turn, restored)
             case "permissions/mode" if isinstance(data, PermissionModeSet):
                 pending.append(SetMode(data.mode))
                 mode = data.mode

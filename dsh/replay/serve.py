@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context
@@ -49,6 +49,7 @@ from dsh.replay.recorded import (
     IdlePoint,
     Input,
     Point,
+    RecordedRewind,
     Recording,
     RunCommand,
     Send,
@@ -60,6 +61,9 @@ from dsh.session import SessionEvent
 from dsh.session.payloads import CancelByUser
 from dsh.tools import CallOutcome, ToolContext, ToolDefinition, ToolOutput
 from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
+
+if TYPE_CHECKING:
+    from dsh.ui.rewinding import Preview, RewindChoice, RewindPick, TurnRow
 
 _CONTENT = (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd)
 
@@ -97,6 +101,38 @@ class ReplayHost:
         return False
 
 
+class RecordedRewindAsker:
+    """``/rewind``'s questions answered as the recorded rewind was: the turn it went
+    back to, the conversation only (with recorded tools the files the code restore
+    would put back were never made; with live tools they are, and the code goes back
+    as well when it did). None: the recorded one rewound no conversation."""
+
+    def __init__(self, recorded: RecordedRewind | None, *, live: bool = False) -> None:
+        self.recorded = recorded
+        self.live = live
+
+    async def ask(
+        self,
+        turns: Sequence[TurnRow],
+        preview: Preview,
+        *,
+        turn: TurnRow | None = None,
+        choice: RewindChoice | None = None,
+    ) -> RewindPick | None:
+        from dsh.ui.rewinding import RewindPick
+
+        if self.recorded is None:
+            return None
+        both = self.live and self.recorded.code
+        return RewindPick(self.recorded.turn, "both" if both else "conversation")
+
+    def put_back(self, prompt: str) -> None:
+        pass  # the prompt sent next is in the log as it was sent
+
+    def said(self, text: str) -> None:
+        pass
+
+
 class StandIn:
     def __init__(
         self,
@@ -131,6 +167,8 @@ class StandIn:
         self._logged_changed = asyncio.Event()
         self._retrying = False
         """The agent logged ``llm/retry``: the next stream is the same request again."""
+        self._running: RunCommand | None = None
+        """The recorded command run last (what a front end's command asks is its)."""
         self._attempt = 0
         """Of the current request: 0 its first attempt, 1 its first retry..."""
         self.hang_s = 60.0
@@ -155,6 +193,7 @@ class StandIn:
 
         self.agent = agent
         agent.session.subscribe(self._count)
+        self._front_end_commands(ctx)
         if self.recorded_tools:
             ctx.on(TOOL_ANSWER, self._answer)
         ctx.on(SYSTEM_PROMPT_ASSEMBLE, self._pin_context)
@@ -218,12 +257,28 @@ class StandIn:
             else:
                 self._apply(item)
 
+    def _front_end_commands(self, ctx: Context) -> None:
+        """``/rewind``, which every front end has (the session controller registers
+        it), with the recorded command's outcome as the person's answers."""
+        from dsh.services import COMMANDS
+        from dsh.ui.rewinding import register_rewind
+
+        register_rewind(
+            ctx.get(COMMANDS),
+            lambda: RecordedRewindAsker(self._rewind(), live=not self.recorded_tools),
+        )
+
+    def _rewind(self) -> RecordedRewind | None:
+        running = self._running
+        return None if running is None else self.recording.rewinds.get(running.command_id)
+
     async def _command(self, item: RunCommand) -> None:
         from dsh.commands import CommandContext
         from dsh.services import COMMANDS
 
         agent = self.agent
         assert agent is not None
+        self._running = item
         context = CommandContext(agent=agent, root=agent.ctx, host=self.host)
         text = f"/{item.name} {item.args}".rstrip()
         if not await agent.ctx.get(COMMANDS).run(text, context):
