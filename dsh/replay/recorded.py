@@ -191,6 +191,12 @@ class Recording:
     """Each call's recorded approval outcome (``allow-once``...), by call id."""
     notes: list[str] = field(default_factory=list)
     """What this replay cannot reproduce of the log, said in words."""
+    prompt_contexts: dict[str, list[UserMessage]] = field(default_factory=dict)
+    """What ``agent/prompt-submit`` listeners entered after each prompt (a mention's
+    file as it was), by the prompt's message id."""
+    command_sends: dict[str, list[Send]] = field(default_factory=dict)
+    """What each command sent (a Markdown command's prompt as the model got it), by
+    command id: sent as recorded when the replaying dsh has no such command."""
     rewinds: dict[str, RecordedRewind] = field(default_factory=dict)
     """What each ``/rewind`` that took the conversation back did, by command id."""
     start_mode: PermissionMode | None = None
@@ -253,6 +259,8 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     commands_running: set[str] = set()
     mode: PermissionMode | None = None
     """The permission mode in force, as far as the log has said."""
+    prompt: str | None = None
+    """The id of the prompt just entered, while what came with it is being entered."""
 
     def attach(point: Point) -> None:
         if pending:
@@ -282,6 +290,8 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                 # sent since the last chunk came after it (sent with the cancel).
                 pending.insert(0, cancel)
         data = event.data
+        if event.type != "user/message":
+            prompt = None
         match event.type:
             case "turn/start" if isinstance(data, TurnStart):
                 if data.mode is not None:
@@ -335,9 +345,12 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
             case "steering/message":
                 entering = False
             case "inbox/enqueued" if isinstance(data, InboxEnqueued):
+                sent = Send(data.item_id, data.message, data.placement)
                 # What a command sends (/init's prompt) it sends again when replayed.
                 if not commands_running:
-                    pending.append(Send(data.item_id, data.message, data.placement))
+                    pending.append(sent)
+                for command_id in commands_running:
+                    recording.command_sends.setdefault(command_id, []).append(sent)
             case "approval/requested" if isinstance(data, ApprovalRequested):
                 if data.call_id is not None:
                     requested[data.request_id] = data.call_id
@@ -352,6 +365,12 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                     pending.extend(Withdraw(item) for item in data.item_ids)
             case "user/message" if isinstance(data, UserMessage):
                 source = data.source
+                if isinstance(source, PluginSource) and prompt is not None:
+                    recording.prompt_contexts[prompt].append(data)
+                elif entering and not isinstance(source, PluginSource):
+                    # The prompt a step starts with: what prompt-submit added follows.
+                    prompt = str(data.id)
+                    recording.prompt_contexts[prompt] = []
                 # Context entries enter at a step's start, before what the step claimed
                 # (the prompt and what came with it, steering): the leading plugin
                 # messages. The loop's own notes (plugin "dsh") are its output.

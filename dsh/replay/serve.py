@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dsh.agent import PromptAllow, PromptDecision, PromptSubmit
 from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context
 from dsh.llm import (
@@ -34,12 +35,14 @@ from dsh.llm import (
     FinishStop,
     GenerateOptions,
     LlmFailure,
+    PluginSource,
     ReasoningDelta,
     StreamChunk,
     TextBlock,
     TextDelta,
     ToolCallDelta,
     UsageChunk,
+    UserMessage,
 )
 from dsh.prompt import Assembly, AssemblyDraft
 from dsh.replay.recorded import (
@@ -189,7 +192,7 @@ class StandIn:
 
     def attach_agent(self, agent: AgentHandle, ctx: Context) -> None:
         """The agent's own seams: its tool results and its context entries."""
-        from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE, TOOL_ANSWER
+        from dsh.hooks import AGENT_PROMPT_SUBMIT, SYSTEM_PROMPT_ASSEMBLE, TOOL_ANSWER
 
         self.agent = agent
         agent.session.subscribe(self._count)
@@ -197,6 +200,7 @@ class StandIn:
         if self.recorded_tools:
             ctx.on(TOOL_ANSWER, self._answer)
         ctx.on(SYSTEM_PROMPT_ASSEMBLE, self._pin_context)
+        ctx.on(AGENT_PROMPT_SUBMIT, self._pin_attached, prepend=True)
 
     def live(self) -> bool:
         """Whether the turn running now is past the fork."""
@@ -281,8 +285,18 @@ class StandIn:
         self._running = item
         context = CommandContext(agent=agent, root=agent.ctx, host=self.host)
         text = f"/{item.name} {item.args}".rstrip()
-        if not await agent.ctx.get(COMMANDS).run(text, context):
+        if await agent.ctx.get(COMMANDS).run(text, context):
+            return
+        sent = self.recording.command_sends.get(item.command_id)
+        if not sent:
             self.unserved.append(f"/{item.name}: no such command in this dsh")
+            return
+        # A command of the person's own (a Markdown file in their home or project,
+        # not in the replay's scratch folders): what it sent is the world's input,
+        # as a context entry's text is, and goes in as it went then.
+        self.host.shown.append(f"(/{item.name} is not in this dsh: what it sent is sent again)")
+        for send in sent:
+            self._apply(send)
 
     def _apply(self, item: Input) -> None:
         agent = self.agent
@@ -422,6 +436,21 @@ class StandIn:
 
     # ------------------------------------------------------------------ context
 
+    async def _pin_attached(
+        self, submit: PromptSubmit, next: Callable[..., Awaitable[PromptDecision]]
+    ) -> PromptDecision:
+        """What the listeners add to a prompt from the world (a mentioned file as it
+        was, its listing), as the log entered it: each plugin the log shows adding
+        something to this prompt has its additions replaced by the recorded ones; what
+        a plugin the log never heard from adds stays (a difference to show)."""
+        decision = await next()
+        recorded = self.recording.prompt_contexts.get(str(submit.message.id))
+        if not isinstance(decision, PromptAllow) or recorded is None:
+            return decision
+        plugins = {_plugin_of(m) for m in recorded}
+        kept = [m for m in decision.additional_contexts if _plugin_of(m) not in plugins]
+        return dataclasses.replace(decision, additional_contexts=(*recorded, *kept))
+
     async def _pin_context(
         self, draft: AssemblyDraft, next: Callable[..., Awaitable[Assembly]]
     ) -> Assembly:
@@ -436,3 +465,8 @@ class StandIn:
         pinned = [(name, form, text) for name, (form, text) in known.items()]
         pinned.extend(entry for entry in assembly.context if entry[0] not in known)
         return dataclasses.replace(assembly, context=tuple(pinned))
+
+
+def _plugin_of(message: UserMessage) -> str | None:
+    source = message.source
+    return source.plugin if isinstance(source, PluginSource) else None

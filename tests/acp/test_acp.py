@@ -470,7 +470,6 @@ async def test_commands_added_meanwhile_are_announced(dsh: Dsh, fake_llm: FakeLL
 async def test_a_custom_command_runs_with_its_arguments_mention_and_asked_bang_line(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
-    dsh.unreplayable = "the project's own command file is not in the replay's scratch workspace"
     (dsh.project / "api.py").write_text("def handler(): return 42\n")
     marker = dsh.project / "ran"  # where the sandbox lets a ! line write
     (dsh.home / "commands").mkdir()
