@@ -367,6 +367,9 @@ def _end(end: TurnEnd) -> str:
     cause = getattr(reason, "reason", None)
     if cause is not None:
         kind += f" ({getattr(cause, 'kind', type(cause).__name__)})"
+    error = getattr(reason, "error", None)
+    if error is not None:
+        kind += f" ({getattr(error, 'code', None) or 'no code'})"
     return kind
 
 

@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dsh.agent import PromptAllow, PromptDecision, PromptSubmit
+from dsh.agent import PreRequest, PromptAllow, PromptDecision, PromptSubmit
 from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context
 from dsh.llm import (
@@ -34,6 +34,8 @@ from dsh.llm import (
     FinishError,
     FinishStop,
     GenerateOptions,
+    LlmCallConfig,
+    LlmError,
     LlmFailure,
     PluginSource,
     ReasoningDelta,
@@ -61,7 +63,8 @@ from dsh.replay.recorded import (
     Withdraw,
 )
 from dsh.session import SessionEvent
-from dsh.session.payloads import CancelByUser
+from dsh.session.payloads import CancelByUser, TurnFailed
+from dsh.session.writer import SESSION_WRITE_FAILED
 from dsh.tools import CallOutcome, ToolContext, ToolDefinition, ToolOutput
 from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
 
@@ -192,7 +195,12 @@ class StandIn:
 
     def attach_agent(self, agent: AgentHandle, ctx: Context) -> None:
         """The agent's own seams: its tool results and its context entries."""
-        from dsh.hooks import AGENT_PROMPT_SUBMIT, SYSTEM_PROMPT_ASSEMBLE, TOOL_ANSWER
+        from dsh.hooks import (
+            AGENT_PROMPT_SUBMIT,
+            AGENT_REQUEST,
+            SYSTEM_PROMPT_ASSEMBLE,
+            TOOL_ANSWER,
+        )
 
         self.agent = agent
         agent.session.subscribe(self._count)
@@ -201,6 +209,7 @@ class StandIn:
             ctx.on(TOOL_ANSWER, self._answer)
         ctx.on(SYSTEM_PROMPT_ASSEMBLE, self._pin_context)
         ctx.on(AGENT_PROMPT_SUBMIT, self._pin_attached, prepend=True)
+        ctx.on(AGENT_REQUEST, self._unstored, prepend=True)
 
     def live(self) -> bool:
         """Whether the turn running now is past the fork."""
@@ -326,6 +335,25 @@ class StandIn:
                 agent.ctx.get(APPROVALS).mode = mode
 
     # ------------------------------------------------------------------ the model
+
+    async def _unstored(
+        self, request: PreRequest, next: Callable[..., Awaitable[LlmCallConfig]]
+    ) -> LlmCallConfig:
+        """The recorded turn stopped here because its log could not be written (a
+        full disk): the replay's storage is sound, so the stop is the world's input,
+        served as recorded, where the recording has no more requests for the turn."""
+        index = len(self.requests)
+        turn = request.agent.session.open_turn
+        if not self.live() and turn is not None and turn <= len(self.recording.turn_ends):
+            end = self.recording.turn_ends[turn - 1].reason
+            asked = index < len(self.recording.requests)
+            if (
+                isinstance(end, TurnFailed)
+                and end.error.code == SESSION_WRITE_FAILED
+                and not (asked and self.recording.requests[index].turn == turn)
+            ):
+                raise LlmError(end.error)
+        return await next()
 
     async def _stream(
         self,
