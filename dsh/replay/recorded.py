@@ -456,17 +456,14 @@ def _cancel_positions(events: Sequence[SessionEvent]) -> dict[int, Cancel]:
 
 def _unmarked_cancel(turn: Sequence[SessionEvent], end: int) -> int:
     """Where a cancel that left no mark of its own came, as near as the log tells: the
-    last step's tools were answered and no request followed, so it came before their
-    results were handed back (an approval it took away answers ``DENIED``, a read an
-    editor that left could not serve ``FS_IO_ERROR``): before the first failed result
-    of that step, else its last result; with no result there, before the turn's end."""
-    results: list[SessionEvent] = []
+    last step's tools were answered and no request followed, so it came before the
+    loop had its last result back (an approval it took away answers ``DENIED``, a
+    read an editor that left could not serve ``FS_IO_ERROR``); with no result in
+    that step, before the turn's end."""
+    last = end
     for event in turn:
         if event.type == "request/header":
-            results = []
+            last = end
         elif isinstance(event.data, ToolResult):
-            results.append(event)
-    failed = [e for e in results if isinstance(e.data, ToolResult) and e.data.error is not None]
-    if failed:
-        return failed[0].seq
-    return results[-1].seq if results else end
+            last = event.seq
+    return last
