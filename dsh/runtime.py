@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ async def start_runtime(
     sandbox: Policy | None = None,
     settings: Settings | None = None,
     host: HostFacts | None = None,
+    retry_pause: Callable[[float], Awaitable[Any]] | None = None,
 ) -> Runtime:
     """Build the root context with the core services and load plugins (discovered
     unless ``candidates`` is given), configured from the settings documents unless
@@ -76,7 +77,9 @@ async def start_runtime(
     ``settings`` service. Without them (tests, embedding) they are loaded here, a
     project's own configuration applying only if the project is trusted.
 
-    ``host`` stands in for this machine's facts (a replay gives the recorded ones).
+    ``host`` stands in for this machine's facts (a replay gives the recorded ones);
+    ``retry_pause`` for the wait between a failed model attempt and its retry (a replay
+    serves the recorded failures and does not wait out their delays).
 
     Raises :class:`~dsh.settings.SettingsError` for a settings file it cannot use.
     """
@@ -98,7 +101,7 @@ async def start_runtime(
     facts = host or HostFacts.this_machine()
     root.provide(HOST, facts)
     root.provide(CREDENTIALS, CredentialStore(data, where, project_env=settings.trusted))
-    llm = LlmService(root)
+    llm = LlmService(root) if retry_pause is None else LlmService(root, sleep=retry_pause)
     root.provide(LLM, llm)
     sessions = SessionStore.at(data, settings.storage.backend, pricing=llm.cost, host=facts)
     root.provide(SESSIONS, sessions)

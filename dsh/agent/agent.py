@@ -33,12 +33,19 @@ from dsh.llm import (
     new_message_id,
     user_text,
 )
+from dsh.permission_modes import PermissionMode
 from dsh.policy.rules import Rule
 from dsh.session import CancelCause, Session, SessionSink, TurnAborted, TurnEndReason
-from dsh.session.payloads import CancelByDisposal, HistoryRewound, PromptTrigger
+from dsh.session.payloads import (
+    CancelByDisposal,
+    HistoryRewound,
+    PermissionModeSet,
+    PromptTrigger,
+)
 from dsh.session.turns import TurnNotFoundError, find_turn, turn_prompt, turns
 from dsh.settings_tables import AgentOptions
 from dsh.tools import ToolService
+from dsh.tools.approval import PERMISSION_MODE_CHANGED
 
 T = TypeVar("T")
 
@@ -85,10 +92,20 @@ class Agent:
         """A cancel kept the inbox: the driver leaves the queue for the next send."""
         self._waking = False
         """A send came while the driver was saying "idle": it starts again next."""
+        # The mode is the runtime's, told on the root (an agent's own scope hears only
+        # what concerns the agent): heard there for as long as the agent stands.
+        self.ctx.effect(lambda: self.root.on(PERMISSION_MODE_CHANGED, self._mode_changed))
 
     @property
     def id(self) -> SessionId:
         return self.session.id
+
+    def _mode_changed(self, mode: PermissionMode) -> None:
+        """Log the change at its moment (between which chunks, before which result), so
+        a replay makes it there too. A session with nothing in it yet stays unwritten:
+        its first turn's ``turn/start`` says the mode it starts in."""
+        if self.session.next_seq > 0:
+            self.session.append("permissions/mode", PermissionModeSet(mode=mode))
 
     @property
     def llm(self) -> LlmService:

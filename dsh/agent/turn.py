@@ -166,7 +166,11 @@ class Turn:
 
     async def run(self, prompt: UserMessage, extra: tuple[UserMessage, ...]) -> TurnEndReason:
         """Answer ``prompt`` (with ``extra`` context after it): steps until the turn ends."""
-        self.session.append("turn/start", TurnStart(turn=self.number, trigger=self.trigger))
+        approvals = self.services.tools.approvals
+        mode = approvals.mode if approvals is not None else None
+        self.session.append(
+            "turn/start", TurnStart(turn=self.number, trigger=self.trigger, mode=mode)
+        )
         try:
             await self._steps((prompt, *extra))
         except TurnCancelled:

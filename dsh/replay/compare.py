@@ -21,7 +21,7 @@ from typing import Any
 from dsh.llm import GenerateOptions
 from dsh.replay.recorded import Recording
 from dsh.replay.run import ReplayRun
-from dsh.session import SessionEvent, ToolCall, ToolResult, TurnEnd
+from dsh.session import HistoryRewound, SessionEvent, ToolCall, ToolResult, TurnEnd
 
 PARAMETERS = ("provider", "model", "reasoning_effort", "temperature", "max_tokens", "stop")
 SHOWN = 160
@@ -114,6 +114,7 @@ def compare(run: ReplayRun) -> Report:
     swap = {run.cwd: recording.header.cwd or run.cwd}
     fork = run.live_after
     recorded = [r for r in recording.requests if fork is None or r.turn <= fork]
+    retried = _retries(run.events)
     for index in range(max(len(recorded), len(run.requests))):
         if index < len(recorded):
             r = recorded[index]
@@ -131,14 +132,34 @@ def compare(run: ReplayRun) -> Report:
         step.differences.extend(
             compare_requests(where, recorded[index].options, _swapped(run.requests[index], swap))
         )
+        failures = recorded[index].failures
+        now = retried.get(index, 0)
+        if now != len(failures):
+            step.differences.append(
+                Difference(where, "attempts retried", str(len(failures)), str(now))
+            )
     events = run.events
     if fork is not None:
         events = _through_turn(events, fork)
         recording = _recording_through(recording, fork)
         report.notes.extend(_fork_notes(run, fork))
     _compare_tools(report, recording, events)
+    _compare_rewinds(report, recording.events, events)
     _compare_ends(report, recording, events)
     return report
+
+
+def _retries(events: Sequence[SessionEvent]) -> dict[int, int]:
+    """How many times the replay retried each conversation request (``llm/retry``),
+    by the request's index."""
+    counts: dict[int, int] = {}
+    index = -1
+    for event in events:
+        if event.type == "request/header":
+            index += 1
+        elif event.type == "llm/retry":
+            counts[index] = counts.get(index, 0) + 1
+    return counts
 
 
 def _through_turn(events: Sequence[SessionEvent], turn: int) -> list[SessionEvent]:
@@ -308,6 +329,24 @@ def _compare_tools(report: Report, recording: Recording, events: Sequence[Sessio
                 step.differences.append(Difference(where, "error code", codes[0], codes[1]))
 
 
+def _compare_rewinds(
+    report: Report, recorded: Sequence[SessionEvent], events: Sequence[SessionEvent]
+) -> None:
+    """Each time the conversation went back (``history/rewound``): to before the same
+    turn. Whether the code went with it is not compared: with recorded tools the
+    replay has no files to put back."""
+    old = [e.data.turn for e in recorded if isinstance(e.data, HistoryRewound)]
+    new = [e.data.turn for e in events if isinstance(e.data, HistoryRewound)]
+    for index in range(max(len(old), len(new))):
+        where = f"rewind {index + 1}"
+        step = Step(where)
+        report.steps.append(step)
+        a = f"to before turn {old[index]}" if index < len(old) else None
+        b = f"to before turn {new[index]}" if index < len(new) else None
+        if a != b:
+            step.differences.append(Difference(where, "the conversation went back", a, b))
+
+
 def _compare_ends(report: Report, recording: Recording, events: Sequence[SessionEvent]) -> None:
     ends = [e.data for e in events if isinstance(e.data, TurnEnd)]
     for index in range(max(len(recording.turn_ends), len(ends))):
@@ -328,6 +367,9 @@ def _end(end: TurnEnd) -> str:
     cause = getattr(reason, "reason", None)
     if cause is not None:
         kind += f" ({getattr(cause, 'kind', type(cause).__name__)})"
+    error = getattr(reason, "error", None)
+    if error is not None:
+        kind += f" ({getattr(error, 'code', None) or 'no code'})"
     return kind
 
 

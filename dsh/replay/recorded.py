@@ -26,10 +26,12 @@ from dsh.llm import (
     Finish,
     FinishAborted,
     GenerateOptions,
+    LlmFailure,
     PluginSource,
     StreamChunk,
     UserMessage,
 )
+from dsh.permission_modes import PermissionMode
 from dsh.session import (
     AssistantChunk,
     EpochHeader,
@@ -49,9 +51,12 @@ from dsh.session.payloads import (
     CancelByUser,
     CommandDone,
     CommandRun,
+    HistoryRewound,
     InboxDiscarded,
     InboxEnqueued,
     InboxUpdated,
+    LlmRetry,
+    PermissionModeSet,
     StepStart,
     TurnStart,
 )
@@ -96,9 +101,28 @@ class RunCommand:
 
     name: str
     args: str
+    command_id: str = ""
+    """The recorded command's id: what it did is found by it (``Recording.rewinds``)."""
 
 
-Input = Send | Edit | Withdraw | Cancel | RunCommand
+@dataclass(frozen=True)
+class SetMode:
+    """The permission mode changed (``permissions/mode``), or a turn started in another
+    mode than the log had last said (a resume with ``--permission-mode``)."""
+
+    mode: PermissionMode
+
+
+Input = Send | Edit | Withdraw | Cancel | RunCommand | SetMode
+
+
+@dataclass(frozen=True)
+class RecordedRewind:
+    """A ``/rewind`` that took the conversation back to before ``turn``, the code too
+    when ``code`` (its ``history/rewound`` names a restore)."""
+
+    turn: int
+    code: bool
 
 
 @dataclass(frozen=True)
@@ -137,6 +161,9 @@ class RecordedRequest:
     chunks: tuple[StreamChunk, ...]
     times: tuple[int, ...]
     """Each chunk's log time (epoch ms), for recorded pacing."""
+    failures: tuple[LlmFailure, ...] = ()
+    """The attempts that failed before the one the chunks are (``llm/retry``, each
+    retried): served first, one an attempt, so this dsh retries where it did."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +191,16 @@ class Recording:
     """Each call's recorded approval outcome (``allow-once``...), by call id."""
     notes: list[str] = field(default_factory=list)
     """What this replay cannot reproduce of the log, said in words."""
+    prompt_contexts: dict[str, list[UserMessage]] = field(default_factory=dict)
+    """What ``agent/prompt-submit`` listeners entered after each prompt (a mention's
+    file as it was), by the prompt's message id."""
+    command_sends: dict[str, list[Send]] = field(default_factory=dict)
+    """What each command sent (a Markdown command's prompt as the model got it), by
+    command id: sent as recorded when the replaying dsh has no such command."""
+    rewinds: dict[str, RecordedRewind] = field(default_factory=dict)
+    """What each ``/rewind`` that took the conversation back did, by command id."""
+    start_mode: PermissionMode | None = None
+    """The permission mode the first turn started in (None: the log does not say)."""
 
     @property
     def first_header(self) -> EpochHeader | None:
@@ -214,11 +251,16 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     """The turn and step of the request being read."""
     chunks: list[StreamChunk] = []
     times: list[int] = []
+    retries: list[LlmRetry] = []
     call_seen: dict[str, int] = {}
     calls_by_seq: dict[int, RecordedCall] = {}
     cancels = _cancel_positions(events)
     requested: dict[str, str] = {}
     commands_running: set[str] = set()
+    mode: PermissionMode | None = None
+    """The permission mode in force, as far as the log has said."""
+    prompt: str | None = None
+    """The id of the prompt just entered, while what came with it is being entered."""
 
     def attach(point: Point) -> None:
         if pending:
@@ -228,7 +270,13 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     def close_request() -> None:
         if request >= 0 and len(recording.requests) == request:
             recording.requests.append(
-                RecordedRequest(rebuilt[request], *asked_in, tuple(chunks), tuple(times))
+                RecordedRequest(
+                    rebuilt[request],
+                    *asked_in,
+                    tuple(chunks),
+                    tuple(times),
+                    tuple(r.failure for r in retries),
+                )
             )
 
     for event in events:
@@ -242,8 +290,18 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                 # sent since the last chunk came after it (sent with the cancel).
                 pending.insert(0, cancel)
         data = event.data
+        if event.type != "user/message":
+            prompt = None
         match event.type:
             case "turn/start" if isinstance(data, TurnStart):
+                if data.mode is not None:
+                    if recording.start_mode is None:
+                        recording.start_mode = mode = data.mode
+                    elif data.mode != mode:
+                        # Changed with no event of its own (a resume in another mode):
+                        # before what started the turn, since the turn ran in it.
+                        pending.insert(0, SetMode(data.mode))
+                        mode = data.mode
                 attach(IdlePoint(turns_ended))
                 turn_open, turn = True, data.turn
             case "turn/end" if isinstance(data, TurnEnd):
@@ -260,12 +318,14 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                 request += 1
                 chunk = 0
                 asked_in = (turn, step)
-                chunks, times = [], []
+                chunks, times, retries = [], [], []
             case "assistant/chunk" if isinstance(data, AssistantChunk):
                 attach(ChunkPoint(request, chunk))
                 chunks.append(data.chunk)
                 times.append(event.time)
                 chunk += 1
+            case "llm/retry" if isinstance(data, LlmRetry):
+                retries.append(data)
             case "tool/call" if isinstance(data, ToolCall):
                 recorded = RecordedCall(turn, step, data, None)
                 recording.calls.append(recorded)
@@ -285,9 +345,12 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
             case "steering/message":
                 entering = False
             case "inbox/enqueued" if isinstance(data, InboxEnqueued):
+                sent = Send(data.item_id, data.message, data.placement)
                 # What a command sends (/init's prompt) it sends again when replayed.
                 if not commands_running:
-                    pending.append(Send(data.item_id, data.message, data.placement))
+                    pending.append(sent)
+                for command_id in commands_running:
+                    recording.command_sends.setdefault(command_id, []).append(sent)
             case "approval/requested" if isinstance(data, ApprovalRequested):
                 if data.call_id is not None:
                     requested[data.request_id] = data.call_id
@@ -302,6 +365,12 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                     pending.extend(Withdraw(item) for item in data.item_ids)
             case "user/message" if isinstance(data, UserMessage):
                 source = data.source
+                if isinstance(source, PluginSource) and prompt is not None:
+                    recording.prompt_contexts[prompt].append(data)
+                elif entering and not isinstance(source, PluginSource):
+                    # The prompt a step starts with: what prompt-submit added follows.
+                    prompt = str(data.id)
+                    recording.prompt_contexts[prompt] = []
                 # Context entries enter at a step's start, before what the step claimed
                 # (the prompt and what came with it, steering): the leading plugin
                 # messages. The loop's own notes (plugin "dsh") are its output.
@@ -313,9 +382,16 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
             case "command/run" if isinstance(data, CommandRun):
                 commands_running.add(data.command_id)
                 if data.source == "user":
-                    pending.append(RunCommand(data.name, data.args or ""))
+                    pending.append(RunCommand(data.name, data.args or "", data.command_id))
             case "command/done" if isinstance(data, CommandDone):
                 commands_running.discard(data.command_id)
+            case "history/rewound" if isinstance(data, HistoryRewound):
+                restored = data.restore_id is not None
+                for command_id in commands_running:
+                    recording.rewinds[command_id] = RecordedRewind(data.turn, restored)
+            case "permissions/mode" if isinstance(data, PermissionModeSet):
+                pending.append(SetMode(data.mode))
+                mode = data.mode
         answer = side_answer_of(event)
         if answer is not None:
             recording.side_answers.append(answer)
@@ -374,5 +450,20 @@ def _cancel_positions(events: Sequence[SessionEvent]) -> dict[int, Cancel]:
                 positions[inside.seq] = Cancel(exact=False)
                 break
         else:
-            positions[event.seq] = Cancel(exact=False)
+            positions[_unmarked_cancel(events[start : event.seq], event.seq)] = Cancel(exact=False)
     return positions
+
+
+def _unmarked_cancel(turn: Sequence[SessionEvent], end: int) -> int:
+    """Where a cancel that left no mark of its own came, as near as the log tells: the
+    last step's tools were answered and no request followed, so it came before the
+    loop had its last result back (an approval it took away answers ``DENIED``, a
+    read an editor that left could not serve ``FS_IO_ERROR``); with no result in
+    that step, before the turn's end."""
+    last = end
+    for event in turn:
+        if event.type == "request/header":
+            last = end
+        elif isinstance(event.data, ToolResult):
+            last = event.seq
+    return last

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -21,7 +21,7 @@ from typing import Literal
 from dsh.kernel import Candidate
 from dsh.llm import GenerateOptions
 from dsh.replay.recorded import Recording
-from dsh.replay.serve import StandIn
+from dsh.replay.serve import PACE_CAP_S, StandIn
 from dsh.session import SessionEvent, SessionHeader
 from dsh.session.payloads import CancelByUser, TurnMaxSteps
 from dsh.settings_tables import AgentOptions
@@ -100,7 +100,15 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
     settings = await asyncio.to_thread(load_settings, home, cwd, trust=True)
     # The recorded machine's facts, so the system prompt is the one recorded wherever
     # the replay runs (a log from before dsh kept them gets this machine's).
-    runtime = await start_runtime(home=home, cwd=cwd, settings=settings, host=recording.header.host)
+    # And the mode the session started in: plan mode is a part of the system prompt.
+    runtime = await start_runtime(
+        home=home,
+        cwd=cwd,
+        settings=settings,
+        host=recording.header.host,
+        permission_mode=recording.start_mode,
+        retry_pause=_retry_pause(options.pace),
+    )
     switch = {
         key: value
         for key, value in (("model", options.model), ("provider", options.provider))
@@ -148,6 +156,16 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
         if point not in stand_in.applied
     ]
     return run
+
+
+def _retry_pause(pace: bool) -> Callable[[float], Awaitable[None]]:
+    """The wait before a retry: the replaying dsh's own delay with recorded pacing (at
+    most :data:`PACE_CAP_S`), none without it (the failures are served at once)."""
+
+    async def pause(seconds: float) -> None:
+        await asyncio.sleep(min(seconds, PACE_CAP_S) if pace else 0)
+
+    return pause
 
 
 def _agent_options(recording: Recording, defaults: AgentOptions) -> AgentOptions:

@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dsh.agent import PreRequest, PromptAllow, PromptDecision, PromptSubmit
 from dsh.agent_handle import AgentHandle
 from dsh.kernel import Context
 from dsh.llm import (
@@ -33,13 +34,17 @@ from dsh.llm import (
     FinishError,
     FinishStop,
     GenerateOptions,
+    LlmCallConfig,
+    LlmError,
     LlmFailure,
+    PluginSource,
     ReasoningDelta,
     StreamChunk,
     TextBlock,
     TextDelta,
     ToolCallDelta,
     UsageChunk,
+    UserMessage,
 )
 from dsh.prompt import Assembly, AssemblyDraft
 from dsh.replay.recorded import (
@@ -49,16 +54,22 @@ from dsh.replay.recorded import (
     IdlePoint,
     Input,
     Point,
+    RecordedRewind,
     Recording,
     RunCommand,
     Send,
+    SetMode,
     ToolPoint,
     Withdraw,
 )
 from dsh.session import SessionEvent
-from dsh.session.payloads import CancelByUser
+from dsh.session.payloads import CancelByUser, TurnFailed
+from dsh.session.writer import SESSION_WRITE_FAILED
 from dsh.tools import CallOutcome, ToolContext, ToolDefinition, ToolOutput
 from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
+
+if TYPE_CHECKING:
+    from dsh.ui.rewinding import Preview, RewindChoice, RewindPick, TurnRow
 
 _CONTENT = (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd)
 
@@ -96,6 +107,38 @@ class ReplayHost:
         return False
 
 
+class RecordedRewindAsker:
+    """``/rewind``'s questions answered as the recorded rewind was: the turn it went
+    back to, the conversation only (with recorded tools the files the code restore
+    would put back were never made; with live tools they are, and the code goes back
+    as well when it did). None: the recorded one rewound no conversation."""
+
+    def __init__(self, recorded: RecordedRewind | None, *, live: bool = False) -> None:
+        self.recorded = recorded
+        self.live = live
+
+    async def ask(
+        self,
+        turns: Sequence[TurnRow],
+        preview: Preview,
+        *,
+        turn: TurnRow | None = None,
+        choice: RewindChoice | None = None,
+    ) -> RewindPick | None:
+        from dsh.ui.rewinding import RewindPick
+
+        if self.recorded is None:
+            return None
+        both = self.live and self.recorded.code
+        return RewindPick(self.recorded.turn, "both" if both else "conversation")
+
+    def put_back(self, prompt: str) -> None:
+        pass  # the prompt sent next is in the log as it was sent
+
+    def said(self, text: str) -> None:
+        pass
+
+
 class StandIn:
     def __init__(
         self,
@@ -128,6 +171,12 @@ class StandIn:
         self._logged = 0
         """Chunks logged for the current request."""
         self._logged_changed = asyncio.Event()
+        self._retrying = False
+        """The agent logged ``llm/retry``: the next stream is the same request again."""
+        self._running: RunCommand | None = None
+        """The recorded command run last (what a front end's command asks is its)."""
+        self._attempt = 0
+        """Of the current request: 0 its first attempt, 1 its first retry..."""
         self.hang_s = 60.0
         self.host = ReplayHost()
 
@@ -146,13 +195,21 @@ class StandIn:
 
     def attach_agent(self, agent: AgentHandle, ctx: Context) -> None:
         """The agent's own seams: its tool results and its context entries."""
-        from dsh.hooks import SYSTEM_PROMPT_ASSEMBLE, TOOL_ANSWER
+        from dsh.hooks import (
+            AGENT_PROMPT_SUBMIT,
+            AGENT_REQUEST,
+            SYSTEM_PROMPT_ASSEMBLE,
+            TOOL_ANSWER,
+        )
 
         self.agent = agent
         agent.session.subscribe(self._count)
+        self._front_end_commands(ctx)
         if self.recorded_tools:
             ctx.on(TOOL_ANSWER, self._answer)
         ctx.on(SYSTEM_PROMPT_ASSEMBLE, self._pin_context)
+        ctx.on(AGENT_PROMPT_SUBMIT, self._pin_attached, prepend=True)
+        ctx.on(AGENT_REQUEST, self._unstored, prepend=True)
 
     def live(self) -> bool:
         """Whether the turn running now is past the fork."""
@@ -172,6 +229,8 @@ class StandIn:
             self.agent.set_options(**self.switch)
         if event.type == "request/header":
             self._logged = 0
+        elif event.type == "llm/retry":
+            self._retrying = True
         elif event.type == "assistant/chunk":
             self._logged += 1
             self._logged_changed.set()
@@ -211,16 +270,42 @@ class StandIn:
             else:
                 self._apply(item)
 
+    def _front_end_commands(self, ctx: Context) -> None:
+        """``/rewind``, which every front end has (the session controller registers
+        it), with the recorded command's outcome as the person's answers."""
+        from dsh.services import COMMANDS
+        from dsh.ui.rewinding import register_rewind
+
+        register_rewind(
+            ctx.get(COMMANDS),
+            lambda: RecordedRewindAsker(self._rewind(), live=not self.recorded_tools),
+        )
+
+    def _rewind(self) -> RecordedRewind | None:
+        running = self._running
+        return None if running is None else self.recording.rewinds.get(running.command_id)
+
     async def _command(self, item: RunCommand) -> None:
         from dsh.commands import CommandContext
         from dsh.services import COMMANDS
 
         agent = self.agent
         assert agent is not None
+        self._running = item
         context = CommandContext(agent=agent, root=agent.ctx, host=self.host)
         text = f"/{item.name} {item.args}".rstrip()
-        if not await agent.ctx.get(COMMANDS).run(text, context):
+        if await agent.ctx.get(COMMANDS).run(text, context):
+            return
+        sent = self.recording.command_sends.get(item.command_id)
+        if not sent:
             self.unserved.append(f"/{item.name}: no such command in this dsh")
+            return
+        # A command of the person's own (a Markdown file in their home or project,
+        # not in the replay's scratch folders): what it sent is the world's input,
+        # as a context entry's text is, and goes in as it went then.
+        self.host.shown.append(f"(/{item.name} is not in this dsh: what it sent is sent again)")
+        for send in sent:
+            self._apply(send)
 
     def _apply(self, item: Input) -> None:
         agent = self.agent
@@ -244,8 +329,31 @@ class StandIn:
                     agent.update_inbox(mine, Remove())
             case Cancel():
                 agent.cancel(CancelByUser())
+            case SetMode(mode=mode):
+                from dsh.services import APPROVALS
+
+                agent.ctx.get(APPROVALS).mode = mode
 
     # ------------------------------------------------------------------ the model
+
+    async def _unstored(
+        self, request: PreRequest, next: Callable[..., Awaitable[LlmCallConfig]]
+    ) -> LlmCallConfig:
+        """The recorded turn stopped here because its log could not be written (a
+        full disk): the replay's storage is sound, so the stop is the world's input,
+        served as recorded, where the recording has no more requests for the turn."""
+        index = len(self.requests)
+        turn = request.agent.session.open_turn
+        if not self.live() and turn is not None and turn <= len(self.recording.turn_ends):
+            end = self.recording.turn_ends[turn - 1].reason
+            asked = index < len(self.recording.requests)
+            if (
+                isinstance(end, TurnFailed)
+                and end.error.code == SESSION_WRITE_FAILED
+                and not (asked and self.recording.requests[index].turn == turn)
+            ):
+                raise LlmError(end.error)
+        return await next()
 
     async def _stream(
         self,
@@ -258,17 +366,29 @@ class StandIn:
         if self.live():
             self.live_requests.append(options)
             return await next()
+        if self._retrying:
+            # The service tries the request it just made again (it logged llm/retry):
+            # the next recorded attempt, not a request of its own.
+            self._retrying = False
+            self._attempt += 1
+            return self._serve(len(self.requests) - 1, self._attempt)
         index = len(self.requests)
         self.requests.append(options)
-        return self._serve(index)
+        self._attempt = 0
+        return self._serve(index, 0)
 
-    async def _serve(self, index: int) -> AsyncIterator[StreamChunk]:
+    async def _serve(self, index: int, attempt: int) -> AsyncIterator[StreamChunk]:
         if index >= len(self.recording.requests):
             text = f"the recording has no request {index + 1} (it has {index})"
             self.unserved.append(text)
             yield Finish(reason=FinishError(failure=LlmFailure(message=text, code="REPLAY")))
             return
         recorded = self.recording.requests[index]
+        if attempt < len(recorded.failures):
+            # An attempt that failed before any content, as it did (the service retries
+            # it, or not: what this dsh does with the failure is what is compared).
+            yield Finish(reason=FinishError(failure=recorded.failures[attempt]))
+            return
         started = False
         previous_time: int | None = None
         for position, chunk in enumerate(recorded.chunks):
@@ -344,6 +464,21 @@ class StandIn:
 
     # ------------------------------------------------------------------ context
 
+    async def _pin_attached(
+        self, submit: PromptSubmit, next: Callable[..., Awaitable[PromptDecision]]
+    ) -> PromptDecision:
+        """What the listeners add to a prompt from the world (a mentioned file as it
+        was, its listing), as the log entered it: each plugin the log shows adding
+        something to this prompt has its additions replaced by the recorded ones; what
+        a plugin the log never heard from adds stays (a difference to show)."""
+        decision = await next()
+        recorded = self.recording.prompt_contexts.get(str(submit.message.id))
+        if not isinstance(decision, PromptAllow) or recorded is None:
+            return decision
+        plugins = {_plugin_of(m) for m in recorded}
+        kept = [m for m in decision.additional_contexts if _plugin_of(m) not in plugins]
+        return dataclasses.replace(decision, additional_contexts=(*recorded, *kept))
+
     async def _pin_context(
         self, draft: AssemblyDraft, next: Callable[..., Awaitable[Assembly]]
     ) -> Assembly:
@@ -358,3 +493,8 @@ class StandIn:
         pinned = [(name, form, text) for name, (form, text) in known.items()]
         pinned.extend(entry for entry in assembly.context if entry[0] not in known)
         return dataclasses.replace(assembly, context=tuple(pinned))
+
+
+def _plugin_of(message: UserMessage) -> str | None:
+    source = message.source
+    return source.plugin if isinstance(source, PluginSource) else None

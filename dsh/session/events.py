@@ -61,6 +61,7 @@ from dsh.session.payloads import (
     LlmRetryStarted,
     ModelRenamed,
     OpaqueData,
+    PermissionModeSet,
     RequestContext,
     RequestHeader,
     SessionMoved,
@@ -278,6 +279,7 @@ _core_event("inbox/updated", InboxUpdated)
 _core_event("inbox/claimed", InboxClaimed)
 _core_event("inbox/discarded", InboxDiscarded)
 _core_event("history/rewound", HistoryRewound)
+_core_event("permissions/mode", PermissionModeSet)
 
 
 # ---------------------------------------------------------------------- the envelope

@@ -24,6 +24,7 @@ from dsh.llm import (
     ToolSchema,
     UserMessage,
 )
+from dsh.permission_modes import PermissionMode
 from dsh.wire import Frozen, Opaque, TaggedUnion
 
 # ---------------------------------------------------------------------- reasons
@@ -180,6 +181,17 @@ class TurnInterrupted(TurnEndReason):
 class TurnStart(Frozen):
     turn: PositiveInt
     trigger: AnyTurnTrigger | None = None
+    mode: PermissionMode | None = None
+    """The permission mode the turn started in (it decides the system prompt's plan
+    section and what runs unasked); None in a log from before dsh kept it."""
+
+
+class PermissionModeSet(Frozen):
+    """``permissions/mode``: the permission mode changed while the session was open
+    (the person, an editor, a command, an approved plan), logged when it happened so a
+    replay changes it at the same moment."""
+
+    mode: PermissionMode
 
 
 class TurnEnd(Frozen):

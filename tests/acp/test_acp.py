@@ -218,7 +218,6 @@ async def test_cancel_in_the_middle_of_a_reply(dsh: Dsh, fake_llm: FakeLLM) -> N
 async def test_cancel_while_asking_answers_cancelled_and_runs_nothing(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
-    dsh.unreplayable = "the cancel came while an approval was open; with recorded tools the replay asks none, so it cannot place the cancel"
     target = dsh.project / "app.py"
     target.write_text("a = 1\n")
     fake_llm.add(read("app.py"), edit("app.py", "a = 1", "a = 2"), Reply(text="never"))
@@ -470,7 +469,6 @@ async def test_commands_added_meanwhile_are_announced(dsh: Dsh, fake_llm: FakeLL
 async def test_a_custom_command_runs_with_its_arguments_mention_and_asked_bang_line(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
-    dsh.unreplayable = "the project's own command file is not in the replay's scratch workspace"
     (dsh.project / "api.py").write_text("def handler(): return 42\n")
     marker = dsh.project / "ran"  # where the sandbox lets a ! line write
     (dsh.home / "commands").mkdir()

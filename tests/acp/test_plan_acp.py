@@ -73,9 +73,6 @@ def modes_said(editor: Editor) -> list[str]:
 async def test_an_approved_plan_switches_to_accept_edits_and_the_next_write_runs_unasked(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
-    dsh.unreplayable = (
-        "the editor's session/set_mode to plan is not in the log, and it changes the system prompt"
-    )
     notes = dsh.project / "notes.md"
     fake_llm.add(
         write("notes.md", "too soon\n"),  # refused: plan mode
@@ -147,9 +144,6 @@ async def test_keep_planning_sends_the_plan_back_and_the_mode_stays_plan(
 
 
 async def test_a_cancelled_review_approves_nothing(dsh: Dsh, fake_llm: FakeLLM) -> None:
-    dsh.unreplayable = (
-        "the editor's session/set_mode to plan is not in the log, and it changes the system prompt"
-    )
     fake_llm.add(present(PLAN), write("notes.md", "never\n"), Reply(text="never"))
     editor = Editor(answers=["hold"])
     async with editor_session(dsh, editor) as (conn, _):

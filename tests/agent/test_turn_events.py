@@ -252,3 +252,33 @@ async def test_a_cancel_while_asking_ends_the_turn_aborted(
     ended = by_type["turn/end"].reason
     assert (ended.kind, ended.reason.kind) == ("aborted", "user")
     assert check_log(agent.session.events) == []
+
+
+async def test_the_permission_mode_is_logged_at_each_turn_and_each_change(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """``turn/start`` names the mode the turn starts in; a change while the session
+    holds something is logged when it happens (``permissions/mode``), one before the
+    first event is not (the session stays unwritten; its first turn says the mode)."""
+    approvals = runtime.root.get(APPROVALS)
+    agent = await runtime.agents.create(tmp_path)
+    approvals.mode = "plan"  # nothing logged yet: the session stays empty
+    assert len(agent.session.events) == 0
+    fake_llm.add(Reply(text="Planned."), Reply(text="Done."))
+    agent.followup(user_text("plan it"))
+    await agent.when_idle()
+    approvals.mode = "accept-edits"
+    agent.followup(user_text("now do it"))
+    await agent.when_idle()
+
+    logged = [
+        (e.type, e.data.mode)
+        for e in agent.session.events
+        if e.type in ("turn/start", "permissions/mode")
+    ]
+    assert logged == [
+        ("turn/start", "plan"),
+        ("permissions/mode", "accept-edits"),
+        ("turn/start", "accept-edits"),
+    ]
+    assert check_log(agent.session.events) == []

@@ -10,20 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import Dsh, close_stdin, finish, of_type, send, stream_events, text_of
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "mcp" / "server.py"
-
-
-@pytest.fixture(autouse=True)
-def _not_replayed(dsh: Dsh) -> None:
-    dsh.unreplayable = (
-        "the starting permission mode (--permission-mode plan) is not in the log, and "
-        "it changes the system prompt"
-    )
 
 
 def call(tool: str, **arguments: object) -> ToolCallSpec:
@@ -394,3 +384,22 @@ async def test_a_subagent_works_in_plan_mode_too(dsh: Dsh, fake_llm: FakeLLM) ->
     parent = tool_results(fake_llm)[-1]
     assert "I could not write it: plan mode." in parent
     assert not parent.startswith("Error")  # the delegation itself ran
+
+
+async def test_a_session_resumed_in_plan_mode_replays_in_each_turns_mode(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """The first turn in the settings' mode, the second resumed with ``--permission-mode
+    plan``: each ``turn/start`` says its mode, so the replay plans where the session did
+    (the system prompt's plan section in the second turn's request only)."""
+    fake_llm.add(Reply(text="Hello."), Reply(text="Planning."))
+    first = await dsh.run("-p", "hello", "--output-format", "json")
+    assert first.code == 0, first.stderr
+    [session_id] = await dsh.session_ids()
+    again = await dsh.run("-p", "now plan", "--resume", session_id, "--permission-mode", "plan")
+    assert again.code == 0, again.stderr
+
+    events = await dsh.checked_events(session_id)
+    assert [e.data.mode for e in of_type(events, "turn/start")] == ["default", "plan"]
+    prompts = [r.body["messages"][0]["content"] for r in fake_llm.chat_requests]
+    assert ["You are in plan mode" in str(p) for p in prompts] == [False, True]

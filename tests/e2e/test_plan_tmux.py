@@ -24,14 +24,6 @@ PLAN = """# Greet by name
 DIALOG = "The plan is ready. Carry it out?"
 
 
-@pytest.fixture(autouse=True)
-def _not_replayed(dsh: Dsh) -> None:
-    dsh.unreplayable = (
-        "the starting permission mode (--permission-mode plan) is not in the log, and "
-        "it changes the system prompt"
-    )
-
-
 def write(path: str, content: str) -> ToolCallSpec:
     return ToolCallSpec(name="write", arguments={"file_path": path, "content": content})
 

@@ -43,14 +43,6 @@ BEFORE: dict[str, tuple[bytes, int]] = {
 """The project before the turn: name -> (bytes, mode). ``created.txt`` does not exist."""
 
 
-@pytest.fixture(autouse=True)
-def _not_replayed(dsh: Dsh) -> None:
-    dsh.unreplayable = (
-        "/rewind is the session controller's command (every front end's), which the "
-        "runtime a replay runs does not have: a replay says so and goes on unrewound"
-    )
-
-
 def configure(dsh: Dsh, backend: Backend, *, compaction: bool = False) -> None:
     """``dsh``'s settings, its sessions stored with ``backend``."""
     dsh.backend = backend

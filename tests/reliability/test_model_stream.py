@@ -70,7 +70,6 @@ async def test_headers_then_nothing_is_a_timeout_said_at_each_retry(
 ) -> None:
     """The server answers 200 and then sends nothing: each attempt ends at the wait's
     bound, and each retry is said on stderr (text mode said nothing for 30 minutes)."""
-    dsh.unreplayable = "retried attempts are not played again by the replay"
     settings(dsh, "read_timeout = 1")
     fake_llm.add(*(Reply(text="never", hold_after=0) for _ in range(3)))
 

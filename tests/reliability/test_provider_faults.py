@@ -15,9 +15,13 @@ from typing import Any
 import pytest
 
 from dsh.agent.interruption import MAX_CONTINUATIONS
-from dsh.session import AssistantMessageData
+from dsh.replay.compare import Report, compare
+from dsh.replay.recorded import read_recording
+from dsh.replay.run import ReplayOptions, replay
+from dsh.session import AssistantMessageData, SessionStore
 from dsh.testing import FakeLLM, Fault, Reply, ToolCallSpec
 from tests.e2e.harness import Dsh, of_type, text_of, user_texts
+from tests.support.vocabulary import async_plugin_vocabulary
 
 SETTINGS = """\
 [plugins]
@@ -110,8 +114,45 @@ async def test_a_stream_that_closes_before_any_content_is_retried(
     assert not any(isinstance(a, AssistantMessageData) and a.interrupted for a in answers)
 
 
+async def test_a_replay_that_retries_less_names_the_request_and_the_attempts(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """The recorded session's request was retried twice; replayed by a dsh that
+    retries once at most, the report names that request's attempts first (each failed
+    attempt is served as recorded, so the replaying dsh gives up on the second)."""
+    fake_llm.add(
+        Reply(tool_calls=[echo("a")]),
+        Reply(fault=Fault(status=500)),
+        Reply(fault=Fault(status=503)),
+        Reply(text="Back after two retries."),
+    )
+    done = await dsh.run("-p", "echo a")
+    assert done.code == 0, done.stderr
+    await dsh.checked_events()  # replayed with the settings it ran with: identical
+
+    [session_id] = await dsh.session_ids()
+    stricter = SETTINGS.replace("max_retries = 3", "max_retries = 1")
+    report = await replay_report(dsh, session_id, stricter)
+    assert not report.identical
+    first = report.first
+    assert first is not None
+    assert (first.where, first.what) == ("request 2 (turn 1, step 2)", "attempts retried")
+    assert (first.recorded, first.now) == ("2", "1")
+
+
+async def replay_report(dsh: Dsh, session_id: str, settings: str) -> Report:
+    store = SessionStore.at(dsh.home, dsh.backend)
+    try:
+        async with async_plugin_vocabulary():
+            loaded = await store.persistence.load(session_id)  # type: ignore[arg-type]
+            recording = read_recording(loaded.header, loaded.events)
+            run = await replay(recording, ReplayOptions(settings=settings))
+    finally:
+        await store.aclose()
+    return compare(run)
+
+
 async def test_retries_that_run_out_end_the_turn_with_one_line(dsh: Dsh, fake_llm: FakeLLM) -> None:
-    dsh.unreplayable = "retried attempts are not played again by the replay"
     fake_llm.add(Reply(tool_calls=[echo("a")]), *(Reply(fault=Fault(status=503)) for _ in range(4)))
 
     done = await dsh.run("-p", "echo a")

@@ -212,7 +212,6 @@ async def test_plain_mode_says_what_is_true_after_storage_caught_up(
     """A turn stopped by a failing write, then the disk freed: everything is stored in
     the end, and the last line says so (not "free the space"); the exit is still 1,
     since the turn stopped."""
-    dsh.unreplayable = "storage faults were injected under the child; the replay's storage has none"
     opened = tmp_path / "gate"
     fake_llm.add(Reply(tool_calls=[gate(opened)]), Reply(text="Done."))
     child = await dsh.start("--plain")
