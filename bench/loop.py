@@ -20,8 +20,9 @@ Targets (the agent-loop issue):
 - a whole ``dsh -p`` run whose reply is 2,000 short tokens (chunk_size 4), streamed as
   fast as the scripted server can (``python -m dsh.testing.fake_llm --script FILE``,
   a process of its own), from spawn to exit with the whole reply printed: wall time
-  <= 0.5 s and peak RSS of the dsh process <= 80 MB (``/usr/bin/time``'s ``%M``: see
-  :func:`run_child`), medians of 5 runs after one unmeasured run. For reference, a
+  <= 0.45 s (issue 44; 0.5 s before) and peak RSS of the dsh process <= 80 MB
+  (``/usr/bin/time``'s ``%M``: see :func:`run_child`), medians of 5 runs after one
+  unmeasured run. For reference, a
   bare Python process streaming the same reply with httpx, dsh's imports alone, and
   ``python -c pass``. The children run from cached bytecode, as an installed dsh does
   (the figure without the cache is printed too).
@@ -79,7 +80,7 @@ ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
 
 STEP_TARGET = 0.001  # s per step
-RUN_TARGET = 0.5  # s
+RUN_TARGET = 0.45  # s (issue 44)
 RSS_TARGET = 80  # MB
 
 STEPS_PER_TURN = 20

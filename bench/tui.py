@@ -68,6 +68,11 @@ Definitions:
   - for information: the same CPU counted on to the turn's end (the status line
     ``idle`` again and the turn's ``completed`` line on screen), and the stream's wall
     time from Enter (4 s if nothing falls behind).
+  - **below 20 turns of tool cards** (issue 44): the same stream and CPU figure in
+    the resumed session of "resume to ready" (restored as it was left before each
+    run), its last turns' tool cards on screen above the answer; target <= 0.5
+    CPU-s, and its ratio to the figure in a new session is printed ("how it
+    grows": flat is ~1).
 
   Automatic session titles are off for these runs (``[plugins.title] generate =
   false``), so that no title request joins the answer's; everything else is the
@@ -89,6 +94,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import ptyprocess  # type: ignore[import-untyped]
@@ -273,7 +279,24 @@ def bench_launch(root: Path, settings: str = "", label: str = "") -> None:
 # ---------------------------------------------------------------------- resume
 
 
-def bench_resume(root: Path) -> None:
+@dataclass
+class Resumed:
+    """The session bench_resume measured, left as a person leaves it: where it is, its
+    id and its files as they were then (restored before each run)."""
+
+    project: Path
+    home: Path
+    session_id: str
+    folder: Path
+    kept: dict[str, bytes]
+    events: int
+
+    def restore(self) -> None:
+        for name, data in self.kept.items():
+            (self.folder / name).write_bytes(data)
+
+
+def bench_resume(root: Path) -> Resumed:
     from dsh.session.jsonl import JsonlPersistence
     from dsh.session.store import make_persistence
 
@@ -298,11 +321,11 @@ def bench_resume(root: Path) -> None:
         warm.wait_for(lambda t=warm: not t.process.isalive(), 60)
     # every run resumes the session as that one left it (a resume adds a few events)
     kept = {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
+    resumed = Resumed(project, home, header.id, folder, kept, len(events))
     load = load_now()
     ready, shown, rss = [], [], []
     for _ in range(RUNS):
-        for name, data in kept.items():
-            (folder / name).write_bytes(data)
+        resumed.restore()
         with terminal(argv, project, env) as term:
             seen = term.wait_for(lambda t=term: "Resumed session" in t.text())
             at = term.wait_for(lambda t=term: t.ready() and "Resumed session" in t.text())
@@ -328,6 +351,7 @@ def bench_resume(root: Path) -> None:
             load=load,
         )
     )
+    return resumed
 
 
 # ---------------------------------------------------------------------- streaming
@@ -396,21 +420,32 @@ class Server:
         self.process.wait(10)
 
 
-def bench_streaming(root: Path) -> None:
+def bench_streaming(root: Path, below: Resumed | None = None, empty: float | None = None) -> float:
+    """The streaming figures in a new session, or ``below`` the turns of a resumed one
+    (compared with ``empty``, the figure in a new session); returns the CPU figure."""
     answer = an_answer()
     assert len(answer) == 4 * TOKENS
     assert answer.endswith(f"\n\n{END}")
     reply = {"text": answer, "chunk_size": 4, "chunk_delay_ms": 2}
-    script = root / "stream.json"
+    script = root / f"stream{'-below' if below else ''}.json"
     script.write_text(json.dumps({"replies": [reply] * (RUNS + 1)}))
     server = Server(script)
-    project, home = places(root, "stream", "[plugins.title]\ngenerate = false\n")
+    no_titles = "[plugins.title]\ngenerate = false\n"
+    if below is None:
+        project, home = places(root, "stream", no_titles)
+        argv = dsh_argv()
+    else:
+        project, home = below.project, below.home
+        (home / "settings.toml").write_text(no_titles)
+        argv = dsh_argv("--resume", below.session_id)
     env = environment(root, home, DEEPSEEK_BASE_URL=server.base_url)
     cpu, lag, wall, whole = [], [], [], []
     try:
         load = load_now()
         for run in range(RUNS + 1):  # the first fills the bytecode cache, unmeasured
-            with terminal(dsh_argv(), project, env) as term:
+            if below is not None:
+                below.restore()
+            with terminal(argv, project, env) as term:
                 term.server = server
                 term.wait_for(term.ready, 60)
                 before = len(server.ended)
@@ -423,7 +458,11 @@ def bench_streaming(root: Path) -> None:
                 cpu_after = tree_cpu_s(term.pid)
                 term.wait_for(lambda n=before: len(server.ended) > n)
                 finished = server.ended[before]
-                term.wait_for(lambda t=term: t.ready() and "completed" in t.text())
+                # The turn's own "completed" line, below the answer (a resumed
+                # session shows earlier turns' above it).
+                term.wait_for(
+                    lambda t=term: t.ready() and "completed" in t.text().rpartition(END)[2]
+                )
                 cpu_idle = tree_cpu_s(term.pid)
             if run:
                 cpu.append((cpu_after - cpu_before) / (TOKENS / 1000))
@@ -432,16 +471,27 @@ def bench_streaming(root: Path) -> None:
                 wall.append(shown - began)
     finally:
         server.close()
+    where = (
+        f", below 20 turns of tool cards (the {below.events:,}-event session resumed)"
+        if below is not None
+        else ""
+    )
+    taken = Sample(tuple(cpu))
     print(
         figure(
-            f"stream {TOKENS:,} tokens at 500 tokens/s on a pty, the process tree's CPU "
-            "per 1,000 tokens",
-            Sample(tuple(cpu)),
+            f"stream {TOKENS:,} tokens at 500 tokens/s on a pty{where}, the process tree's "
+            "CPU per 1,000 tokens",
+            taken,
             target=CPU_TARGET,
             unit="CPU-s",
             load=load,
         )
     )
+    if below is not None and empty:
+        print(
+            f"  how it grows: {taken.median / empty:.2f}x the CPU of a stream in a new "
+            "session (flat is ~1)"
+        )
     print(
         figure(
             "  last chunk on screen after the response ended",
@@ -459,6 +509,7 @@ def bench_streaming(root: Path) -> None:
             "  the stream's wall time, Enter to the last line on screen", Sample(tuple(wall)), load
         )
     )
+    return taken.median
 
 
 def main() -> None:
@@ -468,8 +519,9 @@ def main() -> None:
         root = Path(folder)
         bench_launch(root)
         bench_launch(root, three_servers(), ", three stdio MCP servers configured")
-        bench_resume(root)
-        bench_streaming(root)
+        resumed = bench_resume(root)
+        empty = bench_streaming(root)
+        bench_streaming(root, below=resumed, empty=empty)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,13 @@ scope meanwhile; only cycles wait until the collector is back on.
 
 Pauses nest and may overlap across threads: the collector comes back when the last
 one ends, and only if it was on when the first began.
+
+Start-up is such a time too: importing dsh and its plugins builds some 75,000 objects
+the collector tracks (modules, classes, their functions and schemas), nearly all
+living until exit, and it walked them again and again: about a tenth of the CPU time
+to ready. A
+front end pauses it from its start (:func:`pause_for_start_up`) until its runtime is
+up (:func:`start_up_done`).
 """
 
 from __future__ import annotations
@@ -17,11 +24,12 @@ import gc
 import threading
 from collections.abc import Iterator
 
-__all__ = ["collector_paused"]
+__all__ = ["collector_paused", "pause_for_start_up", "start_up_done"]
 
 _lock = threading.Lock()
 _pauses = 0
 _was_enabled = False
+_start_up: contextlib.AbstractContextManager[None] | None = None
 
 
 @contextlib.contextmanager
@@ -39,3 +47,24 @@ def collector_paused() -> Iterator[None]:
             _pauses -= 1
             if _pauses == 0 and _was_enabled:
                 gc.enable()
+
+
+def pause_for_start_up() -> None:
+    """Pause the collector until :func:`start_up_done` (once a process; a second call
+    while paused does nothing)."""
+    global _start_up
+    if _start_up is None:
+        pause = collector_paused()
+        pause.__enter__()
+        _start_up = pause
+
+
+def start_up_done() -> None:
+    """End the start-up pause, if one is on. What start-up built is moved out of the
+    collector's sight (``gc.freeze``): it lives until exit, and walking it again at
+    every full collection would only cost time."""
+    global _start_up
+    pause, _start_up = _start_up, None
+    if pause is not None:
+        gc.freeze()
+        pause.__exit__(None, None, None)

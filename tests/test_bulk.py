@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import gc
 import threading
+from pathlib import Path
 
-from dsh.bulk import collector_paused
+from dsh.bulk import collector_paused, pause_for_start_up, start_up_done
+from dsh.ui.session_controller import SessionController
+from dsh.ui.user_interface import SessionChoice
 
 
 def test_pauses_nest_and_the_collector_comes_back_after_the_last() -> None:
@@ -56,3 +59,39 @@ def test_overlapping_pauses_in_threads() -> None:
     worker.join(5)
     assert seen == [False]
     assert gc.isenabled()
+
+
+def test_start_up_pause_holds_until_the_runtime_is_up_then_freezes_what_it_built() -> None:
+    frozen = gc.get_freeze_count()
+    try:
+        pause_for_start_up()
+        pause_for_start_up()  # a second front end's call changes nothing
+        with collector_paused():  # a long session's load inside start-up
+            pass
+        assert not gc.isenabled()
+        start_up_done()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > frozen
+        start_up_done()  # nothing paused: nothing to do
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+
+
+async def test_the_session_controller_ends_the_start_up_pause(tmp_path: Path) -> None:
+    """``dsh``, ``dsh --plain`` and ``dsh -p`` pause the collector before their imports;
+    the controller that starts their runtime brings it back, failed start or not."""
+    from tests.ui.test_session_controller import Recorder
+
+    (tmp_path / "project").mkdir()
+    pause_for_start_up()
+    controller = SessionController(
+        Recorder(), SessionChoice(cwd=tmp_path / "project", home=tmp_path / "home")
+    )
+    try:
+        await controller.start()
+        assert gc.isenabled()
+    finally:
+        start_up_done()
+        await controller.close()
+        gc.unfreeze()

@@ -355,6 +355,10 @@ def _session_choice(args: argparse.Namespace) -> dict[str, Any]:
 def _plain(args: argparse.Namespace) -> int:
     import asyncio
 
+    from dsh.bulk import pause_for_start_up
+
+    pause_for_start_up()  # until the runtime is up (SessionController.start)
+
     from dsh.ui.plain import PlainRequest, run_plain
 
     # stdin is not read as the prompt: piped, it is a script
@@ -372,6 +376,10 @@ def _tui(args: argparse.Namespace) -> int:
     early = take_terminal()
     try:
         import asyncio
+
+        from dsh.bulk import pause_for_start_up
+
+        pause_for_start_up()  # until the runtime is up (SessionController.start)
 
         from dsh.ui.tui.launch import launch
 
@@ -438,6 +446,10 @@ def _command(args: argparse.Namespace) -> int:
 
 def _headless(args: argparse.Namespace) -> int:
     import asyncio
+
+    from dsh.bulk import pause_for_start_up
+
+    pause_for_start_up()  # until the runtime is up (SessionController.start)
 
     from dsh.ui.headless import HeadlessRequest, run
 

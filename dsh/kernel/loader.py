@@ -16,6 +16,7 @@ import importlib.util
 import inspect
 import logging
 import pkgutil
+import sys
 import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -159,8 +160,20 @@ def discover_modules(names: Iterable[str]) -> list[Candidate]:
     return found
 
 
+_discovered: dict[tuple[tuple[str, ...], tuple[str, ...]], list[Candidate]] = {}
+
+
 def discover(modules: Iterable[str] = ()) -> list[Candidate]:
-    return discover_bundled() + discover_entry_points() + discover_modules(modules)
+    """The bundled plugins, the installed ones and ``modules``: found once a process
+    for the same ``modules`` and ``sys.path``. A start-up asks more than once (the
+    setup's forms, then the runtime; ``dsh acp`` at every session) and each time read
+    every installed distribution's metadata again, for the same answer."""
+    key = (tuple(modules), tuple(sys.path))
+    found = _discovered.get(key)
+    if found is None:
+        found = discover_bundled() + discover_entry_points() + discover_modules(key[0])
+        _discovered[key] = found
+    return list(found)
 
 
 # ---------------------------------------------------------------------- ordering

@@ -17,9 +17,7 @@ import ssl
 import threading
 import urllib.parse
 
-import httpx
-
-__all__ = ["TlsContext", "needs_tls"]
+__all__ = ["TlsContext", "default_context", "needs_tls"]
 
 _PROXY_VARIABLES = frozenset({"http_proxy", "all_proxy"})
 
@@ -30,6 +28,20 @@ def needs_tls(base_url: str) -> bool:
     if urllib.parse.urlsplit(base_url).scheme.lower() != "http":
         return True
     return any(name.lower() in _PROXY_VARIABLES and value for name, value in os.environ.items())
+
+
+def default_context() -> ssl.SSLContext:
+    """The context httpx makes by default (``httpx.create_ssl_context()``): the CAs of
+    ``SSL_CERT_FILE`` or ``SSL_CERT_DIR``, else certifi's bundle. Made here without
+    importing httpx, which the adapters import at their first request: a start-up
+    that sends nothing before the person types does not wait for it."""
+    if cafile := os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=cafile)
+    if capath := os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=capath)
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 class TlsContext:
@@ -49,8 +61,7 @@ class TlsContext:
 
     def _load(self) -> None:
         try:
-            # httpx's own defaults: SSL_CERT_FILE or SSL_CERT_DIR, else certifi's bundle.
-            context = httpx.create_ssl_context()
+            context = default_context()
         except BaseException as error:  # handed to whoever awaits the context
             self._future.set_exception(error)
         else:

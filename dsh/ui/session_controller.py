@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from dsh.bulk import start_up_done
 from dsh.ui.opening import NothingToContinue, after_busy, open_agent
 from dsh.ui.session_commands import ago, register_session_commands
 from dsh.ui.user_interface import SessionChoice, UserInterface
@@ -146,7 +147,12 @@ class SessionController:
         from dsh.ui.rewinding import register_rewind
 
         if self.runtime is None:
-            self.runtime = await self._start_runtime()
+            try:
+                self.runtime = await self._start_runtime()
+            finally:
+                # The front end paused the collector for the imports (dsh.bulk): what
+                # they built lives on; what comes next is the session's own work.
+                start_up_done()
         runtime = self.runtime
         self._ctx = runtime.root.child(name=self.ui.kind)
         self._commands = self._ctx.get(COMMANDS)
@@ -188,6 +194,7 @@ class SessionController:
         return self._settings
 
     async def _start_runtime(self) -> Runtime:
+        from dsh.kernel import discover
         from dsh.runtime import start_runtime
         from dsh.settings import SettingsError, load_settings
         from dsh.ui.trusting import settle
@@ -196,6 +203,9 @@ class SessionController:
         home = self.home
         try:
             settings = await settle(await self.settings(), home, ask=self.ui.ask_trust)
+            # The plugins' modules imported off the loop (the TUI's prompt stays live
+            # meanwhile), once: the setup's forms and the runtime read this discovery.
+            await asyncio.to_thread(discover, settings.plugin_modules())
             set_up = await self.ui.set_up(home, settings)
             if set_up is False:
                 raise StartFailed("dsh: no model configured; nothing to do.")

@@ -12,12 +12,13 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if "httpx" not in sys.modules:  # its command-line client left out: see chat_body
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 from dsh import __version__
 from dsh.credentials import CredentialError, KeyDestination
@@ -100,22 +101,29 @@ class ChatCompletionsAdapter(LlmAdapter):
         """A silence of the stream once the headers came, at most (seconds); any byte
         breaks it, keep-alive comments included."""
         self.connect_timeout = connect_timeout
-        # The stream's own waits are bounded here (headers, silence, the end's grace),
-        # so httpx's read timeout is left off for it; every other request has its own.
-        self._timeout = httpx.Timeout(
-            max(headers_timeout, stream_idle_timeout),
-            connect=connect_timeout,
-            pool=headers_timeout,
-        )
-        self._stream_timeout = httpx.Timeout(
-            None, connect=connect_timeout, write=headers_timeout, pool=headers_timeout
-        )
         self._client = client
         self._owns_client = client is None
         self._tls = TlsContext(self.base_url) if client is None else None
 
+    def _stream_timeout(self) -> httpx.Timeout:
+        """The stream's own waits are bounded here (headers, silence, the end's grace),
+        so httpx's read timeout is left off for it; every other request has the
+        client's (:meth:`_http`)."""
+        import httpx
+
+        return httpx.Timeout(
+            None,
+            connect=self.connect_timeout,
+            write=self.headers_timeout,
+            pool=self.headers_timeout,
+        )
+
     async def _http(self) -> httpx.AsyncClient:
-        """The client, made at the first request, once the TLS context has loaded."""
+        """The client, made at the first request, once the TLS context has loaded.
+        httpx is imported then too, not when the plugin loads: about 40 ms of a
+        start-up that makes no request before the person types."""
+        import httpx
+
         if self._client is None:
             assert self._tls is not None
             try:
@@ -128,7 +136,12 @@ class ChatCompletionsAdapter(LlmAdapter):
                     )
                 ) from None
             if self._client is None:  # another request may have made it meanwhile
-                self._client = httpx.AsyncClient(timeout=self._timeout, verify=context)
+                timeout = httpx.Timeout(
+                    max(self.headers_timeout, self.stream_idle_timeout),
+                    connect=self.connect_timeout,
+                    pool=self.headers_timeout,
+                )
+                self._client = httpx.AsyncClient(timeout=timeout, verify=context)
         return self._client
 
     def model(self, model: str) -> ChatModel:
@@ -189,6 +202,8 @@ class ChatCompletionsAdapter(LlmAdapter):
         return headers, key
 
     async def list_models(self, provider: str) -> list[ModelInfo]:
+        import httpx
+
         listed: list[ModelInfo] = []
         read = False
         if self._list_models_path is not None:
@@ -230,6 +245,8 @@ class ChatCompletionsAdapter(LlmAdapter):
         """One attempt. The response's connection is released (read to its end and
         back in the pool, or closed) before the finish is handed on: a consumer that
         stops reading at the finish, as every consumer does, leaves nothing open."""
+        import httpx
+
         headers, key = self._request_headers(options.provider)
         body = request_body(
             options, self.model(options.model), replay_reasoning=self.replay_reasoning
@@ -249,7 +266,7 @@ class ChatCompletionsAdapter(LlmAdapter):
             self.base_url + "/chat/completions",
             content=json_body(body),
             headers=headers,
-            timeout=self._stream_timeout,
+            timeout=self._stream_timeout(),
         )
         response = await self._send(client, request, provider, failure)
         closing: list[StreamChunk] | None = None
@@ -329,6 +346,8 @@ class ChatCompletionsAdapter(LlmAdapter):
     ) -> httpx.Response:
         """Send ``request``, waiting for the response headers at most
         ``headers_timeout``."""
+        import httpx
+
         try:
             async with asyncio.timeout(self.headers_timeout):
                 return await client.send(request, stream=True)
@@ -360,6 +379,8 @@ class ChatCompletionsAdapter(LlmAdapter):
         self, response: httpx.Response, provider: str, hide: Callable[[str], str]
     ) -> LlmFailure:
         """What an HTTP error status means; its body is read within the idle bound."""
+        import httpx
+
         try:
             async with asyncio.timeout(self.stream_idle_timeout):
                 raw = await response.aread()
@@ -382,6 +403,8 @@ class ChatCompletionsAdapter(LlmAdapter):
     async def post_json(
         self, provider: str, path: str, body: Mapping[str, Any], *, timeout_s: float
     ) -> ProviderReply:
+        import httpx
+
         url = f"{self.base_url}/{api_path(path)}"
         # The same checks as a model call: the key goes only where the user's own
         # settings send it, and the path cannot leave the base URL.

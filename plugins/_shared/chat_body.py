@@ -19,10 +19,9 @@ from typing import Any
 if "httpx" not in sys.modules:
     # httpx imports its command-line client (rich, click and pygments: ~80 ms, a sixth
     # of a headless start) whenever they are installed, and dsh's UIs install rich. A
-    # module marked absent is skipped, as httpx does when they are missing.
+    # module marked absent is skipped, as httpx does when they are missing. httpx
+    # itself is imported at the first request (see chat_adapter).
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-
-import httpx
 
 from dsh.control_chars import visible
 from dsh.llm.sse import SseLines
@@ -93,6 +92,8 @@ class ResponseBody:
     async def drain(self) -> bool:
         """Read to the end of the body within the grace, so that its connection can
         carry the next request; False when it did not end in time."""
+        import httpx
+
         self.grace()
         read = 0
         while read <= _DRAIN_LIMIT:

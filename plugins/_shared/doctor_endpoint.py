@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import httpx
-
 from dsh.credentials import CredentialError
 from dsh.doctor import Check, DoctorAsk, fail, ok
 from dsh.llm.tls import TlsContext
@@ -62,6 +60,8 @@ async def endpoint_check(
             f"set base_url for {route} in $DSH_HOME/settings.toml, or `dsh trust` is not "
             "enough: the address must be your own setting",
         )
+    import httpx  # here, not when the plugin loads: see chat_adapter's _http
+
     try:
         context = await TlsContext(adapter.base_url).get() if address.startswith("https") else None
         async with httpx.AsyncClient(

@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import tomlkit
 from pydantic import BaseModel, Field, PositiveFloat, field_validator
 
 from dsh.credentials import KeyDestination, key_reader
@@ -169,6 +168,8 @@ def _check_setup(choice: SetupChoice) -> None:
 
 def _write_setup(choice: SetupChoice, key_ref: str | None, table: MutableMapping[str, Any]) -> None:
     """The provider goes into ``providers``, replacing one of the same name."""
+    import tomlkit  # only a setup writes settings: not imported when the plugin loads
+
     providers = [p for p in table.get("providers", []) if dict(p).get("name") != choice.name]
     entry = tomlkit.inline_table()
     entry.update({"name": choice.name, "base_url": choice.base_url or ""})

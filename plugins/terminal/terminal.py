@@ -21,8 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ptyprocess import PtyProcess
-
 from dsh.processes import adopt, child_options
 from dsh.sandbox import Wrapped, launch_options
 from dsh_plugins.terminal.meaning import Meaning
@@ -94,6 +92,10 @@ class Terminal:
         # the sandbox does in the child; ptyprocess closes every other descriptor
         # before preexec runs, so the ones it uses are passed.
         options = launch_options(wrapped) if wrapped is not None else child_options()
+        # Imported with the first terminal (pty, termios and the rest), not when the
+        # plugin loads.
+        from ptyprocess import PtyProcess
+
         self.process = PtyProcess.spawn(
             wrapped.argv if wrapped is not None else argv,
             cwd=str(cwd),

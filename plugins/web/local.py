@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import ssl
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from dsh import __version__
 from dsh_plugins.web.addresses import BlockedAddress, Resolved, resolve_public
 from dsh_plugins.web.markdown import HTML_TYPES, html_to_markdown, media_type, readable
+
+if TYPE_CHECKING:  # imported where a fetch needs it, not when the plugin loads
+    import httpx
 
 USER_AGENT = f"dsh/{__version__} (web_fetch)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -49,6 +51,8 @@ class Redirected:
 
 def checked_url(text: str) -> httpx.URL:
     """``text`` as an absolute http(s) URL without credentials, or FetchError."""
+    import httpx
+
     try:
         url = httpx.URL(text.strip())
     except (httpx.InvalidURL, TypeError) as error:
@@ -86,6 +90,8 @@ class LocalFetcher:
 
     async def _context(self) -> ssl.SSLContext:
         if self._tls is None:  # loading the CA bundle takes tens of ms: not on the loop
+            import httpx
+
             self._tls = await asyncio.to_thread(httpx.create_ssl_context)
         return self._tls
 
@@ -113,6 +119,8 @@ class LocalFetcher:
             ) from None
 
     async def _follow(self, url: httpx.URL) -> Page | Redirected:
+        import httpx
+
         context = await self._context()
         # trust_env off: a proxy would connect wherever it likes, past the checks.
         async with httpx.AsyncClient(verify=context, trust_env=False) as client:
@@ -145,6 +153,8 @@ class LocalFetcher:
         raise FetchError(f"more than {self.max_redirects} redirects from {url}")
 
     async def _hop(self, client: httpx.AsyncClient, url: httpx.URL) -> Page | httpx.URL:
+        import httpx
+
         resolved = await self._resolve(url)
         host_header = url.host if url.port is None else f"{url.host}:{url.port}"
         if ":" in url.host and not host_header.startswith("["):

@@ -21,6 +21,7 @@ from dsh.kernel import (
     PluginStatus,
     ServiceKey,
     bundled_package,
+    discover,
     discover_bundled,
     discover_entry_points,
     load_vocabularies,
@@ -357,6 +358,35 @@ def test_discovers_entry_points_with_their_distribution(site: Path) -> None:
     assert "from thirdparty-dsh 1.2" in found["thirdparty"].origin
     assert found["missing"].plugin is None
     assert "thirdparty_dsh_gone" in str(found["missing"].error)
+
+
+def test_discovery_is_done_once_a_process_for_the_same_modules_and_path(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start-up asks twice (the setup's forms, then the runtime) and ``dsh acp`` at
+    every session: the installed distributions' metadata is read once."""
+    import importlib.metadata
+
+    reads: list[str] = []
+    real = importlib.metadata.entry_points
+
+    def counted(**selection: Any) -> Any:
+        reads.append(str(selection.get("group")))
+        return real(**selection)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", counted)
+    first = discover()
+    again = discover()
+    assert [c.name for c in again] == [c.name for c in first]
+    assert "thirdparty" in {c.name for c in first}
+    assert reads == ["dsh.plugins"]
+    again.clear()  # each caller gets its own list
+    assert [c.name for c in discover()] == [c.name for c in first]
+    # Another path (a plugin folder added) or other settings modules: found anew.
+    monkeypatch.syspath_prepend(str(site / "elsewhere"))
+    discover()
+    discover(["thirdparty_dsh"])
+    assert reads == ["dsh.plugins"] * 3
 
 
 def test_bundled_package_absent_finds_nothing() -> None:
