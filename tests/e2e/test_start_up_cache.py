@@ -1,15 +1,15 @@
-"""A front end keeps the dataclasses' compiled methods for the next launch
-(dsh.dataclass_code): ``dsh -p`` leaves the cache in ``$DSH_HOME/cache/``, and a
+"""A front end keeps the code it compiled at start-up for the next launch
+(dsh.code_cache): ``dsh -p`` leaves the cache in ``$DSH_HOME/cache/``, and a
 second launch finds in it all it needs (it compiles nothing new, so writes nothing)."""
 
 from __future__ import annotations
 
-from dsh.dataclass_code import cache_file
+from dsh.code_cache import cache_file
 from dsh.testing import FakeLLM, Reply
 from tests.e2e.harness import Dsh
 
 
-async def test_a_second_launch_finds_every_dataclass_method_it_needs(
+async def test_a_second_launch_finds_all_the_code_it_compiled_in_the_cache(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
     fake_llm.add(Reply(text="First."), Reply(text="Second."))

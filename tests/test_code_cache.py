@@ -1,6 +1,7 @@
-"""The dataclasses' compiled methods kept across launches (dsh.dataclass_code): a
-launch with the cache makes the same classes as one without, from what the earlier
-launch compiled, and a damaged or foreign cache is compiling as Python would.
+"""The code compiled at start-up kept across launches (dsh.code_cache): a launch with
+the cache makes the same dataclasses and resolves the same string annotations as one
+without, from what the earlier launch compiled, and a damaged or foreign cache is
+compiling as Python would.
 
 Each launch is a new ``python`` (the cache is read once a process, before the imports
 that use it); what is compared is behaviour and what was compiled, never a time."""
@@ -14,19 +15,19 @@ import sys
 import textwrap
 from pathlib import Path
 
-from dsh.dataclass_code import cache_file
+from dsh.code_cache import cache_file
 
 # No ``from __future__ import annotations`` here: the methods' annotations are the
 # types themselves, as the dataclasses module's own exec leaves them.
 PROBE = textwrap.dedent(
     """
-    import dataclasses, json, sys
+    import dataclasses, json, sys, typing
     from pathlib import Path
 
-    from dsh import dataclass_code
+    from dsh import code_cache
 
     if sys.argv[1] == "cache":
-        dataclass_code.install(Path(sys.argv[2]))
+        code_cache.install(Path(sys.argv[2]))
     compiled = []  # every text compiled from here on (exec of a str included)
     sys.addaudithook(lambda event, args: event == "compile" and compiled.append(args[1]))
 
@@ -46,7 +47,16 @@ PROBE = textwrap.dedent(
         frozen = False
     except dataclasses.FrozenInstanceError:
         frozen = True
-    writer = dataclass_code.save()
+    def where(point: "Point", boxes: "dict[str, list[Box]]") -> "Point | None": ...
+
+    hints = {k: repr(v) for k, v in typing.get_type_hints(where).items()}
+    compiled_ok = len(compiled)  # a text that does not compile is never kept
+    try:
+        typing.ForwardRef("1 +")
+        bad = "accepted"
+    except SyntaxError as error:
+        bad = str(error)
+    writer = code_cache.save()
     if writer is not None:
         writer.join()
     print(json.dumps({
@@ -57,8 +67,10 @@ PROBE = textwrap.dedent(
         "frozen": frozen,
         "annotations": {k: repr(v) for k, v in Point.__init__.__annotations__.items()},
         "slots": Box.__slots__,
-        "compiled": len(compiled),
-        "exec_left": "exec" in vars(dataclasses),
+        "compiled": compiled_ok,
+        "hints": hints,
+        "bad": bad,
+        "left": "exec" in vars(dataclasses) or "compile" in vars(typing),
     }))
     """
 )
@@ -79,7 +91,7 @@ def launch(tmp_path: Path, *args: str) -> dict[str, object]:
     return result
 
 
-def test_a_second_launch_makes_the_same_classes_from_the_first_ones_code(
+def test_a_second_launch_makes_the_same_classes_and_hints_from_the_first_ones_code(
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "home"
@@ -104,7 +116,13 @@ def test_a_second_launch_makes_the_same_classes_from_the_first_ones_code(
     assert plain["eq"]
     assert plain["lt"]
     assert plain["hash"]
-    assert not first["exec_left"]  # save() gave dataclasses its own exec back
+    assert plain["hints"] == {
+        "point": "<class '__main__.Point'>",
+        "boxes": "dict[str, list[__main__.Box]]",
+        "return": "__main__.Point | None",
+    }
+    assert plain["bad"] == "Forward reference must be an expression -- got '1 +'"
+    assert not first["left"]  # save() gave dataclasses and typing their own back
 
 
 def test_a_damaged_or_foreign_cache_is_compiling_anew_then_written_whole(
