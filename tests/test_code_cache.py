@@ -1,6 +1,6 @@
 """The code compiled at start-up kept across launches (dsh.code_cache): a launch with
-the cache makes the same dataclasses and resolves the same string annotations as one
-without, from what the earlier launch compiled, and a damaged or foreign cache is
+the cache makes the same dataclasses, resolves the same string annotations and matches
+the same regular expressions as one without, from what the earlier launch compiled, and a damaged or foreign cache is
 compiling as Python would.
 
 Each launch is a new ``python`` (the cache is read once a process, before the imports
@@ -20,8 +20,8 @@ from dsh.code_cache import cache_file
 # No ``from __future__ import annotations`` here: the methods' annotations are the
 # types themselves, as the dataclasses module's own exec leaves them.
 PROBE = textwrap.dedent(
-    """
-    import dataclasses, json, sys, typing
+    r"""
+    import dataclasses, json, re, sys, typing
     from pathlib import Path
 
     from dsh import code_cache
@@ -30,6 +30,9 @@ PROBE = textwrap.dedent(
         code_cache.install(Path(sys.argv[2]))
     compiled = []  # every text compiled from here on (exec of a str included)
     sys.addaudithook(lambda event, args: event == "compile" and compiled.append(args[1]))
+    parsed = []  # every regular expression parsed from here on
+    real_parse = re._parser.parse
+    re._parser.parse = lambda *args: parsed.append(args[0]) or real_parse(*args)
 
     @dataclasses.dataclass(frozen=True, order=True, kw_only=True)
     class Point:
@@ -50,7 +53,18 @@ PROBE = textwrap.dedent(
     def where(point: "Point", boxes: "dict[str, list[Box]]") -> "Point | None": ...
 
     hints = {k: repr(v) for k, v in typing.get_type_hints(where).items()}
-    compiled_ok = len(compiled)  # a text that does not compile is never kept
+    word = re.compile(r"(?P<key>[a-z_]+)\s*=\s*(?P<value>\d+)", re.IGNORECASE)
+    verbose = re.compile("(?x) ^ (\\w+)  # a name\n (?:\\.(\\w+))? $")
+    data = re.compile(rb"[\x00-\x1f]+")
+    regexes = {
+        "match": word.match("Depth = 42").groupdict(),
+        "flags": [int(word.flags), int(verbose.flags), int(data.flags)],
+        "groups": [word.groups, verbose.groups, sorted(word.groupindex.items())],
+        "verbose": verbose.match("dsh.run").groups(),
+        "none": verbose.match("a b") is None,
+        "bytes": data.sub(b"", b"a\x01b").decode(),
+    }
+    compiled_ok = len(compiled) + len(parsed)  # a text that does not compile is never kept
     try:
         typing.ForwardRef("1 +")
         bad = "accepted"
@@ -69,6 +83,7 @@ PROBE = textwrap.dedent(
         "slots": Box.__slots__,
         "compiled": compiled_ok,
         "hints": hints,
+        "regexes": regexes,
         "bad": bad,
         "left": "exec" in vars(dataclasses) or "compile" in vars(typing),
     }))
@@ -120,6 +135,14 @@ def test_a_second_launch_makes_the_same_classes_and_hints_from_the_first_ones_co
         "point": "<class '__main__.Point'>",
         "boxes": "dict[str, list[__main__.Box]]",
         "return": "__main__.Point | None",
+    }
+    assert plain["regexes"] == {
+        "match": {"key": "Depth", "value": "42"},
+        "flags": [34, 96, 0],
+        "groups": [2, 2, [["key", 1], ["value", 2]]],
+        "verbose": ["dsh", "run"],
+        "none": True,
+        "bytes": "ab",
     }
     assert plain["bad"] == "Forward reference must be an expression -- got '1 +'"
     assert not first["left"]  # save() gave dataclasses and typing their own back
