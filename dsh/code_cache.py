@@ -4,25 +4,27 @@ Python (3.11 to 3.13) compiles text at every import that its bytecode cache does
 hold: each dataclass's ``__init__``, ``__repr__``, ``__eq__`` and so on, written as
 source and run with ``exec`` when the class is made (some 1,400 functions on the way to
 the TUI being ready); each string annotation pydantic and ``typing`` evaluate, compiled
-when its ``typing.ForwardRef`` is made (some 1,700); and each regular expression a
-module compiles at import (some 170, parsed and translated to the matcher's code in
-Python). Together about 0.15 CPU-s, the largest single cost of start-up after the
-imports' own. What a text compiles to is the same at every launch.
+when its ``typing.ForwardRef`` is made (some 1,700); each named tuple's ``__new__``;
+and each regular expression a module compiles at import (some 170, parsed and
+translated to the matcher's code in Python). Together about 0.15 CPU-s, the largest
+single cost of start-up after the imports' own. What a text compiles to is the same at
+every launch.
 
 :func:`install` (a front end, before its imports) gives :mod:`dataclasses` an
-``exec``, :mod:`typing` a ``compile`` and ``re``'s compiler a ``compile`` that look each
-text up among what earlier launches compiled, kept in ``$DSH_HOME/cache/`` in a file
-named for the interpreter's bytecode magic number and its regular expressions' code
-version, and compile (and remember) only what they have not seen. :func:`save`
-(start-up done: :func:`dsh.bulk.start_up_done`) takes them away and writes the file
-again if something was new, in a thread. The text is the key, whole: a class whose
-fields change has another text and is compiled anew. A missing, unreadable or foreign
-file (another owner's, writable by others, not this format) is compiling as Python
-would.
+``exec``, :mod:`typing` a ``compile``, :mod:`collections` an ``eval`` and ``re``'s
+compiler a ``compile`` that look each text up among what earlier launches compiled,
+kept in ``$DSH_HOME/cache/`` in a file named for the interpreter's bytecode magic
+number and its regular expressions' code version, and compile (and remember) only
+what they have not seen. :func:`save` (start-up done: :func:`dsh.bulk.start_up_done`)
+takes them away and writes the file again, in a thread, if enough was new. The text
+is the key, whole: a class whose fields change has another text and is compiled anew.
+A missing, unreadable or foreign file (another owner's, writable by others, not this
+format) is compiling as Python would.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import importlib.util
@@ -135,6 +137,13 @@ def _compile(source: Any, filename: Any, mode: str, *args: Any, **kwargs: Any) -
     return compile(source, filename, mode, *args, **kwargs)
 
 
+def _eval(source: Any, globals: Any = None, locals: Any = None, /) -> Any:
+    """The ``eval`` of :mod:`collections` (a named tuple's ``__new__``)."""
+    if isinstance(source, str):
+        source = _compiled(source, "eval")
+    return eval(source, globals, locals)  # the text namedtuple wrote, or its code
+
+
 _compile_regex = re_compiler.compile
 
 
@@ -175,6 +184,7 @@ def _regex(pattern: Any, flags: int = 0) -> Any:
 _PATCHES = (
     (dataclasses, "exec", _exec),
     (typing, "compile", _compile),
+    (collections, "eval", _eval),
     (re_compiler, "compile", _regex),
 )
 
@@ -185,7 +195,7 @@ def install(home: Path | None = None) -> None:
     global _cached, _regexes, _path
     if _cached is not None or re_compiler.compile is not _compile_regex:
         return
-    if any(name in vars(module) for module, name, _ in _PATCHES[:2]):
+    if any(name in vars(module) for module, name, _ in _PATCHES[:3]):
         return  # someone else's exec or compile there: left alone
     _path = cache_file(home)  # where it is saved too, whatever DSH_HOME says by then
     _cached, _regexes = _read(_path)
@@ -201,7 +211,7 @@ def save() -> threading.Thread | None:
     global _cached, _used, _regexes, _regexes_used, _new
     if _cached is None or _path is None:
         return None
-    for module, name, patch in _PATCHES[:2]:  # builtins shadowed: unshadowed
+    for module, name, patch in _PATCHES[:3]:  # builtins shadowed: unshadowed
         if vars(module).get(name) is patch:
             delattr(module, name)
     if re_compiler.compile is _regex:  # a module's own function, not a shadowed builtin

@@ -21,7 +21,7 @@ from dsh.code_cache import cache_file
 # types themselves, as the dataclasses module's own exec leaves them.
 PROBE = textwrap.dedent(
     r"""
-    import dataclasses, json, re, sys, typing
+    import collections, dataclasses, json, re, sys, typing
     from pathlib import Path
 
     from dsh import code_cache
@@ -30,6 +30,7 @@ PROBE = textwrap.dedent(
         code_cache.install(Path(sys.argv[2]))
     compiled = []  # every text compiled from here on (exec of a str included)
     sys.addaudithook(lambda event, args: event == "compile" and compiled.append(args[1]))
+    real_compile = re._compiler.compile if sys.argv[1] == "plain" else code_cache._compile_regex
     parsed = []  # every regular expression parsed from here on
     real_parse = re._parser.parse
     re._parser.parse = lambda *args: parsed.append(args[0]) or real_parse(*args)
@@ -56,7 +57,7 @@ PROBE = textwrap.dedent(
     word = re.compile(r"(?P<key>[a-z_]+)\s*=\s*(?P<value>\d+)", re.IGNORECASE)
     verbose = re.compile("(?x) ^ (\\w+)  # a name\n (?:\\.(\\w+))? $")
     data = re.compile(rb"[\x00-\x1f]+")
-    regexes = {
+    made = {
         "match": word.match("Depth = 42").groupdict(),
         "flags": [int(word.flags), int(verbose.flags), int(data.flags)],
         "groups": [word.groups, verbose.groups, sorted(word.groupindex.items())],
@@ -64,6 +65,9 @@ PROBE = textwrap.dedent(
         "none": verbose.match("a b") is None,
         "bytes": data.sub(b"", b"a\x01b").decode(),
     }
+    Pair = collections.namedtuple("Pair", "left right")
+    pair = Pair(1, right=2)
+    made["pair"] = [repr(pair), pair._asdict(), Pair._make([3, 4]).right]
     compiled_ok = len(compiled) + len(parsed)  # a text that does not compile is never kept
     try:
         typing.ForwardRef("1 +")
@@ -83,9 +87,12 @@ PROBE = textwrap.dedent(
         "slots": Box.__slots__,
         "compiled": compiled_ok,
         "hints": hints,
-        "regexes": regexes,
+        "made": made,
         "bad": bad,
-        "left": "exec" in vars(dataclasses) or "compile" in vars(typing),
+        "left": "exec" in vars(dataclasses)
+        or "compile" in vars(typing)
+        or "eval" in vars(collections)
+        or re._compiler.compile is not real_compile,
     }))
     """
 )
@@ -136,13 +143,14 @@ def test_a_second_launch_makes_the_same_classes_and_hints_from_the_first_ones_co
         "boxes": "dict[str, list[__main__.Box]]",
         "return": "__main__.Point | None",
     }
-    assert plain["regexes"] == {
+    assert plain["made"] == {
         "match": {"key": "Depth", "value": "42"},
         "flags": [34, 96, 0],
         "groups": [2, 2, [["key", 1], ["value", 2]]],
         "verbose": ["dsh", "run"],
         "none": True,
         "bytes": "ab",
+        "pair": ["Pair(left=1, right=2)", {"left": 1, "right": 2}, 4],
     }
     assert plain["bad"] == "Forward reference must be an expression -- got '1 +'"
     assert not first["left"]  # save() gave dataclasses and typing their own back
