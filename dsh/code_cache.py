@@ -111,8 +111,8 @@ def _compiled(source: str, mode: str) -> CodeType:
     table = _cached  # save() may end the cache meanwhile, from another thread
     code = table.get(key) if table is not None else None
     if code is None:
-        # dont_inherit: compiled as the caller's own compile would be (neither
-        # dataclasses nor typing has a __future__ import), not under this module's
+        # dont_inherit: compiled as the caller's own compile would be (dataclasses,
+        # typing and collections have no __future__ import), not under this module's
         # ``from __future__ import annotations``. A SyntaxError goes to the caller.
         code = compile(source, "<string>", mode, dont_inherit=True)
         if table is not None:
