@@ -62,8 +62,12 @@ def pause_for_start_up() -> None:
 def start_up_done() -> None:
     """End the start-up pause, if one is on. What start-up built is moved out of the
     collector's sight (``gc.freeze``): it lives until exit, and walking it again at
-    every full collection would only cost time."""
+    every full collection would only cost time. The code compiled meanwhile
+    is kept for the next launch (:mod:`dsh.code_cache`)."""
     global _start_up
+    from dsh import code_cache
+
+    code_cache.save()
     pause, _start_up = _start_up, None
     if pause is not None:
         gc.freeze()

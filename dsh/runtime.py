@@ -132,10 +132,12 @@ async def start_runtime(
     root.provide(CHECKPOINTS, checkpoints)
     root.effect(lambda: checkpoints.aclose)
     # What an earlier dsh that died left running (if its watchdog died with it) ends
-    # now, before anything here starts children of its own; the user's own git
-    # settings, which every child's git environment carries, are read meanwhile
-    # (once, in a thread: a child's environment is built on the loop).
-    await asyncio.gather(asyncio.to_thread(sweep, data), asyncio.to_thread(user_git_config))
+    # now, before anything here starts children of its own. The user's own git
+    # settings, which every child's git environment carries, are read in a thread
+    # (once: a child's environment is built on the loop) and not waited for: ready
+    # does not wait on two git runs; a child started before they end waits for them.
+    root.spawn(asyncio.to_thread(user_git_config), name="user-git-config")
+    await asyncio.to_thread(sweep, data)
     plugins = PluginHost(root)
     await plugins.load(
         discover(settings.plugin_modules()) if candidates is None else candidates,

@@ -26,15 +26,23 @@ DEFERRED = (
     "tomlkit",  # writing settings (the first-run setup)
     "textual",
     "rich",
+    "xml.sax",  # the skills' catalog escapes with it (and it imports urllib.request)
+    "urllib.request",
+    "http.client",
 )
+TUI_DEFERRED = (
+    "markdown_it",  # rich's Markdown: at the first answer or plan shown
+    "pygments",  # rich's Syntax: at the first code shown
+)
+"""What the TUI's own modules for a running session leave to their first use."""
 
 
-def imported_by(code: str, tmp_path: Path) -> list[str]:
-    """The modules of :data:`DEFERRED` that ``code`` left imported in a new process."""
+def imported_by(code: str, tmp_path: Path, deferred: tuple[str, ...] = DEFERRED) -> list[str]:
+    """The modules of ``deferred`` that ``code`` left imported in a new process."""
     probe = textwrap.dedent(code) + textwrap.dedent(
         f"""
         import json, sys
-        print(json.dumps(sorted(m for m in {DEFERRED!r} if m in sys.modules)))
+        print(json.dumps(sorted(m for m in {deferred!r} if m in sys.modules)))
         """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "DEEPSEEK_"))}
@@ -88,3 +96,17 @@ def test_the_runtime_up_with_a_session_open_has_imported_none_of_them(tmp_path: 
         asyncio.run(main())
     """
     assert imported_by(code, tmp_path) == []
+
+
+def test_the_tui_with_its_session_modules_has_not_imported_markdown_or_highlighting(
+    tmp_path: Path,
+) -> None:
+    code = """
+        import importlib
+
+        from dsh.ui.tui.app import HEAVY_MODULES, PREVIEW_MODULES
+
+        for name in (*PREVIEW_MODULES, *HEAVY_MODULES):
+            importlib.import_module(name)
+    """
+    assert imported_by(code, tmp_path, TUI_DEFERRED) == []

@@ -356,8 +356,10 @@ def _plain(args: argparse.Namespace) -> int:
     import asyncio
 
     from dsh.bulk import pause_for_start_up
+    from dsh.code_cache import install as install_code_cache
 
     pause_for_start_up()  # until the runtime is up (SessionController.start)
+    install_code_cache()  # until then too
 
     from dsh.ui.plain import PlainRequest, run_plain
 
@@ -378,8 +380,10 @@ def _tui(args: argparse.Namespace) -> int:
         import asyncio
 
         from dsh.bulk import pause_for_start_up
+        from dsh.code_cache import install as install_code_cache
 
         pause_for_start_up()  # until the runtime is up (SessionController.start)
+        install_code_cache()  # until then too
 
         from dsh.ui.tui.launch import launch
 
@@ -448,8 +452,10 @@ def _headless(args: argparse.Namespace) -> int:
     import asyncio
 
     from dsh.bulk import pause_for_start_up
+    from dsh.code_cache import install as install_code_cache
 
     pause_for_start_up()  # until the runtime is up (SessionController.start)
+    install_code_cache()  # until then too
 
     from dsh.ui.headless import HeadlessRequest, run
 

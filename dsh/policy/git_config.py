@@ -25,11 +25,11 @@ What cannot be overridden by name (``filter.<driver>.*``, ``diff.<driver>.comman
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import re
 import shlex
 import subprocess
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -77,12 +77,25 @@ def _fallback(key: str, env: Mapping[str, str]) -> str | None:
     return None
 
 
-@functools.cache
+_user_config: dict[str, tuple[str, ...]] | None = None
+_user_config_lock = threading.Lock()
+
+
 def user_git_config() -> dict[str, tuple[str, ...]]:
     """The user's own git settings (``--system`` then ``--global``), keys in lower case,
-    values in order; {} without git. Read once, in the folder dsh started in (their
-    ``includeIf "gitdir:..."`` sections apply as they would to git there); git reads
-    only the user's files for it and runs nothing."""
+    values in order; {} without git. Read once a process, in the folder dsh started in
+    (their ``includeIf "gitdir:..."`` sections apply as they would to git there); git
+    reads only the user's files for it and runs nothing. The runtime reads it in a
+    thread as it starts; a caller meanwhile waits for that read (some 10 ms of two git
+    runs) rather than running git again."""
+    global _user_config
+    with _user_config_lock:
+        if _user_config is None:
+            _user_config = _read_user_git_config()
+        return _user_config
+
+
+def _read_user_git_config() -> dict[str, tuple[str, ...]]:
     found: dict[str, list[str]] = {}
     env = {
         **without_exported(os.environ),

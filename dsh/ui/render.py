@@ -27,10 +27,8 @@ from rich.console import (
     RenderHook,
     RenderResult,
 )
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.segment import Segment
-from rich.syntax import Syntax
 from rich.text import Text
 
 from dsh.control_chars import is_visible, visible
@@ -248,6 +246,8 @@ def _text_view(view: TextView, limit: int | None, show_title: bool) -> Renderabl
         body = "\n".join(lines)
         if view.language == "markdown":
             # Prose to read (a plan), not source to highlight.
+            from rich.markdown import Markdown  # markdown-it and pygments: 30 ms at start
+
             parts.append(Markdown(body, code_theme=SYNTAX_THEME))
         elif view.language:
             parts.append(highlighted(body, view.language))
@@ -409,6 +409,8 @@ def _agent_view(view: AgentView, limit: int | None, show_title: bool) -> Rendera
 def highlighted(code: str, language: str) -> Text:
     """Code coloured by its language, as plain rich Text: no background, no padding
     to the full width (which a log would keep as trailing blanks)."""
+    from rich.syntax import Syntax  # pygments: imported where code is first shown
+
     syntax = Syntax(code, language, theme=SYNTAX_THEME, background_color="default")
     text = syntax.highlight(code)
     text.rstrip()

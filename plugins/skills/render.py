@@ -8,7 +8,6 @@ out because the model needs only the name to ask.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from xml.sax.saxutils import escape, quoteattr
 
 from dsh_plugins.skills.index import Skill
 
@@ -37,6 +36,9 @@ def catalog(skills: Sequence[Skill]) -> str | None:
     """The ``<available_skills>`` reminder; None when there is no skill to offer."""
     if not skills:
         return None
+    # xml.sax imports urllib.request and http.client: none of it at start-up
+    from xml.sax.saxutils import escape
+
     items = "\n".join(
         f"<skill>\n<name>{escape(skill.name)}</name>\n"
         f"<description>{escape(summary(skill))}</description>\n</skill>"
@@ -50,6 +52,8 @@ def catalog(skills: Sequence[Skill]) -> str | None:
 
 def skill_content(skill: Skill) -> str:
     """A loaded skill: where its files are, then its instructions."""
+    from xml.sax.saxutils import quoteattr
+
     return (
         f"<skill_content name={quoteattr(skill.name)}>\n"
         "<skill_resources>\n"

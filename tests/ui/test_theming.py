@@ -3,15 +3,19 @@ uses the app variables in its stylesheet under every theme."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.app import App, ComposeResult
+from textual.color import Color
 from textual.theme import Theme
 from textual.widgets import Static
 
+from dsh.runtime import Runtime
+from dsh.ui.tui.app import DshApp, TuiRequest
 from dsh.ui.tui.theming import (
     APP_VARIABLES,
     DEFAULT_THEME,
@@ -28,6 +32,8 @@ from dsh.ui.tui.theming import (
     variable_defaults,
     with_app_variables,
 )
+from tests.support.waits import HANG_S
+from tests.ui.tui_support import SIZE
 
 BUNDLED = ("dsh-dark", "dsh-high-contrast", "dsh-light")
 
@@ -237,3 +243,39 @@ def test_variable_defaults_without_any_theme_are_the_fixed_ones() -> None:
             return None
 
     assert variable_defaults(NoThemes()) == THEME_VARIABLE_DEFAULTS  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("wanted", "restyles"),
+    [
+        (None, 0),  # the default, dark: styled once, with its own variables
+        ("dsh-high-contrast", 0),
+        ("dsh-light", 1),  # Textual started dark: a light theme restyles the screen
+    ],
+)
+async def test_the_app_comes_up_in_its_theme_styled_once_when_it_can(
+    runtime: Runtime, tmp_path: Path, wanted: str | None, restyles: int
+) -> None:
+    app = DshApp(TuiRequest(cwd=tmp_path, home=tmp_path / "home", theme=wanted), runtime=runtime)
+    restyled: list[bool] = []
+    restyle = app.refresh_css
+
+    def counted(animate: bool = True) -> None:
+        restyled.append(animate)
+        restyle(animate)
+
+    app.refresh_css = counted  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(app.ready.wait(), HANG_S)
+        await pilot.pause()
+        name = wanted or DEFAULT_THEME
+        theme = app.get_theme(name)
+        assert theme is not None
+        assert app.theme == name
+        assert app.has_class(f"-theme-{name}")
+        assert app.has_class("-dark-mode") is theme.dark
+        assert app.has_class("-light-mode") is not theme.dark
+        assert app.screen.styles.background == Color.parse(theme.background or "")
+        assert app.get_css_variables()["primary"] == Color.parse(theme.primary).hex
+        assert len(restyled) == restyles
+        await app.shutdown()

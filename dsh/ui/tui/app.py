@@ -139,10 +139,11 @@ class DshApp(App[int]):
         self.ready = asyncio.Event()
         self.attention = Attention(self, self.request.notify)
         from dsh.paths import dsh_home
-        from dsh.ui.tui.theming import register_themes
+        from dsh.ui.tui.theming import preset_theme, register_themes
 
         # Before the stylesheet is first parsed: it uses the themes' variables.
         self._theme_errors = register_themes(self, self.request.home or dsh_home())
+        preset_theme(self, self.request.theme)
 
     @property
     def runtime(self) -> Runtime | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual.geometry import Region, Size
 from textual.reactive import Reactive
@@ -215,6 +214,9 @@ class AnswerView(Widget):
         if self._for != (width, style):  # first, or resized, or a new theme
             self._for = (width, style)
             self._whole, self._settled, self._rendered_blocks, self._tail_for = None, [], 0, None
+        # markdown-it and pygments (30 ms of a launch) wait for the first answer
+        from rich.markdown import Markdown as RichMarkdown
+
         if not self.live:
             if self._whole is None:
                 markdown = RichMarkdown(self.entry.text, code_theme=CODE_THEME)
