@@ -31,6 +31,7 @@ import importlib.util
 import marshal
 import os
 import stat
+import sys
 import tempfile
 import threading
 import typing
@@ -44,6 +45,10 @@ from typing import Any
 from dsh.paths import dsh_home, private_dir
 
 CACHE_DIR = "cache"
+KNOWN_PYTHONS = frozenset({(3, 11), (3, 12), (3, 13)})
+"""The versions whose ``dataclasses``, ``typing``, ``collections`` and ``re`` compile
+as this module expects; on any other the cache is not used and Python compiles as
+usual."""
 FORMAT = b"dsh-code-cache-2\n"
 MAX_ENTRIES = 40_000
 """Beyond this (many dsh versions' texts in one file), a save keeps only this
@@ -193,6 +198,8 @@ def install(home: Path | None = None) -> None:
     """Read the cache and hand :mod:`dataclasses` and :mod:`typing` what uses it
     (once a process; a second call does nothing)."""
     global _cached, _regexes, _path
+    if sys.version_info[:2] not in KNOWN_PYTHONS:
+        return  # the internals it stands in for are those of these versions alone
     if _cached is not None or re_compiler.compile is not _compile_regex:
         return
     if any(name in vars(module) for module, name, _ in _PATCHES[:3]):

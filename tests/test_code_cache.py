@@ -172,3 +172,29 @@ def test_a_damaged_or_foreign_cache_is_compiling_anew_then_written_whole(
         assert launch(tmp_path, "cache", str(home))["compiled"] == 0  # written whole again
     path.chmod(0o666)  # writable by others: not run
     assert launch(tmp_path, "cache", str(home))["compiled"]
+
+
+def test_an_unknown_python_is_left_to_compile_as_usual(tmp_path: Path) -> None:
+    """The cache stands in for internals of known versions only: on another, nothing
+    of the standard library is replaced and nothing is written."""
+    probe = textwrap.dedent(
+        """
+        import dataclasses, re, sys
+        from pathlib import Path
+        from dsh import code_cache
+
+        sys.version_info = (3, 99, 0, "final", 0)
+        before = re._compiler.compile
+        code_cache.install(Path(sys.argv[1]))
+        print(re._compiler.compile is before, "exec" in vars(dataclasses), code_cache.save())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert done.stdout.split() == ["True", "False", "None"]
+    assert not cache_file(tmp_path).exists()
