@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from dsh.llm import (
+    Block,
     Finish,
     FinishAborted,
     GenerateOptions,
@@ -194,6 +195,9 @@ class Recording:
     prompt_contexts: dict[str, list[UserMessage]] = field(default_factory=dict)
     """What ``agent/prompt-submit`` listeners entered after each prompt (a mention's
     file as it was), by the prompt's message id."""
+    prompt_contents: dict[str, tuple[Block, ...]] = field(default_factory=dict)
+    """Each prompt's content as the log entered it, by the prompt's id: with what a
+    listener attached from the world (an image pasted, its bytes then)."""
     command_sends: dict[str, list[Send]] = field(default_factory=dict)
     """What each command sent (a Markdown command's prompt as the model got it), by
     command id: sent as recorded when the replaying dsh has no such command."""
@@ -201,6 +205,9 @@ class Recording:
     """What each ``/rewind`` that took the conversation back did, by command id."""
     start_mode: PermissionMode | None = None
     """The permission mode the first turn started in (None: the log does not say)."""
+    resumes: set[int] = field(default_factory=set)
+    """Where the session was opened again (``session/end-seed``: a ``--resume``, by a
+    new process), by how many turns had ended: the replay resumes there too."""
 
     @property
     def first_header(self) -> EpochHeader | None:
@@ -304,6 +311,8 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                         mode = data.mode
                 attach(IdlePoint(turns_ended))
                 turn_open, turn = True, data.turn
+            case "session/end-seed" if not turn_open:
+                recording.resumes.add(turns_ended)
             case "turn/end" if isinstance(data, TurnEnd):
                 turns_ended += 1
                 turn_open = False
@@ -371,6 +380,7 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                     # The prompt a step starts with: what prompt-submit added follows.
                     prompt = str(data.id)
                     recording.prompt_contexts[prompt] = []
+                    recording.prompt_contents[prompt] = data.content
                 # Context entries enter at a step's start, before what the step claimed
                 # (the prompt and what came with it, steering): the leading plugin
                 # messages. The loop's own notes (plugin "dsh") are its output.

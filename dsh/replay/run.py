@@ -11,20 +11,24 @@ by default, for the tools.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from dsh.kernel import Candidate
 from dsh.llm import GenerateOptions
-from dsh.replay.recorded import Recording
+from dsh.replay.recorded import IdlePoint, Recording
 from dsh.replay.serve import PACE_CAP_S, StandIn
 from dsh.session import SessionEvent, SessionHeader
 from dsh.session.payloads import CancelByUser, TurnMaxSteps
 from dsh.settings_tables import AgentOptions
+
+if TYPE_CHECKING:
+    from dsh.runtime import Runtime
 
 ToolsMode = Literal["recorded", "live"]
 
@@ -75,40 +79,57 @@ class ReplayRun:
 
 async def replay(recording: Recording, options: ReplayOptions | None = None) -> ReplayRun:
     options = options or ReplayOptions()
-    scratch = await asyncio.to_thread(_scratch, options)
+    scratch, work = await asyncio.to_thread(_scratch, options, recording.header.cwd)
     try:
-        return await _run(recording, options, scratch / "home", scratch / "work")
+        return await _run(recording, options, scratch / "home", work)
     finally:
         await asyncio.to_thread(shutil.rmtree, scratch, True)
 
 
-def _scratch(options: ReplayOptions) -> Path:
+def _scratch(options: ReplayOptions, recorded_cwd: str | None) -> tuple[Path, Path]:
     """A folder of its own for the replay: the home and the working folder."""
     root = Path(tempfile.mkdtemp(prefix="dsh-replay-")).resolve()
     (root / "home").mkdir()
-    (root / "work").mkdir()
+    work = _work_folder(root, recorded_cwd)
+    work.mkdir(parents=True)
     (root / "home" / "settings.toml").write_text(options.settings)
     if options.tools == "live" and options.workspace:
-        _write_files(root / "work", options.workspace.items())
-    return root
+        _write_files(work, options.workspace.items())
+    return root, work
+
+
+_SEGMENT = 200
+"""The longest folder name :func:`_work_folder` makes (a file system allows 255)."""
+
+
+def _work_folder(root: Path, recorded_cwd: str | None) -> Path:
+    """The replay's working folder: a path as long as the recorded one where it can be.
+    The report reads one for the other, but the loop measures the prompts it builds
+    (compaction's estimate of the context, the output cap it lowers to fit the
+    window) and the system prompt names the folder: a path of another length would
+    change what those measures come to."""
+    remaining = len(recorded_cwd or "") - len(str(root))
+    if remaining < len("/work"):
+        return root / "work"
+    path = root
+    while remaining > 0:
+        # Each folder costs its name and a slash; never leave a single slash over.
+        size = min(remaining - 1, _SEGMENT)
+        if remaining - (size + 1) == 1:
+            size -= 1
+        path /= "w" * size
+        remaining -= size + 1
+    return path
 
 
 async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Path) -> ReplayRun:
-    from dsh.runtime import start_runtime
     from dsh.settings import load_settings
 
-    settings = await asyncio.to_thread(load_settings, home, cwd, trust=True)
-    # The recorded machine's facts, so the system prompt is the one recorded wherever
-    # the replay runs (a log from before dsh kept them gets this machine's).
-    # And the mode the session started in: plan mode is a part of the system prompt.
-    runtime = await start_runtime(
-        home=home,
-        cwd=cwd,
-        settings=settings,
-        host=recording.header.host,
-        permission_mode=recording.start_mode,
-        retry_pause=_retry_pause(options.pace),
-    )
+    # Only the settings the replay is given: not this machine's Claude Code folder,
+    # whose commands, hooks and rules the recording never had (those it had sent what
+    # they sent then, from the log).
+    environ = {**os.environ, "DSH_CLAUDE_CODE__READ": "false"}
+    settings = await asyncio.to_thread(load_settings, home, cwd, environ=environ, trust=True)
     switch = {
         key: value
         for key, value in (("model", options.model), ("provider", options.provider))
@@ -125,17 +146,47 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
     run = ReplayRun(recording, stand_in.requests, [], str(cwd), str(home))
     run.live_requests = stand_in.live_requests
     run.live_after = options.live_after
-    try:
+
+    async def start() -> Runtime:
+        from dsh.runtime import start_runtime
+
+        # The recorded machine's facts, so the system prompt is the one recorded
+        # wherever the replay runs (a log from before dsh kept them gets this
+        # machine's). And the mode the session started in: plan mode is a part of the
+        # system prompt.
+        runtime = await start_runtime(
+            home=home,
+            cwd=cwd,
+            settings=settings,
+            host=recording.header.host,
+            permission_mode=recording.start_mode,
+            retry_pause=_retry_pause(options.pace),
+        )
         if options.plugins:
             await runtime.plugins.load(list(options.plugins))
         stand_in.attach(runtime.root)
+        return runtime
+
+    runtime = await start()
+    try:
         agent = await runtime.agents.create(cwd, _agent_options(recording, settings.agent))
         stand_in.attach_agent(agent, agent.ctx)
+        idle = {point.turns for point in recording.idle_points} | recording.resumes
         try:
             async with asyncio.timeout(options.hang_s):
-                for point in recording.idle_points:
+                for turns in sorted(idle):
                     await agent.when_idle()
-                    await stand_in.apply_idle(point)
+                    if turns in recording.resumes:
+                        # A new process opened the session there (``dsh -p --resume``):
+                        # what the plugins kept in memory starts over, and the agent's
+                        # options are the ones a resume takes from the log.
+                        session_id = str(agent.session.id)
+                        await agent.flush()
+                        await runtime.aclose()
+                        runtime = await start()
+                        agent = await runtime.agents.resume(session_id, cwd=cwd)
+                        stand_in.attach_agent(agent, agent.ctx)
+                    await stand_in.apply_idle(IdlePoint(turns))
                 await agent.when_idle()
         except TimeoutError:
             run.stopped = f"the replay waited {options.hang_s:g} s for the loop and stopped"

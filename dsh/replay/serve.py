@@ -63,7 +63,7 @@ from dsh.replay.recorded import (
     Withdraw,
 )
 from dsh.session import SessionEvent
-from dsh.session.payloads import CancelByUser, TurnFailed
+from dsh.session.payloads import CancelByUser, InboxEnqueued, TurnFailed
 from dsh.session.writer import SESSION_WRITE_FAILED
 from dsh.tools import CallOutcome, ToolContext, ToolDefinition, ToolOutput
 from dsh.tools.approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest
@@ -312,6 +312,10 @@ class StandIn:
         assert agent is not None
         match item:
             case Send(item_id=item_id, message=message, placement=placement):
+                made = self._made_by_the_loop(message, placement)
+                if made is not None:
+                    self._items[item_id] = made
+                    return
                 sent = agent.steer(message) if placement == "steering" else agent.followup(message)
                 if sent is not None:
                     self._items[item_id] = sent.id
@@ -333,6 +337,25 @@ class StandIn:
                 from dsh.services import APPROVALS
 
                 agent.ctx.get(APPROVALS).mode = mode
+
+    def _made_by_the_loop(self, message: UserMessage, placement: str) -> str | None:
+        """The item the replaying loop queued itself with the same message, not yet
+        matched to a recorded one (a Stop hook's "go on", which the log holds as it
+        holds a person's steering): the hook, run again, has sent it already, and
+        sending the recorded one too would ask the model twice."""
+        agent = self.agent
+        assert agent is not None
+        taken = set(self._items.values())
+        for event in agent.session.events:
+            data = event.data
+            if (
+                isinstance(data, InboxEnqueued)
+                and data.item_id not in taken
+                and data.placement == placement
+                and data.message.content == message.content
+            ):
+                return data.item_id
+        return None
 
     # ------------------------------------------------------------------ the model
 
@@ -472,12 +495,20 @@ class StandIn:
         something to this prompt has its additions replaced by the recorded ones; what
         a plugin the log never heard from adds stays (a difference to show)."""
         decision = await next()
-        recorded = self.recording.prompt_contexts.get(str(submit.message.id))
+        prompt = str(submit.message.id)
+        recorded = self.recording.prompt_contexts.get(prompt)
         if not isinstance(decision, PromptAllow) or recorded is None:
             return decision
         plugins = {_plugin_of(m) for m in recorded}
         kept = [m for m in decision.additional_contexts if _plugin_of(m) not in plugins]
-        return dataclasses.replace(decision, additional_contexts=(*recorded, *kept))
+        decision = dataclasses.replace(decision, additional_contexts=(*recorded, *kept))
+        # What a listener attached to the prompt's own content came from the world (an
+        # image pasted in the TUI, which this replay never pastes): the log's content,
+        # unless a listener here changes the content itself (a difference to show).
+        content = self.recording.prompt_contents.get(prompt)
+        if decision.content is None and content is not None and content != submit.message.content:
+            decision = dataclasses.replace(decision, content=content)
+        return decision
 
     async def _pin_context(
         self, draft: AssemblyDraft, next: Callable[..., Awaitable[Assembly]]

@@ -1,14 +1,58 @@
-"""What the end-to-end tests share: a real terminal (tmux) of the test's own."""
+"""What the end-to-end tests share: a real terminal (tmux) of the test's own, and the
+check that every session a test stored replays identically."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.replays import check_homes, dsh_homes, failures_text
 from tests.support.tmux import Terminal
+
+_OUTCOME = pytest.StashKey[pytest.TestReport]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "unreplayable(reason): the sessions this test stores are not replayed after it "
+        "(docs/replay.md, Limits, names each such test and why)",
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        item.stash[_OUTCOME] = report
+    return report
+
+
+@pytest.fixture(autouse=True)
+async def _every_session_replays(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[None]:
+    """After a test that passed, every session it stored (under its ``tmp_path``, or
+    in the private ``$DSH_HOME`` it was given) replays identically with recorded tools
+    (``dsh replay``): each end-to-end test is a replay test too. Set up before the
+    test's own fixtures, so it runs after they have stopped every dsh it started.
+    ``DSH_E2E_REPLAY=0`` leaves it out (to measure what it costs)."""
+    private_home = Path(os.environ["DSH_HOME"])
+    yield
+    if os.environ.get("DSH_E2E_REPLAY") == "0":  # measuring what the check costs
+        return
+    outcome = request.node.stash.get(_OUTCOME, None)
+    if outcome is None or not outcome.passed or request.node.get_closest_marker("unreplayable"):
+        return
+    checked = await check_homes(dsh_homes(tmp_path, private_home))
+    failures = failures_text(checked)
+    if failures:
+        pytest.fail(failures, pytrace=False)
 
 
 @pytest.fixture

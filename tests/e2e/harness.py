@@ -24,6 +24,7 @@ from dsh.testing import FakeLLM
 from dsh.testing.reconstruct import check_requests
 from dsh_plugins._shared.chat_completions import request_body
 from dsh_plugins.llm_deepseek import DEFAULT_MODELS, UNKNOWN_MODEL
+from tests.support.replays import check_session, failures_text, note_settings
 from tests.support.vocabulary import async_plugin_vocabulary
 from tests.support.waits import HANG_S
 
@@ -111,6 +112,8 @@ class Dsh:
     ) -> asyncio.subprocess.Process:
         """``python -m dsh ARGS``, its streams piped unless told otherwise, run under
         ``wrapper`` (default: :attr:`wrapper`)."""
+        env = self.env()
+        note_settings(self.home, env)
         child = await asyncio.create_subprocess_exec(
             *(self.wrapper if wrapper is None else wrapper),
             sys.executable,
@@ -118,7 +121,7 @@ class Dsh:
             "dsh",
             *args,
             cwd=cwd or self.project,
-            env=self.env(),
+            env=env,
             stdin=stdin,
             stdout=stdout,
             stderr=asyncio.subprocess.PIPE,
@@ -179,25 +182,11 @@ class Dsh:
     async def check_replay(self, session_id: str | None = None) -> None:
         """The session replays identically (``dsh replay``, recorded tools) with the
         settings of this installation: every session the end-to-end tests check is a
-        replay test too."""
-        from dsh.replay.compare import compare
-        from dsh.replay.recorded import read_recording
-        from dsh.replay.run import ReplayOptions, replay
-
+        replay test too (and every other one: tests/e2e/conftest.py)."""
         if session_id is None:
             [session_id] = await self.session_ids()
-        store = SessionStore.at(self.home, self.backend)
-        try:
-            async with async_plugin_vocabulary():
-                loaded = await store.persistence.load(session_id)  # type: ignore[arg-type]
-                settings = (self.home / "settings.toml").read_text()
-                run = await replay(
-                    read_recording(loaded.header, loaded.events), ReplayOptions(settings=settings)
-                )
-        finally:
-            await store.aclose()
-        report = compare(run)
-        assert report.identical, f"session {session_id} does not replay:\n{report.text()}"
+        checked = await check_session(self.home, self.backend, session_id)
+        assert checked.failure is None, failures_text([checked])
 
 
 def body_for(options: Any) -> dict[str, Any]:

@@ -9,6 +9,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from dsh.session import check_log
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import SETTINGS, Dsh, of_type, text_of
@@ -204,6 +206,10 @@ async def test_dsh_mcp_alone_says_its_actions(dsh: Dsh) -> None:
     assert "add" in alone.stderr
 
 
+@pytest.mark.unreplayable(
+    "dsh is killed mid-stream: the log ends in crash repair, which a replay does not "
+    "reproduce (and the MCP server is named by a settings file of the project)"
+)
 async def test_a_killed_dsh_takes_its_servers_with_it(dsh: Dsh, fake_llm: FakeLLM) -> None:
     import asyncio
     import os

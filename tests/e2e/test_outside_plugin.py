@@ -28,6 +28,7 @@ import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import Finished, finish, text_of, user_texts
+from tests.support.replays import note_settings
 from tests.support.tmux import TMUX, Terminal, says
 from tests.support.waits import HANG_S
 
@@ -86,11 +87,13 @@ class Installation:
         return env
 
     async def run(self, *args: str, stdin: str = "") -> Finished:
+        env = self.env()
+        note_settings(self.home, env)  # the plugin's site: the replay imports it too
         child = await asyncio.create_subprocess_exec(
             str(DSH),
             *args,
             cwd=self.project,
-            env=self.env(),
+            env=env,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

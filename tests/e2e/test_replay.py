@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import Dsh, close_stdin, finish, send, stream_events
 
@@ -110,6 +112,10 @@ async def test_what_cannot_be_replayed_is_said_in_one_line(dsh: Dsh, tmp_path: P
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.unreplayable(
+    "a kept fork names the replay's scratch folder in its system prompt and switched "
+    "model without an input the log marks (a bug of --keep)"
+)
 async def test_a_fork_answers_the_later_turns_with_another_model_and_is_kept(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:

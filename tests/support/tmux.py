@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dsh.testing import FakeLLM
+from tests.support.replays import note_settings
 from tests.support.waits import HANG_S
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -65,6 +66,8 @@ class Terminal:
         (tmux itself may be slow to reap a process on a loaded machine). ``record``:
         every byte it writes to the terminal goes to :attr:`recording` too, from its
         very first (it waits for the recording to start)."""
+        if "DSH_HOME" in env and Path(env["DSH_HOME"]).is_dir():
+            note_settings(Path(env["DSH_HOME"]), env)  # what its sessions replay with
         line = f"{shlex.join(command)}; echo $? > {shlex.quote(str(self.status_file))}"
         if record:
             gate = shlex.quote(str(self.gate))
