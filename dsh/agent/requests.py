@@ -8,7 +8,7 @@ says once that a legacy model id is sent under another.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from dsh.agent.interception import RequestError, Retry
 from dsh.llm import (
@@ -24,7 +24,14 @@ from dsh.session import Session
 from dsh.session.payloads import LlmRetry, ModelRenamed
 from dsh.settings_tables import AgentOptions
 
-__all__ = ["log_retry", "no_recovery", "note_renamed", "seed_config", "stream_failure"]
+__all__ = [
+    "adjusted_fields",
+    "log_retry",
+    "no_recovery",
+    "note_renamed",
+    "seed_config",
+    "stream_failure",
+]
 
 
 def seed_config(options: AgentOptions, session: Session) -> LlmCallConfig:
@@ -42,15 +49,35 @@ def seed_config(options: AgentOptions, session: Session) -> LlmCallConfig:
         options.provider,
         options.model,
     ):
-        defaults = header.adapter_defaults or {}
+        # Neither what the adapter filled in nor what a listener adjusted for that
+        # request was chosen: the adapter and the listeners decide again.
+        decided = {**(header.adapter_defaults or {}), **(header.adjusted or {})}
         logged = header.config
-        if fields["reasoning_effort"] is None and not defaults.get("reasoningEffort"):
+        if fields["reasoning_effort"] is None and not decided.get("reasoningEffort"):
             fields["reasoning_effort"] = logged.reasoning_effort
-        if fields["max_tokens"] is None and not defaults.get("maxTokens"):
+        if fields["max_tokens"] is None and not decided.get("maxTokens"):
             fields["max_tokens"] = logged.max_tokens
-        if fields["temperature"] is None:
+        if fields["temperature"] is None and not decided.get("temperature"):
             fields["temperature"] = logged.temperature
     return LlmCallConfig(**fields)
+
+
+CARRIED = {
+    "reasoning_effort": "reasoningEffort",
+    "max_tokens": "maxTokens",
+    "temperature": "temperature",
+}
+"""The call's fields :func:`seed_config` carries from one request to the next, by the
+names a request header logs them with."""
+
+
+def adjusted_fields(proposed: LlmCallConfig, sent: LlmCallConfig) -> dict[str, Literal[True]]:
+    """The carried fields ``agent/request`` listeners changed from ``proposed``."""
+    return {
+        logged: True
+        for field, logged in CARRIED.items()
+        if getattr(proposed, field) != getattr(sent, field)
+    }
 
 
 def stream_failure(

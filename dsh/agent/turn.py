@@ -39,7 +39,14 @@ from dsh.agent.interruption import (
     interruption_note,
 )
 from dsh.agent.progress import ProgressLog
-from dsh.agent.requests import log_retry, no_recovery, note_renamed, seed_config, stream_failure
+from dsh.agent.requests import (
+    adjusted_fields,
+    log_retry,
+    no_recovery,
+    note_renamed,
+    seed_config,
+    stream_failure,
+)
 from dsh.agent.signal import TurnCancelled, TurnSignal
 from dsh.agent_handle import AgentHandle
 from dsh.checkpoints.service import CHECKPOINTS
@@ -293,16 +300,16 @@ class Turn:
         root, agent, session, llm = self.services.root, self.agent, self.session, self.services.llm
         while True:
             await self._check_log_written()
+            proposed = seed_config(agent.options, session)
             config = await root.waterfall(
-                AGENT_REQUEST,
-                PreRequest(agent, seed_config(agent.options, session)),
-                default=lambda request: request.config,
+                AGENT_REQUEST, PreRequest(agent, proposed), default=lambda request: request.config
             )
             prepared = llm.prepare_call(config)
             note_renamed(session, llm, prepared.config.provider, prepared.config.model)
             header = EpochHeader(
                 config=prepared.config,
                 adapter_defaults=prepared.adapter_defaults.to_dict() or None,
+                adjusted=adjusted_fields(proposed, config) or None,
                 system=assembly.system or None,
                 tools=assembly.tools or None,
             )

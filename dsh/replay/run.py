@@ -221,12 +221,13 @@ def _retry_pause(pace: bool) -> Callable[[float], Awaitable[None]]:
 
 def _agent_options(recording: Recording, defaults: AgentOptions) -> AgentOptions:
     """The options the recorded session's first request was made with, as far as the
-    log says them (what the adapter filled in is left to the adapter again)."""
+    log says them (what the adapter filled in, or a listener adjusted, is left to them
+    again)."""
     first = recording.first_header
     if first is None:
         return defaults
     config = first.config
-    filled = first.adapter_defaults or {}
+    filled = {**(first.adapter_defaults or {}), **(first.adjusted or {})}
     # A step limit given on the command line (--max-steps) is in the log only where a
     # turn reached it.
     limits = [
@@ -239,7 +240,7 @@ def _agent_options(recording: Recording, defaults: AgentOptions) -> AgentOptions
             "model": config.model,
             "reasoning_effort": None if filled.get("reasoningEffort") else config.reasoning_effort,
             "max_tokens": None if filled.get("maxTokens") else config.max_tokens,
-            "temperature": config.temperature,
+            "temperature": None if filled.get("temperature") else config.temperature,
         }
     )
 

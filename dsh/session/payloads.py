@@ -259,6 +259,10 @@ class EpochHeader(Frozen):
 
     config: LlmCallConfig
     adapter_defaults: dict[str, Literal[True]] | None = None
+    adjusted: dict[str, Literal[True]] | None = None
+    """The fields an ``agent/request`` listener changed from what was proposed (a cap
+    lowered near the model's ceiling): that moment's answer, never carried to a later
+    request as a choice (see :func:`dsh.agent.requests.seed_config`)."""
     system: str | None = None
     tools: tuple[ToolSchema, ...] | None = None
 

@@ -18,6 +18,7 @@ from dsh_plugins.compaction.events import CeilingFit, CompactionStart, Compactio
 from tests.plugins.compaction.support import (
     WINDOW,
     check_reconstructable,
+    command,
     dump,
     is_compaction,
     turn,
@@ -146,3 +147,55 @@ async def test_a_lowered_cap_is_said_once_a_turn(
     assert len([e for e in events if isinstance(e.data, CeilingFit)]) == 1
     assert len([text for text in notices(events) if "at most" in text]) == 1
     assert_every_request_fits(fake_llm)
+
+
+async def test_a_lowered_cap_does_not_outlive_the_room_it_was_lowered_for(
+    started: list[Runtime], fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """The cap lowered near the ceiling is that moment's answer, not a choice: once a
+    compaction gives room back, the next request asks the model's own cap again, in
+    this process and in a later one that resumes the session."""
+    runtime = await start_runtime(tmp_path, fake_llm, output_cap=CAP)
+    started.append(runtime)
+    fake_llm.add(
+        Reply(tool_calls=[dump(40_000, "log")]),
+        Reply(text="The log is long."),
+        Reply(text="A log was dumped; nothing is pending."),  # the /compact summary
+        Reply(text="Still here."),
+    )
+    agent = await runtime.agents.create(tmp_path / "project")
+    await turn(agent, "dump the log")
+    await command(runtime, agent, "/compact")
+    await turn(agent, "and now?")
+
+    caps = [r.body["max_tokens"] for r in fake_llm.chat_requests if not is_compaction(r.body)]
+    assert caps[0] == CAP
+    assert caps[1] < CAP  # lowered near the ceiling
+    assert caps[2] == CAP  # room again after the compaction
+    session_id = agent.session.id
+    await runtime.agents.dispose(agent)
+    await runtime.aclose()
+    started.remove(runtime)
+
+    # The log's last request had room; one lowered is the last before a resume too.
+    later = await start_runtime(tmp_path, fake_llm, output_cap=CAP)
+    started.append(later)
+    fake_llm.add(Reply(tool_calls=[dump(40_000, "more")]), Reply(text="Long again."))
+    resumed = await later.agents.resume(str(session_id))
+    await turn(resumed, "dump more")
+    await resumed.when_idle()
+    await later.agents.dispose(resumed)
+    await later.aclose()
+    started.remove(later)
+
+    again = await start_runtime(tmp_path, fake_llm, output_cap=CAP)
+    started.append(again)
+    fake_llm.add(
+        Reply(text="A log was dumped twice; nothing is pending."),  # the /compact summary
+        Reply(text="Fine."),
+    )
+    resumed = await again.agents.resume(str(session_id))
+    await command(again, resumed, "/compact")
+    await turn(resumed, "fine?")
+    last = [r.body for r in fake_llm.chat_requests if not is_compaction(r.body)][-1]
+    assert last["max_tokens"] == CAP
