@@ -40,6 +40,7 @@ from dsh.session import (
     SessionEvent,
     SessionHeader,
     SideAnswer,
+    StepEnd,
     ToolCall,
     ToolResult,
     TurnAborted,
@@ -94,6 +95,10 @@ class Cancel:
     found the queue empty."""
 
     exact: bool
+    at_stream_end: bool = False
+    """It came as the last step's answer ended, whole and calling no tool, before the
+    loop looked (a front end closed as the answer arrived): the loop kept the answer
+    and stopped the turn."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,8 @@ class RecordedRewind:
 
 @dataclass(frozen=True)
 class ChunkPoint:
-    """Before chunk ``chunk`` of request ``request`` (both 0-based) is served."""
+    """Before chunk ``chunk`` of request ``request`` (both 0-based) is served; one past
+    the last: once the last is logged, as the stream ends."""
 
     request: int
     chunk: int
@@ -296,6 +302,8 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                 # loop is logged between the cancel and that mark, so what the person
                 # sent since the last chunk came after it (sent with the cancel).
                 pending.insert(0, cancel)
+            if cancel.at_stream_end and request >= 0:
+                attach(ChunkPoint(request, chunk))
         data = event.data
         if event.type != "user/message":
             prompt = None
@@ -460,20 +468,24 @@ def _cancel_positions(events: Sequence[SessionEvent]) -> dict[int, Cancel]:
                 positions[inside.seq] = Cancel(exact=False)
                 break
         else:
-            positions[_unmarked_cancel(events[start : event.seq], event.seq)] = Cancel(exact=False)
+            seq, at_stream_end = _unmarked_cancel(events[start : event.seq], event.seq)
+            positions[seq] = Cancel(exact=False, at_stream_end=at_stream_end)
     return positions
 
 
-def _unmarked_cancel(turn: Sequence[SessionEvent], end: int) -> int:
+def _unmarked_cancel(turn: Sequence[SessionEvent], end: int) -> tuple[int, bool]:
     """Where a cancel that left no mark of its own came, as near as the log tells: the
     last step's tools were answered and no request followed, so it came before the
     loop had its last result back (an approval it took away answers ``DENIED``, a
-    read an editor that left could not serve ``FS_IO_ERROR``); with no result in
-    that step, before the turn's end."""
-    last = end
+    read an editor that left could not serve ``FS_IO_ERROR``); a last step that called
+    no tool and ended: as its stream ended (whole, yet the turn was stopped); else
+    before the turn's end. The seq before which it came, and whether at a stream's end."""
+    last, at_stream_end = end, False
     for event in turn:
         if event.type == "request/header":
-            last = end
+            last, at_stream_end = end, False
         elif isinstance(event.data, ToolResult):
             last = event.seq
-    return last
+        elif isinstance(event.data, StepEnd) and last == end:
+            last, at_stream_end = event.seq + 1, True
+    return last, at_stream_end

@@ -234,6 +234,17 @@ class StandIn:
         elif event.type == "assistant/chunk":
             self._logged += 1
             self._logged_changed.set()
+            self._at_stream_end()
+
+    def _at_stream_end(self) -> None:
+        """Apply what came as the stream being served ended (a cancel once the answer
+        was whole, before the loop looked at it): as its last chunk is logged, since the
+        loop asks nothing of the stream after its finish."""
+        index = len(self.requests) - 1
+        if index < 0 or index >= len(self.recording.requests) or self.live():
+            return
+        if self._logged == len(self.recording.requests[index].chunks):
+            self.apply(ChunkPoint(index, self._logged))
 
     async def _until_logged(self, count: int) -> None:
         async with asyncio.timeout(self.hang_s):
