@@ -15,14 +15,6 @@ from tests.support.tmux import Terminal
 _OUTCOME = pytest.StashKey[pytest.TestReport]()
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "unreplayable(reason): the sessions this test stores are not replayed after it "
-        "(docs/replay.md, Limits, names each such test and why)",
-    )
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
