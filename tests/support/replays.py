@@ -22,7 +22,6 @@ What is replayed, and what is not (each skip says why, in :class:`Checked`):
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import time
@@ -40,10 +39,11 @@ from tests.support.vocabulary import async_plugin_vocabulary
 # package manager's tree, a repository's objects.
 _NOT_HOMES = frozenset({".venv", "venv", "node_modules", ".git", "site-packages", "__pycache__"})
 
-SETTINGS_HISTORY = "test-settings-history.jsonl"
-"""Beside a home's ``settings.toml`` (dsh reads neither): the settings each dsh a test
-started found there, and when, so a session is replayed with the settings it ran with
-even where the test rewrote them for a later run."""
+_settings_history: dict[Path, list[tuple[float, str, tuple[str, ...]]]] = {}
+"""By home: the settings each dsh a test started found there (with its ``PYTHONPATH``),
+and when (ms), so a session is replayed with the settings it ran with even where the
+test rewrote them for a later run. Kept in this process, never in the home: a test may
+fill its home's disk or make it read-only."""
 
 _identical: set[tuple[Path, Backend, str, int]] = set()
 """The sessions (with how many events they held) that replayed identically in this
@@ -94,9 +94,8 @@ def note_settings(home: Path, environ: Mapping[str, str] | None = None) -> None:
     settings_file = home / "settings.toml"
     text = settings_file.read_text() if settings_file.is_file() else ""
     paths = (environ or {}).get("PYTHONPATH", "")
-    entry = {"at": time.time() * 1000, "text": text, "paths": paths.split(os.pathsep)}
-    with (home / SETTINGS_HISTORY).open("a") as history:
-        history.write(json.dumps(entry) + "\n")
+    entry = (time.time() * 1000, text, tuple(p for p in paths.split(os.pathsep) if p))
+    _settings_history.setdefault(home.resolve(), []).append(entry)
 
 
 @dataclass(frozen=True)
@@ -110,13 +109,11 @@ class Started:
 def started_for(home: Path, created_at: float) -> Started:
     """How the dsh that created a session at ``created_at`` (ms) was started: the last
     noted before it (:func:`note_settings`), else with the home's settings as they are."""
-    history = home / SETTINGS_HISTORY
-    if history.is_file():
-        noted = [json.loads(line) for line in history.read_text().splitlines() if line]
-        before = [entry for entry in noted if entry["at"] <= created_at]
-        if before:
-            last = before[-1]
-            return Started(str(last["text"]), tuple(p for p in last.get("paths", ()) if p))
+    noted = _settings_history.get(home.resolve(), [])
+    before = [entry for entry in noted if entry[0] <= created_at]
+    if before:
+        _, text, paths = before[-1]
+        return Started(text, paths)
     settings_file = home / "settings.toml"
     return Started(settings_file.read_text() if settings_file.is_file() else "")
 
