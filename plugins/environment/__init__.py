@@ -11,6 +11,8 @@ import asyncio
 import datetime
 import os
 import shutil
+import stat
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,9 +163,9 @@ config (``local``, ``worktree``, or a file either includes) is not."""
 def filter_overrides(listed: bytes, *, scoped: bool) -> list[str] | None:
     """``-c`` settings that switch off the filter drivers the repository's config
     defines: a clean filter is a command git runs on each file whose stat data changed.
-    ``listed`` is what ``git config -z [--show-scope] --name-only --get-regexp
-    ^filter\\.`` printed; without scopes, every driver listed is switched off. None
-    when a name cannot be passed safely."""
+    ``listed`` is what ``git config -z [--show-scope] --name-only --get-regexp`` printed
+    for :data:`LISTING` (entries other than a filter's are passed over); without scopes,
+    every driver listed is switched off. None when a name cannot be passed safely."""
     fields = listed.decode(errors="surrogateescape").split("\0")
     pairs = zip(fields[::2], fields[1::2], strict=False) if scoped else (("", f) for f in fields)
     names: dict[str, None] = {}
@@ -183,28 +185,136 @@ def filter_overrides(listed: bytes, *, scoped: bool) -> list[str] | None:
     return overrides
 
 
-async def git_summary(cwd: Path, seconds: float = GIT_TIMEOUT) -> str:
+INCLUDES = ("include.", "includeif.")
+"""Config entries that read another file, which a :class:`FilterCache` key cannot follow."""
+
+LISTING = ("--name-only", "--get-regexp", r"^(filter|include|includeif)\.")
+"""The filter drivers configured, and the includes that may define more."""
+
+
+def _names(listed: bytes, *, scoped: bool) -> list[str]:
+    fields = listed.decode(errors="surrogateescape").split("\0")
+    return fields[1::2] if scoped else fields
+
+
+def _signature(path: Path, *, folder: bool = False) -> Hashable:
+    """What changes whenever ``path`` does: a file's identity, size and times (the
+    change time too, which no one can set back), a folder's kind and owner (its times
+    move with every lock file git makes in it)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    kind = stat.S_IFMT(found.st_mode)
+    if folder or kind == stat.S_IFDIR:
+        return (kind, found.st_uid)
+    return (kind, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+
+
+def _gitdir_of(gitfile: Path) -> Path | None:
+    """The folder a ``.git`` file (a worktree's, a submodule's) points to."""
+    try:
+        text = gitfile.read_text(errors="replace")
+    except OSError:
+        return None
+    first = text.splitlines()[0] if text else ""
+    if not first.startswith("gitdir: "):
+        return None
+    return (gitfile.parent / first.removeprefix("gitdir: ").strip()).resolve()
+
+
+def config_key(cwd: Path) -> Hashable | None:
+    """A value that changes whenever a config file git would read for ``cwd`` may
+    have changed: git's environment, the user's config files, and, in ``cwd`` and each
+    folder above it, the ``.git`` git may find there and the config files it leads to
+    (a worktree's ``.git`` file, its ``commondir``, a bare repository's ``config``). None
+    when it cannot say."""
+    environ = os.environ
+    if environ.get("GIT_DIR") or environ.get("GIT_COMMON_DIR"):
+        return None  # a repository named from outside: not worth following
+    home = Path(environ.get("HOME") or Path.home())
+    xdg = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
+    files = [home / ".gitconfig", xdg / "git" / "config"]
+    if environ.get("GIT_CONFIG_GLOBAL"):
+        files.append(Path(environ["GIT_CONFIG_GLOBAL"]))
+    folders: list[Path] = []
+    for folder in (cwd, *cwd.parents):
+        dot = folder / ".git"
+        files += [dot, folder / "config", folder / "commondir"]
+        gitdirs = [dot]
+        if dot.is_file():
+            found = _gitdir_of(dot)
+            if found is not None:
+                gitdirs.append(found)
+        for gitdir in gitdirs:
+            folders.append(gitdir)
+            files += [gitdir / "config", gitdir / "config.worktree", gitdir / "commondir"]
+            try:
+                common = (gitdir / "commondir").read_text(errors="replace").strip()
+            except OSError:
+                continue
+            if common:
+                files.append((gitdir / common).resolve() / "config")
+    git_variables = tuple(sorted((k, v) for k, v in environ.items() if k.startswith("GIT_")))
+    return (
+        str(cwd),
+        git_variables,
+        tuple(_signature(path) for path in files),
+        tuple(_signature(path, folder=True) for path in folders),
+    )
+
+
+@dataclass
+class FilterCache:
+    """The overrides of the last filter listing, and the :func:`config_key` it was
+    made under: the next status reuses them while the key is the same, saving a git
+    run a turn. None is kept when the listing named an include (another file, which
+    the key does not follow): then every status lists again."""
+
+    key: Hashable = None
+    overrides: list[str] | None = None
+
+    def get(self, key: Hashable) -> list[str] | None:
+        return self.overrides if key is not None and key == self.key else None
+
+    def keep(self, key: Hashable, overrides: list[str], names: list[str]) -> None:
+        cacheable = not any(name.startswith(INCLUDES) for name in names)
+        self.key, self.overrides = (key, overrides) if cacheable else (None, None)
+
+
+async def git_summary(
+    cwd: Path, seconds: float = GIT_TIMEOUT, cache: FilterCache | None = None
+) -> str:
     """One line on the repository at ``cwd``; never raises for git's sake, and runs
-    nothing the repository's config names (hooks, fsmonitor, filters, pagers)."""
+    nothing the repository's config names (hooks, fsmonitor, filters, pagers). With
+    ``cache``, the repository's filter drivers are listed again only when a config
+    file may have changed."""
     if shutil.which("git") is None:
         return "git is not installed"
     env = git_environment()
     safe = [arg for setting in SAFE_CONFIG for arg in ("-c", setting)]
-    listing = ("--name-only", "--get-regexp", r"^filter\.")
     try:
         async with asyncio.timeout(seconds):
-            scoped = True
-            code, listed, err = await _git(
-                cwd, env, *safe, "config", "-z", "--show-scope", *listing
-            )
-            if code == 129:  # a git before 2.26, without --show-scope
-                scoped = False
-                code, listed, err = await _git(cwd, env, *safe, "config", "-z", *listing)
-            if code not in (0, 1):  # 1: no filter configured
-                return _unavailable(code, err)
-            overrides = filter_overrides(listed, scoped=scoped) if code == 0 else []
+            # The key before the listing: a change made while git lists gives the
+            # next status another key, so nothing stale is ever reused.
+            key = await asyncio.to_thread(config_key, cwd) if cache is not None else None
+            overrides = cache.get(key) if cache is not None else None
             if overrides is None:
-                return "status unavailable (a filter driver with an unusual name is configured)"
+                scoped = True
+                code, listed, err = await _git(
+                    cwd, env, *safe, "config", "-z", "--show-scope", *LISTING
+                )
+                if code == 129:  # a git before 2.26, without --show-scope
+                    scoped = False
+                    code, listed, err = await _git(cwd, env, *safe, "config", "-z", *LISTING)
+                if code not in (0, 1):  # 1: no filter configured
+                    return _unavailable(code, err)
+                overrides = filter_overrides(listed, scoped=scoped) if code == 0 else []
+                if overrides is None:
+                    return "status unavailable (a filter driver with an unusual name is configured)"
+                if cache is not None:
+                    names = _names(listed, scoped=scoped) if code == 0 else []
+                    cache.keep(key, overrides, names)
             code, out, err = await _git(
                 cwd,
                 env,
@@ -228,7 +338,8 @@ async def git_summary(cwd: Path, seconds: float = GIT_TIMEOUT) -> str:
 def environment_context() -> Render:
     # git runs again only when the tree may have changed: a new turn, or a step after
     # a tool with effects; a step after reads alone reuses the last answer.
-    git = per_workspace(lambda pc: git_summary(pc.cwd))
+    filters = FilterCache()
+    git = per_workspace(lambda pc: git_summary(pc.cwd, cache=filters))
 
     async def render(pc: PromptContext) -> str:
         today = datetime.date.today().isoformat()  # the user's local date, not UTC

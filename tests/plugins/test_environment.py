@@ -18,7 +18,7 @@ from dsh.host import HostFacts
 from dsh.kernel import Candidate, Context, PluginHost, PluginStatus
 from dsh.prompt import PromptContext, PromptService
 from dsh.services import HOST, PROMPT
-from dsh_plugins.environment import filter_overrides, git_summary, parse_status
+from dsh_plugins.environment import FilterCache, filter_overrides, git_summary, parse_status
 from dsh_plugins.environment import plugin as environment_plugin
 from tests.support.waits import HANG_S
 
@@ -282,3 +282,107 @@ def test_filter_overrides_switch_off_only_the_repositorys_drivers() -> None:
     # `-c name=value` cuts at the first "=": such a name cannot be switched off.
     assert filter_overrides(b"worktree\0filter.a=b.clean\0", scoped=True) is None
     assert filter_overrides(b"", scoped=True) == []
+
+
+def git_counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put a ``git`` first on PATH that notes each run's command, then runs git."""
+    real = shutil.which("git")
+    assert real is not None
+    folder = tmp_path / "counting"
+    folder.mkdir()
+    runs = tmp_path / "git-runs"
+    wrapper = folder / "git"
+    wrapper.write_text(f'#!/bin/sh\nfor a; do :; done\necho "$a" >> {runs}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return runs
+
+
+def stat_dirty(repo: Path) -> None:
+    """Stat data that no longer matches the index: git must read (and clean) the files."""
+    future = time.time() + 5
+    for name in ("tracked.txt", "other.txt"):
+        os.utime(repo / name, (future, future))
+
+
+def same_size_edit(config: Path, text: str) -> None:
+    """Replace ``config``'s padding line with ``text``, the file's size and
+    modification time kept: only its change time says it changed."""
+    before = config.stat()
+    old = config.read_text()
+    start = old.index("[pad]")
+    tail = old[start:]
+    assert len(text) < len(tail)
+    config.write_text(old[:start] + text + "#" * (len(tail) - len(text) - 1) + "\n")
+    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert config.stat().st_size == before.st_size
+
+
+@needs_git
+@pytest.mark.parametrize("how", ["git config", "same size and time", "an included file"])
+async def test_a_filter_configured_between_turns_is_switched_off_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """The filter listing is kept from one turn to the next while no config file
+    changed: a filter driver the repository's config gains in between (the model's
+    last command, a script the person ran) must be found and switched off all the
+    same, however the file was changed."""
+    runs = git_counter(tmp_path, monkeypatch)
+    repo = make_repo(tmp_path / "repo")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    config = repo / ".git" / "config"
+    included = tmp_path / "included"
+    included.write_text("[core]\n\tquotePath = true\n")
+    if how == "an included file":
+        git(repo, "config", "include.path", str(included))
+    else:
+        config.write_text(config.read_text() + "[pad]\n\tx = " + "a" * 120 + "\n")
+    cache = FilterCache()
+    stat_dirty(repo)
+    assert await git_summary(repo, cache=cache) == "branch main; clean"
+
+    evil = f'[filter "evil"]\n\tclean = "touch {markers / "clean"}; cat"\n'
+    if how == "git config":
+        git(repo, "config", "filter.evil.clean", f"touch {markers / 'clean'}; cat")
+    elif how == "same size and time":
+        same_size_edit(config, evil)
+    else:
+        included.write_text(evil)
+    stat_dirty(repo)
+    runs.write_text("")
+
+    assert await git_summary(repo, cache=cache) == "branch main; clean"
+    assert list(markers.iterdir()) == []
+    assert runs.read_text().split() == [
+        "^(filter|include|includeif)\\.",
+        "--ignore-submodules=dirty",
+    ]
+
+
+@needs_git
+async def test_the_filter_listing_is_kept_while_no_config_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn's git status is one git run, not two, when nothing git reads its
+    config from changed since the last; the listing is made again when one did."""
+    runs = git_counter(tmp_path, monkeypatch)
+    repo = make_repo(tmp_path / "repo")
+    (repo / "tracked.txt").write_text("changed\n")
+    cache = FilterCache()
+
+    async def git_runs() -> int:
+        runs.write_text("")
+        assert await git_summary(repo, cache=cache) == "branch main; 1 modified"
+        return len(runs.read_text().split())
+
+    assert await git_runs() == 2  # listed, then the status
+    git(repo, "status")  # the person's own git: the index and locks change, no config
+    assert await git_runs() == 1
+    git(repo, "config", "user.name", "Someone Else")
+    assert await git_runs() == 2
+    assert await git_runs() == 1
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'core.quotepath'='false'")
+    assert await git_runs() == 2
