@@ -201,6 +201,10 @@ class NetworkHolder:
             process.kill()
             process.wait()
             raise
+        if process.stderr is not None:
+            # Read only to say why a start failed: a pipe held open for the holder's
+            # whole life would be one more descriptor a long day keeps for nothing.
+            process.stderr.close()
         return cls(process, user_ns, net_ns)
 
     def preexec(self, *, die_with_dsh: bool) -> Callable[[], None]:

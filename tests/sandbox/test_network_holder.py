@@ -9,7 +9,9 @@ holder is ready only once its program runs.
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +40,32 @@ def test_a_command_joining_the_holder_at_once_has_a_uid_there(program: str) -> N
         finally:
             holder.close()
         assert joined.stdout.split(), "joined a user namespace with no uid map"
+
+
+def pipes_of(pid: int) -> set[str]:
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # the listing's own descriptor, closed by now
+            continue
+        if target.startswith("pipe:"):
+            found.add(target)
+    return found
+
+
+def test_a_started_holder_keeps_one_pipe_to_dsh(program: str) -> None:
+    """dsh holds the holder's stdin (closing it ends the holder) and its two
+    namespaces; the pipe that said why a start failed is closed once it started, not
+    held for the rest of a long day."""
+    before = pipes_of(os.getpid())
+    holder = NetworkHolder.start(program)
+    try:
+        assert holder.alive
+        assert len(pipes_of(os.getpid()) - before) == 1
+        ns = {os.readlink(f"/proc/self/fd/{fd}").split(":")[0] for fd in holder.fds}
+        assert ns == {"user", "net"}
+    finally:
+        holder.close()
+    assert pipes_of(os.getpid()) == before
+    assert not holder.alive
