@@ -419,7 +419,6 @@ class JsonlPersistence:
         return loaded, good_size, (status.st_dev, status.st_ino), index
 
     def forget(self, session_id: SessionId) -> None:
-        """Drop what this backend knows of a session it opened (to read it again)."""
         self._files.pop(session_id, None)
 
     async def open_fast(self, session_id: SessionId) -> Resumed | None:

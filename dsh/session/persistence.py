@@ -136,6 +136,11 @@ class SessionPersistence(Protocol):
         """The folder beside the log that holds the session's blobs
         (:mod:`dsh.session.blobs`)."""
 
+    def forget(self, session_id: SessionId) -> None:
+        """Drop what is kept in memory of a session no longer open here (its line
+        index, its next seq): a long day opens hundreds. Appending to it again follows
+        a load."""
+
     async def close(self) -> None: ...
 
 

@@ -329,5 +329,8 @@ class SqlitePersistence:
         await asyncio.to_thread(shutil.rmtree, blobs, ignore_errors=True)
         return cursor.rowcount > 0
 
+    def forget(self, session_id: SessionId) -> None:
+        self._next_seq.pop(session_id, None)
+
     async def close(self) -> None:
         await self._database.close()

@@ -491,6 +491,8 @@ class SessionStore:
         self._spent.pop(session.id, None)
         self._release(session.id)
         await self.indexed()
+        # Last: the snapshot and the index above read the backend's line index.
+        self.persistence.forget(session.id)
         return written
 
     async def _close_writer(self, session_id: SessionId) -> bool:

@@ -26,6 +26,7 @@ from dsh.session import (
 )
 from dsh.session import writer as writer_module
 from dsh.session.jsonl import JsonlPersistence
+from dsh.session.sqlite import SqlitePersistence
 from dsh.session.store import make_persistence
 from dsh_plugins.title.events import SessionTitle
 from tests.session.turns import complete_turn
@@ -64,6 +65,39 @@ async def test_events_become_durable_and_reopen(store: SessionStore, tmp_path: P
         assert reopened.derive_messages() == session.derive_messages()
         assert reopened.last_turn == 1
         assert reopened.load_issues == ()
+    finally:
+        await other.aclose()
+
+
+async def test_a_closed_session_leaves_nothing_in_the_backend_and_opens_again(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """A long day opens hundreds of sessions (``/new`` after ``/new``): the backend
+    keeps nothing of those closed (a JSONL log's line index grew the process by some
+    20 KB a session), and a closed one opens and goes on as before."""
+    persistence = store.persistence
+    kept = persistence._files if isinstance(persistence, JsonlPersistence) else None
+    sessions = []
+    for n in range(5):
+        session = await store.create("/work/app", model="deepseek-v4-flash")
+        complete_turn(session, f"question {n}", f"answer {n}")
+        assert await store.close(session)
+        sessions.append(session)
+    if kept is not None:
+        assert kept == {}
+    else:
+        assert isinstance(persistence, SqlitePersistence)
+        assert persistence._next_seq == {}
+
+    first = sessions[0]
+    reopened = await store.open(first.id)
+    complete_turn(reopened, "and again?", "Again.")
+    assert await store.close(reopened)
+    other = reopen(store, tmp_path)
+    try:
+        again = await other.open(first.id)
+        assert again.derive_messages() == reopened.derive_messages()
+        assert again.last_turn == 2
     finally:
         await other.aclose()
 
