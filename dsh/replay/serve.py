@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsh.agent import PreRequest, PromptAllow, PromptDecision, PromptSubmit
 from dsh.agent_handle import AgentHandle
-from dsh.kernel import Context
+from dsh.kernel import Context, Disposer
 from dsh.llm import (
     BlockEnd,
     BlockStart,
@@ -51,7 +51,7 @@ from dsh.llm import (
     UserMessage,
 )
 from dsh.prompt import Assembly, AssemblyDraft
-from dsh.replay.absent import StoodInTool, first_definitions, stood_in
+from dsh.replay.absent import first_definitions, stood_in
 from dsh.replay.recorded import (
     Cancel,
     ChunkPoint,
@@ -166,8 +166,8 @@ class StandIn:
         """(the scratch working folder, the recorded one): the system prompt names the
         recorded one, as the recording's did."""
         self.stood_in: dict[str, ToolSchema] = {}
-        """The tools the recording offered that this runtime lacks, offered as recorded
-        (:mod:`dsh.replay.absent`), by name."""
+        """The tools the recording offered that this runtime lacks, by name, once a
+        request offered them as recorded (:mod:`dsh.replay.absent`)."""
         self._offered = first_definitions(r.options.tools for r in recording.requests)
         self.live_requests: list[GenerateOptions] = []
         self.recorded_tools = recorded_tools
@@ -219,6 +219,8 @@ class StandIn:
 
         self.agent = agent
         self._stand_ins_made = False
+        self._standing: dict[str, Disposer] = {}
+        """The stand-ins registered on this agent, by name (its scope drops them)."""
         agent.session.subscribe(self._count)
         self._front_end_commands(ctx)
         if self.recorded_tools:
@@ -577,23 +579,36 @@ class StandIn:
         for name, schema in self._offered.items():
             if name in tools:
                 continue
-            self.stood_in.setdefault(name, schema)
-            tools.register(stood_in(self.stood_in[name]))
+            self._standing[name] = tools.register(stood_in(schema))
 
-    def _offered_now(self, tools: tuple[ToolSchema, ...]) -> tuple[ToolSchema, ...]:
+    async def _offered_now(self, tools: tuple[ToolSchema, ...]) -> tuple[ToolSchema, ...]:
         """``tools`` with each stand-in the recorded request in this place did not
-        offer taken out (past a fork: the last replayed request's)."""
+        offer taken out (past a fork: the last replayed request's), and any whose tool
+        has come since (a server that added it later) replaced by it: a stand-in never
+        hides the definition this dsh gives."""
         agent = self.agent
-        stand_ins = {
-            name for name in self.stood_in if agent is not None and _is_stand_in(agent, name)
-        }
-        if not stand_ins:
+        if agent is None or not self._standing:
             return tools
+        from dsh.services import TOOLS
+
+        service = agent.ctx.get(TOOLS).service
+        for name in list(self._standing):
+            real = service.get(name, None)  # registered for every agent: not a stand-in
+            if real is not None:
+                gone = self._standing.pop(name)()
+                if gone is not None:
+                    await gone
+                tools = tuple(real.schema if tool.name == name else tool for tool in tools)
+        stand_ins = set(self._standing)
         index = len(self.requests) - 1 if self.live() else len(self.requests)
         index = min(index, len(self.recording.requests) - 1)
         recorded = self.recording.requests[index].options.tools or () if index >= 0 else ()
         keep = {tool.name for tool in recorded}
-        return tuple(t for t in tools if t.name not in stand_ins or t.name in keep)
+        offered = tuple(t for t in tools if t.name not in stand_ins or t.name in keep)
+        for tool in offered:
+            if tool.name in stand_ins:
+                self.stood_in.setdefault(tool.name, tool)
+        return offered
 
     def _named(self, text: str) -> str:
         """``text`` naming the recorded folder where it names the scratch one."""
@@ -617,7 +632,7 @@ class StandIn:
             system=self._named(assembly.system),
             tools=tuple(
                 tool.model_copy(update={"description": self._named(tool.description)})
-                for tool in self._offered_now(assembly.tools)
+                for tool in await self._offered_now(assembly.tools)
             ),
         )
         step = sum(1 for e in agent.session.events if e.type == "step/start") + 1
@@ -627,12 +642,6 @@ class StandIn:
         pinned = [(name, form, text) for name, (form, text) in known.items()]
         pinned.extend(entry for entry in assembly.context if entry[0] not in known)
         return dataclasses.replace(assembly, context=tuple(pinned))
-
-
-def _is_stand_in(agent: AgentHandle, name: str) -> bool:
-    from dsh.services import TOOLS
-
-    return isinstance(agent.ctx.get(TOOLS).get(name), StoodInTool)
 
 
 def _plugin_of(message: UserMessage) -> str | None:
