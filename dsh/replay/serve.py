@@ -631,7 +631,9 @@ class StandIn:
             assembly,
             system=self._named(assembly.system),
             tools=tuple(
-                tool.model_copy(update={"description": self._named(tool.description)})
+                tool
+                if self._named(tool.description) == tool.description
+                else tool.model_copy(update={"description": self._named(tool.description)})
                 for tool in await self._offered_now(assembly.tools)
             ),
         )
