@@ -37,6 +37,7 @@ from dsh.permission_modes import PermissionMode
 from dsh.policy.rules import Rule
 from dsh.session import CancelCause, Session, SessionSink, TurnAborted, TurnEndReason
 from dsh.session.payloads import (
+    AgentOptionsSet,
     CancelByDisposal,
     HistoryRewound,
     PermissionModeSet,
@@ -163,8 +164,18 @@ class Agent:
         return False
 
     def set_options(self, **changes: Any) -> None:
-        """Switch model, provider, effort or limits from the next request on."""
-        self.options = self.options.model_copy(update=changes)
+        """Switch model, provider, effort or limits from the next request on. What
+        changed is logged at its moment (``agent/options``), so a replay switches there
+        too: the requests after it are built with options no input the log holds would
+        otherwise explain. A session with nothing in it yet stays unwritten: its first
+        ``request/header`` says the options."""
+        before = self.options
+        self.options = before.model_copy(update=changes)
+        changed = {
+            name: value for name, value in changes.items() if getattr(before, name, None) != value
+        }
+        if changed and self.session.next_seq > 0:
+            self.session.append("agent/options", AgentOptionsSet(changes=changed))
 
     # ------------------------------------------------------------------ control
 

@@ -111,6 +111,7 @@ def compare(run: ReplayRun) -> Report:
     report = Report(notes=[*recording.notes, *run.unserved, *run.unapplied])
     if run.stopped:
         report.notes.append(run.stopped)
+    report.notes.extend(_stood_in_notes(run))
     swap = {run.cwd: recording.header.cwd or run.cwd}
     fork = run.live_after
     recorded = [r for r in recording.requests if fork is None or r.turn <= fork]
@@ -147,6 +148,22 @@ def compare(run: ReplayRun) -> Report:
     _compare_rewinds(report, recording.events, events)
     _compare_ends(report, recording, events)
     return report
+
+
+def _stood_in_notes(run: ReplayRun) -> list[str]:
+    """Which tools the replaying runtime lacked (a plugin or MCP server missing here),
+    and how their calls were answered."""
+    if not run.stood_in:
+        return []
+    names = ", ".join(run.stood_in)
+    if run.tools == "recorded":
+        return [
+            f"not in this dsh, stood in for (offered as recorded, answered from the log): {names}"
+        ]
+    return [
+        f"not in this dsh, unavailable (offered as recorded, each call answered with an "
+        f"error): {names}"
+    ]
 
 
 def _retries(events: Sequence[SessionEvent]) -> dict[int, int]:

@@ -48,6 +48,7 @@ from dsh.session import (
     side_answer_of,
 )
 from dsh.session.payloads import (
+    AgentOptionsSet,
     ApprovalRequested,
     ApprovalResolved,
     CancelByUser,
@@ -119,7 +120,15 @@ class SetMode:
     mode: PermissionMode
 
 
-Input = Send | Edit | Withdraw | Cancel | RunCommand | SetMode
+@dataclass(frozen=True)
+class SetOptions:
+    """The agent's options changed (``agent/options``) other than by a command the
+    replay runs again: a resume with ``--model``, an editor's model picker, a fork."""
+
+    changes: dict[str, str | int | float | None]
+
+
+Input = Send | Edit | Withdraw | Cancel | RunCommand | SetMode | SetOptions
 
 
 @dataclass(frozen=True)
@@ -410,6 +419,10 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
             case "permissions/mode" if isinstance(data, PermissionModeSet):
                 pending.append(SetMode(data.mode))
                 mode = data.mode
+            case "agent/options" if isinstance(data, AgentOptionsSet):
+                # What a command switched (``/model``) it switches again when replayed.
+                if not commands_running:
+                    pending.append(SetOptions(dict(data.changes)))
         answer = side_answer_of(event)
         if answer is not None:
             recording.side_answers.append(answer)

@@ -75,6 +75,9 @@ class ReplayRun:
     """With a fork: the requests sent to the model for real."""
     header: SessionHeader | None = None
     """The replay's own session (a fork is kept from it)."""
+    tools: ToolsMode = "recorded"
+    stood_in: list[str] = field(default_factory=list)
+    """The tools the recording offered that this runtime lacks, offered as recorded."""
 
 
 async def replay(recording: Recording, options: ReplayOptions | None = None) -> ReplayRun:
@@ -135,17 +138,20 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
         for key, value in (("model", options.model), ("provider", options.provider))
         if value is not None
     }
+    recorded_cwd = recording.header.cwd
     stand_in = StandIn(
         recording,
         recorded_tools=options.tools == "recorded",
         pace=options.pace,
         live_after=options.live_after,
         switch=switch,
+        folder=(str(cwd), recorded_cwd) if recorded_cwd else None,
     )
     stand_in.hang_s = options.hang_s
     run = ReplayRun(recording, stand_in.requests, [], str(cwd), str(home))
     run.live_requests = stand_in.live_requests
     run.live_after = options.live_after
+    run.tools = options.tools
 
     async def start() -> Runtime:
         from dsh.runtime import start_runtime
@@ -197,6 +203,7 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
         run.header = agent.session.header
     finally:
         await runtime.aclose()
+    run.stood_in = list(stand_in.stood_in)
     run.unserved = [
         *stand_in.unserved,
         *(f"a command said: {line}" for line in stand_in.host.shown),

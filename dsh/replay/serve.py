@@ -13,6 +13,9 @@ One :class:`StandIn` per replay, listening on the replaying runtime's seams:
 - ``system-prompt/assemble`` (the agent's scope): each context entry's text is the
   one the log entered by that step. A context entry reports the world (the date, the
   git status, AGENTS.md), which a replay takes as input, not as the code's output.
+  The system prompt names the recorded folder where it would name the scratch one,
+  and a tool the recording offered that this runtime lacks is offered as recorded
+  (:mod:`dsh.replay.absent`).
 
 Inputs due at a point (before a chunk, before a tool's result) are applied there.
 """
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsh.agent import PreRequest, PromptAllow, PromptDecision, PromptSubmit
 from dsh.agent_handle import AgentHandle
-from dsh.kernel import Context
+from dsh.kernel import Context, Disposer
 from dsh.llm import (
     BlockEnd,
     BlockStart,
@@ -43,10 +46,12 @@ from dsh.llm import (
     TextBlock,
     TextDelta,
     ToolCallDelta,
+    ToolSchema,
     UsageChunk,
     UserMessage,
 )
 from dsh.prompt import Assembly, AssemblyDraft
+from dsh.replay.absent import first_definitions, stood_in
 from dsh.replay.recorded import (
     Cancel,
     ChunkPoint,
@@ -59,6 +64,7 @@ from dsh.replay.recorded import (
     RunCommand,
     Send,
     SetMode,
+    SetOptions,
     ToolPoint,
     Withdraw,
 )
@@ -148,12 +154,21 @@ class StandIn:
         pace: bool = False,
         live_after: int | None = None,
         switch: dict[str, str] | None = None,
+        folder: tuple[str, str] | None = None,
     ) -> None:
         self.recording = recording
         self.live_after = live_after
         """Turns after this one go to the model for real (a fork), with ``switch``
         (``model``, ``provider``) from the first of them on."""
         self.switch = switch or {}
+        self._switched = False
+        self.folder = folder
+        """(the scratch working folder, the recorded one): the system prompt names the
+        recorded one, as the recording's did."""
+        self.stood_in: dict[str, ToolSchema] = {}
+        """The tools the recording offered that this runtime lacks, by name, once a
+        request offered them as recorded (:mod:`dsh.replay.absent`)."""
+        self._offered = first_definitions(r.options.tools for r in recording.requests)
         self.live_requests: list[GenerateOptions] = []
         self.recorded_tools = recorded_tools
         self.pace = pace
@@ -203,6 +218,9 @@ class StandIn:
         )
 
         self.agent = agent
+        self._stand_ins_made = False
+        self._standing: dict[str, Disposer] = {}
+        """The stand-ins registered on this agent, by name (its scope drops them)."""
         agent.session.subscribe(self._count)
         self._front_end_commands(ctx)
         if self.recorded_tools:
@@ -219,14 +237,6 @@ class StandIn:
         return turn is not None and turn > self.live_after
 
     def _count(self, event: SessionEvent) -> None:
-        if (
-            event.type == "turn/start"
-            and self.live_after is not None
-            and self.agent is not None
-            and getattr(event.data, "turn", 0) == self.live_after + 1
-            and self.switch
-        ):
-            self.agent.set_options(**self.switch)
         if event.type == "request/header":
             self._logged = 0
         elif event.type == "llm/retry":
@@ -348,6 +358,8 @@ class StandIn:
                 from dsh.services import APPROVALS
 
                 agent.ctx.get(APPROVALS).mode = mode
+            case SetOptions(changes=changes):
+                agent.set_options(**changes)
 
     def _made_by_the_loop(self, message: UserMessage, placement: str) -> str | None:
         """The item the replaying loop queued itself with the same message, not yet
@@ -504,8 +516,16 @@ class StandIn:
         """What the listeners add to a prompt from the world (a mentioned file as it
         was, its listing), as the log entered it: each plugin the log shows adding
         something to this prompt has its additions replaced by the recorded ones; what
-        a plugin the log never heard from adds stays (a difference to show)."""
+        a plugin the log never heard from adds stays (a difference to show).
+
+        Before them, what is due as the prompt is about to open a turn: a fork's switch
+        of model, and the options or mode the log changed between the last turn and
+        this one where the loop went on without waiting (a queued prompt). After them
+        (an MCP server's tools are known once they let the prompt through), the
+        stand-ins for the recorded tools this runtime lacks."""
+        self._before_turn(submit.agent)
         decision = await next()
+        self._make_stand_ins()
         prompt = str(submit.message.id)
         recorded = self.recording.prompt_contexts.get(prompt)
         if not isinstance(decision, PromptAllow) or recorded is None:
@@ -521,6 +541,82 @@ class StandIn:
             decision = dataclasses.replace(decision, content=content)
         return decision
 
+    def _before_turn(self, agent: AgentHandle) -> None:
+        session = agent.session
+        if (
+            self.live_after is not None
+            and self.switch
+            and not self._switched
+            and session.last_turn == self.live_after
+        ):
+            # Logged (``agent/options``) before the turn starts, as a person's switch
+            # between turns is: a replay of the fork switches there too.
+            self._switched = True
+            agent.set_options(**self.switch)
+        point = IdlePoint(sum(1 for e in session.events if e.type == "turn/end"))
+        inputs = self.recording.inputs.get(point, [])
+        if (
+            inputs
+            and point.turns not in self.recording.resumes
+            and all(isinstance(item, SetOptions | SetMode) for item in inputs)
+        ):
+            # The loop did not wait between the turns (the prompt was queued), so the
+            # run's wait for idleness comes only after this turn: applied now, where
+            # the log has them.
+            self.apply(point)
+
+    def _make_stand_ins(self) -> None:
+        """Register a stand-in for each tool the recording offered that this runtime
+        lacks, on the agent (once an agent): offered by :meth:`_pin_context` in the
+        requests whose recorded ones offered it."""
+        agent = self.agent
+        if agent is None or self._stand_ins_made:
+            return
+        self._stand_ins_made = True
+        from dsh.services import TOOLS
+
+        tools = agent.ctx.get(TOOLS)
+        for name, schema in self._offered.items():
+            if name in tools:
+                continue
+            self._standing[name] = tools.register(stood_in(schema))
+
+    async def _offered_now(self, tools: tuple[ToolSchema, ...]) -> tuple[ToolSchema, ...]:
+        """``tools`` with each stand-in the recorded request in this place did not
+        offer taken out (past a fork: the last replayed request's), and any whose tool
+        has come since (a server that added it later) replaced by it: a stand-in never
+        hides the definition this dsh gives."""
+        agent = self.agent
+        if agent is None or not self._standing:
+            return tools
+        from dsh.services import TOOLS
+
+        service = agent.ctx.get(TOOLS).service
+        for name in list(self._standing):
+            real = service.get(name, None)  # registered for every agent: not a stand-in
+            if real is not None:
+                gone = self._standing.pop(name)()
+                if gone is not None:
+                    await gone
+                tools = tuple(real.schema if tool.name == name else tool for tool in tools)
+        stand_ins = set(self._standing)
+        index = len(self.requests) - 1 if self.live() else len(self.requests)
+        index = min(index, len(self.recording.requests) - 1)
+        recorded = self.recording.requests[index].options.tools or () if index >= 0 else ()
+        keep = {tool.name for tool in recorded}
+        offered = tuple(t for t in tools if t.name not in stand_ins or t.name in keep)
+        for tool in offered:
+            if tool.name in stand_ins:
+                self.stood_in.setdefault(tool.name, tool)
+        return offered
+
+    def _named(self, text: str) -> str:
+        """``text`` naming the recorded folder where it names the scratch one."""
+        if self.folder is None:
+            return text
+        scratch, recorded = self.folder
+        return text.replace(scratch, recorded)
+
     async def _pin_context(
         self, draft: AssemblyDraft, next: Callable[..., Awaitable[Assembly]]
     ) -> Assembly:
@@ -528,6 +624,19 @@ class StandIn:
         agent = self.agent
         if agent is None:
             return assembly
+        # The folder the recording worked in, where the prompt names this replay's: a
+        # fork's later turns are sent so and a kept fork reads as if it ran there (the
+        # two paths are as long, so what the loop measures is the same).
+        assembly = dataclasses.replace(
+            assembly,
+            system=self._named(assembly.system),
+            tools=tuple(
+                tool
+                if self._named(tool.description) == tool.description
+                else tool.model_copy(update={"description": self._named(tool.description)})
+                for tool in await self._offered_now(assembly.tools)
+            ),
+        )
         step = sum(1 for e in agent.session.events if e.type == "step/start") + 1
         known = self.recording.context_at(step)
         # The entries the log knows, as it entered them, in the order it first did;

@@ -43,6 +43,7 @@ from dsh.llm import (
     UserMessage,
 )
 from dsh.session.payloads import (
+    AgentOptionsSet,
     ApprovalRequested,
     ApprovalResolved,
     AssistantChunk,
@@ -280,6 +281,7 @@ _core_event("inbox/claimed", InboxClaimed)
 _core_event("inbox/discarded", InboxDiscarded)
 _core_event("history/rewound", HistoryRewound)
 _core_event("permissions/mode", PermissionModeSet)
+_core_event("agent/options", AgentOptionsSet)
 
 
 # ---------------------------------------------------------------------- the envelope

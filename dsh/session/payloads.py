@@ -194,6 +194,18 @@ class PermissionModeSet(Frozen):
     mode: PermissionMode
 
 
+class AgentOptionsSet(Frozen):
+    """``agent/options``: the agent's options changed while the session was open (a
+    ``/model`` switch, a resume with ``--model``, an editor's model picker, a replay's
+    fork), logged when it happened with what changed, so a replay changes them at the
+    same moment. A session with nothing in it yet logs no change: its first
+    ``request/header`` says the options."""
+
+    changes: dict[str, str | int | float | None]
+    """Each option that changed (``model``, ``provider``, ``reasoning_effort``,
+    ``max_steps``...), by the name ``AgentOptions`` gives it, and its new value."""
+
+
 class TurnEnd(Frozen):
     turn: PositiveInt
     reason: AnyTurnEndReason

@@ -282,3 +282,26 @@ async def test_the_permission_mode_is_logged_at_each_turn_and_each_change(
         ("turn/start", "accept-edits"),
     ]
     assert check_log(agent.session.events) == []
+
+
+async def test_a_change_of_options_is_logged_with_what_changed(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """``agent/options`` holds each option that changed, when it changed: none before
+    the session holds anything (its first ``request/header`` says them), none for a
+    "change" to the value already set; and the next request is built with them."""
+    agent = await runtime.agents.create(tmp_path)
+    agent.set_options(reasoning_effort="low")
+    assert len(agent.session.events) == 0
+    fake_llm.add(Reply(text="Flash."), Reply(text="Pro."))
+    agent.followup(user_text("one"))
+    await agent.when_idle()
+    agent.set_options(model=agent.options.model, provider=agent.options.provider)
+    agent.set_options(model="deepseek-pro", reasoning_effort="low", max_steps=4)
+    agent.followup(user_text("two"))
+    await agent.when_idle()
+
+    logged = [e.data.changes for e in agent.session.events if e.type == "agent/options"]
+    assert logged == [{"model": "deepseek-pro", "max_steps": 4}]
+    assert [r.body["model"] for r in fake_llm.chat_requests] == ["deepseek-flash", "deepseek-pro"]
+    assert check_log(agent.session.events) == []

@@ -143,10 +143,6 @@ async def log_in(dsh: Dsh, name: str = "remote") -> None:
     assert re.search(rf"^logged in to {name} \(\d+ tools\)$", done.stdout, re.M), done.stdout
 
 
-@pytest.mark.unreplayable(
-    "the remote MCP server (and its login) is the test's and gone once it ends: its tools "
-    "are not offered to the replay"
-)
 async def test_login_then_the_model_calls_the_servers_tool(
     dsh: Dsh, fake_llm: FakeLLM, remote: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:

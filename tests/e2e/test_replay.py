@@ -6,9 +6,8 @@ the key and the project's path; bad input is said in one line."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-
-import pytest
 
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import Dsh, close_stdin, finish, send, stream_events
@@ -112,10 +111,6 @@ async def test_what_cannot_be_replayed_is_said_in_one_line(dsh: Dsh, tmp_path: P
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.unreplayable(
-    "a kept fork names the replay's scratch folder in its system prompt and switched "
-    "model without an input the log marks (a bug of --keep)"
-)
 async def test_a_fork_answers_the_later_turns_with_another_model_and_is_kept(
     dsh: Dsh, fake_llm: FakeLLM
 ) -> None:
@@ -144,3 +139,115 @@ async def test_a_fork_answers_the_later_turns_with_another_model_and_is_kept(
     bad = await dsh.run("replay", session_id, "--until-turn", "1")
     assert bad.code == 2
     assert bad.stderr.strip() == "dsh: --until-turn and --keep go with --model or --provider"
+
+
+async def test_a_kept_fork_of_a_queued_turn_replays_with_its_switch_of_model(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """Turn 2 was queued while turn 1 ran: the loop never waits between them, so the
+    fork's switch is logged (``agent/options``) as turn 2's prompt opens it, and the
+    kept fork replays with the switch there (the check after the test replays it)."""
+    fake_llm.add(Reply(text="First answer.", chunk_delay_ms=5), Reply(text="Second answer."))
+    child = await dsh.start("-p", "--input-format", "stream-json")
+    await send(
+        child,
+        {"type": "prompt", "text": "first question"},
+        {"type": "followup", "text": "second question"},
+    )
+    await close_stdin(child)
+    assert (await finish(child, stdin=None)).code == 0
+    [session_id] = await dsh.session_ids()
+    fake_llm.add(Reply(text="Pro answer."))
+    done = await dsh.run(
+        "replay", session_id, "--model", "deepseek-pro", "--until-turn", "1", "--keep"
+    )
+    assert done.code == 0, done.stdout + done.stderr
+    assert fake_llm.chat_requests[-1].body["model"] == "deepseek-pro"
+    [fork] = [i for i in await dsh.session_ids() if i != session_id]
+    events = await dsh.events(fork)
+    switched = [e.seq for e in events if e.type == "agent/options"]
+    second = [e.seq for e in events if e.type == "turn/start"][1]
+    assert len(switched) == 1
+    assert [e.data.changes for e in events if e.type == "agent/options"] == [
+        {"model": "deepseek-pro"}
+    ]
+    assert switched[0] < second
+    # The kept fork names the recorded folder, not the replay's scratch one.
+    headers = [e.data.header for e in events if e.type == "request/header" and e.data.header]
+    assert headers
+    assert all(f"Working directory: {dsh.project}" in (h.system or "") for h in headers)
+    again = await dsh.run("replay", fork)
+    assert again.code == 0, again.stdout + again.stderr
+
+
+async def test_a_resume_with_another_model_replays_with_the_switch(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    fake_llm.add(Reply(text="Flash one."), Reply(text="Pro two."), Reply(text="Still pro."))
+    assert (await dsh.run("-p", "first")).code == 0
+    assert (await dsh.run("-p", "--continue", "--model", "deepseek-pro", "second")).code == 0
+    assert (await dsh.run("-p", "--continue", "third")).code == 0
+    assert [r.body["model"] for r in fake_llm.chat_requests] == [
+        "deepseek-flash",
+        "deepseek-pro",
+        "deepseek-pro",
+    ]
+    events = await dsh.checked_events()
+    assert [e.data.changes for e in events if e.type == "agent/options"] == [
+        {"model": "deepseek-pro"}
+    ]
+    done = await dsh.run("replay", (await dsh.session_ids())[0], "--json")
+    assert done.code == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["identical"] is True
+
+
+async def test_a_tool_of_an_mcp_server_the_replay_lacks_is_stood_in_for(
+    dsh: Dsh, fake_llm: FakeLLM
+) -> None:
+    """Recorded with an MCP server that the settings no longer name when it is replayed:
+    its tool is offered as recorded and answered from the log (recorded tools), or
+    said to be unavailable and answered with an error (live tools)."""
+    server = Path(__file__).resolve().parent.parent / "fixtures" / "mcp" / "server.py"
+    settings = dsh.home / "settings.toml"
+    plain = settings.read_text()
+    settings.write_text(
+        plain + f"[mcp.servers.local]\ncommand = {json.dumps(sys.executable)}\n"
+        f'args = [{json.dumps(str(server))}, "stdio"]\n'
+    )
+    fake_llm.add(
+        Reply(tool_calls=[ToolCallSpec(name="mcp__local__echo", arguments={"text": "hi"})]),
+        Reply(text="It said hi."),
+    )
+    done = await dsh.run("-p", "ask the local server")
+    assert done.code == 0, done.stderr[-3000:]
+    [session_id] = await dsh.session_ids()
+    settings.write_text(plain)  # the server is gone
+
+    recorded = await dsh.run("replay", session_id)
+    assert recorded.code == 0, recorded.stdout + recorded.stderr
+    assert (
+        "note: not in this dsh, stood in for (offered as recorded, answered from the log): "
+        in recorded.stdout
+    )
+    # Every tool the server offered, called or not.
+    stood_in = recorded.stdout.split("answered from the log): ")[1].splitlines()[0].split(", ")
+    assert {"mcp__local__echo", "mcp__local__add"} <= set(stood_in)
+    assert all(name.startswith("mcp__local__") for name in stood_in)
+
+    live = await dsh.run("replay", session_id, "--tools", "live", "--json")
+    assert live.code == 1, live.stdout + live.stderr
+    report = json.loads(live.stdout)
+    assert any("unavailable" in note and "mcp__local__echo" in note for note in report["notes"])
+    steps = {step["where"]: step for step in report["steps"]}
+    # The tool was offered as recorded: the first request is the same; the second
+    # holds the error the call got instead of the server's answer.
+    assert steps["request 1 (turn 1, step 1)"]["same"]
+    assert report["firstDifference"]["where"] == "request 2 (turn 1, step 2)"
+    assert "echo: hi" in report["firstDifference"]["recorded"]
+    assert "not available in this replay" in report["firstDifference"]["now"]
+    codes = [
+        d
+        for d in steps["tool call 1 (mcp__local__echo)"]["differences"]
+        if d["what"] == "error code"
+    ]
+    assert [(d["recorded"], d["now"]) for d in codes] == [(None, "REPLAY_UNAVAILABLE")]
