@@ -20,7 +20,7 @@ from dsh.replay.run import ReplayOptions, ReplayRun, replay
 from dsh.session import SessionEvent, SessionStore, TurnEnd, TurnInterrupted, check_log
 from dsh.session.jsonl import FILE_NAME
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
-from tests.e2e.harness import SETTINGS, Dsh
+from tests.e2e.harness import Dsh
 from tests.support.replays import started_for
 from tests.support.vocabulary import async_plugin_vocabulary
 from tests.support.waits import HANG_S
@@ -150,7 +150,6 @@ async def test_a_killed_turn_replays_before_and_after_the_resume(
 async def test_a_change_to_what_the_repair_writes_is_caught_after_the_resume(
     dsh: Dsh, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert (dsh.home / "settings.toml").read_text() == SETTINGS
     fake_llm.add(SLOW, Reply(text="Picked up again."))
     session_id = await _killed_at(dsh, fake_llm, "tool/call")
     done = await dsh.run("-p", "go on", "--resume", session_id)
