@@ -37,6 +37,7 @@ from dsh.session import (
     AssistantChunk,
     EpochHeader,
     RequestHeader,
+    RestoreStarted,
     SessionEvent,
     SessionHeader,
     SideAnswer,
@@ -45,6 +46,7 @@ from dsh.session import (
     ToolResult,
     TurnAborted,
     TurnEnd,
+    TurnInterrupted,
     side_answer_of,
 )
 from dsh.session.payloads import (
@@ -63,6 +65,7 @@ from dsh.session.payloads import (
     StepStart,
     TurnStart,
 )
+from dsh.session.repair import closing_events
 from dsh.testing.reconstruct import rebuild_requests
 
 
@@ -188,6 +191,49 @@ class RecordedCall:
     step: int
     call: ToolCall
     result: ToolResult | None
+    repaired: bool = False
+    """The result is crash repair's (the process was killed while the call ran, or
+    before it started): the replay's own repair is to write it, not the stand-in."""
+
+
+LOOP_TYPES = frozenset(
+    {
+        "turn/start",
+        "step/start",
+        "user/message",
+        "request/header",
+        "request/context",
+        "assistant/chunk",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "step/end",
+    }
+)
+"""Events a replaying loop logs as many times, in the same order, as the recorded one
+did: a kill's place is counted in them (a tool's progress, a checkpoint, an MCP
+server's notice are the world's, and come or not in a replay)."""
+
+
+@dataclass(frozen=True)
+class Kill:
+    """The process stopped inside a turn without closing it (killed): the next open's
+    crash repair closed the turn (``turn/end`` "interrupted"), or would have (a log read
+    as it is, repaired in memory). The replay stops its runtime where the killed
+    process's log ends: once it has logged the ``count``-th event of type ``anchor``
+    (one of :data:`LOOP_TYPES`), then events of the types ``then``, in order."""
+
+    seq: int
+    """The last event the killed process wrote."""
+    anchor: str
+    count: int
+    then: tuple[str, ...]
+    turn: int
+    request: int
+    """The request whose stream was open when it died (0-based), or -1."""
+    resumed: bool
+    """The session was opened again after it (``session/end-seed``): the replay
+    resumes it in a new runtime, whose store runs the same repair."""
 
 
 @dataclass
@@ -223,6 +269,8 @@ class Recording:
     resumes: set[int] = field(default_factory=set)
     """Where the session was opened again (``session/end-seed``: a ``--resume``, by a
     new process), by how many turns had ended: the replay resumes there too."""
+    kills: list[Kill] = field(default_factory=list)
+    """Where a process was killed inside a turn, in order."""
 
     @property
     def first_header(self) -> EpochHeader | None:
@@ -283,6 +331,10 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     """The permission mode in force, as far as the log has said."""
     prompt: str | None = None
     """The id of the prompt just entered, while what came with it is being entered."""
+    repairs = _repairs(events)
+    repaired = {seq for first, last in repairs for seq in range(first, last + 1)}
+    restores: dict[str, str] = {}
+    """The command each restore was begun by (``checkpoint/restoring``), by its id."""
 
     def attach(point: Point) -> None:
         if pending:
@@ -302,6 +354,15 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
             )
 
     for event in events:
+        if event.seq in repaired:
+            # What the next open's crash repair wrote (a killed process's turn closed):
+            # no input was due there; the calls it answered and the turn's end are
+            # compared with what the replay's own repair writes.
+            _read_repair(recording, event, calls_by_seq)
+            if event.type == "turn/end":
+                turns_ended += 1
+                turn_open = False
+            continue
         cancel = cancels.get(event.seq)
         if cancel is not None:
             if cancel.exact:
@@ -330,6 +391,14 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                 turn_open, turn = True, data.turn
             case "session/end-seed" if not turn_open:
                 recording.resumes.add(turns_ended)
+                for command_id in commands_running:
+                    # Its process was killed before it ended; what it sent or did
+                    # from here on is the new process's (a restore finished on resume).
+                    recording.notes.append(
+                        f"a command ({_command_name(events, command_id)}) was running when"
+                        " its process was killed: the replay runs it to its end"
+                    )
+                commands_running.clear()
             case "turn/end" if isinstance(data, TurnEnd):
                 turns_ended += 1
                 turn_open = False
@@ -412,9 +481,15 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
                     pending.append(RunCommand(data.name, data.args or "", data.command_id))
             case "command/done" if isinstance(data, CommandDone):
                 commands_running.discard(data.command_id)
+            case "checkpoint/restoring" if isinstance(data, RestoreStarted):
+                for command_id in commands_running:
+                    restores[data.restore_id] = command_id
             case "history/rewound" if isinstance(data, HistoryRewound):
                 restored = data.restore_id is not None
-                for command_id in commands_running:
+                # A rewind a resume finished (its command's process killed during the
+                # restore) is that command's: found by the restore it followed.
+                begun = restores.get(data.restore_id or "")
+                for command_id in commands_running or ({begun} if begun else set()):
                     recording.rewinds[command_id] = RecordedRewind(data.turn, restored)
             case "permissions/mode" if isinstance(data, PermissionModeSet):
                 pending.append(SetMode(data.mode))
@@ -431,6 +506,17 @@ def read_recording(header: SessionHeader, events: Sequence[SessionEvent]) -> Rec
     close_request()
     if pending:
         recording.inputs.setdefault(IdlePoint(turns_ended), []).extend(pending)
+    recording.kills = [_kill(events, first, last) for first, last in repairs]
+    for kill in recording.kills:
+        after = (
+            "resumes the session in a new runtime, as the next process did"
+            if kill.resumed
+            else "reads its log as the next open's crash repair closes it"
+        )
+        recording.notes.append(
+            f"turn {kill.turn}: its process was killed (its log ends at event {kill.seq}):"
+            f" the replay stops its runtime there and {after}"
+        )
     if header.host is None:
         recording.notes.append(
             "the log does not say which machine it was recorded on (a session stored before"
@@ -502,3 +588,78 @@ def _unmarked_cancel(turn: Sequence[SessionEvent], end: int) -> tuple[int, bool]
         elif isinstance(event.data, StepEnd) and last == end:
             last, at_stream_end = event.seq + 1, True
     return last, at_stream_end
+
+
+def _repairs(events: Sequence[SessionEvent]) -> list[tuple[int, int]]:
+    """Where crash repair closed a turn a killed process left open: the seqs of its
+    first and last events (the last is the ``turn/end`` "interrupted", which only
+    repair writes). Repair writes what :func:`closing_events` makes of the log before
+    it, stamped with the last event's time: the run that fits is the repair's."""
+    found: list[tuple[int, int]] = []
+    for event in events:
+        data = event.data
+        if not (isinstance(data, TurnEnd) and isinstance(data.reason, TurnInterrupted)):
+            continue
+        start = event.seq
+        while (
+            start > 0
+            and events[start - 1].type in ("tool/result", "step/end")
+            and events[start - 1].time == event.time
+        ):
+            start -= 1
+        written = [e.type for e in events[start : event.seq + 1]]
+        for first in range(start, event.seq + 1):
+            closing = closing_events(events[:first])
+            if [e.type for e in closing] == written[first - start :]:
+                found.append((first, event.seq))
+                break
+    return found
+
+
+def _read_repair(
+    recording: Recording, event: SessionEvent, calls_by_seq: dict[int, RecordedCall]
+) -> None:
+    """A repair's event: the result it gave a call the killed process never answered,
+    or the turn's end."""
+    data = event.data
+    if isinstance(data, TurnEnd):
+        recording.turn_ends.append(data)
+    elif isinstance(data, ToolResult):
+        for seq in event.source_event_seqs or ():
+            started = calls_by_seq.get(seq)
+            if started is not None:
+                index = recording.calls.index(started)
+                recording.calls[index] = RecordedCall(
+                    started.turn, started.step, started.call, data, repaired=True
+                )
+
+
+def _kill(events: Sequence[SessionEvent], first: int, last: int) -> Kill:
+    """The kill a repair (``first`` to ``last``) closed the turn of: where the killed
+    process's log ends, in the events a replaying loop logs as it did."""
+    end = first - 1
+    anchor = end
+    while anchor > 0 and events[anchor].type not in LOOP_TYPES:
+        anchor -= 1
+    kind = events[anchor].type
+    count = sum(1 for e in events[: anchor + 1] if e.type == kind)
+    then = tuple(e.type for e in events[anchor + 1 : first])
+    request = -1
+    for event in reversed(events[:first]):
+        if event.type in ("assistant/message", "step/end", "turn/start"):
+            break  # the last request's answer was whole: no stream was open
+        if event.type == "request/header":
+            request = sum(1 for e in events[: event.seq] if e.type == "request/header")
+            break
+    ending = events[last].data
+    assert isinstance(ending, TurnEnd)
+    resumed = last + 1 < len(events) and events[last + 1].type == "session/end-seed"
+    return Kill(end, kind, count, then, ending.turn, request, resumed)
+
+
+def _command_name(events: Sequence[SessionEvent], command_id: str) -> str:
+    for event in events:
+        data = event.data
+        if isinstance(data, CommandRun) and data.command_id == command_id:
+            return f"/{data.name}"
+    return command_id

@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from dsh.kernel import Candidate
-from dsh.llm import GenerateOptions
+from dsh.llm import GenerateOptions, SessionId
 from dsh.replay.recorded import IdlePoint, Recording
 from dsh.replay.serve import PACE_CAP_S, StandIn
 from dsh.session import SessionEvent, SessionHeader
 from dsh.session.payloads import CancelByUser, TurnMaxSteps
-from dsh.settings_tables import AgentOptions
+from dsh.settings_tables import AgentOptions, Backend
 
 if TYPE_CHECKING:
+    from dsh.agent import Agent
     from dsh.runtime import Runtime
 
 ToolsMode = Literal["recorded", "live"]
@@ -174,35 +175,55 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
         return runtime
 
     runtime = await start()
+    closed = False
     try:
         agent = await runtime.agents.create(cwd, _agent_options(recording, settings.agent))
         stand_in.attach_agent(agent, agent.ctx)
         idle = {point.turns for point in recording.idle_points} | recording.resumes
+        session_id = str(agent.session.id)
         try:
             async with asyncio.timeout(options.hang_s):
                 for turns in sorted(idle):
-                    await agent.when_idle()
+                    killed = await _idle_or_killed(agent, stand_in)
                     if turns in recording.resumes:
                         # A new process opened the session there (``dsh -p --resume``):
                         # what the plugins kept in memory starts over, and the agent's
-                        # options are the ones a resume takes from the log.
-                        session_id = str(agent.session.id)
-                        await agent.flush()
+                        # options are the ones a resume takes from the log. After a
+                        # kill, its store repairs what the killed runtime left.
+                        if killed:
+                            stand_in.release()
+                        else:
+                            await agent.flush()
                         await runtime.aclose()
                         runtime = await start()
                         agent = await runtime.agents.resume(session_id, cwd=cwd)
                         stand_in.attach_agent(agent, agent.ctx)
+                    elif killed:
+                        break
                     await stand_in.apply_idle(IdlePoint(turns))
-                await agent.when_idle()
+                killed = await _idle_or_killed(agent, stand_in)
         except TimeoutError:
             run.stopped = f"the replay waited {options.hang_s:g} s for the loop and stopped"
-            agent.cancel(CancelByUser())
-            await agent.when_idle()
-        await agent.flush(sync=False)
-        run.events = list(agent.session.events)
-        run.header = agent.session.header
+            killed = stand_in.dead.is_set()
+            if not killed:
+                agent.cancel(CancelByUser())
+                await agent.when_idle()
+        if killed:
+            # The log ends with the kill, as the recording's does: read as a later
+            # open would find it, repaired in memory, as the recording was read.
+            closed = True
+            stand_in.release()
+            await runtime.aclose()
+            header, run.events = await _stored(home, settings.storage.backend, session_id)
+            run.header = header
+        else:
+            await agent.flush(sync=False)
+            run.events = list(agent.session.events)
+            run.header = agent.session.header
     finally:
-        await runtime.aclose()
+        if not closed:
+            stand_in.release()
+            await runtime.aclose()
     run.stood_in = list(stand_in.stood_in)
     run.unserved = [
         *stand_in.unserved,
@@ -214,6 +235,34 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
         if point not in stand_in.applied
     ]
     return run
+
+
+async def _idle_or_killed(agent: Agent, stand_in: StandIn) -> bool:
+    """Wait until the agent is idle, or its runtime reached a point where the recorded
+    process was killed (True): a killed process's loop never gets idle."""
+    idle = asyncio.ensure_future(agent.when_idle())
+    killed = asyncio.ensure_future(stand_in.dead.wait())
+    try:
+        await asyncio.wait((idle, killed), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        idle.cancel()
+        killed.cancel()
+    return stand_in.dead.is_set()
+
+
+async def _stored(
+    home: Path, backend: Backend, session_id: str
+) -> tuple[SessionHeader, list[SessionEvent]]:
+    """The session as the replay stored it, with crash repair's closing events (read
+    only: nothing is written)."""
+    from dsh.session import SessionStore
+
+    store = SessionStore.at(home, backend)
+    try:
+        loaded = await store.persistence.inspect(SessionId(session_id))
+    finally:
+        await store.aclose()
+    return loaded.header, list(loaded.events)
 
 
 def _retry_pause(pace: bool) -> Callable[[float], Awaitable[None]]:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from dsh.agent import PreRequest, PromptAllow, PromptDecision, PromptSubmit
 from dsh.agent_handle import AgentHandle
@@ -58,6 +59,7 @@ from dsh.replay.recorded import (
     Edit,
     IdlePoint,
     Input,
+    Kill,
     Point,
     RecordedRewind,
     Recording,
@@ -194,6 +196,20 @@ class StandIn:
         """Of the current request: 0 its first attempt, 1 its first retry..."""
         self.hang_s = 60.0
         self.host = ReplayHost()
+        self.dead = asyncio.Event()
+        """The runtime reached a point where the recorded process was killed: it is
+        stopped there (nothing it logs from then on is stored, nothing is served)."""
+        self._root: Context | None = None
+        self._kills = 0
+        """How many of the recording's kills the replay has reached."""
+        self._counts: Counter[str] = Counter()
+        """The replay's session's events, by type."""
+        self._matched: int | None = None
+        """Past the next kill's anchor: how many of the events it names after it have
+        been logged."""
+        self._waiting: set[asyncio.Future[None]] = set()
+        """Where the loop waits for what a killed process never got."""
+        self._released = False
 
     # ------------------------------------------------------------------ wiring
 
@@ -201,6 +217,10 @@ class StandIn:
         """Serve the model's side from the recording, for every agent of ``root``."""
         from dsh.hooks import LLM_STREAM
 
+        self._root = root
+        self.dead = asyncio.Event()  # a new process: alive
+        self._matched = None
+        self._released = False
         root.on(LLM_STREAM, self._stream)
         if not self.recorded_tools:
             from dsh.services import APPROVALS
@@ -221,10 +241,12 @@ class StandIn:
         self._stand_ins_made = False
         self._standing: dict[str, Disposer] = {}
         """The stand-ins registered on this agent, by name (its scope drops them)."""
+        # What a resume's store wrote before the session was handed over (a repair,
+        # its end-seed) is counted too: a later kill's place counts it as recorded.
+        self._counts = Counter(event.type for event in agent.session.events)
         agent.session.subscribe(self._count)
         self._front_end_commands(ctx)
-        if self.recorded_tools:
-            ctx.on(TOOL_ANSWER, self._answer)
+        ctx.on(TOOL_ANSWER, self._answer)
         ctx.on(SYSTEM_PROMPT_ASSEMBLE, self._pin_context)
         ctx.on(AGENT_PROMPT_SUBMIT, self._pin_attached, prepend=True)
         ctx.on(AGENT_REQUEST, self._unstored, prepend=True)
@@ -245,6 +267,67 @@ class StandIn:
             self._logged += 1
             self._logged_changed.set()
             self._at_stream_end()
+        self._counts[event.type] += 1
+        self._at_kill(event.type)
+
+    # ------------------------------------------------------------------ kills
+
+    @property
+    def _kill(self) -> Kill | None:
+        kills = self.recording.kills
+        return kills[self._kills] if self._kills < len(kills) else None
+
+    def _at_kill(self, kind: str) -> None:
+        """Stop the runtime once it has logged what the recorded process had when it
+        was killed: its last event of the loop's own (the anchor), then the others
+        it wrote after that."""
+        kill = self._kill
+        if kill is None or self.dead.is_set() or self.live():
+            return
+        if self._matched is None:
+            if kind == kill.anchor and self._counts[kind] == kill.count:
+                self._matched = 0
+        elif self._matched < len(kill.then) and kind == kill.then[self._matched]:
+            self._matched += 1
+        if self._matched == len(kill.then):
+            self.die()
+
+    def die(self) -> None:
+        """The recorded process was killed here: its session is stored no further
+        (the store writes what was logged so far and nothing after it, no closing
+        events), and nothing more is served. Reached by the log's events, or, where the
+        world's events the recording had after its last loop event do not come in the
+        replay, when the loop asks for what the killed process never got."""
+        if self.dead.is_set():
+            return
+        self._kills += 1
+        self._matched = None
+        agent, root = self.agent, self._root
+        if agent is not None and root is not None:
+            from dsh.services import SESSIONS
+
+            root.get(SESSIONS).sever(agent.session)
+        self.dead.set()
+
+    async def _frozen(self) -> NoReturn:
+        """Wait as a killed process does, for ever: until the replay closes the
+        runtime (:meth:`release`)."""
+        if not self._released:
+            waiting = asyncio.get_running_loop().create_future()
+            self._waiting.add(waiting)
+            try:
+                await waiting
+            finally:
+                self._waiting.discard(waiting)
+        raise Killed("the runtime stopped where the recorded process was killed")
+
+    def release(self) -> None:
+        """Let the loop go from where it waits at a kill (it gets :class:`Killed`),
+        so the runtime can close: what it does from then on is stored nowhere."""
+        self._released = True
+        for waiting in self._waiting:
+            if not waiting.done():
+                waiting.set_result(None)
 
     def _at_stream_end(self) -> None:
         """Apply what came as the stream being served ended (a cancel once the answer
@@ -424,6 +507,8 @@ class StandIn:
         return self._serve(index, 0)
 
     async def _serve(self, index: int, attempt: int) -> AsyncIterator[StreamChunk]:
+        if self.dead.is_set():
+            await self._frozen()
         if index >= len(self.recording.requests):
             text = f"the recording has no request {index + 1} (it has {index})"
             self.unserved.append(text)
@@ -447,12 +532,21 @@ class StandIn:
                 pause = (recorded.times[position] - previous_time) / 1000
                 await asyncio.sleep(min(max(pause, 0.0), PACE_CAP_S))
             previous_time = recorded.times[position]
+            if self.dead.is_set():
+                await self._frozen()
             self.apply(point)
             if isinstance(chunk, _CONTENT):
                 started = True
             yield chunk
+        kill = self._kill
+        if self.dead.is_set() or (kill is not None and kill.request == index):
+            # The stream the recorded process was killed in: it never ended.
+            self.die()
+            await self._frozen()
 
     async def _side(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        if self.dead.is_set():
+            await self._frozen()
         purpose = str(options.purpose)
         answers = [a for a in self.recording.side_answers if a.purpose == purpose]
         served = sum(1 for o in self.side_requests[:-1] if str(o.purpose) == purpose)
@@ -481,6 +575,13 @@ class StandIn:
         occurrence = self._calls_seen.get(call_id, 0)
         self._calls_seen[call_id] = occurrence + 1
         recorded = self.recording.result_for(call_id, occurrence)
+        if self.dead.is_set() or (recorded is not None and recorded.repaired):
+            # The recorded process was killed while this call ran, or before it did:
+            # it does not run, and no result comes.
+            self.die()
+            await self._frozen()
+        if not self.recorded_tools:
+            return None  # the tool runs
         self.apply(ToolPoint(call_id, occurrence))
         if recorded is None or recorded.result is None:
             text = f"the recording has no result for call {call_id} ({tool.name})"
@@ -644,6 +745,11 @@ class StandIn:
         pinned = [(name, form, text) for name, (form, text) in known.items()]
         pinned.extend(entry for entry in assembly.context if entry[0] not in known)
         return dataclasses.replace(assembly, context=tuple(pinned))
+
+
+class Killed(Exception):
+    """Raised where the replaying loop waited when its runtime was stopped at a kill:
+    the runtime is being closed, and whatever the loop logs now is stored nowhere."""
 
 
 def _plugin_of(message: UserMessage) -> str | None:

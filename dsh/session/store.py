@@ -164,6 +164,8 @@ class SessionStore:
         """Sessions closed with events left unstored (rare: a failing disk)."""
         self._snapshots: dict[SessionId, asyncio.Task[None]] = {}
         """The snapshot being written of each session (one at a time)."""
+        self._severed: set[SessionId] = set()
+        """Open sessions nothing more is stored of (:meth:`sever`)."""
 
     @classmethod
     def at(
@@ -405,6 +407,8 @@ class SessionStore:
         persistence = self.persistence
         if not isinstance(persistence, JsonlPersistence) or session.open_turn is not None:
             return
+        if session.id in self._severed:
+            return  # it derives from events the log will never hold
         spent = self._spent.get(session.id)
         previous = self._snapshots.get(session.id)
         if spent is None or (previous is not None and not previous.done()):
@@ -479,15 +483,27 @@ class SessionStore:
         """``session``'s storage in this store, as one object for its agent."""
         return _StoreSink(self, session)
 
+    def sever(self, session: Session) -> None:
+        """Store nothing ``session`` appends from now on, nor a snapshot of it: its log
+        ends where a process killed at this moment leaves it (what was appended so far
+        is written, as the kernel keeps a killed process's writes). A replay stops a
+        session there where its recording was killed; it is closed as any other."""
+        writer = self._writers.get(session.id)
+        if writer is not None:
+            writer.stop_following()
+            writer.write_soon()
+        self._severed.add(session.id)
+
     async def close(self, session: Session) -> bool:
         """Write what is queued, stop following the session, and index it. False when
         some of it could not be written (:meth:`stored` and :meth:`write_error` say
         what and why)."""
         written = await self._close_writer(session.id)
         await self._snapshot_written(session.id)
-        if written:
+        if written and session.id not in self._severed:
             self._snapshot_soon(session)
             await self._snapshot_written(session.id)
+        self._severed.discard(session.id)
         self._spent.pop(session.id, None)
         self._release(session.id)
         await self.indexed()
@@ -502,7 +518,7 @@ class SessionStore:
         written = await writer.close()
         del self._writers[session_id]
         self._followers.pop(session_id, None)
-        if writer.stored < len(writer.session.events):
+        if writer.stored < len(writer.session.events) and session_id not in self._severed:
             self._left[session_id] = _Left(writer.stored, writer.error)
         return written
 

@@ -248,6 +248,11 @@ class SessionWriter:
         except Exception:
             _log.exception("session %s: a storage listener failed", self.session.id)
 
+    def stop_following(self) -> None:
+        """Queue nothing the session appends from now on (what is queued is still
+        written): the log as a process killed at this moment would leave it."""
+        self._unsubscribe()
+
     async def close(self) -> bool:
         """Write what is queued and stop following the session (no retry after this:
         what the last attempt could not write stays unstored)."""

@@ -9,8 +9,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 from dsh.session import check_log
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from tests.e2e.harness import SETTINGS, Dsh, of_type, text_of
@@ -206,10 +204,6 @@ async def test_dsh_mcp_alone_says_its_actions(dsh: Dsh) -> None:
     assert "add" in alone.stderr
 
 
-@pytest.mark.unreplayable(
-    "dsh is killed mid-stream: the log ends in crash repair, which a replay does not "
-    "reproduce (and the MCP server is named by a settings file of the project)"
-)
 async def test_a_killed_dsh_takes_its_servers_with_it(dsh: Dsh, fake_llm: FakeLLM) -> None:
     import asyncio
     import os
@@ -218,8 +212,13 @@ async def test_a_killed_dsh_takes_its_servers_with_it(dsh: Dsh, fake_llm: FakeLL
     from tests.plugins.bash_support import eventually, process_running, running_with
 
     pid_file = dsh.project / "server.pid"  # where the sandbox lets the server write
+    # The session's replay starts the server too, for its tools, in a sandbox whose
+    # workspace is the replay's scratch folder: there the pid file is refused, and the
+    # server serves all the same.
     script = (
-        "import os,sys,runpy; open(sys.argv[1],'w').write(str(os.getpid()));"
+        "import os,sys,runpy\n"
+        "try: open(sys.argv[1],'w').write(str(os.getpid()))\n"
+        "except OSError: pass\n"
         f"sys.argv=[{str(FIXTURE)!r}, 'stdio']; runpy.run_path(sys.argv[0], run_name='__main__')"
     )
     (dsh.home / "settings.toml").write_text(

@@ -283,10 +283,6 @@ async def kill_when(child: asyncio.subprocess.Process, folder: Path, left: int) 
     return False
 
 
-@pytest.mark.unreplayable(
-    "dsh is killed during /rewind's restore and a resume finishes it: the replay does not "
-    "reproduce the killed process"
-)
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_sigkill_during_the_restore_and_a_resume_finishes_it(
     dsh: Dsh, fake_llm: FakeLLM, backend: Backend
