@@ -9,6 +9,7 @@ start the cache over, so the person can be told why a request costs more.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Literal
 
@@ -71,6 +72,10 @@ def prefix_changes(before: GenerateOptions, after: GenerateOptions) -> tuple[Pre
 def first_difference(before: Sequence[Message], after: Sequence[Message]) -> int | None:
     """The index of the first message of ``before`` that ``after`` does not repeat in
     its place; None when ``after`` begins with all of ``before``."""
+    # The usual case, at every step: the same objects, checked at C speed (a long
+    # history is thousands of messages).
+    if len(after) >= len(before) and all(map(operator.is_, before, after)):
+        return None
     for index, message in enumerate(before):
         if index >= len(after):
             return index

@@ -129,6 +129,9 @@ def apply(ctx: Context, config: object) -> None:
     # step (which made the scan grow with the session, on every request). Keyed by id,
     # the message held so the id cannot be reused meanwhile.
     known: dict[int, tuple[Message, bool]] = {}
+    without: set[int] = set()
+    """The ids of the messages of ``known`` that hold no image (held there, so an id
+    here is that message's): a history all in it is checked at C speed."""
 
     def has_images(message: Message) -> bool:
         hit = known.get(id(message))
@@ -136,13 +139,21 @@ def apply(ctx: Context, config: object) -> None:
             return hit[1]
         if len(known) >= KNOWN_MESSAGES:
             known.clear()
+            without.clear()
         found = bool(images_in(message))
         known[id(message)] = (message, found)
+        if not found:
+            without.add(id(message))
         return found
+
+    def any_images(messages: Sequence[Message]) -> bool:
+        if without.issuperset(map(id, messages)):
+            return False
+        return any(has_images(m) for m in messages)
 
     async def load(options: GenerateOptions) -> tuple[GenerateOptions, list[ImageBlock]]:
         """The request with each image's bytes loaded, and the images whose bytes are gone."""
-        if not options.session_id or not any(has_images(m) for m in options.messages):
+        if not options.session_id or not any_images(options.messages):
             return options, []
         store = ctx.get(SESSIONS, None)
         blobs = store.blobs(options.session_id) if store is not None else None
@@ -291,6 +302,7 @@ def apply(ctx: Context, config: object) -> None:
     def forget(agent: AgentHandle) -> None:
         staged.pop(agent.id, None)
         known.clear()  # its messages may go now; another agent's are looked at again
+        without.clear()
 
     ctx.on(AGENT_DISPOSED, forget)
 
