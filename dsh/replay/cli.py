@@ -95,6 +95,7 @@ async def _replay(args: argparse.Namespace) -> int:
                 document = await asyncio.to_thread(read_replay_file, target)
                 header, events = document.loaded(str(target))
                 options.settings = document.settings
+                options.foreign = True
                 options.workspace = document.files()
             else:
                 header, events = await _stored(args.session)

@@ -112,6 +112,7 @@ def compare(run: ReplayRun) -> Report:
     if run.stopped:
         report.notes.append(run.stopped)
     report.notes.extend(_stood_in_notes(run))
+    report.notes.extend(run.left_out)
     swap = {run.cwd: recording.header.cwd or run.cwd}
     fork = run.live_after
     recorded = [r for r in recording.requests if fork is None or r.turn <= fork]

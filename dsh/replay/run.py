@@ -11,13 +11,14 @@ by default, for the tools.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dsh.kernel import Candidate
 from dsh.llm import GenerateOptions, SessionId
@@ -30,6 +31,8 @@ from dsh.settings_tables import AgentOptions, Backend
 if TYPE_CHECKING:
     from dsh.agent import Agent
     from dsh.runtime import Runtime
+    from dsh.settings import Settings
+    from dsh.settings_files import Document
 
 ToolsMode = Literal["recorded", "live"]
 
@@ -45,6 +48,9 @@ class ReplayOptions:
     """Serve chunks with the recorded pauses between them (each at most 2 s)."""
     settings: str = ""
     """The replaying runtime's ``settings.toml`` (its plugins' tables, MCP servers)."""
+    foreign: bool = False
+    """The settings (and workspace) came in a replay file: somebody else's, so the
+    commands they name that would run on the host (hooks) are not run."""
     workspace: dict[str, bytes] | None = None
     """The files to work on with ``--tools live``: the session's first checkpoint."""
     plugins: Sequence[Candidate] = ()
@@ -78,6 +84,8 @@ class ReplayRun:
     """The replay's own session (a fork is kept from it)."""
     tools: ToolsMode = "recorded"
     stood_in: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    """What the settings named that the replay did not run (their hooks)."""
     """The tools the recording offered that this runtime lacks, offered as recorded."""
 
 
@@ -134,6 +142,9 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
     # they sent then, from the log).
     environ = {**os.environ, "DSH_CLAUDE_CODE__READ": "false"}
     settings = await asyncio.to_thread(load_settings, home, cwd, environ=environ, trust=True)
+    hooks = 0
+    if options.foreign:
+        settings, hooks = _without_hooks(settings)
     switch = {
         key: value
         for key, value in (("model", options.model), ("provider", options.provider))
@@ -150,6 +161,11 @@ async def _run(recording: Recording, options: ReplayOptions, home: Path, cwd: Pa
     )
     stand_in.hang_s = options.hang_s
     run = ReplayRun(recording, stand_in.requests, [], str(cwd), str(home))
+    if hooks:
+        run.left_out.append(
+            f"the replay file's hooks ({hooks}) were not run: they are commands of somebody "
+            "else's settings, run on this machine outside any sandbox"
+        )
     run.live_requests = stand_in.live_requests
     run.live_after = options.live_after
     run.tools = options.tools
@@ -263,6 +279,36 @@ async def _stored(
     finally:
         await store.aclose()
     return loaded.header, list(loaded.events)
+
+
+def _without_hooks(settings: Settings) -> tuple[Settings, int]:
+    """``settings`` without any ``[[hooks.*]]``, and how many there were. A hook is a
+    command run on the host, outside the sandbox: a file a bug report brought must not
+    get one run by being looked at. With recorded tools what they did still comes from
+    the log (the context they added, the results of the calls they stopped); steering
+    a Stop hook queued does not, and that replay differs where it would have come."""
+    found = settings.merged.get("hooks")
+    count = (
+        sum(len(g) for g in found.values() if isinstance(g, list)) if isinstance(found, dict) else 0
+    )
+
+    def without(values: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in values.items() if key != "hooks"}
+
+    def document(doc: Document) -> Document:
+        return dataclasses.replace(doc, values=without(doc.values))
+
+    project = settings.project_document
+    stripped = dataclasses.replace(
+        settings,
+        documents=tuple(document(d) for d in settings.documents),
+        merged=without(settings.merged),
+        own=without(settings.own),
+        own_documents=tuple(document(d) for d in settings.own_documents),
+        project_document=document(project) if project is not None else None,
+        claude_documents=tuple(document(d) for d in settings.claude_documents),
+    )
+    return stripped, count
 
 
 def _retry_pause(pace: bool) -> Callable[[float], Awaitable[None]]:

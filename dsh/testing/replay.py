@@ -56,7 +56,11 @@ async def replay_file_report(
         header, events = document.loaded(str(path))
         recording = read_recording(header, events)
         options = ReplayOptions(
-            tools=tools, settings=settings, workspace=document.files(), plugins=plugins
+            tools=tools,
+            settings=settings,
+            workspace=document.files(),
+            plugins=plugins,
+            foreign=True,  # a file, whoever added it: its hooks are not run
         )
         return compare(await replay(recording, options))
     finally:
