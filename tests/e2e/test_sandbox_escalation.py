@@ -126,7 +126,7 @@ async def test_the_network_is_reached_only_through_an_approved_escalation(
     # When the second escalation was asked, neither the plain call nor the denied
     # escalation had reached the server.
     assert accepted == [0, 0]
-    assert listener.accepted == 1
+    assert listener.reached(1) == 1
     plain, denied, reached = tool_messages(fake_llm)
     assert "Failed to connect" in plain
     assert "[sandbox: a connection was refused" in plain
@@ -152,7 +152,7 @@ async def test_a_session_grant_names_the_program(
     assert first["grant"] == "sandbox(curl network)"
     assert "python3" in python["summary"]
     # curl reached the server twice (the second time unasked); python3 never did.
-    assert listener.accepted == 2
+    assert listener.reached(2) == 2
     events = await installation.checked_events()
     [granted] = [
         e.data

@@ -178,7 +178,7 @@ async def test_a_widening_adds_the_network_or_a_folder_for_one_command(
         sandbox, CONNECT + str(listener.port), folders.project, Widening(network=True)
     )
     assert "connected" in out
-    assert listener.accepted == 1
+    assert listener.reached(1) == 1
     await run(
         sandbox,
         f"echo widened > {folders.outside}/f",

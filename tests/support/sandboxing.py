@@ -44,6 +44,7 @@ class Listener:
         self.socket.settimeout(0.2)
         self.port: int = self.socket.getsockname()[1]
         self.accepted = 0
+        self._counted = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
@@ -54,8 +55,18 @@ class Listener:
                 connection, _ = self.socket.accept()
             except OSError:
                 continue
-            self.accepted += 1
+            with self._counted:
+                self.accepted += 1
+                self._counted.notify_all()
             connection.close()
+
+    def reached(self, count: int) -> int:
+        """The connections accepted, once ``count`` of them were (or after HANG_S). A
+        client says "connected" as soon as the kernel has its connection queued, before
+        this thread accepts it: a busy machine showed 0 just after a client connected."""
+        with self._counted:
+            self._counted.wait_for(lambda: self.accepted >= count, HANG_S)
+            return self.accepted
 
     def close(self) -> None:
         self._stop.set()
