@@ -84,9 +84,9 @@ class ReplayRun:
     """The replay's own session (a fork is kept from it)."""
     tools: ToolsMode = "recorded"
     stood_in: list[str] = field(default_factory=list)
+    """The tools the recording offered that this runtime lacks, offered as recorded."""
     left_out: list[str] = field(default_factory=list)
     """What the settings named that the replay did not run (their hooks)."""
-    """The tools the recording offered that this runtime lacks, offered as recorded."""
 
 
 async def replay(recording: Recording, options: ReplayOptions | None = None) -> ReplayRun:

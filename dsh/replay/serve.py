@@ -655,6 +655,11 @@ class StandIn:
         scratch, recorded = self.folder
         return text.replace(scratch, recorded)
 
+    def _named_tool(self, tool: ToolSchema) -> ToolSchema:
+        """``tool``, copied only where its description names the scratch folder."""
+        named = self._named(tool.description)
+        return tool if named == tool.description else tool.model_copy(update={"description": named})
+
     async def _pin_context(
         self, draft: AssemblyDraft, next: Callable[..., Awaitable[Assembly]]
     ) -> Assembly:
@@ -668,12 +673,7 @@ class StandIn:
         assembly = dataclasses.replace(
             assembly,
             system=self._named(assembly.system),
-            tools=tuple(
-                tool
-                if self._named(tool.description) == tool.description
-                else tool.model_copy(update={"description": self._named(tool.description)})
-                for tool in await self._offered_now(assembly.tools)
-            ),
+            tools=tuple(self._named_tool(tool) for tool in await self._offered_now(assembly.tools)),
         )
         step = sum(1 for e in agent.session.events if e.type == "step/start") + 1
         known = self.recording.context_at(step)

@@ -197,7 +197,7 @@ def _names(listed: bytes, *, scoped: bool) -> list[str]:
     return fields[1::2] if scoped else fields
 
 
-def _signature(path: Path, *, folder: bool = False) -> Hashable:
+def _signature(path: Path) -> Hashable:
     """What changes whenever ``path`` does: a file's identity, size and times (the
     change time too, which no one can set back), a folder's kind and owner (its times
     move with every lock file git makes in it)."""
@@ -206,7 +206,7 @@ def _signature(path: Path, *, folder: bool = False) -> Hashable:
     except OSError:
         return None
     kind = stat.S_IFMT(found.st_mode)
-    if folder or kind == stat.S_IFDIR:
+    if kind == stat.S_IFDIR:
         return (kind, found.st_uid)
     return (kind, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
@@ -237,7 +237,6 @@ def config_key(cwd: Path) -> Hashable | None:
     files = [home / ".gitconfig", xdg / "git" / "config"]
     if environ.get("GIT_CONFIG_GLOBAL"):
         files.append(Path(environ["GIT_CONFIG_GLOBAL"]))
-    folders: list[Path] = []
     for folder in (cwd, *cwd.parents):
         dot = folder / ".git"
         files += [dot, folder / "config", folder / "commondir"]
@@ -246,8 +245,8 @@ def config_key(cwd: Path) -> Hashable | None:
             found = _gitdir_of(dot)
             if found is not None:
                 gitdirs.append(found)
+                files.append(found)
         for gitdir in gitdirs:
-            folders.append(gitdir)
             files += [gitdir / "config", gitdir / "config.worktree", gitdir / "commondir"]
             try:
                 common = (gitdir / "commondir").read_text(errors="replace").strip()
@@ -260,7 +259,6 @@ def config_key(cwd: Path) -> Hashable | None:
         str(cwd),
         git_variables,
         tuple(_signature(path) for path in files),
-        tuple(_signature(path, folder=True) for path in folders),
     )
 
 
