@@ -15,37 +15,17 @@ its own definition, so a changed schema still shows as a difference.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from dsh.llm import ToolSchema
-from dsh.tools import ToolContext, ToolDefinition, ToolError, ToolOutput
+from dsh.tools import AnyArguments, JsonSchemaTool, ToolContext, ToolError, ToolOutput
 
 UNAVAILABLE = "REPLAY_UNAVAILABLE"
 """The error code of a call to a stood-in tool that had to run (``--tools live``, or
 past a fork): nothing in the replay can run it."""
 
 
-class AnyArguments(BaseModel):
-    """Whatever object the model sent: the recorded schema is the only one known."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-@dataclass(frozen=True)
-class StoodInTool(ToolDefinition):
-    """A tool offered with its recorded definition; it runs nothing."""
-
-    parameters: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def schema(self) -> ToolSchema:
-        return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)
-
-
-def stood_in(recorded: ToolSchema) -> StoodInTool:
+def stood_in(recorded: ToolSchema) -> JsonSchemaTool:
     """The stand-in for ``recorded``: offered as logged, and a call that reaches it
     (no recorded answer took it) is answered with an error."""
     name = recorded.name
@@ -56,7 +36,7 @@ def stood_in(recorded: ToolSchema) -> StoodInTool:
             UNAVAILABLE,
         )
 
-    return StoodInTool(
+    return JsonSchemaTool(
         name=name,
         description=recorded.description,
         arguments=AnyArguments,

@@ -9,8 +9,10 @@ from dsh.policy.permissions import MODES, PermissionMode, Rule, RuleError, parse
 from dsh.tools.approval import denied_reads
 from dsh.tools.definition import (
     Action,
+    AnyArguments,
     ClaudeCodeName,
     Escalation,
+    JsonSchemaTool,
     Risk,
     ToolContext,
     ToolDefinition,
@@ -58,6 +60,7 @@ __all__ = [
     "AgentView",
     "Allow",
     "Amend",
+    "AnyArguments",
     "Ask",
     "BlockResult",
     "CallOutcome",
@@ -73,6 +76,7 @@ __all__ = [
     "DiffView",
     "Escalation",
     "FileDiff",
+    "JsonSchemaTool",
     "PermissionMode",
     "PostHook",
     "PreHook",

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypeVar
 
 from dsh.agent_handle import AgentHandle
@@ -214,3 +214,22 @@ class ToolDefinition(Generic[Arguments]):
                 "TOOL_DEFINITION",
             )
         return action  # type: ignore[return-value]
+
+
+class AnyArguments(BaseModel):
+    """Whatever object the model sent, kept whole: for a :class:`JsonSchemaTool`,
+    whose schema is not a pydantic model's (its server validates the arguments)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class JsonSchemaTool(ToolDefinition[AnyArguments]):
+    """A tool offered with a JSON schema given as is (an MCP server's, a recorded
+    one), not one built from its arguments model."""
+
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def schema(self) -> ToolSchema:
+        return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)

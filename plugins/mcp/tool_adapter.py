@@ -1,6 +1,6 @@
 """A server's tool as a dsh tool: its definition and what a call returns.
 
-:func:`mcp_tool` makes the :class:`McpTool` registered for one of a server's tools
+:func:`mcp_tool` makes the :class:`~dsh.tools.JsonSchemaTool` registered for one of a server's tools
 (its schema the server's, normalised; read-only or destructive as the server's
 annotations say), calling back into the connection to run it; :func:`tool_output`
 turns the server's result into the call's output (text, and images stored as the
@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from mcp import types
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from dsh.llm import TextBlock, ToolSchema
-from dsh.tools import Action, ToolContext, ToolDefinition, ToolOutput
+from dsh.llm import TextBlock
+from dsh.tools import Action, AnyArguments, JsonSchemaTool, ToolContext, ToolOutput
 from dsh_plugins.mcp.results import images_of, result_text
 from dsh_plugins.mcp.schema import clean, normalise
 
@@ -29,26 +28,9 @@ ToolCall = Callable[[str, dict[str, Any], ToolContext], Awaitable[ToolOutput]]
 """Runs one of the server's tools by its own name: the connection's :meth:`call`."""
 
 
-class Arguments(BaseModel):
-    """Whatever object the model sends: the server validates it against its schema."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-@dataclass(frozen=True)
-class McpTool(ToolDefinition):
-    """A server's tool: its schema is the server's, normalised, not a pydantic model's."""
-
-    parameters: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def schema(self) -> ToolSchema:
-        return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)
-
-
 def mcp_tool(
     server: str, name: str, tool: types.Tool, *, timeout_s: float, call: ToolCall
-) -> McpTool:
+) -> JsonSchemaTool:
     """The definition registered as ``name`` for the server's ``tool``."""
     hints = tool.annotations
     read_only = bool(hints and hints.read_only_hint)
@@ -73,10 +55,10 @@ def mcp_tool(
     async def execute(arguments: Any, context: ToolContext) -> ToolOutput:
         return await call(original, raw(arguments), context)
 
-    return McpTool(
+    return JsonSchemaTool(
         name=name,
         description=f"{description}\n\n(MCP server {server}, tool {original})",
-        arguments=Arguments,
+        arguments=AnyArguments,
         execute=execute,
         read_only=read_only,
         kind="read" if read_only else "other",
