@@ -46,6 +46,13 @@ from dsh.settings_tables import Backend as Backend
 
 _log = logging.getLogger("dsh.session")
 
+SNAPSHOT_EVERY = 1_000
+"""How many events a session's log grows by between the snapshots its turn ends
+write. A snapshot costs in proportion to the whole log (its line index, the seqs of
+every kind of event): one at every turn's end would make each turn cost more as the
+session grows (7 ms of CPU at 100,000 events). A resume reads at most about this many
+events past the last one; closing a session always writes one."""
+
 
 class AmbiguousSessionError(LookupError):
     def __init__(self, prefix: str, matches: Sequence[str]) -> None:
@@ -166,6 +173,10 @@ class SessionStore:
         """The snapshot being written of each session (one at a time)."""
         self._severed: set[SessionId] = set()
         """Open sessions nothing more is stored of (:meth:`sever`)."""
+        self.snapshot_every = SNAPSHOT_EVERY
+        """See :data:`SNAPSHOT_EVERY` (a test may take one at every turn's end: 0)."""
+        self._snapshot_at: dict[SessionId, int] = {}
+        """How many events each open session's latest snapshot covers."""
 
     @classmethod
     def at(
@@ -276,6 +287,7 @@ class SessionStore:
         for event in tail:
             spent.count(event, self.pricing)
         self._spent[session.id] = spent
+        self._snapshot_at[session.id] = int(resumed.state["next"])
         await self.indexed()
         await self._indexer.catch_up_log(session.header, session.events, stored)
         self._attach(session, stored=stored)
@@ -401,14 +413,18 @@ class SessionStore:
             return None
         return copy.deepcopy(spent), writer.stored
 
-    def _snapshot_soon(self, session: Session) -> None:
+    def _snapshot_soon(self, session: Session, *, closing: bool = False) -> None:
         """Write what the session derives from its stored log beside it, off the loop,
-        so that resuming it reads only what follows (JSONL logs only)."""
+        so that resuming it reads only what follows (JSONL logs only): when it closes,
+        and at a turn's end once the log grew by :attr:`snapshot_every` events."""
         persistence = self.persistence
         if not isinstance(persistence, JsonlPersistence) or session.open_turn is not None:
             return
         if session.id in self._severed:
             return  # it derives from events the log will never hold
+        covered = self._snapshot_at.get(session.id, 0)
+        if not closing and len(session.events) - covered < self.snapshot_every:
+            return
         spent = self._spent.get(session.id)
         previous = self._snapshots.get(session.id)
         if spent is None or (previous is not None and not previous.done()):
@@ -417,6 +433,7 @@ class SessionStore:
         write = persistence.snapshot(session.id, state)
         if write is None:
             return
+        self._snapshot_at[session.id] = state["next"]
         self._snapshots[session.id] = asyncio.get_running_loop().create_task(
             self._write_snapshot(session.id, write)
         )
@@ -501,9 +518,10 @@ class SessionStore:
         written = await self._close_writer(session.id)
         await self._snapshot_written(session.id)
         if written and session.id not in self._severed:
-            self._snapshot_soon(session)
+            self._snapshot_soon(session, closing=True)
             await self._snapshot_written(session.id)
         self._severed.discard(session.id)
+        self._snapshot_at.pop(session.id, None)
         self._spent.pop(session.id, None)
         self._release(session.id)
         await self.indexed()
@@ -597,6 +615,7 @@ class SessionStore:
         resolved = await self.resolve(id_or_prefix)
         await self._close_writer(resolved)
         await self._snapshot_written(resolved)
+        self._snapshot_at.pop(resolved, None)
         self._spent.pop(resolved, None)
         self._left.pop(resolved, None)
         if self.locks is not None:

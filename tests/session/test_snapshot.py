@@ -30,7 +30,7 @@ from dsh.session.payloads import (
     TurnEnd,
     TurnStart,
 )
-from dsh.session.snapshot import LINES_FILE, SNAPSHOT_FILE, EventLog
+from dsh.session.snapshot import LINES_FILE, SNAPSHOT_FILE, EventLog, Snapshot
 from dsh.session.store import SessionStore
 from dsh.testing import FakeLLM, Reply
 from dsh.ui.entries import TranscriptFold
@@ -61,10 +61,11 @@ async def a_lived_session(runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path) -
         Reply(tool_calls=[echo("second report: beta"), echo("third: gamma")]),
         Reply(text="Both echoed."),
     )
+    sessions = runtime.sessions
+    sessions.snapshot_every = 0  # one at each turn's end, as a long session has
     agent = await runtime.agents.create(tmp_path / "project")
     await turn(agent, "echo the first report")
     await turn(agent, "and the second and third")
-    sessions = runtime.sessions
     await sessions.flush(agent.session)
     folder = sessions.log_path(agent.session).parent
     await _snapshot_settled(sessions, agent.session)
@@ -170,6 +171,46 @@ def changed_log(folder: Path) -> None:
     at = data.rindex(b'"time":') + len(b'"time":')
     data[at] = ord("0") + (data[at] - ord("0") + 1) % 10
     log.write_bytes(bytes(data))
+
+
+async def test_turn_ends_write_a_snapshot_once_the_log_grew_by_snapshot_every(
+    runtime: Runtime, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """A snapshot costs as much as the whole log: one at every turn's end would make
+    turns dearer as a session grows. One is written at the turn end that finds the
+    log grown by ``snapshot_every`` events since the last, so a process killed between
+    two resumes through it, reading the turns after it, to the state of a whole read."""
+    sessions = runtime.sessions
+    agent = await runtime.agents.create(tmp_path / "project")
+    fake_llm.add(Reply(text="One."), Reply(text="Two."), Reply(text="Three."))
+    await turn(agent, "first")
+    await sessions.flush(agent.session)
+    folder = sessions.log_path(agent.session).parent
+    sessions.snapshot_every = len(agent.session.events) + 1  # the second turn passes it
+    await _snapshot_settled(sessions, agent.session)
+    assert not (folder / SNAPSHOT_FILE).exists()
+
+    await turn(agent, "second")
+    await sessions.flush(agent.session)
+    await _snapshot_settled(sessions, agent.session)
+    covered = Snapshot.from_bytes((folder / SNAPSHOT_FILE).read_bytes()).next_seq
+    assert covered == len(agent.session.events)
+
+    await turn(agent, "third")  # fewer new events than snapshot_every: none written
+    await sessions.flush(agent.session)
+    await _snapshot_settled(sessions, agent.session)
+    assert Snapshot.from_bytes((folder / SNAPSHOT_FILE).read_bytes()).next_seq == covered
+    assert len(agent.session.events) > covered
+
+    # Killed here (no close): the copies are what a new process finds.
+    session_id = str(agent.id)
+    killed = await opened(copy_home(tmp_path, "killed"), session_id, runtime.llm.cost)
+    whole = await opened(copy_home(tmp_path, "whole", deleted), session_id, runtime.llm.cost)
+    assert killed["snapshot used"]
+    assert not whole["snapshot used"]
+    assert {k: v for k, v in killed.items() if k != "snapshot used"} == {
+        k: v for k, v in whole.items() if k != "snapshot used"
+    }
 
 
 async def test_a_resume_through_the_snapshot_equals_the_whole_read(
