@@ -70,6 +70,8 @@ class Commands:
     rescan: asyncio.Task[None] | None = None
     seen: tuple[tuple[str, int, int], ...] = ()
     """The folders' :func:`fingerprint` when they were last read."""
+    scanned: tuple[dict[str, CommandFile], list[Skipped]] | None = None
+    """What that read found: read again only when the fingerprint changes."""
 
 
 async def apply(ctx: Context, config: NoConfig) -> None:
@@ -89,9 +91,12 @@ async def apply(ctx: Context, config: NoConfig) -> None:
             await read_files()
 
     async def read_files() -> None:
-        state.seen = await asyncio.to_thread(fingerprint, state.home, state.project, state.claude)
-        files, skipped = await asyncio.to_thread(scan, state.home, state.project, state.claude)
-        state.skipped = skipped
+        seen = await asyncio.to_thread(fingerprint, state.home, state.project, state.claude)
+        if state.scanned is None or seen != state.seen:  # a file added, removed or written
+            state.scanned = await asyncio.to_thread(scan, state.home, state.project, state.claude)
+        state.seen = seen
+        files, skipped = state.scanned
+        state.skipped = list(skipped)
         for name in [n for n in state.files if files.get(n) != state.files[n]]:
             dispose = state.registered.pop(name, None)
             if dispose is not None:

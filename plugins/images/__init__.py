@@ -132,6 +132,8 @@ def apply(ctx: Context, config: object) -> None:
     without: set[int] = set()
     """The ids of the messages of ``known`` that hold no image (held there, so an id
     here is that message's): a history all in it is checked at C speed."""
+    holding: set[int] = set()
+    """The ids of the messages of ``known`` that hold one."""
 
     def has_images(message: Message) -> bool:
         hit = known.get(id(message))
@@ -140,16 +142,27 @@ def apply(ctx: Context, config: object) -> None:
         if len(known) >= KNOWN_MESSAGES:
             known.clear()
             without.clear()
+            holding.clear()
         found = bool(images_in(message))
         known[id(message)] = (message, found)
-        if not found:
-            without.add(id(message))
+        (holding if found else without).add(id(message))
         return found
 
     def any_images(messages: Sequence[Message]) -> bool:
-        if without.issuperset(map(id, messages)):
-            return False
-        return any(has_images(m) for m in messages)
+        # Each step adds a message or two to a history otherwise all in ``without``:
+        # those are found at C speed, then looked at from the end, where they are.
+        ids = set(map(id, messages))
+        if not ids.isdisjoint(holding):
+            return True
+        new = ids - without
+        for message in reversed(messages):
+            if not new:
+                return False
+            if id(message) in new:
+                new.discard(id(message))
+                if has_images(message):
+                    return True
+        return False
 
     async def load(options: GenerateOptions) -> tuple[GenerateOptions, list[ImageBlock]]:
         """The request with each image's bytes loaded, and the images whose bytes are gone."""

@@ -88,10 +88,21 @@ def skill_roots(
         roots.append(project / ".agents" / "skills")
     roots.extend(folder if folder.is_absolute() else project / folder for folder in extra)
     roots.append(home / "skills")
-    unique: dict[Path, Path] = {}
+    unique: dict[object, Path] = {}
     for root in roots:
-        unique.setdefault(root.resolve(), root)
+        unique.setdefault(_identity(root), root)
     return list(unique.values())
+
+
+def _identity(folder: Path) -> object:
+    """The same for two names of one folder: its device and inode (one ``stat``, where
+    resolving the name would look at each of its parts, at every step); a folder that
+    does not exist holds no skills and is known by its name."""
+    try:
+        found = os.stat(folder)
+    except OSError:
+        return os.path.normpath(folder)
+    return (found.st_dev, found.st_ino)
 
 
 def _entries(root: Path) -> Iterable[tuple[str, Path, Path]]:

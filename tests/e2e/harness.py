@@ -61,9 +61,6 @@ class Dsh:
     wrapper: tuple[str, ...] = ()
     """A command the child runs under (it ends by running ``python -m dsh ARGS``), such
     as a cap on the size of the files it may write (tests/support/file_limit.py)."""
-    unreplayable: str | None = None
-    """Why the sessions of a test cannot replay (a starting state the log does not
-    hold); None: :meth:`checked_events` replays each one (``dsh replay``)."""
     backend: Backend = "jsonl"
     """Where the test reads the stored sessions from: set it with the settings'
     ``[storage] backend``."""
@@ -175,8 +172,7 @@ class Dsh:
         events = await self.events(session_id)
         assert check_log(events) == []
         check_requests(events, [r.body for r in self.server.chat_requests], body_for)
-        if self.unreplayable is None:
-            await self.check_replay(session_id)
+        await self.check_replay(session_id)
         return events
 
     async def check_replay(self, session_id: str | None = None) -> None:
