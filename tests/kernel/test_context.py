@@ -366,6 +366,34 @@ async def test_parallel_raises_the_first_failure_in_listener_order() -> None:
     assert finished == ["fine"]  # the others still ran to the end
 
 
+async def test_parallel_a_plain_listener_that_raises_lets_the_others_finish() -> None:
+    """Listeners that answer at once are not made tasks: one that raises is still
+    reported in listener order, after the awaitable ones ran to their end."""
+    root = Context()
+    finished: list[str] = []
+
+    def refuse() -> None:
+        raise RuntimeError("plain")
+
+    async def late(name: str) -> None:
+        await asyncio.sleep(0)
+        finished.append(name)
+
+    root.on(FAILING, lambda: late("before"))
+    root.on(FAILING, refuse)
+    root.on(FAILING, lambda: late("after"))
+    with pytest.raises(RuntimeError, match="plain"):
+        await root.parallel(FAILING)
+    assert finished == ["before", "after"]
+
+    alone = Context()
+    alone.on(FAILING, lambda: late("alone"))
+    alone.on(FAILING, refuse)
+    with pytest.raises(RuntimeError, match="plain"):
+        await alone.parallel(FAILING)
+    assert finished[-1] == "alone"
+
+
 # ---------------------------------------------------------------------- waterfall
 
 
