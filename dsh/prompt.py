@@ -184,17 +184,36 @@ class PromptService:
         variables: dict[str, str] = {}  # each variable computed once per assembly
 
         # Renderers run concurrently: a context entry may wait on a subprocess or a file.
-        # Plain-text sections need no task of their own.
-        dynamic = [s for s in sections if not isinstance(s.text, str)]
-        results = await _gather_or_cancel(
-            [self._render_section(s, pc, variables) for s in dynamic]
-            + [_render(e.name, "context entry", e.text, pc) for e in entries]
-        )
-        by_section = dict(zip((s.name for s in dynamic), results[: len(dynamic)], strict=True))
-        rendered = [
-            by_section[s.name] if s.name in by_section else self._plain(s, pc, variables)
-            for s in sections
-        ] + results[len(dynamic) :]
+        # One that answers at once (a plain-text section, a plain function) needs no task.
+        rendered: list[str | None] = []
+        waiting: dict[int, _Pending] = {}
+        try:
+            for section in sections:
+                if isinstance(section.text, str):
+                    rendered.append(self._plain(section, pc, variables))
+                    continue
+                raw = _begin(section.name, "section", section.text, pc)
+                if isinstance(raw, _Pending):
+                    waiting[len(rendered)] = raw
+                    raw = None
+                rendered.append(self._interpolated(section, raw, pc, variables))
+            for entry in entries:
+                text = _begin(entry.name, "context entry", entry.text, pc)
+                if isinstance(text, _Pending):
+                    waiting[len(rendered)] = text
+                    text = None
+                rendered.append(text)
+        except BaseException:
+            for pending in waiting.values():
+                pending.close()
+            raise
+        if waiting:
+            done = await _gather_or_cancel([pending.finish() for pending in waiting.values()])
+            for at, text in zip(waiting, done, strict=True):
+                is_section = at < len(sections)
+                rendered[at] = (
+                    self._interpolated(sections[at], text, pc, variables) if is_section else text
+                )
         shown = [
             (section, text)
             for section, text in zip(sections, rendered[: len(sections)], strict=True)
@@ -235,13 +254,9 @@ class PromptService:
         assert isinstance(section.text, str)
         return self._interpolate(section.name, section.text, pc, variables).strip() or None
 
-    async def _render_section(
-        self, section: Section, pc: PromptContext, variables: dict[str, str]
+    def _interpolated(
+        self, section: Section, raw: str | None, pc: PromptContext, variables: dict[str, str]
     ) -> str | None:
-        if isinstance(section.text, str):
-            raw: str | None = section.text
-        else:
-            raw = await _render(section.name, "section", section.text, pc)
         if raw is None:
             return None
         text = self._interpolate(section.name, raw, pc, variables)
@@ -378,15 +393,46 @@ def per_workspace(render: Render) -> Callable[[PromptContext], Awaitable[str | N
     return reused
 
 
-async def _render(name: str, kind: str, fn: Render, pc: PromptContext) -> str | None:
+def _begin(name: str, kind: str, fn: Render, pc: PromptContext) -> str | _Pending | None:
+    """What ``fn`` renders, or, when it must be awaited, what is left to await."""
     try:
         result = fn(pc)
-        if inspect.isawaitable(result):
-            result = await result
     except PromptError:
         raise
     except Exception as error:
         raise PromptError(f"{kind} {name!r} failed: {error!r}", section=name) from error
+    if inspect.isawaitable(result):
+        return _Pending(name, kind, result)
+    return _checked(name, kind, result)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A renderer's answer still to be awaited."""
+
+    name: str
+    kind: str
+    awaitable: Awaitable[str | None]
+
+    async def finish(self) -> str | None:
+        try:
+            result = await self.awaitable
+        except PromptError:
+            raise
+        except Exception as error:
+            raise PromptError(
+                f"{self.kind} {self.name!r} failed: {error!r}", section=self.name
+            ) from error
+        return _checked(self.name, self.kind, result)
+
+    def close(self) -> None:
+        """Never to be awaited (another renderer failed first): a coroutine is closed,
+        so that nothing warns it was never awaited."""
+        if inspect.iscoroutine(self.awaitable):
+            self.awaitable.close()
+
+
+def _checked(name: str, kind: str, result: object) -> str | None:
     if result is None:
         return None
     if not isinstance(result, str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import warnings
 import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -190,6 +191,39 @@ async def test_a_failing_renderer_cancels_the_others() -> None:
     with pytest.raises(PromptError, match="failing"):
         await asyncio.wait_for(prompt.assemble(pc()), 2)
     assert cancelled.is_set()
+
+
+async def test_a_plain_renderer_needs_no_task_and_one_failing_leaves_nothing_unawaited() -> None:
+    """A renderer that answers at once is not made a task; one that raises before the
+    awaitable ones start stops the assembly, and theirs are closed, not left to warn
+    that they were never awaited (the warning is an error here)."""
+    _, prompt = prompt_root()
+    tasks_at_plain: list[int] = []
+
+    def plain(_: PromptContext) -> str:
+        tasks_at_plain.append(len(asyncio.all_tasks()))
+        return "plain"
+
+    async def later(_: PromptContext) -> str:
+        await asyncio.sleep(0)
+        return "later"
+
+    prompt.context("plain", 1, plain)
+    prompt.context("later", 0, later)
+    before = len(asyncio.all_tasks())
+    assembly = await prompt.assemble(pc())
+    assert [text for _, _, text in assembly.context] == ["later", "plain"]
+    assert tasks_at_plain == [before]  # run in the assembling task, before any other
+
+    def broken(_: PromptContext) -> str:
+        raise RuntimeError("boom")
+
+    prompt.context("broken", 2, broken)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(PromptError, match="context entry 'broken' failed"):
+            await prompt.assemble(pc())
+        gc.collect()
 
 
 async def test_variable_names_are_checked() -> None:
