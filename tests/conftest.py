@@ -9,6 +9,7 @@ import pytest_asyncio
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
+    from dsh.runtime import Runtime
     from dsh.testing import FakeLLM
     from tests.e2e.harness import Dsh
 
@@ -76,3 +77,21 @@ async def dsh(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Dsh]:
         yield installation
     finally:
         await installation.kill_leftovers()
+
+
+@pytest_asyncio.fixture
+async def runtime(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Runtime]:
+    """The bundled runtime, in process, talking to the test's scripted server. A folder
+    or module that needs more set up (a tool of its own, other settings) overrides it."""
+    from dsh.runtime import start_runtime
+
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    started = await start_runtime(
+        home=tmp_path / "home",
+        cwd=tmp_path,
+        plugin_configs={"llm-deepseek": {"base_url": fake_llm.base_url}},
+    )
+    yield started
+    await started.aclose()

@@ -6,10 +6,8 @@ that adds it after a call), its own definition takes the stand-in's place."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from pydantic import BaseModel
 
 from dsh.kernel import Candidate, Context, Plugin
@@ -17,7 +15,7 @@ from dsh.llm import user_text
 from dsh.replay.compare import compare
 from dsh.replay.recorded import Recording, read_recording
 from dsh.replay.run import ReplayOptions, replay
-from dsh.runtime import Runtime, start_runtime
+from dsh.runtime import Runtime
 from dsh.services import TOOLS
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import ToolContext, ToolDefinition
@@ -55,20 +53,6 @@ def _growing(ctx: Context, config: object) -> None:
 
 
 GROWING = Candidate("growing", "tests", Plugin(name="growing", inject=(TOOLS,), apply=_growing))
-
-
-@pytest.fixture
-async def runtime(
-    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Runtime]:
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
-    started = await start_runtime(
-        home=tmp_path / "home",
-        cwd=tmp_path,
-        plugin_configs={"llm-deepseek": {"base_url": fake_llm.base_url}},
-    )
-    yield started
-    await started.aclose()
 
 
 async def _recorded(runtime: Runtime, tmp_path: Path) -> Recording:

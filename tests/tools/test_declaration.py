@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
 from dsh.llm import user_text
-from dsh.runtime import Runtime, start_runtime
+from dsh.runtime import Runtime
 from dsh.services import TOOLS
 from dsh.testing import FakeLLM, Reply, ToolCallSpec
 from dsh.tools import Action, ToolContext, ToolDefinition
@@ -25,20 +24,6 @@ async def note(arguments: Note, context: ToolContext) -> str:
 
 def tool(name: str, **kwargs: object) -> ToolDefinition[Note]:
     return ToolDefinition(name=name, description="Note.", arguments=Note, execute=note, **kwargs)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-async def runtime(
-    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Runtime]:
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
-    started = await start_runtime(
-        home=tmp_path / "home",
-        cwd=tmp_path,
-        plugin_configs={"llm-deepseek": {"base_url": fake_llm.base_url}},
-    )
-    yield started
-    await started.aclose()
 
 
 async def test_a_name_that_disagrees_with_the_definition_is_refused_at_registration(
