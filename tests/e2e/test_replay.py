@@ -20,6 +20,19 @@ def echo(text: str, delay: float = 0.0) -> ToolCallSpec:
     return ToolCallSpec(name="echo", arguments=arguments)
 
 
+async def _a_turn_queued_behind_another(dsh: Dsh, fake_llm: FakeLLM) -> None:
+    """A stream-json session whose second prompt is queued while the first turn runs."""
+    fake_llm.add(Reply(text="First answer.", chunk_delay_ms=5), Reply(text="Second answer."))
+    child = await dsh.start("-p", "--input-format", "stream-json")
+    await send(
+        child,
+        {"type": "prompt", "text": "first question"},
+        {"type": "followup", "text": "second question"},
+    )
+    await close_stdin(child)
+    assert (await finish(child, stdin=None)).code == 0
+
+
 async def _sessions_of_a_day(dsh: Dsh, fake_llm: FakeLLM) -> None:
     fake_llm.add(
         Reply(reasoning="Echo first.", tool_calls=[echo("one")]),
@@ -41,15 +54,7 @@ async def _sessions_of_a_day(dsh: Dsh, fake_llm: FakeLLM) -> None:
             break
     assert (await finish(child, stdin=None)).code == 0
 
-    fake_llm.add(Reply(text="First answer.", chunk_delay_ms=5), Reply(text="Second answer."))
-    child = await dsh.start("-p", "--input-format", "stream-json")
-    await send(
-        child,
-        {"type": "prompt", "text": "first question"},
-        {"type": "followup", "text": "second question"},
-    )
-    await close_stdin(child)
-    assert (await finish(child, stdin=None)).code == 0
+    await _a_turn_queued_behind_another(dsh, fake_llm)
 
 
 async def test_every_session_of_a_headless_day_replays_identically(
@@ -147,15 +152,7 @@ async def test_a_kept_fork_of_a_queued_turn_replays_with_its_switch_of_model(
     """Turn 2 was queued while turn 1 ran: the loop never waits between them, so the
     fork's switch is logged (``agent/options``) as turn 2's prompt opens it, and the
     kept fork replays with the switch there (the check after the test replays it)."""
-    fake_llm.add(Reply(text="First answer.", chunk_delay_ms=5), Reply(text="Second answer."))
-    child = await dsh.start("-p", "--input-format", "stream-json")
-    await send(
-        child,
-        {"type": "prompt", "text": "first question"},
-        {"type": "followup", "text": "second question"},
-    )
-    await close_stdin(child)
-    assert (await finish(child, stdin=None)).code == 0
+    await _a_turn_queued_behind_another(dsh, fake_llm)
     [session_id] = await dsh.session_ids()
     fake_llm.add(Reply(text="Pro answer."))
     done = await dsh.run(
