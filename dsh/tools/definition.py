@@ -230,6 +230,6 @@ class JsonSchemaTool(ToolDefinition[AnyArguments]):
 
     parameters: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def schema(self) -> ToolSchema:
+    @functools.cached_property
+    def schema(self) -> ToolSchema:  # built once, as every tool's: every request sends it
         return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)
