@@ -591,7 +591,7 @@ class StandIn:
             # between turns is: a replay of the fork switches there too.
             self._switched = True
             agent.set_options(**self.switch)
-        point = IdlePoint(sum(1 for e in session.events if e.type == "turn/end"))
+        point = IdlePoint(self._counts["turn/end"])  # counted as logged: no reread
         inputs = self.recording.inputs.get(point, [])
         if (
             inputs
