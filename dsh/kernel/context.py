@@ -296,33 +296,22 @@ class Context:
         """Await every listener concurrently; their results in listener order, or the
         first failure (in listener order) raised once all have finished."""
         spec = check_hook(hook, Gather, "parallel")
-        # A listener that answers at once is not made a task (most do: each task costs
-        # the loop a turn, on every tool call); what is awaitable is awaited together.
-        outcomes: list[object] = []
-        pending: dict[int, Awaitable[object]] = {}
-        for listener in self._listeners(spec, spec.subject_of(args, kwargs)):
-            try:
-                result = listener.fn(*args, **kwargs)
-            except Exception as error:
-                result = error
+
+        async def call(listener: _Listener) -> R:
+            result = listener.fn(*args, **kwargs)
             if inspect.isawaitable(result):
-                pending[len(outcomes)] = result
-            outcomes.append(result)
-        if len(pending) == 1:
-            [(at, awaitable)] = pending.items()
-            try:
-                outcomes[at] = await awaitable
-            except Exception as error:
-                outcomes[at] = error
-        elif pending:
-            done = await asyncio.gather(*pending.values(), return_exceptions=True)
-            for at, outcome in zip(pending, done, strict=True):
-                outcomes[at] = outcome
+                return cast(R, await result)
+            return cast(R, result)
+
+        outcomes = await asyncio.gather(
+            *(call(listener) for listener in self._listeners(spec, spec.subject_of(args, kwargs))),
+            return_exceptions=True,
+        )
         results: list[R] = []
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-            results.append(cast(R, outcome))
+            results.append(outcome)
         return results
 
     async def serial(self, hook: First[P, R], *args: P.args, **kwargs: P.kwargs) -> R | None:

@@ -367,8 +367,8 @@ async def test_parallel_raises_the_first_failure_in_listener_order() -> None:
 
 
 async def test_parallel_a_plain_listener_that_raises_lets_the_others_finish() -> None:
-    """Listeners that answer at once are not made tasks: one that raises is still
-    reported in listener order, after the awaitable ones ran to their end."""
+    """A listener that raises at once, without awaiting, is reported in listener
+    order too, after the awaitable ones ran to their end."""
     root = Context()
     finished: list[str] = []
 
